@@ -85,7 +85,7 @@ class RunWriter:
         self._file = h5py.File(self.path, "w" if overwrite else "w-")
         f = self._file
         f.attrs["format"] = FORMAT_NAME
-        f.attrs["format_version"] = "%d.%d" % FORMAT_VERSION
+        f.attrs["format_version"] = f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
         for key, value in attrs.items():
             f.attrs[key] = _to_attr(value)
         f.attrs["status"] = STATUS_RUNNING
@@ -280,7 +280,7 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
     g = f["pingpong"]
     lengths, arrays = [], {}
     trials = None
-    for name, dtype, per_trial in PINGPONG_DATASETS:
+    for name, _dtype, per_trial in PINGPONG_DATASETS:
         if name not in g:
             raise RunFileError(f"{p}: dataset /pingpong/{name} is missing")
         ds = g[name]

@@ -29,10 +29,7 @@ def netpipe_schedule(lower: int, upper: int, perturbation: int) -> list[SizePoin
     while length <= upper:
         if nq > 2 and nq % 2 == 1:
             inc += inc
-        if perturbation > 0 and inc > perturbation + 1:
-            perts = (-perturbation, 0, perturbation)
-        else:
-            perts = (0,)
+        perts = (-perturbation, 0, perturbation) if perturbation > 0 and inc > perturbation + 1 else (0,)
         for pert in perts:
             points.append(SizePoint(length + pert, inc))
         length += inc
