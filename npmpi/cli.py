@@ -45,16 +45,16 @@ def _error_line(message: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    first = launcher_rank() in (None, 0)
     try:
         opts = parse_options(argv)
     except HelpRequested as h:
-        if first:
+        if launcher_rank() in (None, 0):
             sys.stdout.write(h.text)
         return 0
     except UsageError as e:
-        if first:
-            _say(_error_line(str(e)), sys.stderr)
+        if launcher_rank() is not None:
+            return _usage_error_under_launcher(str(e))
+        _say(_error_line(str(e)), sys.stderr)
         return 2
 
     import mpi4py
@@ -69,6 +69,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     return _run(MPI, MPI.COMM_WORLD, opts, argv)
+
+
+def _usage_error_under_launcher(message: str) -> int:
+    """Rank 0 prints; no rank exits before it has (an early exit makes mpirun kill the job)."""
+    try:
+        import mpi4py
+
+        mpi4py.rc.thread_level = "funneled"
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        if comm.Get_rank() == 0:
+            _say(_error_line(message), sys.stderr)
+        comm.Barrier()
+    except Exception:  # noqa: BLE001 - MPI unusable: say it from the launcher's rank 0
+        if launcher_rank() == 0:
+            _say(_error_line(message), sys.stderr)
+    return 2
 
 
 def _collective_check(comm, local_problem: str | None) -> None:

@@ -72,3 +72,9 @@ class Console:
         if outcome.stopped_early:
             self._print(f"stopped early: {outcome.stopped_early}")
         self._print(f"{len(outcome.rows)} sizes in {elapsed_s:.1f} s, status {outcome.status}: {output}")
+        if outcome.status != "complete":
+            print(
+                f"npmpi: {outcome.message}; the {len(outcome.rows)} completed sizes are in {output}",
+                file=sys.stderr,
+                flush=True,
+            )

@@ -9,6 +9,7 @@ blocked. After the trials both check the received data and the reflector reports
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -252,8 +253,15 @@ class Transmitter:
         return True
 
 
+def _fault_size(name: str) -> int | None:
+    """Fault injection for the test suite: NPMPI_FAULT_<NAME>=SIZE acts at that message size."""
+    value = os.environ.get(f"NPMPI_FAULT_{name}")
+    return int(value) if value and value.isdigit() else None
+
+
 def reflect(comm, layout: Layout, opts: Options, kernel: KernelFn, stop: StopFlag) -> int:
     """The reflector's side: echo every message; returns the exit code rank 0 sends at the end."""
+    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
     me = comm.Get_rank()
     peer = layout.pair[0]
     largest = opts.largest_message_bytes
@@ -274,7 +282,11 @@ def reflect(comm, layout: Layout, opts: Options, kernel: KernelFn, stop: StopFla
             kernel(comm, peer, sbuf, rbuf, size, iterations, False)
             continue
         trials, integrity = packed & 0xFFFFFFFF, bool(packed >> 32)
+        if size == raise_at:
+            raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
         kernel(comm, peer, sbuf, rbuf, size, warmup_iterations(iterations), False)
+        if size == corrupt_at:
+            sbuf[size // 2] ^= 0xFF  # what a faulty transport would deliver
         ok = True
         abandoned = False
         for _ in range(trials):

