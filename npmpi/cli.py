@@ -83,7 +83,7 @@ def _usage_error_under_launcher(message: str) -> int:
         if comm.Get_rank() == 0:
             _say(_error_line(message), sys.stderr)
         comm.Barrier()
-    except Exception:  # noqa: BLE001 - MPI unusable: say it from the launcher's rank 0
+    except Exception:
         if launcher_rank() == 0:
             _say(_error_line(message), sys.stderr)
     return 2
