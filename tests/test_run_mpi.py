@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
-from conftest import mpi_env, mpirun_path
 
+from npmpi.launcher import local_mpi_env, npmpi_command
 from npmpi.runfile import load_run
 from npmpi.schedule import netpipe_schedule
 
@@ -151,9 +150,9 @@ def test_exception_on_the_reflector_ends_the_job(npmpi_run, tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_marks_the_file_interrupted(tmp_path, sig):
-    cmd = [mpirun_path(), "-np", "2", "--oversubscribe", sys.executable, "-m", "npmpi", "-o", "r.h5"]
+    cmd = npmpi_command(2, ["-o", "r.h5"])
     proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, cwd=tmp_path, env=local_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     # wait for a few sizes to complete
     deadline = time.monotonic() + 60
