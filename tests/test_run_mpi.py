@@ -173,3 +173,12 @@ def test_signal_marks_the_file_interrupted(tmp_path, sig):
     run = load_run(tmp_path / "r.h5")
     assert run.status == "interrupted"
     assert len(run.pingpong) >= 6 and np.all(run.pingpong.trial_s > 0)
+
+
+def test_sweep_stops_early_when_a_round_trip_is_too_long(npmpi_run, tmp_path):
+    proc = npmpi_run([*SHORT, "--max-round-trip", "1e-9", "-o", "r.h5"])
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(tmp_path / "r.h5")
+    assert run.status == "complete" and len(run.pingpong) == 1
+    assert "--max-round-trip" in run.attrs["stopped_early"]
+    assert "stopped early" in proc.stdout
