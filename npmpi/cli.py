@@ -8,6 +8,7 @@ rank blocked.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -18,7 +19,14 @@ import time
 from typing import Any
 
 from npmpi.errors import NpmpiError, UsageError
-from npmpi.options import HelpRequested, Options, check_output_path, default_output_name, parse_options
+from npmpi.options import (
+    DEFAULT_BASELINE_S,
+    HelpRequested,
+    Options,
+    check_output_path,
+    default_output_name,
+    parse_options,
+)
 
 PROG = "npmpi"
 
@@ -170,7 +178,16 @@ def _memory_problem(largest: int) -> str | None:
 def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
     from npmpi import sweep
     from npmpi.kernels import get_kernel
-    from npmpi.layout import ROLE_REFLECTOR, ROLE_TRANSMITTER, LayoutError, compute_layout
+    from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER, LayoutError, compute_layout
+    from npmpi.meters import MeterError
+    from npmpi.power import (
+        METERS_ENV,
+        ChannelSampler,
+        node_meter_specs,
+        open_meters,
+        power_rank_main,
+        sample_interval_for,
+    )
 
     rank = comm.Get_rank()
     stop = sweep.StopFlag()
@@ -182,9 +199,11 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
         node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
         node_key = f"{host}#{node_comm.allreduce(rank, op=MPI.MIN)}"
         node_comm.Free()
-        keys, hosts = zip(*comm.allgather((node_key, host)), strict=True)
+        my_specs = node_meter_specs(list(opts.meters))
+        keys, hosts, wants_power = zip(*comm.allgather((node_key, host, bool(my_specs))), strict=True)
+        power_on = any(wants_power)
         try:
-            layout = compute_layout(list(keys), list(hosts), power=False)
+            layout = compute_layout(list(keys), list(hosts), power=power_on)
         except LayoutError as exc:
             raise UsageError(str(exc)) from None
         role = layout.roles[rank]
@@ -203,6 +222,29 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
                     kernel = get_kernel(opts.kernel)
                 except NpmpiError as exc:
                     problem = str(exc)
+        samplers: list = []
+        power_info = None
+        if problem is None and role == ROLE_POWER:
+            node_label = f"node {layout.node_of_rank[rank]} ({host})"
+            try:
+                if not my_specs:
+                    raise MeterError(
+                        f"{node_label} has no meter: give --meter, or set {METERS_ENV} on every node"
+                    )
+                meters, skipped = open_meters(my_specs, opts.meter_optional)
+                samplers = [
+                    ChannelSampler(m, sample_interval_for(m, opts.sample_interval_s), node_label)
+                    for m in meters
+                ]
+                descs = []
+                for s in samplers:
+                    d = s.meter.describe()
+                    d["sample_interval_s"] = s.interval_s
+                    descs.append(d)
+                power_info = {"specs": my_specs, "channels": descs, "skipped": skipped}
+            except MeterError as exc:
+                problem = f"{node_label}: {exc}"
+        gathered_power = comm.gather(power_info, root=0)
         output = None
         if rank == 0 and problem is None:
             if opts.output is None:
@@ -222,10 +264,13 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
         return 2
 
     if role == ROLE_TRANSMITTER:
-        return _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop)
+        power_nodes = [gathered_power[r] for r in layout.power_ranks]
+        return _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes)
     try:
         if role == ROLE_REFLECTOR:
             return sweep.reflect(comm, layout, opts, kernel, stop)
+        if role == ROLE_POWER:
+            return power_rank_main(comm, samplers, stop)
         return sweep.wait_quietly(comm, stop)
     except BaseException as exc:
         _abort(comm, f"rank {rank} ({MPI.Get_processor_name()}): {_describe(exc)}", 1)
@@ -246,10 +291,60 @@ def _abort(comm, message: str, code: int) -> None:
     comm.Abort(code)
 
 
-def _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop) -> int:
+def _power_setup(writer, collector, layout, power_nodes, opts, console) -> float:
+    """Create the power groups, measure clock offsets, record the idle baseline; returns baseline s."""
+    node_attrs, channels = [], []
+    for node, (rank, info) in enumerate(zip(layout.power_ranks, power_nodes, strict=True)):
+        node_attrs.append(
+            {
+                "host": layout.hosts[rank],
+                "node_index": node,
+                "power_rank": rank,
+                "meter_specs": list(info["specs"]),
+                "meters_skipped": list(info["skipped"]) or "",
+            }
+        )
+        channels.append(info["channels"])
+    baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
+    writer.create_power(
+        {
+            "baseline_requested_s": baseline_s,
+            "sample_interval_requested_s": opts.sample_interval_s
+            if opts.sample_interval_s is not None
+            else "natural",
+        },
+        node_attrs,
+        channels,
+    )
+    collector.writer = writer
+    _store_offsets(writer, collector.clock_offsets(), "start")
+    console.power_header(node_attrs, channels)
+    if baseline_s > 0:
+        console.note(f"recording {baseline_s:g} s of idle baseline power")
+        start, end = collector.baseline(baseline_s)
+        writer.set_group_attrs("power", baseline_start_unix_s=start, baseline_end_unix_s=end)
+    return baseline_s
+
+
+def _store_offsets(writer, offsets, which: str) -> None:
+    for node, off in enumerate(offsets):
+        writer.set_group_attrs(
+            f"power/node{node}",
+            **{
+                f"clock_offset_{which}_s": off.offset_s,
+                f"clock_offset_{which}_uncertainty_s": off.uncertainty_s,
+                f"clock_offset_{which}_round_trip_s": off.round_trip_s,
+                f"clock_offset_{which}_measured_unix_s": off.measured_unix_s,
+            },
+        )
+    writer.flush()
+
+
+def _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes) -> int:
     from npmpi import sweep
     from npmpi.clock import measure_c_clock, measure_python_clock
     from npmpi.console import Console
+    from npmpi.power import PowerCollector
     from npmpi.runfile import RunWriter
 
     clock = measure_c_clock() if opts.kernel == "c" else measure_python_clock()
@@ -263,17 +358,32 @@ def _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop) 
     }
     writer = None
     transmitter = None
+    collector = None
+    if layout.power_ranks:
+        collector = PowerCollector(comm, list(layout.power_ranks), [p["channels"] for p in power_nodes])
+    shortest_interval = min(
+        (c["sample_interval_s"] for p in power_nodes for c in p["channels"]), default=None
+    )
     started = time.monotonic()
 
     def on_row(index, row):
         writer.append(row)
+        if collector is not None:
+            collector.collect(opts.trials * opts.target_time_s if opts.repeats is None else 0.0)
+            if shortest_interval is not None and max(row.trial_s) < shortest_interval:
+                console.short_trials(row.size_bytes, max(row.trial_s), shortest_interval)
         console.row(index, row)
 
     try:
         transmitter = sweep.Transmitter(comm, layout, opts, kernel, stop, on_row)
         writer = RunWriter(output, attrs, layout_rows, opts.trials, overwrite=opts.force)
         console.header(attrs, layout, opts, points, output)
+        if collector is not None:
+            _power_setup(writer, collector, layout, power_nodes, opts, console)
         outcome = transmitter.sweep(points)
+        if collector is not None:
+            collector.collect()
+            _store_offsets(writer, collector.clock_offsets(), "end")
         elapsed = time.monotonic() - started
         writer.finish(
             outcome.status,
@@ -283,7 +393,7 @@ def _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop) 
             finished_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         )
         transmitter.release(outcome.exit_code)
-        console.summary(outcome, output, elapsed)
+        console.summary(outcome, output, elapsed, collector)
         return outcome.exit_code
     except BaseException as exc:
         status = (
@@ -295,6 +405,10 @@ def _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop) 
             if isinstance(exc, NpmpiError)
             else (130 if status == "interrupted" else 1)
         )
+        quiet_protocol = transmitter is not None and transmitter.state != "kernel"
+        if collector is not None and writer is not None and quiet_protocol and collector.writer is not None:
+            with contextlib.suppress(Exception):  # keep the samples taken up to the failure
+                collector.collect()
         if writer is not None:
             try:
                 writer.finish(status, message, elapsed_s=time.monotonic() - started)

@@ -50,6 +50,32 @@ class Console:
         self._print(f"output: {output}")
         self._print("Mbps = 2^20 bit/s as NetPIPE prints it; usec = one-way time of the best trial")
 
+    def note(self, text: str) -> None:
+        self._print(text)
+
+    def power_header(self, nodes: list[dict], channels: list[list[dict]]) -> None:
+        for node, chans in zip(nodes, channels, strict=True):
+            parts = [f"{c['kind']} ({c['label']}, every {c['sample_interval_s']:g} s)" for c in chans]
+            self._print(
+                f"power: node {node['node_index']} ({node['host']}), rank {node['power_rank']}: "
+                + (", ".join(parts) or "no meter")
+            )
+            for reason in node.get("meters_skipped") or []:
+                self._print(f"  skipped (--meter-optional): {reason}")
+            if any(c["label"] != "measured" for c in chans):
+                self._print("  note: estimated or simulated power is not a measurement; it is labelled so")
+
+    def short_trials(self, size: int, trial_s: float, interval_s: float) -> None:
+        if getattr(self, "_warned_short", False):
+            return
+        self._warned_short = True
+        print(
+            f"npmpi: note: trials at {size} B last {trial_s:.3g} s, less than the {interval_s:g} s sample "
+            "interval: their power comes from several trials (the analysis flags such sizes)",
+            file=sys.stderr,
+            flush=True,
+        )
+
     def row(self, index: int, row: SizeResult) -> None:
         one_way = min(row.trial_s) / (2 * row.iterations)
         rate = row.size_bytes / one_way
@@ -62,12 +88,17 @@ class Console:
             f"{mbps_netpipe(row.size_bytes, one_way):10.2f} Mbps in {one_way * 1e6:10.2f} usec"
         )
 
-    def summary(self, outcome, output: str, elapsed_s: float) -> None:
+    def summary(self, outcome, output: str, elapsed_s: float, collector=None) -> None:
         if self.best is not None and self.first is not None:
             rate, size = self.best
             self._print(
                 f"peak bandwidth {rate * 8 / 1e9:.3f} Gbit/s ({rate / 1e6:.1f} MB/s) at {size} B; "
                 f"latency {self.first[0] * 1e6:.3f} us at {self.first[1]} B (one-way)"
+            )
+        if collector is not None:
+            self._print(
+                f"power: {collector.samples_total} samples from {len(collector.power_ranks)} node(s), "
+                f"{collector.faults_total} meter fault event(s)"
             )
         if outcome.stopped_early:
             self._print(f"stopped early: {outcome.stopped_early}")

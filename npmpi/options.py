@@ -24,6 +24,8 @@ QUICK_TARGET_TIME_S = 0.004
 DEFAULT_MAX_ROUND_TRIP_S = 1.0
 MAX_TARGET_TIME_S = 3600.0
 MAX_REPEATS = 1_000_000_000
+DEFAULT_BASELINE_S = 3.0
+MAX_BASELINE_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ class Options:
     output: str | None
     force: bool
     quiet: bool
+    meters: tuple[str, ...] = ()
+    sample_interval_s: float | None = None
+    baseline_s: float | None = None
+    meter_optional: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -183,6 +189,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="verify every message, not only the last of each size (slower: the run is "
         "marked as not comparable for timing)",
     )
+    g = p.add_argument_group("power (one extra rank per node samples that node's meters)")
+    g.add_argument(
+        "--meter",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a meter channel of every node, KIND[:TARGET,key=value,...]; repeat for several. "
+        "Kinds: wattsup, rapl, hwmon, nvml, ipmi, estimate, replay (see docs/meters.md). "
+        "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node",
+    )
+    g.add_argument(
+        "--sample-interval",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between samples (default: each meter's natural period, e.g. 1 s for a "
+        "Watts Up?, 0.1 s for RAPL)",
+    )
+    g.add_argument(
+        "--baseline",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help=f"idle power recorded before the sweep while the pair waits; 0 turns it off "
+        f"(default: {DEFAULT_BASELINE_S:g} s when a meter is given)",
+    )
+    g.add_argument(
+        "--meter-optional",
+        action="store_true",
+        help="go on without a meter that cannot be opened (recorded in the file) instead of "
+        "stopping with an error",
+    )
     g = p.add_argument_group("output")
     g.add_argument(
         "-o",
@@ -235,6 +273,18 @@ def parse_options(argv: list[str]) -> Options:
         raise UsageError(f"--max-round-trip {ns.max_round_trip}: give a time above 0 s")
     if ns.kernel not in KERNEL_NAMES:
         raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
+    for text in ns.meter:
+        from npmpi.meters import MeterError, parse_meter_spec
+
+        try:
+            parse_meter_spec(text)
+        except MeterError as exc:
+            raise UsageError(str(exc)) from None
+    if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
+        raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
+    baseline = ns.baseline  # None: the default when power is measured (decided once ranks are known)
+    if baseline is not None and not 0 <= baseline <= MAX_BASELINE_S:
+        raise UsageError(f"--baseline {baseline}: give between 0 (off) and {MAX_BASELINE_S:.0f} s")
     if ns.output is not None and ns.output.strip() == "":
         raise UsageError("--output is empty: give a file name, e.g. -o run.h5")
     return Options(
@@ -251,6 +301,10 @@ def parse_options(argv: list[str]) -> Options:
         output=ns.output,
         force=ns.force,
         quiet=ns.quiet,
+        meters=tuple(ns.meter),
+        sample_interval_s=ns.sample_interval,
+        baseline_s=baseline,
+        meter_optional=ns.meter_optional,
     )
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from npmpi.errors import RunFileError
 
 FORMAT_NAME = "npmpi-run"
-FORMAT_VERSION = (1, 0)
+FORMAT_VERSION = (1, 1)  # 1.1 added the /power group
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
@@ -39,9 +39,13 @@ PINGPONG_DATASETS = (
     ("data_verified", np.bool_, False),
 )
 
+# per-sample datasets of a power channel (NaN where the meter does not give the quantity)
+SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
+
 # A file claiming more rows or trials than this is refused before anything is allocated.
 MAX_ROWS = 10_000_000
 MAX_TRIALS = 100_000
+MAX_SAMPLES = 2_000_000_000
 
 
 @dataclass
@@ -135,6 +139,66 @@ class RunWriter:
         self._file.attrs["sizes_completed"] = self._rows
         self._file.flush()
 
+    # -- power (schema 1.1): /power/node{i}/channel{j}
+    def create_power(
+        self, attrs: dict[str, Any], nodes: list[dict[str, Any]], channels: list[list[dict[str, Any]]]
+    ) -> None:
+        """Create the power groups: one per node (attrs), one per channel of that node (attrs)."""
+        import h5py
+
+        g = self._file.require_group("power")
+        for key, value in attrs.items():
+            g.attrs[key] = _to_attr(value)
+        for i, (node_attrs, node_channels) in enumerate(zip(nodes, channels, strict=True)):
+            ng = g.create_group(f"node{i}")
+            for key, value in node_attrs.items():
+                ng.attrs[key] = _to_attr(value)
+            for j, ch_attrs in enumerate(node_channels):
+                cg = ng.create_group(f"channel{j}")
+                for key, value in ch_attrs.items():
+                    cg.attrs[key] = _to_attr(value)
+                for name in SAMPLE_FIELDS:
+                    cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
+                fg = cg.create_group("faults")
+                fg.create_dataset("time_unix_s", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(64,))
+                fg.create_dataset(
+                    "message", shape=(0,), maxshape=(None,), dtype=h5py.string_dtype(), chunks=(64,)
+                )
+        self._file.flush()
+
+    def append_samples(
+        self,
+        node: int,
+        channel: int,
+        samples: dict[str, np.ndarray],
+        faults: list[tuple[float, str]] | None = None,
+    ) -> None:
+        """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults; no flush."""
+        cg = self._file[f"power/node{node}/channel{channel}"]
+        count = len(samples["time_unix_s"])
+        if count:
+            n = cg["time_unix_s"].shape[0]
+            for name in SAMPLE_FIELDS:
+                ds = cg[name]
+                ds.resize(n + count, axis=0)
+                ds[n:] = samples[name]
+            cg.attrs["samples_completed"] = n + count
+        if faults:
+            fg = cg["faults"]
+            n = fg["time_unix_s"].shape[0]
+            fg["time_unix_s"].resize(n + len(faults), axis=0)
+            fg["message"].resize(n + len(faults), axis=0)
+            fg["time_unix_s"][n:] = [t for t, _ in faults]
+            fg["message"][n:] = np.array([m for _, m in faults], dtype=object)
+
+    def set_group_attrs(self, group: str, **attrs: Any) -> None:
+        g = self._file.require_group(group)
+        for key, value in attrs.items():
+            g.attrs[key] = _to_attr(value)
+
+    def flush(self) -> None:
+        self._file.flush()
+
     def finish(self, status: str, message: str = "", **attrs: Any) -> None:
         """Record the final status (and any last attributes), then close the file."""
         if status not in STATUSES:
@@ -178,6 +242,36 @@ class PingPong:
 
 
 @dataclass
+class PowerChannel:
+    """One meter channel of one node: its attributes, samples (node-local wall clock) and faults."""
+
+    attrs: dict[str, Any]
+    time_unix_s: np.ndarray
+    power_w: np.ndarray
+    energy_j: np.ndarray
+    volts: np.ndarray
+    amps: np.ndarray
+    fault_time_unix_s: np.ndarray
+    fault_message: list[str]
+
+    @property
+    def label(self) -> str:
+        return str(self.attrs.get("label", ""))
+
+
+@dataclass
+class PowerNode:
+    """One node's power: host, clock offsets against rank 0 and its channels."""
+
+    attrs: dict[str, Any]
+    channels: list[PowerChannel]
+
+    @property
+    def host(self) -> str:
+        return str(self.attrs.get("host", ""))
+
+
+@dataclass
 class Run:
     """A run file's contents in plain Python and numpy."""
 
@@ -186,6 +280,8 @@ class Run:
     layout: dict[str, np.ndarray]
     pingpong: PingPong
     notices: list[str] = field(default_factory=list)
+    power_attrs: dict[str, Any] = field(default_factory=dict)
+    power: list[PowerNode] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -257,7 +353,65 @@ def load_run(path: str | os.PathLike) -> Run:
             notices.append(f"the run is {status}{': ' + msg if msg else ''}; completed sizes are analysed")
         layout = _read_layout(f, p)
         pingpong = _read_pingpong(f, p, attrs, notices)
-    return Run(path=p, attrs=attrs, layout=layout, pingpong=pingpong, notices=notices)
+        power_attrs, power = _read_power(f, p, notices)
+    return Run(
+        path=p,
+        attrs=attrs,
+        layout=layout,
+        pingpong=pingpong,
+        notices=notices,
+        power_attrs=power_attrs,
+        power=power,
+    )
+
+
+def _numbered(group, prefix: str) -> list[str]:
+    names = [k for k in group if k.startswith(prefix) and k[len(prefix) :].isdigit()]
+    return sorted(names, key=lambda k: int(k[len(prefix) :]))
+
+
+def _read_power(f, p: Path, notices: list[str]) -> tuple[dict[str, Any], list[PowerNode]]:
+    if "power" not in f:
+        return {}, []
+    g = f["power"]
+    power_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
+    nodes = []
+    for node_name in _numbered(g, "node"):
+        ng = g[node_name]
+        channels = []
+        for ch_name in _numbered(ng, "channel"):
+            cg = ng[ch_name]
+            where = f"/power/{node_name}/{ch_name}"
+            lengths = []
+            for name in SAMPLE_FIELDS:
+                if name not in cg:
+                    raise RunFileError(f"{p}: dataset {where}/{name} is missing")
+                ds = cg[name]
+                if len(ds.shape) != 1 or ds.dtype.kind not in "iuf" or ds.shape[0] > MAX_SAMPLES:
+                    raise RunFileError(f"{p}: {where}/{name} has an unexpected shape or type")
+                lengths.append(ds.shape[0])
+            n = min(lengths)
+            if n < max(lengths):
+                notices.append(f"{where}: {max(lengths) - n} partially written sample(s) ignored")
+            try:
+                data = {name: np.asarray(cg[name][:n], dtype=np.float64) for name in SAMPLE_FIELDS}
+                if "faults" in cg:
+                    ft = np.asarray(cg["faults/time_unix_s"][()], dtype=np.float64)
+                    fm = [_attr(m) for m in cg["faults/message"][()]]
+                else:
+                    ft, fm = np.zeros(0), []
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                raise RunFileError(f"{p}: {where} cannot be read ({exc}); the file may be corrupt") from None
+            channels.append(
+                PowerChannel(
+                    {k: _attr(cg.attrs[k]) for k in cg.attrs},
+                    fault_time_unix_s=ft,
+                    fault_message=fm[: len(ft)],
+                    **data,
+                )
+            )
+        nodes.append(PowerNode({k: _attr(ng.attrs[k]) for k in ng.attrs}, channels))
+    return power_attrs, nodes
 
 
 def _read_layout(f, p: Path) -> dict[str, np.ndarray]:

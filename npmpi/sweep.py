@@ -32,6 +32,7 @@ CMD_SIZE = 1
 CMD_PROBE = 2
 
 PROBE_ROUND_TRIPS = 200
+PROBE_CHUNKS = 5
 MIN_ITERATIONS = 3
 IDLE_POLL_S = 0.05
 
@@ -149,10 +150,15 @@ class Transmitter:
         self._command(CMD_PROBE, size, PROBE_ROUND_TRIPS)
         self._prepare(size)
         self.state = "kernel"
-        self.kernel(self.comm, self.peer, self.sbuf, self.rbuf, size, PROBE_ROUND_TRIPS // 4, True)
-        elapsed = self.kernel(self.comm, self.peer, self.sbuf, self.rbuf, size, PROBE_ROUND_TRIPS, True)
+        chunk = PROBE_ROUND_TRIPS // PROBE_CHUNKS
+        self.kernel(self.comm, self.peer, self.sbuf, self.rbuf, size, chunk, True)  # warm-up
+        # the fastest chunk: one scheduling hiccup must not shrink the first size's iterations
+        best = min(
+            self.kernel(self.comm, self.peer, self.sbuf, self.rbuf, size, chunk, True)
+            for _ in range(PROBE_CHUNKS)
+        )
         self.state = "between"
-        return elapsed / PROBE_ROUND_TRIPS
+        return best / chunk
 
     def measure_size(self, size: int, iterations: int) -> SizeResult | None:
         """All trials of one size; None when a stop request abandoned it."""
@@ -225,7 +231,8 @@ class Transmitter:
                 break
             outcome.rows.append(row)
             self.on_row(index, row)
-            prev_size, prev_rt = size, float(np.mean(row.trial_s)) / iterations
+            # the median trial: robust to one disturbed trial, close to the paper's average
+            prev_size, prev_rt = size, float(np.median(row.trial_s)) / iterations
             best_rt = min(row.trial_s) / iterations
             if best_rt > opts.max_round_trip_s:
                 outcome.stopped_early = (
@@ -278,8 +285,9 @@ def reflect(comm, layout: Layout, opts: Options, kernel: KernelFn, stop: StopFla
         patterns.fill(sbuf, me, size)
         rbuf[:size] = 0
         if cmd == CMD_PROBE:
-            kernel(comm, peer, sbuf, rbuf, size, iterations // 4, False)
-            kernel(comm, peer, sbuf, rbuf, size, iterations, False)
+            chunk = iterations // PROBE_CHUNKS
+            for _ in range(PROBE_CHUNKS + 1):
+                kernel(comm, peer, sbuf, rbuf, size, chunk, False)
             continue
         trials, integrity = packed & 0xFFFFFFFF, bool(packed >> 32)
         if size == raise_at:

@@ -1,0 +1,174 @@
+"""The meter interface, readings, errors and the registry of backends.
+
+Life of a meter on a power rank: `make_meter(spec)` builds it (no I/O), `open()` acquires the
+device and raises MeterError with an actionable reason if it cannot, `describe()` gives the
+attributes stored in the run file, `read()` returns the readings available now, `close()` releases.
+
+Two kinds of backends:
+- polled (RAPL, hwmon, NVML, IPMI, estimate, replay): `read()` takes one reading now and
+  returns it (a list of one); counters are turned into power from the previous reading.
+- streaming (Watts Up?): `read()` waits at most `timeout_s` for the device and returns every
+  complete record that arrived (possibly none).
+
+`read()` raises MeterFault when the device misbehaves (unplugged, garbage, stalled, a counter that
+jumps backwards, permission revoked); the power rank records the fault with its time and later
+calls `open()` again to resume.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from npmpi.errors import NpmpiError
+
+LABEL_MEASURED = "measured"  # a real instrument's reading
+LABEL_ESTIMATED = "estimated"  # a model's guess (e.g. from CPU utilisation)
+LABEL_SIMULATED = "simulated"  # replayed or synthetic: never a measurement of this run
+LABELS = (LABEL_MEASURED, LABEL_ESTIMATED, LABEL_SIMULATED)
+
+NAN = math.nan
+
+
+class MeterError(NpmpiError):
+    """A meter cannot be used at all (missing device, dependency, permission): says what to do."""
+
+    exit_code = 2
+
+
+class MeterFault(Exception):
+    """A meter misbehaved during the run; sampling may resume when the device comes back."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One sample, stamped with the host's wall clock when it was read (seconds since the epoch)."""
+
+    time_unix_s: float
+    power_w: float
+    energy_j: float = NAN  # cumulative energy since the meter was opened, where the meter gives it
+    volts: float = NAN
+    amps: float = NAN
+
+
+@dataclass(frozen=True)
+class MeterSpec:
+    """A parsed `--meter` value."""
+
+    kind: str
+    target: str | None = None  # the positional argument: device, path, file, GPU index
+    params: dict[str, str] = field(default_factory=dict)
+    text: str = ""
+
+    def number(self, key: str, default: float) -> float:
+        """A numeric parameter, or MeterError naming the spec."""
+        if key not in self.params:
+            return default
+        try:
+            value = float(self.params[key])
+        except ValueError:
+            raise MeterError(f"--meter {self.text}: {key}={self.params[key]!r} is not a number") from None
+        if not math.isfinite(value):
+            raise MeterError(f"--meter {self.text}: {key} must be finite")
+        return value
+
+
+class Meter(ABC):
+    """One channel of a node's meter set."""
+
+    kind: ClassVar[str] = ""
+    label: ClassVar[str] = LABEL_MEASURED
+    streaming: ClassVar[bool] = False
+    natural_interval_s: ClassVar[float] = 1.0
+    quantities: ClassVar[tuple[str, ...]] = ("power_w",)
+
+    def __init__(self, spec: MeterSpec) -> None:
+        self.spec = spec
+
+    @abstractmethod
+    def open(self) -> None:
+        """Acquire the device; MeterError with the reason and the remedy if impossible."""
+
+    @abstractmethod
+    def read(self, timeout_s: float) -> list[Reading]:
+        """Readings available now (see the module docstring); MeterFault on misbehaviour."""
+
+    def close(self) -> None:  # noqa: B027 - optional for backends with nothing to release
+        """Release the device (idempotent)."""
+
+    def description(self) -> str:
+        """Model, device path or other identification for the run file."""
+        return self.spec.text or self.kind
+
+    def describe(self) -> dict[str, object]:
+        """Attributes stored in the run file for this channel."""
+        return {
+            "kind": self.kind,
+            "spec": self.spec.text,
+            "description": self.description(),
+            "label": self.label,
+            "natural_interval_s": self.natural_interval_s,
+            "quantities": list(self.quantities),
+        }
+
+
+_REGISTRY: dict[str, str] = {
+    "wattsup": "npmpi.meters.wattsup:WattsUpMeter",
+    "rapl": "npmpi.meters.rapl:RaplMeter",
+    "hwmon": "npmpi.meters.hwmon:HwmonMeter",
+    "nvml": "npmpi.meters.nvml:NvmlMeter",
+    "ipmi": "npmpi.meters.ipmi:IpmiMeter",
+    "estimate": "npmpi.meters.estimate:EstimateMeter",
+    "replay": "npmpi.meters.replay:ReplayMeter",
+}
+
+
+def register(kind: str, target: str) -> None:
+    """Register a backend as 'module:Class' (imported only when chosen)."""
+    _REGISTRY[kind] = target
+
+
+def known_meters() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def parse_meter_spec(text: str) -> MeterSpec:
+    """Parse `KIND[:ARG,key=value,...]`; MeterError lists the known kinds for an unknown one."""
+    raw = text.strip()
+    if not raw:
+        raise MeterError("--meter is empty: give a meter, e.g. --meter estimate")
+    kind, _, rest = raw.partition(":")
+    kind = kind.strip().lower()
+    if kind not in _REGISTRY:
+        raise MeterError(f"--meter {raw}: unknown meter {kind!r}; known meters: {', '.join(known_meters())}")
+    target = None
+    params: dict[str, str] = {}
+    if rest:
+        for item in rest.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if "=" in item:
+                key, _, value = item.partition("=")
+                params[key.strip()] = value.strip()
+            elif target is None:
+                target = item
+            else:
+                raise MeterError(f"--meter {raw}: more than one positional argument ({target!r}, {item!r})")
+    return MeterSpec(kind=kind, target=target, params=params, text=raw)
+
+
+def make_meter(spec: MeterSpec | str) -> Meter:
+    """Build the backend for a spec; a missing optional dependency fails here, with its reason."""
+    if isinstance(spec, str):
+        spec = parse_meter_spec(spec)
+    module_name, _, class_name = _REGISTRY[spec.kind].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise MeterError(f"--meter {spec.text}: backend {spec.kind!r} cannot be loaded ({exc})") from None
+    cls = getattr(module, class_name)
+    return cls(spec)

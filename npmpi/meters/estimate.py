@@ -1,0 +1,83 @@
+"""`estimate`: node power estimated from CPU utilisation in /proc/stat (works anywhere).
+
+power = idle_w + (max_w - idle_w) x utilisation, utilisation from the aggregate `cpu` line of
+/proc/stat between two reads. This is a model, not a measurement: it is always stored and plotted
+as *estimated*. Spec: `estimate[:idle_w=40,max_w=120,stat=/proc/stat]`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from npmpi.meters.base import LABEL_ESTIMATED, Meter, MeterError, MeterFault, Reading
+
+DEFAULT_IDLE_W = 40.0
+DEFAULT_MAX_W = 120.0
+
+
+def read_cpu_ticks(path: str) -> tuple[int, int]:
+    """(busy, total) jiffies of the aggregate cpu line."""
+    with open(path) as f:
+        line = f.readline()
+    fields = line.split()
+    if not fields or fields[0] != "cpu" or len(fields) < 5:
+        raise ValueError(f"unexpected first line in {path}: {line[:60]!r}")
+    values = [int(x) for x in fields[1:]]
+    # user nice system idle iowait irq softirq steal guest guest_nice; guest time is already in user
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    total = sum(values[:8])
+    return total - idle, total
+
+
+class EstimateMeter(Meter):
+    kind = "estimate"
+    label = LABEL_ESTIMATED
+    natural_interval_s = 0.1
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec)
+        self.idle_w = spec.number("idle_w", DEFAULT_IDLE_W)
+        self.max_w = spec.number("max_w", DEFAULT_MAX_W)
+        self.stat_path = spec.params.get("stat", spec.target or "/proc/stat")
+        if not 0 <= self.idle_w <= self.max_w:
+            raise MeterError(
+                f"--meter {spec.text}: need 0 <= idle_w <= max_w (got {self.idle_w}, {self.max_w})"
+            )
+        self._last: tuple[int, int] | None = None
+
+    def open(self) -> None:
+        try:
+            self._last = read_cpu_ticks(self.stat_path)
+        except (OSError, ValueError) as exc:
+            raise MeterError(
+                f"--meter {self.spec.text}: cannot read CPU times from {self.stat_path} ({exc})"
+            ) from None
+
+    def read(self, timeout_s: float) -> list[Reading]:
+        now = time.time()
+        try:
+            busy, total = read_cpu_ticks(self.stat_path)
+        except (OSError, ValueError) as exc:
+            raise MeterFault(f"cannot read {self.stat_path}: {exc}") from None
+        if self._last is None:
+            self._last = (busy, total)
+            return []
+        d_busy, d_total = busy - self._last[0], total - self._last[1]
+        if d_total < 0 or d_busy < 0:
+            self._last = (busy, total)
+            raise MeterFault(f"CPU tick counters in {self.stat_path} went backwards")
+        if d_total == 0:
+            return []  # no tick elapsed since the last read: nothing new to say
+        self._last = (busy, total)
+        utilisation = min(max(d_busy / d_total, 0.0), 1.0)
+        return [Reading(now, self.idle_w + (self.max_w - self.idle_w) * utilisation)]
+
+    def description(self) -> str:
+        return (
+            f"CPU-utilisation model ({self.stat_path}): {self.idle_w:g} W idle to {self.max_w:g} W full load"
+        )
+
+    def describe(self) -> dict[str, object]:
+        d = super().describe()
+        d.update({"estimate_idle_w": self.idle_w, "estimate_max_w": self.max_w})
+        return d

@@ -1,0 +1,247 @@
+"""Power ranks: one per node samples that node's meters without disturbing the ping-pong.
+
+On a power rank, one thread per meter channel sleeps (or blocks on its device) between samples,
+stamps each reading with the host's wall clock and buffers it. The main thread makes every MPI
+call: it waits for rank 0's commands with a non-blocking receive checked every few milliseconds
+(asleep in between, so no core spins), and sends its buffer only when rank 0 asks — between
+message sizes, never while a trial is timed.
+
+Rank 0's side (`PowerCollector`) asks every power rank at once, receives their batches, and
+appends them to the run file with the node's faults.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
+from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
+from npmpi.runfile import SAMPLE_FIELDS
+
+CTRL_TAG = 10  # shared with npmpi.sweep: every rank without a pair role listens here
+DATA_TAG = 14
+CMD_STOP = 0
+CMD_FLUSH = 3
+CMD_CLOCK = 4
+COMMAND_POLL_S = 0.01
+REOPEN_AFTER_S = 2.0
+STALL_INTERVALS = 5
+METERS_ENV = "NPMPI_METERS"
+
+
+def node_meter_specs(default_specs: list[str]) -> list[str]:
+    """The meter specs for this node: NPMPI_METERS (';'-separated, set per node) or --meter."""
+    override = os.environ.get(METERS_ENV)
+    if override is not None and override.strip():
+        return [s.strip() for s in override.split(";") if s.strip()]
+    return list(default_specs)
+
+
+@dataclass
+class ChannelBuffer:
+    """Readings and faults gathered since rank 0 last asked."""
+
+    readings: list[Reading] = field(default_factory=list)
+    faults: list[tuple[float, str]] = field(default_factory=list)
+
+
+class ChannelSampler(threading.Thread):
+    """Samples one meter at its interval; records faults once and reopens the device to resume."""
+
+    def __init__(self, meter: Meter, interval_s: float, node_label: str) -> None:
+        super().__init__(daemon=True, name=f"npmpi-meter-{meter.kind}")
+        self.meter = meter
+        self.interval_s = interval_s
+        self.node_label = node_label
+        self.stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._buffer = ChannelBuffer()
+        self._broken = False
+        self._last_good = time.monotonic()
+
+    def _fault(self, message: str) -> None:
+        with self._lock:
+            self._buffer.faults.append((time.time(), message))
+        print(
+            f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _sample_once(self) -> None:
+        if self._broken:
+            try:
+                self.meter.open()
+            except (MeterError, MeterFault, OSError) as exc:
+                del exc  # still gone: try again later, the fault was recorded once
+                self.stop_event.wait(REOPEN_AFTER_S)
+                return
+            self._broken = False
+            self._last_good = time.monotonic()
+            self._fault("meter is back; sampling resumed")
+        try:
+            readings = self.meter.read(self.interval_s if self.meter.streaming else 0.0)
+        except MeterFault as exc:
+            self._broken = True
+            self.meter.close()
+            self._fault(f"{exc} (sampling resumes when the device answers again)")
+            return
+        except Exception as exc:
+            self._broken = True
+            self.meter.close()
+            self._fault(f"unexpected error {type(exc).__name__}: {exc}")
+            return
+        now = time.monotonic()
+        if readings:
+            self._last_good = now
+            with self._lock:
+                self._buffer.readings.extend(readings)
+        elif now - self._last_good > STALL_INTERVALS * max(self.interval_s, self.meter.natural_interval_s):
+            self._last_good = now
+            self._fault(f"no reading for {STALL_INTERVALS} sample intervals: the meter has stalled")
+
+    def run(self) -> None:
+        next_t = time.monotonic()
+        while not self.stop_event.is_set():
+            self._sample_once()
+            if not self.meter.streaming:
+                next_t += self.interval_s
+                delay = next_t - time.monotonic()
+                if delay < 0:  # fell behind (a slow device): do not try to catch up in a burst
+                    next_t = time.monotonic()
+                    delay = 0
+                self.stop_event.wait(delay)
+
+    def drain(self) -> ChannelBuffer:
+        with self._lock:
+            out, self._buffer = self._buffer, ChannelBuffer()
+        return out
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=max(2.0, 2 * self.interval_s))
+        self.meter.close()
+
+
+def open_meters(specs: list[str], optional: bool) -> tuple[list[Meter], list[str]]:
+    """Build and open this node's meters; MeterError unless optional (then the reasons are returned)."""
+    meters, skipped = [], []
+    for text in specs:
+        try:
+            spec: MeterSpec = parse_meter_spec(text)
+            meter = make_meter(spec)
+            meter.open()
+        except MeterError as exc:
+            if not optional:
+                raise
+            skipped.append(str(exc))
+            continue
+        meters.append(meter)
+    return meters, skipped
+
+
+def sample_interval_for(meter: Meter, requested_s: float | None) -> float:
+    """--sample-interval, or the meter's natural period (never faster than a streaming meter sends)."""
+    natural = float(meter.describe().get("natural_interval_s") or meter.natural_interval_s)
+    if requested_s is None:
+        return natural
+    return max(requested_s, natural) if meter.streaming else requested_s
+
+
+def _pack(readings: list[Reading]) -> dict[str, np.ndarray]:
+    return {name: np.array([getattr(r, name) for r in readings], dtype=np.float64) for name in SAMPLE_FIELDS}
+
+
+def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
+    """The power rank's main thread: answer rank 0's commands until it says stop."""
+    for s in samplers:
+        s.start()
+    ctrl = np.zeros(4, dtype=np.int64)
+    quiet_s = 0.0
+    try:
+        while True:
+            req = comm.Irecv(ctrl, 0, CTRL_TAG)
+            # Rank 0 said how long the next message size should take: sleep through half of it in one
+            # go, then check every few milliseconds, so few wake-ups fall inside timed trials.
+            if quiet_s > 0 and not req.Test():
+                time.sleep(quiet_s)
+            while not req.Test():
+                time.sleep(COMMAND_POLL_S)
+            cmd = int(ctrl[0])
+            quiet_s = 0.0
+            if cmd == CMD_FLUSH:
+                batch = []
+                for s in samplers:
+                    buf = s.drain()
+                    batch.append((_pack(buf.readings), buf.faults))
+                comm.send(batch, 0, DATA_TAG)
+                quiet_s = 0.5 * int(ctrl[1]) / 1000.0
+            elif cmd == CMD_CLOCK:
+                answer_pings(comm, int(ctrl[1]))
+            else:  # CMD_STOP: the exit code travels in the second field
+                return int(ctrl[1])
+    finally:
+        for s in samplers:
+            s.stop()
+
+
+class PowerCollector:
+    """Rank 0's side: clock offsets, batches of samples into the run file, the baseline."""
+
+    def __init__(self, comm, power_ranks: list[int], channel_attrs: list[list[dict]]) -> None:
+        self.comm = comm
+        self.power_ranks = power_ranks
+        self.channel_attrs = channel_attrs
+        self.ctrl = np.zeros(4, dtype=np.int64)
+        self.samples_total = 0
+        self.faults_total = 0
+        self.writer = None
+
+    def _command(self, rank: int, cmd: int, arg: int = 0) -> None:
+        self.ctrl[:] = (cmd, arg, 0, 0)
+        self.comm.Send(self.ctrl, rank, CTRL_TAG)
+
+    def clock_offsets(self, exchanges: int = 32) -> list[ClockOffset]:
+        """Each node's power-rank clock minus rank 0's clock."""
+        out = []
+        for rank in self.power_ranks:
+            self._command(rank, CMD_CLOCK, exchanges)
+            out.append(measure_offset(self.comm, rank, exchanges))
+        return out
+
+    def collect(self, next_gap_s: float = 0.0) -> int:
+        """Ask every power rank for its buffer, append everything to the file; returns samples added.
+
+        `next_gap_s` is how long the next message size is expected to take (its trials).
+        """
+        from mpi4py import MPI
+
+        for rank in self.power_ranks:
+            self._command(rank, CMD_FLUSH, int(max(next_gap_s, 0.0) * 1000))
+        added = 0
+        for node, rank in enumerate(self.power_ranks):
+            status = MPI.Status()
+            batch = self.comm.recv(source=rank, tag=DATA_TAG, status=status)
+            for channel, (samples, faults) in enumerate(batch):
+                if self.writer is not None:
+                    self.writer.append_samples(node, channel, samples, faults)
+                added += len(samples["time_unix_s"])
+                self.faults_total += len(faults)
+        self.samples_total += added
+        if self.writer is not None:
+            self.writer.flush()
+        return added
+
+    def baseline(self, seconds: float) -> tuple[float, float]:
+        """Sleep (no spinning) while the power ranks sample the idle node; returns the window."""
+        start = time.time()
+        time.sleep(seconds)
+        end = time.time()
+        self.collect()
+        return start, end
