@@ -63,6 +63,7 @@ class ChannelSampler(threading.Thread):
         self._lock = threading.Lock()
         self._buffer = ChannelBuffer()
         self._broken = False
+        self._stalled = False
         self._last_good = time.monotonic()
 
     def _fault(self, message: str) -> None:
@@ -100,10 +101,15 @@ class ChannelSampler(threading.Thread):
         now = time.monotonic()
         if readings:
             self._last_good = now
+            if self._stalled:
+                self._stalled = False
+                self._fault("readings resumed after a stall")
             with self._lock:
                 self._buffer.readings.extend(readings)
-        elif now - self._last_good > STALL_INTERVALS * max(self.interval_s, self.meter.natural_interval_s):
-            self._last_good = now
+        elif not self._stalled and now - self._last_good > STALL_INTERVALS * max(
+            self.interval_s, self.meter.natural_interval_s
+        ):
+            self._stalled = True
             self._fault(f"no reading for {STALL_INTERVALS} sample intervals: the meter has stalled")
 
     def run(self) -> None:

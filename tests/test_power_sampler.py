@@ -1,0 +1,91 @@
+"""The sampling thread: buffering, faults recorded once, resume after the device returns, stalls."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
+from npmpi.power import ChannelSampler, node_meter_specs, sample_interval_for
+
+
+class ScriptedMeter(Meter):
+    """Reads follow a script: a number is a reading in watts, 'fault' raises, 'none' returns nothing."""
+
+    kind = "scripted"
+    natural_interval_s = 0.01
+
+    def __init__(self, script, reopen_ok=True):
+        super().__init__(MeterSpec("scripted", text="scripted"))
+        self.script = list(script)
+        self.reopen_ok = reopen_ok
+        self.opens = 1  # the power rank opened it before sampling starts
+
+    def open(self):
+        self.opens += 1
+        if self.opens > 1 and not self.reopen_ok:
+            raise MeterError("still unplugged")
+
+    def read(self, timeout_s):
+        step = self.script.pop(0) if self.script else "none"
+        if step == "fault":
+            raise MeterFault("device unplugged")
+        if step == "none":
+            return []
+        return [Reading(time.time(), float(step))]
+
+
+def run_sampler(meter, seconds, interval=0.01):
+    s = ChannelSampler(meter, interval, "node 0 (test)")
+    s.start()
+    time.sleep(seconds)
+    s.stop()
+    return s.drain()
+
+
+def test_readings_are_buffered_in_order(capsys):
+    buf = run_sampler(ScriptedMeter([1, 2, 3]), 0.1)
+    assert [r.power_w for r in buf.readings] == [1.0, 2.0, 3.0]
+    times = [r.time_unix_s for r in buf.readings]
+    assert times == sorted(times)
+
+
+def test_fault_is_recorded_and_sampling_resumes(capsys, monkeypatch):
+    monkeypatch.setattr("npmpi.power.REOPEN_AFTER_S", 0.01)
+    buf = run_sampler(ScriptedMeter([1, "fault", 2, 3]), 0.3)
+    messages = [m for _, m in buf.faults]
+    assert any("device unplugged" in m for m in messages)
+    assert any("sampling resumed" in m for m in messages)
+    assert [r.power_w for r in buf.readings] == [1.0, 2.0, 3.0]
+    assert "device unplugged" in capsys.readouterr().err
+
+
+def test_a_meter_that_stays_away_is_reported_once(monkeypatch):
+    monkeypatch.setattr("npmpi.power.REOPEN_AFTER_S", 0.01)
+    buf = run_sampler(ScriptedMeter([1, "fault"], reopen_ok=False), 0.2)
+    assert sum("device unplugged" in m for _, m in buf.faults) == 1
+    assert not any("resumed" in m for _, m in buf.faults)
+
+
+def test_stall_is_a_fault_reported_once_and_its_end_too():
+    buf = run_sampler(ScriptedMeter([1] + ["none"] * 20 + [2]), 0.5)
+    messages = [m for _, m in buf.faults]
+    # one message when the stall starts (not one per interval), one when readings come back; the
+    # script then runs dry, which is a second stall
+    assert "stalled" in messages[0] and "resumed after a stall" in messages[1]
+    assert all("stalled" in m for m in messages[2:]) and len(messages) <= 3
+    assert [r.power_w for r in buf.readings] == [1.0, 2.0]
+
+
+def test_sample_interval_rules():
+    m = ScriptedMeter([])
+    assert sample_interval_for(m, None) == pytest.approx(0.01)
+    assert sample_interval_for(m, 0.5) == 0.5
+
+
+def test_per_node_override(monkeypatch):
+    monkeypatch.delenv("NPMPI_METERS", raising=False)
+    assert node_meter_specs(["estimate"]) == ["estimate"]
+    monkeypatch.setenv("NPMPI_METERS", "rapl; replay:x.csv")
+    assert node_meter_specs(["estimate"]) == ["rapl", "replay:x.csv"]
