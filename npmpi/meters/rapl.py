@@ -1,0 +1,282 @@
+"""`rapl`: CPU energy counters of Linux powercap (Intel RAPL; AMD too since Linux 5.8, same driver).
+
+Each top-level zone `intel-rapl:N` of /sys/class/powercap is one package (socket) with a
+cumulative `energy_uj` counter in microjoules; `intel-rapl:N:M` are its subzones (core, uncore,
+dram). The meter sums the chosen domains (the packages by default), turns counter differences
+into joules and power, and counts every wrap of a counter at `max_energy_range_uj`.
+
+A counter can wrap between two reads without anyone seeing it if they are too far apart: at most
+one wrap can be counted, so reads must come more often than max_energy_range_uj / power (about
+22 minutes for 262 kJ at 200 W; a few minutes on older parts). The meter refuses to guess: when
+the time since the previous read would have allowed a second wrap at `max_w` watts, or when a
+counter goes back by more than a wrap explains (a reset), it raises MeterFault.
+
+Spec: `rapl[:ROOT,domains=package,max_w=1000]` with ROOT the powercap directory and domains any of
+`package`, `dram`, `psys`, `core`, `uncore` joined by `+` (e.g. `domains=package+dram`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading
+
+DEFAULT_ROOT = "/sys/class/powercap"
+TOP_ZONE = re.compile(r"^intel-rapl:(\d+)$")
+SUB_ZONE = re.compile(r"^intel-rapl:(\d+):(\d+)$")
+DOMAINS = ("package", "dram", "psys", "core", "uncore")
+DEFAULT_DOMAINS = ("package",)
+# A bound on one domain's power, used only to tell a wrap from a reset and to know when two reads
+# are too far apart to count wraps: no CPU package or DRAM domain draws a kilowatt.
+DEFAULT_MAX_W = 1000.0
+# RAPL counters update about every millisecond; a read may see one update more than its time span.
+UPDATE_SLACK_S = 0.01
+# A counting domain always draws some power: a counter that stays still this long is stuck.
+STUCK_AFTER_S = 2.0
+
+PERMISSION_HINT = (
+    "energy_uj is readable by root only since Linux 5.10 (CVE-2020-8694, the Platypus side channel). "
+    "Run as root, or have an administrator grant read access to a trusted group, e.g. "
+    "`chgrp power /sys/class/powercap/intel-rapl:*/energy_uj && chmod g+r "
+    "/sys/class/powercap/intel-rapl:*/energy_uj` (lost at reboot; to keep it, a udev rule "
+    '`SUBSYSTEM=="powercap", ACTION=="add", RUN+="/bin/chgrp power /sys%p/energy_uj", '
+    'RUN+="/bin/chmod g+r /sys%p/energy_uj"` in /etc/udev/rules.d/). See docs/meters.md'
+)
+
+
+def _read_text(path: Path) -> str:
+    """The content of a sysfs file (one place, so tests can deny access even to root)."""
+    with open(path) as f:
+        return f.read()
+
+
+def _read_uj(path: Path) -> int:
+    text = _read_text(path).strip()
+    value = int(text)  # ValueError on garbage
+    if value < 0:
+        raise ValueError(f"negative value {text!r}")
+    return value
+
+
+@dataclass
+class Zone:
+    """One powercap zone being summed, with its counter state."""
+
+    directory: Path
+    name: str
+    max_range_uj: int | None  # None: max_energy_range_uj unreadable, wraps cannot be counted
+    last_uj: int = 0
+    last_change_t: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.directory.name} ({self.name})"
+
+    @property
+    def energy_file(self) -> Path:
+        return self.directory / "energy_uj"
+
+
+def _domain_of(zone_name: str) -> str:
+    # zone names: package-0, dram, core, uncore, psys
+    return zone_name.split("-", 1)[0]
+
+
+def parse_domains(text: str | None, spec_text: str) -> tuple[str, ...]:
+    """The `domains=` parameter as a tuple of domain names; MeterError for unknown or overlapping ones."""
+    if not text:
+        return DEFAULT_DOMAINS
+    chosen = tuple(dict.fromkeys(t.strip().lower() for t in text.split("+") if t.strip()))
+    unknown = [d for d in chosen if d not in DOMAINS]
+    if unknown or not chosen:
+        raise MeterError(
+            f"--meter {spec_text}: unknown RAPL domain {', '.join(unknown) or text!r}; "
+            f"choose among {', '.join(DOMAINS)} joined by + (e.g. domains=package+dram)"
+        )
+    # psys is the whole platform and package holds core and uncore: summing them counts twice
+    if "psys" in chosen and len(chosen) > 1:
+        raise MeterError(f"--meter {spec_text}: psys already holds the other domains; use it alone")
+    if "package" in chosen and ({"core", "uncore"} & set(chosen)):
+        raise MeterError(f"--meter {spec_text}: core and uncore are parts of package; do not add them to it")
+    return chosen
+
+
+class RaplMeter(Meter):
+    """Sum of RAPL energy counters, read on demand."""
+
+    kind = "rapl"
+    natural_interval_s = 0.1
+    quantities = ("power_w", "energy_j")
+
+    def __init__(self, spec: MeterSpec, monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(spec)
+        self.root = Path(spec.target or DEFAULT_ROOT)
+        self.domains = parse_domains(spec.params.get("domains"), spec.text)
+        self.max_w = spec.number("max_w", DEFAULT_MAX_W)
+        if self.max_w <= 0:
+            raise MeterError(f"--meter {spec.text}: max_w must be positive")
+        self._monotonic = monotonic
+        self.zones: list[Zone] = []
+        self._energy_j = 0.0
+        self._last_t = 0.0
+        self._opened = False
+
+    def _found(self) -> list[tuple[Path, str]]:
+        """(zone directory, name) for every RAPL zone and subzone under the root."""
+        out = []
+        for entry in sorted(self.root.iterdir(), key=lambda p: [int(x) for x in re.findall(r"\d+", p.name)]):
+            if TOP_ZONE.match(entry.name) or SUB_ZONE.match(entry.name):
+                try:
+                    name = _read_text(entry / "name").strip()
+                except OSError:
+                    name = "?"
+                out.append((entry, name))
+        return out
+
+    def open(self) -> None:
+        self._opened = False
+        if not self.root.is_dir():
+            raise MeterError(
+                f"--meter {self.spec.text}: no powercap directory {self.root}: the kernel has no RAPL "
+                "driver loaded (`modprobe intel_rapl_msr`) or the CPU does not offer RAPL "
+                "(virtual machines usually do not)"
+            )
+        found = self._found()
+        chosen = []
+        for directory, name in found:
+            domain = _domain_of(name)
+            if domain not in self.domains:
+                continue
+            # packages and psys are top-level zones; dram, core and uncore are subzones of a package
+            if domain in ("package", "psys") and not TOP_ZONE.match(directory.name):
+                continue
+            chosen.append((directory, name))
+        if not chosen:
+            seen = ", ".join(f"{d.name} ({n})" for d, n in found) or "no intel-rapl zones"
+            raise MeterError(
+                f"--meter {self.spec.text}: no RAPL zone for domains={'+'.join(self.domains)} in "
+                f"{self.root}; found: {seen}"
+            )
+        now = self._monotonic()
+        zones = []
+        for directory, name in chosen:
+            zone = Zone(directory=directory, name=name, max_range_uj=self._max_range(directory))
+            try:
+                zone.last_uj = _read_uj(zone.energy_file)
+            except PermissionError:
+                raise MeterError(
+                    f"--meter {self.spec.text}: permission denied reading {zone.energy_file}: "
+                    + PERMISSION_HINT
+                ) from None
+            except (OSError, ValueError) as exc:
+                raise MeterError(f"--meter {self.spec.text}: cannot read {zone.energy_file}: {exc}") from None
+            zone.last_change_t = now
+            zones.append(zone)
+        self.zones = zones
+        self._energy_j = 0.0
+        self._last_t = now
+        self._opened = True
+
+    @staticmethod
+    def _max_range(directory: Path) -> int | None:
+        try:
+            value = _read_uj(directory / "max_energy_range_uj")
+        except (OSError, ValueError):
+            return None
+        return value if value > 0 else None
+
+    def _delta_uj(self, zone: Zone, value: int, dt_s: float) -> int:
+        """Microjoules since the last read, counting a wrap; MeterFault when it cannot be known."""
+        budget_uj = self.max_w * (dt_s + UPDATE_SLACK_S) * 1e6
+        raw = value - zone.last_uj
+        if raw >= 0:
+            delta = raw
+        elif zone.max_range_uj is None:
+            raise MeterFault(
+                f"the energy counter of {zone.label} went back from {zone.last_uj} to {value} µJ and its "
+                "max_energy_range_uj is unreadable, so a wrap cannot be told from a reset"
+            )
+        else:
+            delta = raw + zone.max_range_uj
+            if delta < 0 or delta > budget_uj:
+                raise MeterFault(
+                    f"the energy counter of {zone.label} jumped back from {zone.last_uj} to {value} µJ: "
+                    f"a counter reset (as a wrap it would mean {delta / 1e6 / max(dt_s, 1e-9):.0f} W)"
+                )
+        if delta > budget_uj:
+            raise MeterFault(
+                f"the energy counter of {zone.label} jumped forward by {delta / 1e6:.1f} J in {dt_s:.3f} s, "
+                f"more than max_w={self.max_w:g} W allows"
+            )
+        if zone.max_range_uj is not None and delta + zone.max_range_uj <= budget_uj:
+            period_s = zone.max_range_uj / 1e6 / self.max_w
+            raise MeterFault(
+                f"{dt_s:.1f} s since the last read of {zone.label} is longer than its shortest wrap "
+                f"period ({period_s:.0f} s at max_w={self.max_w:g} W): how often the counter wrapped is "
+                "unknown; read more often"
+            )
+        return delta
+
+    def read(self, timeout_s: float) -> list[Reading]:
+        if not self._opened:
+            raise MeterFault("the RAPL meter is not open")
+        now_t = self._monotonic()
+        stamp = time.time()
+        dt_s = now_t - self._last_t
+        values = []
+        for zone in self.zones:
+            try:
+                values.append(_read_uj(zone.energy_file))
+            except PermissionError:
+                raise MeterFault(
+                    f"permission to read {zone.energy_file} was revoked ({PERMISSION_HINT})"
+                ) from None
+            except (OSError, ValueError) as exc:
+                raise MeterFault(f"cannot read {zone.energy_file}: {exc}") from None
+        deltas = []
+        for zone, value in zip(self.zones, values, strict=True):
+            delta = self._delta_uj(zone, value, dt_s)
+            if delta == 0 and now_t - zone.last_change_t > STUCK_AFTER_S:
+                raise MeterFault(
+                    f"the energy counter of {zone.label} has not moved for "
+                    f"{now_t - zone.last_change_t:.1f} s: the domain is not counting"
+                )
+            deltas.append(delta)
+        # commit only once every zone gave a sound value, so a fault leaves no half-applied read
+        for zone, value, delta in zip(self.zones, values, deltas, strict=True):
+            zone.last_uj = value
+            if delta:
+                zone.last_change_t = now_t
+        joules = sum(deltas) / 1e6
+        self._energy_j += joules
+        self._last_t = now_t
+        power_w = joules / dt_s if dt_s > 0 else NAN
+        return [Reading(time_unix_s=stamp, power_w=power_w, energy_j=self._energy_j)]
+
+    def close(self) -> None:
+        self._opened = False
+
+    def description(self) -> str:
+        zones = ", ".join(z.label for z in self.zones) or f"domains={'+'.join(self.domains)}"
+        return f"RAPL energy counters in {self.root}: {zones}"
+
+    def describe(self) -> dict[str, object]:
+        d = super().describe()
+        periods = [z.max_range_uj / 1e6 / self.max_w for z in self.zones if z.max_range_uj]
+        d.update(
+            {
+                "root": str(self.root),
+                "domains": list(self.domains),
+                "zones": [z.label for z in self.zones],
+                "max_energy_range_uj": [z.max_range_uj if z.max_range_uj else -1 for z in self.zones],
+                "max_w": self.max_w,
+                # reads must come more often than this, or a second wrap could go unseen
+                "shortest_wrap_period_s": min(periods) if periods else math.nan,
+            }
+        )
+        return d

@@ -1,0 +1,274 @@
+"""The RAPL meter against synthetic /sys/class/powercap trees.
+
+Permission denial: mode 0 does not stop root, so when the tests run as root (`os.geteuid() == 0`)
+`enforce_denials` also makes the meter's file-reading function raise EACCES for denied files.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from fakes.sysfs import FakePowercap, enforce_denials
+
+from npmpi.meters import rapl
+from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_spec
+from npmpi.meters.rapl import RaplMeter
+
+SMALL_RANGE_UJ = 100_000_000  # 100 J: wraps are easy to cause and to count by hand
+
+
+class Clock:
+    """The meter's monotonic clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def meter_for(tree: FakePowercap, clock: Clock, extra: str = "") -> RaplMeter:
+    meter = RaplMeter(parse_meter_spec(f"rapl:{tree.root}{extra}"), monotonic=clock)
+    meter.open()
+    return meter
+
+
+def step(meter: RaplMeter, clock: Clock, seconds: float):
+    clock.t += seconds
+    (reading,) = meter.read(0.0)
+    return reading
+
+
+def test_registry_builds_without_io():
+    meter = make_meter("rapl:/nonexistent")
+    assert isinstance(meter, RaplMeter)
+    assert not meter.streaming and meter.natural_interval_s == 0.1
+    assert meter.quantities == ("power_w", "energy_j")
+
+
+def test_power_and_energy_from_one_package(tmp_path):
+    tree = FakePowercap(tmp_path)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.zone("package-0").advance_j(10.0)
+    r = step(meter, clock, 0.5)
+    assert r.power_w == pytest.approx(20.0)
+    assert r.energy_j == pytest.approx(10.0)
+    tree.zone("package-0").advance_j(3.0)
+    r = step(meter, clock, 0.1)
+    assert r.power_w == pytest.approx(30.0)
+    assert r.energy_j == pytest.approx(13.0)
+    assert math.isnan(r.volts)
+
+
+def test_sums_packages_not_subzones_nor_mmio(tmp_path):
+    tree = FakePowercap(tmp_path, packages=2, dram=True, mmio=True)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    assert [z.name for z in meter.zones] == ["package-0", "package-1"]
+    tree.zone("package-0").advance_j(4.0)
+    tree.zone("package-1").advance_j(6.0)
+    tree.zone("intel-rapl:0:0").advance_j(3.0)  # core: already inside package-0
+    tree.zone("intel-rapl:0:2").advance_j(2.0)  # dram: not asked for
+    r = step(meter, clock, 1.0)
+    assert r.energy_j == pytest.approx(10.0)
+    assert r.power_w == pytest.approx(10.0)
+
+
+def test_package_plus_dram(tmp_path):
+    tree = FakePowercap(tmp_path, packages=2, dram=True)
+    clock = Clock()
+    meter = meter_for(tree, clock, ",domains=package+dram")
+    assert sorted(z.name for z in meter.zones) == ["dram", "dram", "package-0", "package-1"]
+    tree.zone("package-0").advance_j(4.0)
+    tree.zone("intel-rapl:1:2").advance_j(1.5)  # dram of package 1
+    assert step(meter, clock, 0.5).energy_j == pytest.approx(5.5)
+
+
+def test_psys_alone(tmp_path):
+    tree = FakePowercap(tmp_path, psys=True)
+    clock = Clock()
+    meter = meter_for(tree, clock, ",domains=psys")
+    assert [z.name for z in meter.zones] == ["psys"]
+    tree.zone("psys").advance_j(7.0)
+    tree.zone("package-0").advance_j(5.0)
+    assert step(meter, clock, 1.0).energy_j == pytest.approx(7.0)
+
+
+@pytest.mark.parametrize("domains", ["psys+package", "package+core", "gpu", "+"])
+def test_domains_that_count_twice_or_do_not_exist(domains):
+    with pytest.raises(MeterError, match=r"domain|psys|core"):
+        make_meter(f"rapl:/x,domains={domains}")
+
+
+def test_one_wrap_is_counted(tmp_path):
+    tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=SMALL_RANGE_UJ - 2_000_000)
+    clock = Clock()
+    meter = meter_for(tree, clock, ",max_w=100")  # with a 100 J counter, a wrap at most every second
+    assert tree.zone("package-0").advance_j(5.0) == 1  # the fake wrapped once: 98 J + 5 J -> 3 J
+    assert tree.zone("package-0").energy_uj == 3_000_000
+    r = step(meter, clock, 0.1)
+    assert r.energy_j == pytest.approx(5.0)
+    assert r.power_w == pytest.approx(50.0)
+
+
+def test_wraps_in_successive_reads_all_count(tmp_path):
+    tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=0)
+    clock = Clock()
+    meter = meter_for(tree, clock, ",max_w=400")
+    wraps = 0
+    for _ in range(7):  # 7 x 60 J through a 100 J counter: 4 wraps
+        wraps += tree.zone("package-0").advance_j(60.0)
+        r = step(meter, clock, 0.2)
+    assert wraps == 4
+    assert r.energy_j == pytest.approx(420.0)
+
+
+def test_gap_long_enough_for_several_wraps_is_a_fault(tmp_path):
+    # 100 J range at max_w=1000: a wrap can happen every 0.1 s, so after 1 s the count is unknown
+    tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=0)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.zone("package-0").advance_j(50.0)
+    assert step(meter, clock, 0.1).energy_j == pytest.approx(50.0)
+    assert tree.zone("package-0").advance_j(250.0) == 3  # wrapped three times
+    with pytest.raises(MeterFault, match=r"wrap period .* unknown; read more often"):
+        step(meter, clock, 1.0)
+    meter.close()
+    meter.open()  # the power rank reopens: counting starts again, never from a guess
+    tree.zone("package-0").advance_j(20.0)
+    assert step(meter, clock, 0.1).energy_j == pytest.approx(20.0)
+
+
+def test_wrap_count_needs_max_w(tmp_path):
+    # 50 J -> +70 J in 1 s -> 20 J on a 100 J counter: 70 J, or 170 J after one more wrap
+    tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=50_000_000)
+    clock = Clock()
+    meter = meter_for(tree, clock, ",max_w=80")  # 170 J in 1 s would be 170 W: only 70 J fits
+    tree.zone("package-0").advance_j(70.0)
+    r = step(meter, clock, 1.0)
+    assert r.energy_j == pytest.approx(70.0)
+    assert meter.describe()["shortest_wrap_period_s"] == pytest.approx(100 / 80)
+    # the same at max_w=200 is ambiguous: refused rather than guessed
+    meter = meter_for(tree, clock, ",max_w=200")
+    tree.zone("package-0").advance_j(70.0)
+    with pytest.raises(MeterFault, match="unknown"):
+        step(meter, clock, 1.0)
+
+
+def test_reset_is_a_fault_not_a_wrap(tmp_path):
+    tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=50_000_000)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.zone("package-0").reset(1_000_000)  # 50 J -> 1 J: as a wrap, 51 J in 0.01 s = 5 kW
+    with pytest.raises(MeterFault, match=r"jumped back .* counter reset"):
+        step(meter, clock, 0.01)
+
+
+def test_forward_jump_beyond_max_w_is_a_fault(tmp_path):
+    tree = FakePowercap(tmp_path)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.zone("package-0").advance_j(500.0)
+    with pytest.raises(MeterFault, match="jumped forward"):
+        step(meter, clock, 0.1)
+
+
+@pytest.mark.parametrize("bad", ["garbage", "0", "-5", None])
+def test_unreadable_max_range_never_gives_negative_energy(tmp_path, monkeypatch, bad):
+    tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=SMALL_RANGE_UJ - 1_000_000)
+    zone = tree.zone("package-0")
+    if bad is None:
+        tree.deny(zone.directory / "max_energy_range_uj")
+        enforce_denials(monkeypatch, rapl, tree)
+    else:
+        tree.set_max_range("package-0", bad)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    assert meter.describe()["max_energy_range_uj"] == [-1]
+    zone.advance_j(0.5)  # still below the top: fine
+    assert step(meter, clock, 0.1).energy_j == pytest.approx(0.5)
+    zone.set_energy_uj(2_000_000)  # the counter wrapped (or was reset): nobody can tell which
+    with pytest.raises(MeterFault, match="max_energy_range_uj is unreadable"):
+        step(meter, clock, 0.1)
+
+
+def test_permission_denied_at_open_says_why_and_what_to_do(tmp_path, monkeypatch):
+    tree = FakePowercap(tmp_path)
+    tree.deny(tree.zone("package-0").energy_file)
+    enforce_denials(monkeypatch, rapl, tree)
+    with pytest.raises(MeterError) as info:
+        meter_for(tree, Clock())
+    text = str(info.value)
+    assert "permission denied" in text and "CVE-2020-8694" in text
+    assert "chmod g+r" in text and "udev" in text
+
+
+def test_permission_revoked_mid_run_then_restored(tmp_path, monkeypatch):
+    tree = FakePowercap(tmp_path)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    enforce_denials(monkeypatch, rapl, tree)
+    tree.zone("package-0").advance_j(1.0)
+    step(meter, clock, 0.1)
+    tree.deny(tree.zone("package-0").energy_file)
+    with pytest.raises(MeterFault, match=r"permission .* revoked"):
+        step(meter, clock, 0.1)
+    tree.allow(tree.zone("package-0").energy_file)
+    meter.close()
+    meter.open()
+    tree.zone("package-0").advance_j(2.0)
+    assert step(meter, clock, 0.1).energy_j == pytest.approx(2.0)
+
+
+def test_vanished_and_garbage_counters_are_faults(tmp_path):
+    tree = FakePowercap(tmp_path)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.zone("package-0").energy_file.write_text("12ab\n")
+    with pytest.raises(MeterFault, match="cannot read"):
+        step(meter, clock, 0.1)
+    tree.zone("package-0").energy_file.unlink()
+    with pytest.raises(MeterFault, match="cannot read"):
+        step(meter, clock, 0.1)
+
+
+def test_stuck_counter_is_a_fault(tmp_path):
+    tree = FakePowercap(tmp_path)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    for _ in range(15):  # 1.5 s without a change is still tolerated
+        assert step(meter, clock, 0.1).power_w == 0.0
+    clock.t += 1.0
+    with pytest.raises(MeterFault, match="has not moved"):
+        meter.read(0.0)
+
+
+def test_no_powercap_and_no_zones(tmp_path):
+    with pytest.raises(MeterError, match=r"no powercap directory .*modprobe intel_rapl_msr"):
+        RaplMeter(parse_meter_spec(f"rapl:{tmp_path / 'missing'}")).open()
+    tree = FakePowercap(tmp_path / "sys")
+    with pytest.raises(
+        MeterError, match=r"no RAPL zone for domains=psys .* found: intel-rapl:0 \(package-0\)"
+    ):
+        meter_for(tree, Clock(), ",domains=psys")
+
+
+def test_reopen_restarts_energy_and_describe(tmp_path):
+    tree = FakePowercap(tmp_path, packages=2)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.zone("package-0").advance_j(5.0)
+    tree.zone("package-1").advance_j(5.0)
+    assert step(meter, clock, 1.0).energy_j == pytest.approx(10.0)
+    meter.close()
+    with pytest.raises(MeterFault, match="not open"):
+        meter.read(0.0)
+    meter.open()
+    tree.zone("package-1").advance_j(1.0)
+    assert step(meter, clock, 1.0).energy_j == pytest.approx(1.0)
+    d = meter.describe()
+    assert d["zones"] == ["intel-rapl:0 (package-0)", "intel-rapl:1 (package-1)"]
+    assert d["shortest_wrap_period_s"] == pytest.approx(262.14332885)
+    assert "intel-rapl:0 (package-0)" in meter.description()
