@@ -53,6 +53,10 @@ def _error_line(message: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["calibrate"]:
+        from npmpi.calibrate_run import main as calibrate_main
+
+        return calibrate_main(argv[1:])
     try:
         opts = parse_options(argv)
     except HelpRequested as h:
@@ -105,17 +109,33 @@ def _collective_check(comm, local_problem: str | None) -> None:
             raise UsageError(problem if rank == 0 else f"rank {rank}: {problem}")
 
 
-def _install_signal_handlers(stop) -> None:
+ABANDON_TRIAL_AFTER_S = 0.2  # mpirun kills ranks soon after forwarding a signal
+
+
+def _install_signal_handlers(stop, writer_rank: bool) -> None:
+    """First SIGINT/SIGTERM: stop after the current trial. On rank 0, a trial still running
+    soon after is abandoned (the file is marked, the job aborted); a second signal stops at once."""
+    from npmpi.errors import Interrupted
+
     def handler(signum, frame):
         name = signal.Signals(signum).name
         if stop:  # a second signal: stop now
-            from npmpi.errors import Interrupted
-
             raise Interrupted(signum, name)
         stop.set(signum, name)
+        if writer_rank:
+            signal.setitimer(signal.ITIMER_REAL, ABANDON_TRIAL_AFTER_S)
+
+    def abandon(signum, frame):
+        transmitter = getattr(stop, "transmitter", None)
+        if stop and (transmitter is None or transmitter.state == "kernel"):
+            raise Interrupted(
+                int(stop.signum or signum), f"{stop.name} (the trial in progress was abandoned)"
+            )
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, handler)
+    if writer_rank:
+        signal.signal(signal.SIGALRM, abandon)
 
 
 def _provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, clock) -> dict[str, Any]:
@@ -178,35 +198,18 @@ def _memory_problem(largest: int) -> str | None:
 def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
     from npmpi import sweep
     from npmpi.kernels import get_kernel
-    from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER, LayoutError, compute_layout
-    from npmpi.meters import MeterError
-    from npmpi.power import (
-        METERS_ENV,
-        ChannelSampler,
-        node_meter_specs,
-        open_meters,
-        power_rank_main,
-        sample_interval_for,
-    )
+    from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
+    from npmpi.power import power_rank_main
+    from npmpi.ranks import discover_roles, open_power_rank
 
     rank = comm.Get_rank()
     stop = sweep.StopFlag()
-    _install_signal_handlers(stop)
+    _install_signal_handlers(stop, writer_rank=rank == 0)
     kernel_note = ""
     try:
         # ---- checks that every rank agrees on before anything is written
-        host = MPI.Get_processor_name()
-        node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
-        node_key = f"{host}#{node_comm.allreduce(rank, op=MPI.MIN)}"
-        node_comm.Free()
-        my_specs = node_meter_specs(list(opts.meters))
-        keys, hosts, wants_power = zip(*comm.allgather((node_key, host, bool(my_specs))), strict=True)
-        power_on = any(wants_power)
-        try:
-            layout = compute_layout(list(keys), list(hosts), power=power_on)
-        except LayoutError as exc:
-            raise UsageError(str(exc)) from None
-        role = layout.roles[rank]
+        roles = discover_roles(MPI, comm, list(opts.meters))
+        layout, role = roles.layout, roles.role
         limit = _max_message_bytes(MPI)
         problem = None
         if opts.largest_message_bytes > limit:
@@ -222,30 +225,11 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
                     kernel = get_kernel(opts.kernel)
                 except NpmpiError as exc:
                     problem = str(exc)
-        samplers: list = []
-        power_info = None
         if problem is None and role == ROLE_POWER:
-            node_label = f"node {layout.node_of_rank[rank]} ({host})"
-            try:
-                if not my_specs:
-                    raise MeterError(
-                        f"{node_label} has no meter: give --meter, or set {METERS_ENV} on every node"
-                    )
-                meters, skipped = open_meters(my_specs, opts.meter_optional)
-                samplers = [
-                    ChannelSampler(m, sample_interval_for(m, opts.sample_interval_s), node_label)
-                    for m in meters
-                ]
-                descs = []
-                for s in samplers:
-                    d = s.meter.describe()
-                    d["sample_interval_s"] = s.interval_s
-                    descs.append(d)
-                power_info = {"specs": my_specs, "channels": descs, "skipped": skipped}
-            except MeterError as exc:
-                problem = f"{node_label}: {exc}"
-        gathered_power = comm.gather(power_info, root=0)
+            problem = open_power_rank(roles, opts.meter_optional, opts.sample_interval_s)
+        gathered_power = comm.gather(roles.power_info, root=0)
         output = None
+        calibration = None
         if rank == 0 and problem is None:
             if opts.output is None:
                 stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -253,6 +237,13 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
             else:
                 output = opts.output
                 problem = check_output_path(output, opts.force)
+            if problem is None and opts.calibration is not None:
+                from npmpi.calibrate_run import load_calibration
+
+                try:
+                    calibration = load_calibration(opts.calibration)
+                except UsageError as exc:
+                    problem = str(exc)
         _collective_check(comm, problem)
         if kernel is not None and opts.kernel == "c":
             from npmpi.kernels import c_kernel_status
@@ -265,12 +256,14 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
 
     if role == ROLE_TRANSMITTER:
         power_nodes = [gathered_power[r] for r in layout.power_ranks]
-        return _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes)
+        return _transmit(
+            MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes, calibration
+        )
     try:
         if role == ROLE_REFLECTOR:
             return sweep.reflect(comm, layout, opts, kernel, stop)
         if role == ROLE_POWER:
-            return power_rank_main(comm, samplers, stop)
+            return power_rank_main(comm, roles.samplers, stop)
         return sweep.wait_quietly(comm, stop)
     except BaseException as exc:
         _abort(comm, f"rank {rank} ({MPI.Get_processor_name()}): {_describe(exc)}", 1)
@@ -340,7 +333,9 @@ def _store_offsets(writer, offsets, which: str) -> None:
     writer.flush()
 
 
-def _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes) -> int:
+def _transmit(
+    MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes, calibration=None
+) -> int:
     from npmpi import sweep
     from npmpi.clock import measure_c_clock, measure_python_clock
     from npmpi.console import Console
@@ -380,6 +375,11 @@ def _transmit(MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, 
         console.header(attrs, layout, opts, points, output)
         if collector is not None:
             _power_setup(writer, collector, layout, power_nodes, opts, console)
+            if calibration is not None:
+                from npmpi.calibrate_run import apply_calibration
+
+                for line in apply_calibration(writer, calibration, layout, power_nodes, opts.calibration):
+                    console.note(line)
         outcome = transmitter.sweep(points)
         if collector is not None:
             collector.collect()

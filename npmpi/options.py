@@ -49,6 +49,7 @@ class Options:
     sample_interval_s: float | None = None
     baseline_s: float | None = None
     meter_optional: bool = False
+    calibration: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -221,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="go on without a meter that cannot be opened (recorded in the file) instead of "
         "stopping with an error",
     )
+    g.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="meter delays measured by `python -m npmpi calibrate` (JSON); stored in the run file "
+        "and applied by npmpi-analyze",
+    )
     g = p.add_argument_group("output")
     g.add_argument(
         "-o",
@@ -305,6 +313,7 @@ def parse_options(argv: list[str]) -> Options:
         sample_interval_s=ns.sample_interval,
         baseline_s=baseline,
         meter_optional=ns.meter_optional,
+        calibration=ns.calibration,
     )
 
 

@@ -208,6 +208,12 @@ class PowerCollector:
         self.samples_total = 0
         self.faults_total = 0
         self.writer = None
+        self.kept: dict[tuple[int, int], list] = {}
+
+    def stop_all(self, exit_code: int) -> None:
+        """Tell every power rank to exit (between sizes only)."""
+        for rank in self.power_ranks:
+            self._command(rank, CMD_STOP, exit_code)
 
     def _command(self, rank: int, cmd: int, arg: int = 0) -> None:
         self.ctrl[:] = (cmd, arg, 0, 0)
@@ -237,6 +243,8 @@ class PowerCollector:
             for channel, (samples, faults) in enumerate(batch):
                 if self.writer is not None:
                     self.writer.append_samples(node, channel, samples, faults)
+                else:  # no run file (calibration): keep the batches for the caller
+                    self.kept.setdefault((node, channel), []).append((samples, faults))
                 added += len(samples["time_unix_s"])
                 self.faults_total += len(faults)
         self.samples_total += added

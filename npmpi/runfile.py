@@ -321,7 +321,7 @@ def load_run(path: str | os.PathLike) -> Run:
     try:
         if not h5py.is_hdf5(p):
             raise RunFileError(f"{p}: not an HDF5 file (is it an npmpi run file?)")
-        f = h5py.File(p, "r")
+        f = h5py.File(p, "r", locking=False)  # a run may still be writing it: read a snapshot
     except RunFileError:
         raise
     except (OSError, ValueError) as exc:

@@ -43,6 +43,7 @@ class StopFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.name = ""
+        self.transmitter = None
 
     def set(self, signum: int, name: str) -> None:
         self.signum, self.name = signum, name
@@ -118,6 +119,7 @@ class Transmitter:
         self.opts = opts
         self.kernel = kernel
         self.stop = stop
+        stop.transmitter = self  # lets a stop signal see whether a trial is in progress
         self.on_row = on_row
         largest = opts.largest_message_bytes
         self.patterns = Patterns(largest)

@@ -1,0 +1,66 @@
+"""Rank roles for a job: discovering nodes, the layout, and opening a power rank's meters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from npmpi.errors import UsageError
+from npmpi.layout import Layout, LayoutError, compute_layout
+
+
+@dataclass
+class Roles:
+    """What this rank learned while roles were assigned."""
+
+    layout: Layout
+    rank: int
+    host: str
+    meter_specs: list[str]
+    samplers: list = field(default_factory=list)  # a power rank's ChannelSamplers, not started
+    power_info: dict | None = None  # a power rank's specs, channel descriptions, skipped meters
+
+    @property
+    def role(self) -> str:
+        return self.layout.roles[self.rank]
+
+
+def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
+    """Group ranks by node and compute the layout; power is on when any node has a meter."""
+    from npmpi.power import node_meter_specs
+
+    rank = comm.Get_rank()
+    host = MPI.Get_processor_name()
+    node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    node_key = f"{host}#{node_comm.allreduce(rank, op=MPI.MIN)}"
+    node_comm.Free()
+    my_specs = node_meter_specs(default_specs)
+    keys, hosts, wants_power = zip(*comm.allgather((node_key, host, bool(my_specs))), strict=True)
+    try:
+        layout = compute_layout(list(keys), list(hosts), power=any(wants_power))
+    except LayoutError as exc:
+        raise UsageError(str(exc)) from None
+    return Roles(layout=layout, rank=rank, host=host, meter_specs=my_specs)
+
+
+def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float | None) -> str | None:
+    """On a power rank: open the node's meters and prepare their samplers; the problem, if any."""
+    from npmpi.meters import MeterError
+    from npmpi.power import METERS_ENV, ChannelSampler, open_meters, sample_interval_for
+
+    node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
+    try:
+        if not roles.meter_specs:
+            raise MeterError(f"{node_label} has no meter: give --meter, or set {METERS_ENV} on every node")
+        meters, skipped = open_meters(roles.meter_specs, meter_optional)
+    except MeterError as exc:
+        return f"{node_label}: {exc}"
+    roles.samplers = [
+        ChannelSampler(m, sample_interval_for(m, sample_interval_s), node_label) for m in meters
+    ]
+    descs = []
+    for s in roles.samplers:
+        d = s.meter.describe()
+        d["sample_interval_s"] = s.interval_s
+        descs.append(d)
+    roles.power_info = {"specs": roles.meter_specs, "channels": descs, "skipped": skipped}
+    return None
