@@ -82,8 +82,9 @@ class Meter(ABC):
     kind: ClassVar[str] = ""
     label: ClassVar[str] = LABEL_MEASURED
     streaming: ClassVar[bool] = False
-    natural_interval_s: ClassVar[float] = 1.0
-    quantities: ClassVar[tuple[str, ...]] = ("power_w",)
+    # class defaults that a backend may refine per instance (e.g. from the device's update interval)
+    natural_interval_s: float = 1.0
+    quantities: tuple[str, ...] = ("power_w",)
 
     def __init__(self, spec: MeterSpec) -> None:
         self.spec = spec

@@ -24,9 +24,11 @@ DEFAULT_MAX_RANGE_UJ = 262143328850  # the value recent Intel packages report (2
 
 
 def write_attr(path: Path, value: object) -> None:
-    """Write a sysfs-style attribute: the value and a newline."""
+    """Write a sysfs-style attribute: the value and a newline, replaced at once as sysfs reads are."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{value}\n")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(f"{value}\n")
+    os.replace(tmp, path)
 
 
 class _Denials:

@@ -1,0 +1,105 @@
+"""Real meters' backends under a real `mpirun -np 3`, each reading a fake of its real interface."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from fakes.sysfs import FakePowercap
+
+from npmpi.runfile import load_run
+
+pytestmark = pytest.mark.mpi
+
+EMULATOR = [sys.executable, "-m", "fakes.wattsup_emulator"]
+
+
+def check_samples_cover_the_run(run, ch):
+    t = ch.time_unix_s
+    pp = run.pingpong
+    assert len(t) >= 5 and np.all(np.diff(t) > 0)
+    assert t[0] >= pp.trial_start_unix_s.min() - 5 and t[-1] <= pp.trial_end_unix_s.max() + 5
+    assert t[-1] >= pp.trial_end_unix_s.max() - 1.0  # sampled to the end of the sweep
+
+
+def test_wattsup_emulator_on_a_pty(npmpi_run, tmp_path):
+    tests_dir = str(__import__("pathlib").Path(__file__).parent)
+    emu = subprocess.Popen(
+        [*EMULATOR, "--trace", "100,150", "--cycle", "--time-scale", "0.1"],
+        cwd=tests_dir,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pty = emu.stdout.readline().strip()
+        assert pty.startswith("/dev/"), pty
+        proc = npmpi_run(
+            ["--quick", "-u", "256K", "--meter", f"wattsup:{pty}", "--baseline", "0.5", "-o", "r.h5"],
+            np=3,
+            timeout=120,
+        )
+    finally:
+        emu.terminate()
+        emu.wait(timeout=10)
+        emu.stdout.close()
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(tmp_path / "r.h5")
+    (ch,) = run.power[0].channels
+    assert ch.attrs["kind"] == "wattsup" and ch.label == "measured"
+    check_samples_cover_the_run(run, ch)
+    assert set(np.unique(ch.power_w)) <= {100.0, 150.0} and len(np.unique(ch.power_w)) == 2
+    assert np.allclose(ch.volts, 120.0)
+    assert np.allclose(ch.amps, ch.power_w / 120.0, rtol=0.01)  # the emulator's power factor is 1
+    assert len(ch.fault_message) == 0
+
+
+def test_rapl_tree_with_a_moving_counter(npmpi_run, tmp_path):
+    # 50 J counters wrap every 2 s at 25 W; max_w=100 tells the meter that a 0.1 s read interval
+    # cannot miss a wrap (the shortest wrap period is then 0.5 s)
+    tree = FakePowercap(tmp_path / "sys", packages=2, max_range_uj=50_000_000)
+    stop = threading.Event()
+    watts_per_package = 25.0
+
+    def burn():  # the hardware's side: both package counters advance at a known power
+        last = time.monotonic()
+        while not stop.wait(0.02):
+            now = time.monotonic()
+            for key in ("package-0", "package-1"):
+                tree.zone(key).advance_j(watts_per_package * (now - last))
+            last = now
+
+    worker = threading.Thread(target=burn, daemon=True)
+    worker.start()
+    try:
+        proc = npmpi_run(
+            [
+                "--quick",
+                "-u",
+                "256K",
+                "--meter",
+                f"rapl:{tree.root},max_w=100",
+                "--baseline",
+                "1",
+                "-o",
+                "r.h5",
+            ],
+            np=3,
+            timeout=120,
+        )
+    finally:
+        stop.set()
+        worker.join()
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(tmp_path / "r.h5")
+    (ch,) = run.power[0].channels
+    assert ch.attrs["kind"] == "rapl" and ch.label == "measured"
+    check_samples_cover_the_run(run, ch)
+    # two packages at 25 W each, counted across several wraps of the 50 J counters
+    assert np.median(ch.power_w) == pytest.approx(2 * watts_per_package, rel=0.15)
+    e = ch.energy_j
+    span = ch.time_unix_s[-1] - ch.time_unix_s[0]
+    assert np.all(np.diff(e) >= 0) and e[-1] - e[0] == pytest.approx(2 * watts_per_package * span, rel=0.15)
