@@ -1,8 +1,280 @@
-"""`npmpi-analyze`: placeholder entry point, replaced by the analysis implementation."""
+"""`npmpi-analyze RUN.h5 [MORE.h5 ...]`: tables, exports, figures and a report from run files.
 
+Plain `npmpi-analyze run.h5` prints the per-size table and the summary; each option adds an
+output. Several files are overlaid on the same figures and their key figures compared. Exit
+status: 0 all went well; 1 a file or part of one could not be analysed (one line on stderr says
+what and where; everything else is still analysed and written); 2 bad usage, including an output
+that exists without --force.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
 import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+from npmpi.errors import NpmpiError, RunFileError, UsageError
+
+PROG = "npmpi-analyze"
+FORMATS = ("png", "pdf", "svg")
 
 
-def main(argv=None) -> int:
-    print("npmpi-analyze: not implemented yet", file=sys.stderr)
-    return 1
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description="Analyse npmpi run files: bandwidth, latency, power, bits per joule. "
+        "Several files are compared. Outputs are never overwritten without --force.",
+    )
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN.h5", help="run file(s) written by npmpi")
+    p.add_argument("--csv", type=Path, metavar="FILE", help="write every per-size figure as CSV")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the summary and per-size figures as JSON")
+    p.add_argument(
+        "--np-out",
+        type=Path,
+        metavar="FILE",
+        help="write NetPIPE's np.out (bytes, Mbps = bits/2^20/s, one-way seconds); with several runs, "
+        "one file per run, the run's label added to the name (np.out -> np-LABEL.out)",
+    )
+    p.add_argument("--plots", type=Path, metavar="DIR", help="write the figures into DIR (created if needed)")
+    p.add_argument(
+        "--format", choices=FORMATS, default="png", help="file format of --plots figures (default: png)"
+    )
+    p.add_argument(
+        "--report", type=Path, metavar="FILE.html", help="write one self-contained HTML page with everything"
+    )
+    p.add_argument(
+        "--meter-delay",
+        type=float,
+        metavar="SECONDS",
+        help="reporting delay of every meter (samples are moved this much earlier); default: each "
+        "channel's calibrated meter_delay_s from the file, else 0",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but problems")
+    return p
+
+
+def _say(text: str, stream=None) -> None:
+    print(text, file=stream or sys.stdout, flush=True)
+
+
+def _error(text: str) -> None:
+    _say(f"{PROG}: error: {text}", sys.stderr)
+
+
+def _np_out_paths(base: Path, labels: list[str]) -> list[Path]:
+    if len(labels) == 1:
+        return [base]
+    return [base.with_name(f"{base.stem}-{lab}{base.suffix}") for lab in labels]
+
+
+def _copy_without_power(src: Path, dst: Path) -> None:
+    import h5py
+
+    with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
+        for k in f.attrs:
+            g.attrs[k] = f.attrs[k]
+        for name in ("layout", "pingpong"):
+            if name in f:
+                f.copy(f[name], g, name=name)
+
+
+def load(path: Path):
+    """load_run, plus: a file whose power part is broken still gives its bandwidth and latency.
+
+    Returns (run, problems); RunFileError when nothing can be read.
+    """
+    from npmpi.runfile import load_run
+
+    try:
+        return load_run(path), []
+    except RunFileError as exc:
+        message = str(exc)
+        if "/power" not in message:
+            raise
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise RunFileError(f"{path}: cannot be read ({exc}); the file may be truncated or corrupt") from None
+    # the power part is broken: read the rest from a copy without it
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / path.name
+        try:
+            _copy_without_power(path, copy)
+            run = load_run(copy)
+        except (RunFileError, OSError, ValueError, KeyError, TypeError, RuntimeError):
+            raise RunFileError(message) from None
+    run.path = path
+    run.notices = [n.replace(str(copy), str(path)) for n in run.notices]
+    return run, [f"{message}; bandwidth and latency are analysed without power"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import numpy as np
+
+    try:
+        # undefined figures are NaN by design, and the problems found are reported in one line each:
+        # library warnings would only add noise to stderr
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return _main(argv)
+    except UsageError as exc:
+        _error(str(exc))
+        return 2
+    except NpmpiError as exc:
+        _error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
+    except Exception as exc:  # never a traceback: one line a user can report
+        _error(f"internal error, please report: {type(exc).__name__}: {exc}")
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
+    from npmpi_analysis.analyse import analyse_run, run_label
+    from npmpi_analysis.outfiles import check_free, write_atomic
+
+    args = build_parser().parse_args(argv)
+    if args.meter_delay is not None and not (math.isfinite(args.meter_delay) and args.meter_delay >= 0):
+        raise UsageError(f"--meter-delay {args.meter_delay}: give a delay of 0 seconds or more")
+    _safe_streams()
+    taken: set[str] = set()
+    labels = [run_label(p.name, taken) for p in args.runs]
+    files = [f for f in (args.csv, args.json, args.report) if f is not None]
+    np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
+    outputs = files + np_out
+    resolved = [p.resolve() for p in outputs]
+    if len(set(resolved)) < len(resolved):
+        raise UsageError("two outputs have the same file name")
+    for p in args.runs:
+        if p.resolve() in resolved:
+            raise UsageError(f"{p} is both a run file and an output")
+    if args.plots is not None and args.plots.exists() and not args.plots.is_dir():
+        raise UsageError(f"--plots {args.plots}: exists and is not a directory")
+    for p in outputs:
+        check_free(p, args.force, args.plots)
+
+    failed = 0
+    analyses = []
+    for path, label in zip(args.runs, labels, strict=True):
+        try:
+            run, load_problems = load(path)
+        except RunFileError as exc:
+            _error(str(exc))
+            failed += 1
+            continue
+        a = analyse_run(run, label, args.meter_delay)
+        del run
+        a.problems[:0] = load_problems
+        for problem in a.problems:
+            _error(problem)
+        if a.sizes == 0:
+            failed += 1
+            continue
+        analyses.append(a)
+    if not analyses:
+        return 1
+    problems = [p for a in analyses for p in a.problems]
+
+    if not args.quiet:
+        try:
+            _print_text(analyses)
+        except BrokenPipeError:  # `| head`: stop printing, still write the outputs
+            _silence_stdout()
+            args.quiet = True
+
+    plots = []
+    if args.plots is not None or args.report is not None:
+        from npmpi_analysis.plots import all_plots
+
+        plots = all_plots(analyses)
+    plot_files = []
+    if args.plots is not None:
+        plot_files = [args.plots / f"{p.name}.{args.format}" for p in plots]
+        if args.plots.is_dir():
+            for f in plot_files:
+                check_free(f, args.force)
+    _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic)
+    return 1 if (failed or problems) else 0
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: send the rest of stdout nowhere, so exit does not complain either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _safe_streams() -> None:
+    """Printing ±, σ and µ must not fail on a terminal that cannot encode them."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "±σµ".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure:
+                reconfigure(errors="replace")
+
+
+def _print_text(analyses) -> None:
+    from npmpi_analysis import report
+
+    width = shutil.get_terminal_size((120, 24)).columns
+    for a in analyses:
+        _say(report.size_table(a))
+        _say("")
+        _say(report.summary_text(a))
+        _say("-" * min(width, 100) if len(analyses) > 1 else "")
+    if len(analyses) > 1:
+        _say(report.comparison_text(analyses))
+
+
+def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic) -> None:
+    from npmpi_analysis import report
+
+    written = []
+    if args.plots is not None:
+        try:
+            args.plots.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--plots {args.plots}: cannot create the directory ({exc.strerror})") from None
+    if args.csv:
+        write_atomic(args.csv, report.csv_bytes(analyses), args.force)
+        written.append(str(args.csv))
+    if args.json:
+        write_atomic(args.json, report.json_bytes(analyses), args.force)
+        written.append(str(args.json))
+    if np_out:
+        by_label = {a.label: a for a in analyses}
+        for label, path in zip(labels, np_out, strict=True):
+            if label in by_label:
+                write_atomic(path, report.np_out_bytes(by_label[label]), args.force)
+                written.append(str(path))
+    pngs: dict[str, bytes] = {}
+    if args.plots is not None:
+        for p, f in zip(plots, plot_files, strict=True):
+            data = p.render(args.format)
+            if args.format == "png":
+                pngs[p.name] = data
+            write_atomic(f, data, args.force)
+        if plots:
+            written.append(f"{len(plots)} figure(s) in {args.plots}/")
+    if args.report is not None:
+        figures = [(p.name, p.caption, pngs.get(p.name) or p.render("png"), p.caveat) for p in plots]
+        write_atomic(args.report, report.html_report(analyses, figures, problems), args.force)
+        written.append(str(args.report))
+    if written and not args.quiet:
+        _say("wrote " + ", ".join(written))

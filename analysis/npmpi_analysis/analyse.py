@@ -1,0 +1,346 @@
+"""One run's analysis: bandwidth, latency, power, energy rate, energy per bit, and its summary."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npmpi_analysis import compute
+from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
+from npmpi_analysis.power import PowerResult, analyse_power
+
+
+@dataclass
+class RunAnalysis:
+    """Everything the outputs show about one run file."""
+
+    label: str
+    path: str
+    attrs: dict[str, Any]
+    layout: dict[str, Any]
+    bw: Bandwidth
+    window_start_unix_s: np.ndarray
+    window_end_unix_s: np.ndarray
+    power: PowerResult | None
+    rate: EnergyRate | None
+    energy_pj_bit: np.ndarray | None
+    energy_sigma_pj_bit: np.ndarray | None
+    dynamic_w: np.ndarray | None
+    dynamic_pj_bit: np.ndarray | None
+    dynamic_sigma_pj_bit: np.ndarray | None
+    correlation: float
+    meter_delay_override_s: float | None
+    notices: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def sizes(self) -> int:
+        return len(self.bw.size_bytes)
+
+    @property
+    def caveat(self) -> str:
+        return self.power.caveat if self.power else ""
+
+    def flag_names(self) -> list[str]:
+        if self.power is None:
+            return [""] * self.sizes
+        return [FLAG_NAMES[int(c)] for c in self.power.job_flag]
+
+    def summary(self) -> dict[str, Any]:
+        return summarise(self)
+
+
+def run_label(path_name: str, taken: set[str]) -> str:
+    """A short unique label for legends and file names: the file's stem, made unique."""
+    stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", path_name.rsplit(".", 1)[0]) or "run"
+    label, k = stem, 2
+    while label in taken:
+        label = f"{stem}-{k}"
+        k += 1
+    taken.add(label)
+    return label
+
+
+def trial_windows(pp) -> tuple[np.ndarray, np.ndarray]:
+    """Each size's window on rank 0's clock: first trial start to last trial end (trials that ran)."""
+    ran = np.isfinite(pp.trial_s)
+    starts = np.where(ran, pp.trial_start_unix_s, np.inf)
+    ends = np.where(ran, pp.trial_end_unix_s, -np.inf)
+    with np.errstate(invalid="ignore"):
+        s = np.min(np.where(np.isnan(starts), np.inf, starts), axis=1) if len(pp) else np.zeros(0)
+        e = np.max(np.where(np.isnan(ends), -np.inf, ends), axis=1) if len(pp) else np.zeros(0)
+    # a trial that ran without a wall-clock stamp leaves the size without a window
+    missing = np.any(ran & (~np.isfinite(pp.trial_start_unix_s) | ~np.isfinite(pp.trial_end_unix_s)), axis=1)
+    bad = missing | ~np.isfinite(s) | ~np.isfinite(e) | (e < s)
+    s = np.where(bad, np.nan, s)
+    e = np.where(bad, np.nan, e)
+    return s.astype(float), e.astype(float)
+
+
+def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnalysis:
+    """Analyse a loaded run (npmpi.runfile.Run); problems found are listed, not raised."""
+    pp = run.pingpong
+    bw = compute.bandwidth(pp.size_bytes, pp.iterations, pp.trial_s)
+    starts, ends = trial_windows(pp)
+    notices = list(run.notices)
+    problems: list[str] = []
+    name = run.path.name
+    if len(pp) == 0:
+        problems.append(f"{name}: /pingpong holds no completed message size: nothing to analyse")
+    power = analyse_power(run, starts, ends, meter_delay_s)
+    no_window = np.isnan(starts)
+    if power is not None and no_window.any():
+        k = int(np.argmax(no_window))
+        problems.append(
+            f"{name}: /pingpong/trial_start_unix_s, trial_end_unix_s: {int(no_window.sum())} size(s) without "
+            f"valid wall-clock trial times (first: row {k}, {int(pp.size_bytes[k])} B): no power for them"
+        )
+    rate = epb = epb_sigma = dyn_w = dyn = dyn_sigma = None
+    corr = math.nan
+    if power is not None:
+        notices.extend(power.notices)
+        problems.extend(power.problems)
+        b, sb = bw.mean_bit_s, bw.sigma_bit_s
+        rate = compute.energy_rate(b, sb, power.job_w, power.job_sigma_w)
+        epb, epb_sigma = compute.energy_per_bit_pj(b, sb, power.job_w, power.job_sigma_w)
+        if math.isfinite(power.idle_w):
+            dyn_w = power.job_w - power.idle_w
+            dyn_sigma_w = np.sqrt(power.job_sigma_w**2 + power.idle_sigma_w**2)
+            dyn, dyn_sigma = compute.energy_per_bit_pj(b, sb, dyn_w, dyn_sigma_w)
+        corr = compute.correlation(b, rate.rate_bit_j)
+    return RunAnalysis(
+        label=label,
+        path=str(run.path),
+        attrs=dict(run.attrs),
+        layout={k: list(np.asarray(v).tolist()) for k, v in run.layout.items()},
+        bw=bw,
+        window_start_unix_s=starts,
+        window_end_unix_s=ends,
+        power=power,
+        rate=rate,
+        energy_pj_bit=epb,
+        energy_sigma_pj_bit=epb_sigma,
+        dynamic_w=dyn_w,
+        dynamic_pj_bit=dyn,
+        dynamic_sigma_pj_bit=dyn_sigma,
+        correlation=corr,
+        meter_delay_override_s=meter_delay_s,
+        notices=notices,
+        problems=problems,
+    )
+
+
+# ---------------------------------------------------------------- summary
+
+
+def _f(x) -> float | None:
+    """A JSON-safe float: None for NaN and infinities."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _argmax(x: np.ndarray) -> int | None:
+    x = np.asarray(x, dtype=float)
+    if x.size == 0 or not np.isfinite(x).any():
+        return None
+    return int(np.nanargmax(np.where(np.isfinite(x), x, np.nan)))
+
+
+def _argmin(x: np.ndarray) -> int | None:
+    x = np.asarray(x, dtype=float)
+    if x.size == 0 or not np.isfinite(x).any():
+        return None
+    return int(np.nanargmin(np.where(np.isfinite(x), x, np.nan)))
+
+
+def summarise(a: RunAnalysis) -> dict[str, Any]:
+    """The key figures and the run's metadata as plain JSON-able values."""
+    attrs = a.attrs
+    bw = a.bw
+    hosts = list(dict.fromkeys(str(h) for h in a.layout.get("host", [])))
+    try:
+        options = json.loads(str(attrs.get("options_json", "{}")))
+    except ValueError:
+        options = {}
+    out: dict[str, Any] = {
+        "label": a.label,
+        "path": a.path,
+        "status": str(attrs.get("status", "")),
+        "status_message": str(attrs.get("status_message", "")),
+        "sizes_analysed": a.sizes,
+        "kernel": str(attrs.get("kernel", "")),
+        "mpi_library_version": str(attrs.get("mpi_library_version", "")),
+        "mpi4py_version": str(attrs.get("mpi4py_version", "")),
+        "npmpi_version": str(attrs.get("npmpi_version", "")),
+        "format_version": str(attrs.get("format_version", "")),
+        "platform": str(attrs.get("platform", "")),
+        "python_version": str(attrs.get("python_version", "")),
+        "command_line": str(attrs.get("command_line", "")),
+        "created_utc": str(attrs.get("created_utc", "")),
+        "hosts": hosts,
+        "world_size": attrs.get("world_size"),
+        "node_count": attrs.get("node_count"),
+        "pair_crosses_nodes": attrs.get("pair_crosses_nodes"),
+        "trials_per_size": options.get("trials") if isinstance(options, dict) else None,
+        "timing_comparable": attrs.get("timing_comparable"),
+        "stopped_early": str(attrs.get("stopped_early", "")),
+    }
+    k = _argmax(bw.peak_bit_s)
+    out["peak_bandwidth_bit_s"] = _f(bw.peak_bit_s[k]) if k is not None else None
+    out["peak_bandwidth_size_bytes"] = int(bw.size_bytes[k]) if k is not None else None
+    out["latency_s"] = _f(bw.one_way_s[0]) if a.sizes else None
+    out["latency_size_bytes"] = int(bw.size_bytes[0]) if a.sizes else None
+    k = _argmin(bw.one_way_s)
+    out["min_latency_s"] = _f(bw.one_way_s[k]) if k is not None else None
+    out["has_power"] = a.power is not None
+    if a.power is None:
+        return out
+    pw = a.power
+    k = _argmax(a.rate.rate_bit_j)
+    out["power_caveat"] = pw.caveat
+    out["power_labels"] = sorted(set(pw.labels))
+    out["peak_energy_rate_bit_j"] = _f(a.rate.rate_bit_j[k]) if k is not None else None
+    out["peak_energy_rate_sigma_bit_j"] = _f(a.rate.sigma_bit_j[k]) if k is not None else None
+    out["peak_energy_rate_size_bytes"] = int(bw.size_bytes[k]) if k is not None else None
+    k = _argmin(a.energy_pj_bit)
+    out["min_energy_pj_bit"] = _f(a.energy_pj_bit[k]) if k is not None else None
+    out["min_energy_size_bytes"] = int(bw.size_bytes[k]) if k is not None else None
+    if a.dynamic_pj_bit is not None and k is not None:
+        out["dynamic_energy_pj_bit_at_min"] = _f(a.dynamic_pj_bit[k])
+    out["correlation_bandwidth_energy_rate"] = _f(a.correlation)
+    out["idle_power_w"] = _f(pw.idle_w)
+    out["idle_power_sigma_w"] = _f(pw.idle_sigma_w)
+    out["active_power_w"] = _f(pw.active_w)
+    out["active_power_sigma_w"] = _f(pw.active_sigma_w)
+    out["baseline_unix_s"] = list(pw.baseline) if pw.baseline else None
+    flags = a.flag_names()
+    out["flagged_sizes"] = {
+        name: sum(1 for f in flags if f == name) for name in FLAG_NAMES[1:] if name in flags
+    }
+    out["meter_delay_override_s"] = a.meter_delay_override_s
+    out["nodes"] = [
+        {
+            "node": n.index,
+            "host": n.host,
+            "samples": n.samples,
+            "sample_interval_s": n.interval_s,
+            "clock_offset": n.offset_note,
+            "idle_power_w": _f(n.idle.mean[0]),
+            "idle_power_sigma_w": _f(n.idle.sigma[0]),
+            "active_power_w": _f(n.active.mean[0]),
+            "active_power_sigma_w": _f(n.active.sigma[0]),
+            "faults": sum(len(c.faults) for c in n.channels),
+            "channels": [
+                {
+                    "channel": c.index,
+                    "kind": c.kind,
+                    "spec": c.spec,
+                    "label": c.label,
+                    "description": c.description,
+                    "sample_interval_s": c.sample_interval_s,
+                    "meter_delay_s": c.delay_s,
+                    "samples": c.samples,
+                    "faults": [{"time_unix_s": _f(t), "message": str(m)} for t, m in c.faults],
+                }
+                for c in n.channels
+            ],
+        }
+        for n in pw.nodes
+    ]
+    return out
+
+
+def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
+    """One dict per message size: every per-size figure, units in the keys (NaN kept as float)."""
+    bw = a.bw
+    rows = []
+    flags = a.flag_names()
+    for k in range(a.sizes):
+        row: dict[str, Any] = {
+            "run": a.label,
+            "size_bytes": int(bw.size_bytes[k]),
+            "iterations": int(bw.iterations[k]),
+            "trials": int(bw.trials_run[k]),
+            "best_trial_s": float(bw.best_s[k]),
+            "trial_mean_s": float(bw.trial_mean_s[k]),
+            "trial_sigma_s": float(bw.trial_sigma_s[k]),
+            "one_way_s": float(bw.one_way_s[k]),
+            "bandwidth_peak_bit_s": float(bw.peak_bit_s[k]),
+            "bandwidth_mean_bit_s": float(bw.mean_bit_s[k]),
+            "bandwidth_sigma_bit_s": float(bw.sigma_bit_s[k]),
+            "bandwidth_min_bit_s": float(bw.min_bit_s[k]),
+            "bandwidth_max_bit_s": float(bw.max_bit_s[k]),
+            "window_start_unix_s": float(a.window_start_unix_s[k]),
+            "window_end_unix_s": float(a.window_end_unix_s[k]),
+        }
+        if a.power is not None:
+            pw = a.power
+            row.update(
+                {
+                    "power_w": float(pw.job_w[k]),
+                    "power_sigma_w": float(pw.job_sigma_w[k]),
+                    "power_flag": flags[k] or FLAG_NAMES[FLAG_OK],
+                    "energy_rate_bit_j": float(a.rate.rate_bit_j[k]),
+                    "energy_rate_sigma_bit_j": float(a.rate.sigma_bit_j[k]),
+                    "energy_rate_low_bit_j": float(a.rate.low_bit_j[k]),
+                    "energy_rate_high_bit_j": float(a.rate.high_bit_j[k]),
+                    "energy_pj_bit": float(a.energy_pj_bit[k]),
+                    "energy_sigma_pj_bit": float(a.energy_sigma_pj_bit[k]),
+                    "dynamic_power_w": float(a.dynamic_w[k]) if a.dynamic_w is not None else math.nan,
+                    "dynamic_energy_pj_bit": float(a.dynamic_pj_bit[k])
+                    if a.dynamic_pj_bit is not None
+                    else math.nan,
+                    "dynamic_energy_sigma_pj_bit": float(a.dynamic_sigma_pj_bit[k])
+                    if a.dynamic_sigma_pj_bit is not None
+                    else math.nan,
+                }
+            )
+            for n in pw.nodes:
+                row[f"node{n.index}_power_w"] = float(n.sizes.mean[k])
+                row[f"node{n.index}_power_sigma_w"] = float(n.sizes.sigma[k])
+                row[f"node{n.index}_samples"] = int(n.sizes.count[k])
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- comparing runs
+
+KEY_FIGURES = (
+    ("peak bandwidth", "peak_bandwidth_bit_s", "Gbit/s", 1e-9),
+    ("latency (smallest size)", "latency_s", "us", 1e6),
+    ("peak energy rate", "peak_energy_rate_bit_j", "Mbit/J", 1e-6),
+    ("least energy per bit", "min_energy_pj_bit", "pJ/bit", 1.0),
+    ("idle power", "idle_power_w", "W", 1.0),
+    ("active power", "active_power_w", "W", 1.0),
+    ("correlation b vs r", "correlation_bandwidth_energy_rate", "", 1.0),
+)
+NO_RATIO = {"correlation_bandwidth_energy_rate"}  # a ratio of correlation coefficients means nothing
+
+
+def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Key figures of every run and their ratio to the first run's (None where undefined)."""
+    rows = []
+    for name, key, unit, scale in KEY_FIGURES:
+        values = [s.get(key) for s in summaries]
+        if all(v is None for v in values):
+            continue
+        ref = values[0]
+        numeric = isinstance(ref, (int, float)) and ref and key not in NO_RATIO
+        ratios = [(v / ref) if numeric and isinstance(v, (int, float)) else None for v in values]
+        rows.append(
+            {
+                "figure": name,
+                "key": key,
+                "unit": unit,
+                "values": [v * scale if isinstance(v, (int, float)) else None for v in values],
+                "ratio_to_first": ratios,
+            }
+        )
+    return rows

@@ -1,0 +1,293 @@
+"""The paper's formulas and the array math behind them (pure numpy, no files, no MPI).
+
+Units are in the names: bit/s (`_bit_s`), watts (`_w`), bits per joule (`_bit_j`), picojoules per
+bit (`_pj_bit`), seconds (`_s`). Every function works on whole arrays, one element per message size
+or per sample; nothing loops over samples in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+BITS_PER_BYTE = 8
+PJ_PER_J = 1e12
+
+
+@dataclass
+class Bandwidth:
+    """Per-size timing figures (one element per message size)."""
+
+    size_bytes: np.ndarray
+    iterations: np.ndarray
+    trials_run: np.ndarray  # trials with a finite time
+    best_s: np.ndarray  # the best (shortest) trial
+    trial_mean_s: np.ndarray
+    trial_sigma_s: np.ndarray  # standard deviation of the mean of the trial times
+    one_way_s: np.ndarray  # best / (2 i): NetPIPE's time
+    peak_bit_s: np.ndarray  # bandwidth of the best trial: NetPIPE's figure
+    mean_bit_s: np.ndarray  # 2 i m / mean trial time
+    sigma_bit_s: np.ndarray  # b sigma_t / t
+    min_bit_s: np.ndarray  # slowest trial
+    max_bit_s: np.ndarray  # fastest trial (= peak)
+    trial_bit_s: np.ndarray  # [n, trials] every trial's bandwidth, NaN where it did not run
+
+
+def trial_bandwidth_bit_s(size_bytes: np.ndarray, iterations: np.ndarray, trial_s: np.ndarray) -> np.ndarray:
+    """b = 2 i m / t for every trial (m in bits; the 2 is the round trip); NaN where t is NaN."""
+    bits = 2.0 * np.asarray(iterations, dtype=float) * BITS_PER_BYTE * np.asarray(size_bytes, dtype=float)
+    return bits[:, None] / np.asarray(trial_s, dtype=float)
+
+
+def sigma_of_mean(values: np.ndarray) -> np.ndarray:
+    """Standard deviation of the mean per row, s / sqrt(k) with s the sample std (ddof 1); 0 if k < 2."""
+    finite = np.isfinite(values)
+    k = finite.sum(axis=1)
+    x = np.where(finite, values, 0.0)
+    mean = x.sum(axis=1) / np.maximum(k, 1)
+    dev = np.where(finite, values - mean[:, None], 0.0)
+    var = (dev**2).sum(axis=1) / np.maximum(k - 1, 1)
+    return np.where(k >= 2, np.sqrt(var / np.maximum(k, 1)), 0.0)
+
+
+def bandwidth(size_bytes: np.ndarray, iterations: np.ndarray, trial_s: np.ndarray) -> Bandwidth:
+    """Every bandwidth figure of every size: peak (best trial), mean ± sigma_b, spread, latency.
+
+    sigma_b = b sigma_t / t: the relative error of the time carries over to the bandwidth (the paper
+    prints b / (sigma_t t), which is dimensionally wrong).
+    """
+    size_bytes = np.asarray(size_bytes, dtype=np.int64)
+    iterations = np.asarray(iterations, dtype=np.int64)
+    trial_s = np.asarray(trial_s, dtype=float).reshape(len(size_bytes), -1)
+    n = len(size_bytes)
+    per_trial = trial_bandwidth_bit_s(size_bytes, iterations, trial_s)
+    finite = np.isfinite(trial_s)
+    runs = finite.sum(axis=1)
+    if n == 0:
+        z = np.zeros(0)
+        return Bandwidth(size_bytes, iterations, runs, z, z, z, z, z, z, z, z, z, per_trial)
+    best = np.min(np.where(finite, trial_s, np.inf), axis=1)
+    best[runs == 0] = np.nan
+    mean_t = np.where(finite, trial_s, 0.0).sum(axis=1) / np.maximum(runs, 1)
+    mean_t[runs == 0] = np.nan
+    sigma_t = sigma_of_mean(trial_s)
+    bits = 2.0 * iterations * BITS_PER_BYTE * size_bytes.astype(float)
+    mean_b = bits / mean_t
+    worst = np.max(np.where(finite, trial_s, -np.inf), axis=1)
+    worst[runs == 0] = np.nan
+    return Bandwidth(
+        size_bytes=size_bytes,
+        iterations=iterations,
+        trials_run=runs,
+        best_s=best,
+        trial_mean_s=mean_t,
+        trial_sigma_s=sigma_t,
+        one_way_s=best / (2.0 * iterations),
+        peak_bit_s=bits / best,
+        mean_bit_s=mean_b,
+        sigma_bit_s=mean_b * sigma_t / mean_t,
+        min_bit_s=bits / worst,
+        max_bit_s=bits / best,
+        trial_bit_s=per_trial,
+    )
+
+
+@dataclass
+class EnergyRate:
+    """Bits per joule (= bit/s per watt) with the paper's bounds and propagated uncertainty."""
+
+    rate_bit_j: np.ndarray
+    sigma_bit_j: np.ndarray
+    high_bit_j: np.ndarray  # (b + sigma_b) / (p - sigma_p); NaN when p - sigma_p <= 0
+    low_bit_j: np.ndarray  # (b - sigma_b) / (p + sigma_p)
+
+
+def energy_rate(b: np.ndarray, sigma_b: np.ndarray, p: np.ndarray, sigma_p: np.ndarray) -> EnergyRate:
+    """r = b / p, bounds (b ± sigma_b) / (p ∓ sigma_p), sigma_r = r sqrt((sigma_b/b)² + (sigma_p/p)²)."""
+    b, sigma_b, p, sigma_p = (np.asarray(x, dtype=float) for x in (b, sigma_b, p, sigma_p))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good = p > 0
+        r = np.where(good, b / p, np.nan)
+        sigma_r = r * np.sqrt((sigma_b / b) ** 2 + (sigma_p / p) ** 2)
+        denom_hi = p - sigma_p
+        high = np.where(good & (denom_hi > 0), (b + sigma_b) / denom_hi, np.nan)
+        low = np.where(good, (b - sigma_b) / (p + sigma_p), np.nan)
+    return EnergyRate(r, sigma_r, high, low)
+
+
+def energy_per_bit_pj(
+    b: np.ndarray, sigma_b: np.ndarray, p: np.ndarray, sigma_p: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """e = p / b in pJ/bit and sigma_e = (1/b) sqrt(sigma_p² + (p sigma_b / b)²) (also for p near 0)."""
+    b, sigma_b, p, sigma_p = (np.asarray(x, dtype=float) for x in (b, sigma_b, p, sigma_p))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good = b > 0
+        e = np.where(good, PJ_PER_J * p / b, np.nan)
+        sigma = np.where(good, PJ_PER_J / b * np.sqrt(sigma_p**2 + (p * sigma_b / b) ** 2), np.nan)
+    return e, sigma
+
+
+def correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """numpy.corrcoef of x and y over the elements where both are finite; NaN if undefined."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 2 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
+        return float("nan")
+    with np.errstate(all="ignore"):
+        c = float(np.corrcoef(x[ok], y[ok])[0, 1])
+    return c if math.isfinite(c) else float("nan")
+
+
+def scaled(x: np.ndarray) -> np.ndarray:
+    """x divided by its largest finite value (the paper's 'scaled' curves)."""
+    x = np.asarray(x, dtype=float)
+    finite = x[np.isfinite(x)]
+    if finite.size == 0 or np.max(np.abs(finite)) == 0:
+        return np.full_like(x, np.nan)
+    return x / np.max(finite)
+
+
+# ---------------------------------------------------------------- time lines and windows
+
+
+def node_to_rank0(
+    t_node: np.ndarray,
+    offset_start_s: float,
+    measured_start_unix_s: float,
+    offset_end_s: float | None = None,
+    measured_end_unix_s: float | None = None,
+) -> np.ndarray:
+    """Put a node's clock readings on rank 0's time line: t0 = t_node - offset(t0).
+
+    offset(t) = a + s (t - m) is linear in rank 0's time between the start and end measurements
+    (npmpi.clocksync.interpolate_offset); solving t0 + a + s (t0 - m) = t_node exactly gives
+    t0 = (t_node - a + s m) / (1 + s). Without an end measurement the offset is constant.
+    """
+    t_node = np.asarray(t_node, dtype=float)
+    a, m = float(offset_start_s), float(measured_start_unix_s)
+    if (
+        offset_end_s is None
+        or measured_end_unix_s is None
+        or not np.isfinite(offset_end_s)
+        or not np.isfinite(measured_end_unix_s)
+        or measured_end_unix_s <= m
+    ):
+        return t_node - a
+    s = (float(offset_end_s) - a) / (float(measured_end_unix_s) - m)
+    # written around m so large epoch values keep their precision
+    return m + (t_node - m - a) / (1.0 + s)
+
+
+FLAG_OK = 0
+FLAG_SHORT = 1  # window shorter than the sample interval: nearest samples used
+FLAG_GAP = 2  # window long enough but holding no sample: nearest samples used
+FLAG_NONE = 3  # no sample in or near the window: no power
+FLAG_NAMES = ("", "short", "gap", "none")  # flags are ordered: a larger code is more serious
+
+
+@dataclass
+class WindowStats:
+    """Mean and standard deviation of the samples of each window, how many, and a flag."""
+
+    mean: np.ndarray
+    sigma: np.ndarray
+    count: np.ndarray
+    flag: np.ndarray  # int codes FLAG_*, names in FLAG_NAMES
+
+
+def window_stats(
+    t: np.ndarray, y: np.ndarray, starts: np.ndarray, ends: np.ndarray, interval_s: float
+) -> WindowStats:
+    """Per window [start, end]: mean and std (ddof 0) of the samples with start <= t <= end.
+
+    `t` must be sorted. A window shorter than `interval_s` (the meter's sample interval), or one that
+    holds no sample, takes the samples inside it plus the nearest sample on each side, if that
+    sample lies within 1.5 intervals of the window, and is flagged; one with none is NaN, flagged.
+    Prefix sums give every window in O(len(t) + windows log len(t)).
+    """
+    t = np.asarray(t, dtype=float)
+    y = np.asarray(y, dtype=float)
+    starts = np.asarray(starts, dtype=float)
+    ends = np.asarray(ends, dtype=float)
+    nw = len(starts)
+    n = len(t)
+    flag = np.full(nw, FLAG_OK, dtype=np.int8)
+    if nw == 0:
+        z = np.zeros(0)
+        return WindowStats(z, z, np.zeros(0, dtype=np.int64), flag)
+    valid = np.isfinite(starts) & np.isfinite(ends) & (ends >= starts)
+    s = np.where(valid, starts, 0.0)
+    e = np.where(valid, ends, 0.0)
+    lo = np.searchsorted(t, s, side="left")
+    hi = np.searchsorted(t, e, side="right")
+    short = (e - s) < interval_s
+    empty = hi <= lo
+    near = valid & (short | empty)
+    reach = 1.5 * interval_s
+    if n:
+        before = np.clip(lo - 1, 0, n - 1)
+        after = np.clip(hi, 0, n - 1)
+        take_before = near & (lo > 0) & (t[before] >= s - reach)
+        take_after = near & (hi < n) & (t[after] <= e + reach)
+        lo = np.where(take_before, lo - 1, lo)
+        hi = np.where(take_after, hi + 1, hi)
+    count = np.where(valid, hi - lo, 0)
+    ref = float(np.mean(y)) if n else 0.0  # subtract a reference: prefix sums of squares keep precision
+    d = y - ref
+    c1 = np.concatenate(([0.0], np.cumsum(d)))
+    c2 = np.concatenate(([0.0], np.cumsum(d * d)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s1 = c1[hi] - c1[lo]
+        s2 = c2[hi] - c2[lo]
+        m1 = s1 / count
+        mean = np.where(count > 0, ref + m1, np.nan)
+        var = np.where(count > 0, np.maximum(s2 / count - m1 * m1, 0.0), np.nan)
+        # what is left of a constant signal after the prefix sums' rounding is not spread: zero it
+        eps = np.finfo(float).eps
+        noise = (
+            8
+            * eps
+            * ((np.abs(c2[hi]) + np.abs(c2[lo])) + np.abs(m1) * (np.abs(c1[hi]) + np.abs(c1[lo])))
+            / count
+        )
+        var = np.where(var <= noise, 0.0, var)
+    flag[near & short] = FLAG_SHORT
+    flag[near & ~short] = FLAG_GAP
+    flag[(count == 0) | ~valid] = FLAG_NONE
+    return WindowStats(mean, np.sqrt(var), count, flag)
+
+
+def resample_sum(series: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sum several (t, y) series on one time line: the densest series' times inside the span all cover.
+
+    Each series is linearly interpolated onto those times. Empty if the spans do not overlap.
+    """
+    series = [(t, y) for t, y in series if len(t)]
+    if not series:
+        return np.zeros(0), np.zeros(0)
+    if len(series) == 1:
+        return series[0]
+    first = max(t[0] for t, _ in series)
+    last = min(t[-1] for t, _ in series)
+    grid_t = max(series, key=lambda ty: len(ty[0]))[0]
+    lo = np.searchsorted(grid_t, first, side="left")
+    hi = np.searchsorted(grid_t, last, side="right")
+    grid = grid_t[lo:hi]
+    total = np.zeros(len(grid))
+    for t, y in series:
+        total += np.interp(grid, t, y)
+    return grid, total
+
+
+def decimate(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, ...]:
+    """At most max_points bins: (mean t, mean y, min y, max y) per bin, for plotting long series."""
+    n = len(t)
+    if n <= max_points:
+        return t, y, y, y
+    edges = np.linspace(0, n, max_points + 1).astype(np.int64)[:-1]
+    counts = np.diff(np.append(edges, n))
+    tm = np.add.reduceat(t, edges) / counts
+    ym = np.add.reduceat(y, edges) / counts
+    return tm, ym, np.minimum.reduceat(y, edges), np.maximum.reduceat(y, edges)

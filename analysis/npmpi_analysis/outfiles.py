@@ -1,0 +1,74 @@
+"""Writing outputs safely: never over an existing file unless forced, never half-written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from npmpi.errors import NpmpiError, UsageError
+
+
+class OutputError(NpmpiError):
+    """An output could not be written (disk full, permissions): exit status 1."""
+
+
+def check_free(path: Path, force: bool, will_create: Path | None = None) -> None:
+    """UsageError if `path` exists (and --force was not given) or cannot be a file.
+
+    `will_create` is a directory that will be made before anything is written (--plots).
+    """
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory: give a file name for this output")
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists: choose another name or add --force to overwrite it")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir() and (will_create is None or parent.resolve() != will_create.resolve()):
+        raise UsageError(f"{path}: directory {parent} does not exist")
+
+
+def write_atomic(path: Path, data: bytes, force: bool) -> None:
+    """Write to a temporary name beside `path`, then rename: a crash leaves no partial file.
+
+    Without `force` the rename refuses to replace a file that appeared meanwhile.
+    """
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644 & ~_umask())
+        if force:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # fails if the name is taken: no silent overwrite
+            except FileExistsError:
+                raise UsageError(
+                    f"{path} exists: choose another name or add --force to overwrite it"
+                ) from None
+            except OSError:  # a file system without hard links
+                if path.exists():
+                    raise UsageError(
+                        f"{path} exists: choose another name or add --force to overwrite it"
+                    ) from None
+                os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,490 @@
+"""The figures: the paper's plot set (its figures 2-18), extended to several nodes and runs.
+
+Every function takes the analysed runs and returns `Plot`s (a name, a matplotlib Figure made
+without pyplot, a caption). Figures that compare runs overlay them; figures of one run's details
+get the run's label in their name when several runs are shown. Every figure that shows power, or
+a figure derived from it, says when the power is estimated or simulated.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+from npmpi.units import format_size_bytes
+from npmpi_analysis import compute
+from npmpi_analysis.analyse import RunAnalysis
+from npmpi_analysis.compute import FLAG_OK
+
+FIGSIZE = (8.0, 5.0)
+DPI = 100
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
+CAVEAT_COLOR = "firebrick"
+
+
+@dataclass
+class Plot:
+    name: str  # file name without extension
+    figure: object  # matplotlib.figure.Figure
+    caption: str
+    caveat: str = ""  # e.g. "ESTIMATED, not measured": also written into the file's metadata
+
+    def render(self, fmt: str) -> bytes:
+        buf = io.BytesIO()
+        desc = f"{self.caption} Power: {self.caveat}." if self.caveat else self.caption
+        if fmt == "pdf":
+            meta = {"Title": self.name, "Subject": desc}
+        else:
+            meta = {"Title": self.name, "Description": desc}
+        self.figure.savefig(buf, format=fmt, dpi=DPI, metadata=meta)
+        return buf.getvalue()
+
+
+def _figure(rows: int = 1, sharex: bool = False):
+    """A Figure (no pyplot) with fixed margins: room for a two-line title, a caveat and a twin axis."""
+    from matplotlib.figure import Figure
+
+    height = FIGSIZE[1] if rows == 1 else FIGSIZE[1] * 1.4
+    fig = Figure(figsize=(FIGSIZE[0], height))
+    axes = fig.subplots(rows, 1, sharex=sharex, squeeze=False)[:, 0]
+    top = 1 - 0.72 / height  # inches kept above the axes for the title lines and the caveat
+    fig.subplots_adjust(left=0.1, right=0.9, bottom=0.55 / height, top=top, hspace=0.08)
+    return fig, axes
+
+
+def _size_axis(ax, sizes: list[np.ndarray]) -> None:
+    """Log-scaled message-size axis with ticks every factor of 4 labelled 1, 4, …, 1K, 4K, … 4M."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.set_xscale("log", base=2)
+    allsizes = np.concatenate([s[s > 0] for s in sizes]) if sizes else np.zeros(0)
+    if allsizes.size:
+        lo, hi = int(np.floor(np.log2(allsizes.min()))), int(np.ceil(np.log2(allsizes.max())))
+        step = 2 if hi - lo <= 16 else 4
+        ticks = [2.0**k for k in range(lo - lo % 2, hi + 1, step)]
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size_bytes(round(x))))
+    ax.set_xlabel("message size (bytes; K = 2^10, M = 2^20)")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _caveat_text(fig, caveats: list[str]) -> None:
+    texts = sorted({c for c in caveats if c})
+    if texts:
+        fig.text(
+            0.5,
+            0.995,
+            "Power is " + "; ".join(texts),
+            color=CAVEAT_COLOR,
+            fontsize=9,
+            fontweight="bold",
+            ha="center",
+            va="top",
+        )
+
+
+def _power_ylabel(what: str, caveats: list[str]) -> str:
+    texts = sorted({c for c in caveats if c})
+    return f"{what} ({'; '.join(texts)})" if texts else what
+
+
+def _legend_label(a: RunAnalysis, what: str, several: bool) -> str:
+    kernel = a.attrs.get("kernel")
+    who = f"{a.label} ({kernel})" if kernel else a.label
+    return f"{who}: {what}" if several else what
+
+
+def _suffix(a: RunAnalysis, several: bool) -> str:
+    return f"_{a.label}" if several else ""
+
+
+def _title(ax, text: str, runs: list[RunAnalysis]) -> None:
+    sub = ", ".join(
+        f"{a.label} ({a.attrs.get('kernel', '?')} kernel, {len(set(a.layout.get('host', [])))} host(s))"
+        for a in runs
+    )
+    ax.set_title(f"{text}\n{sub}", fontsize=10)
+
+
+# ---------------------------------------------------------------- the figures
+
+
+def plot_bandwidth(runs: list[RunAnalysis]) -> Plot:
+    """Bandwidth vs size: best trial, mean ± sigma_b and the trials' spread (paper figs 2, 5, 6)."""
+    fig, (ax,) = _figure()
+    several = len(runs) > 1
+    for i, a in enumerate(runs):
+        c = COLORS[i % len(COLORS)]
+        bw, x = a.bw, a.bw.size_bytes
+        ax.fill_between(
+            x,
+            bw.min_bit_s / 1e9,
+            bw.max_bit_s / 1e9,
+            color=c,
+            alpha=0.2,
+            lw=0,
+            label=_legend_label(a, "trial spread (min-max)", several),
+        )
+        ax.plot(x, bw.peak_bit_s / 1e9, color=c, lw=1.4, label=_legend_label(a, "best trial", several))
+        ax.errorbar(
+            x,
+            bw.mean_bit_s / 1e9,
+            yerr=bw.sigma_bit_s / 1e9,
+            fmt=".",
+            ms=3,
+            color=c,
+            elinewidth=0.8,
+            alpha=0.7,
+            label=_legend_label(a, "mean ± σ_b", several),
+        )
+    _size_axis(ax, [a.bw.size_bytes for a in runs])
+    ax.set_ylabel("bandwidth (Gbit/s, 10^9 bit/s)")
+    _title(ax, "Bandwidth vs message size", runs)
+    ax.legend(fontsize=8)
+    return Plot("bandwidth", fig, "Bandwidth of the best trial, mean ± σ_b and the spread of the trials.")
+
+
+def plot_latency(runs: list[RunAnalysis]) -> Plot:
+    """One-way latency of the best trial vs size (paper figs 17, 18)."""
+    fig, (ax,) = _figure()
+    several = len(runs) > 1
+    for i, a in enumerate(runs):
+        ax.plot(
+            a.bw.size_bytes,
+            a.bw.one_way_s * 1e6,
+            ".-",
+            ms=3,
+            lw=1,
+            color=COLORS[i % len(COLORS)],
+            label=_legend_label(a, "one-way time of the best trial", several),
+        )
+    _size_axis(ax, [a.bw.size_bytes for a in runs])
+    ax.set_yscale("log")
+    ax.set_ylabel("one-way latency (µs)")
+    _title(ax, "Latency vs message size", runs)
+    ax.legend(fontsize=8)
+    return Plot("latency", fig, "One-way time of the best trial (best trial / 2 iterations).")
+
+
+def _mark_flagged(ax, a: RunAnalysis, x: np.ndarray, y: np.ndarray, color: str, several: bool) -> None:
+    flagged = a.power.job_flag != FLAG_OK
+    if flagged.any():
+        ax.plot(
+            x[flagged],
+            y[flagged],
+            "x",
+            color=color,
+            ms=5,
+            label=_legend_label(a, "flagged: window shorter than the sample interval, or a gap", several),
+        )
+
+
+def plot_power_bandwidth(runs: list[RunAnalysis]) -> Plot | None:
+    """The job's mean power ± sigma_p and the bandwidth vs size (paper figs 3, 7-10)."""
+    runs = [a for a in runs if a.power is not None]
+    if not runs:
+        return None
+    fig, (ax,) = _figure()
+    ax2 = ax.twinx()
+    several = len(runs) > 1
+    caveats = [a.caveat for a in runs]
+    for i, a in enumerate(runs):
+        c = COLORS[i % len(COLORS)]
+        x = a.bw.size_bytes
+        ax.errorbar(
+            x,
+            a.power.job_w,
+            yerr=a.power.job_sigma_w,
+            fmt="o-",
+            ms=3,
+            lw=1,
+            color=c,
+            elinewidth=0.8,
+            label=_legend_label(a, "power ± σ_p", several),
+        )
+        _mark_flagged(ax, a, x, a.power.job_w, "black", several)
+        ax2.plot(x, a.bw.mean_bit_s / 1e9, "--", lw=1, color=c, alpha=0.8)
+        if np.isfinite(a.power.idle_w):
+            ax.axhline(
+                a.power.idle_w, color=c, ls=":", lw=1, label=_legend_label(a, "idle baseline", several)
+            )
+    _size_axis(ax, [a.bw.size_bytes for a in runs])
+    ax.set_ylabel(_power_ylabel("power of all nodes (W)", caveats))
+    ax2.set_ylabel("bandwidth, dashed (Gbit/s)")
+    _title(ax, "Power and bandwidth vs message size", runs)
+    ax.legend(fontsize=8, loc="upper left")
+    _caveat_text(fig, caveats)
+    return Plot(
+        "power_bandwidth",
+        fig,
+        "Mean power of all nodes in each size's window (± σ_p, solid) and the mean bandwidth (dashed).",
+        "; ".join(sorted({c for c in caveats if c})),
+    )
+
+
+def plot_energy_rate(runs: list[RunAnalysis]) -> Plot | None:
+    """Energy rate with the paper's bounds as error bars, and the bandwidth (paper figs 4, 11, 12)."""
+    runs = [a for a in runs if a.power is not None]
+    if not runs:
+        return None
+    fig, (ax,) = _figure()
+    ax2 = ax.twinx()
+    several = len(runs) > 1
+    caveats = [a.caveat for a in runs]
+    for i, a in enumerate(runs):
+        c = COLORS[i % len(COLORS)]
+        x = a.bw.size_bytes
+        r = a.rate.rate_bit_j / 1e6
+        lo = np.where(np.isfinite(a.rate.low_bit_j), r - a.rate.low_bit_j / 1e6, 0.0)
+        hi = np.where(np.isfinite(a.rate.high_bit_j), a.rate.high_bit_j / 1e6 - r, 0.0)
+        ax.errorbar(
+            x,
+            r,
+            yerr=np.vstack([np.maximum(lo, 0), np.maximum(hi, 0)]),
+            fmt="o-",
+            ms=3,
+            lw=1,
+            color=c,
+            elinewidth=0.8,
+            capsize=1.5,
+            label=_legend_label(a, "energy rate (bounds (b∓σ_b)/(p±σ_p))", several),
+        )
+        _mark_flagged(ax, a, x, r, "black", several)
+        ax2.plot(x, a.bw.mean_bit_s / 1e9, "--", lw=1, color=c, alpha=0.8)
+    _size_axis(ax, [a.bw.size_bytes for a in runs])
+    ax.set_ylabel(_power_ylabel("energy rate (Mbit/J)", caveats))
+    ax2.set_ylabel("bandwidth, dashed (Gbit/s)")
+    corr = "; ".join(f"{a.label}: r = {a.correlation:.4f}" for a in runs if np.isfinite(a.correlation))
+    _title(ax, "Energy rate and bandwidth vs message size" + (f" (corrcoef {corr})" if corr else ""), runs)
+    ax.legend(fontsize=8, loc="upper left")
+    _caveat_text(fig, caveats)
+    return Plot(
+        "energy_rate",
+        fig,
+        "Energy rate r = b/p (bits per joule) with the bounds (b+σ_b)/(p−σ_p) and (b−σ_b)/(p+σ_p), "
+        "and the mean bandwidth (dashed).",
+        "; ".join(sorted({c for c in caveats if c})),
+    )
+
+
+def plot_energy_per_bit(runs: list[RunAnalysis]) -> Plot | None:
+    """Energy per bit, total and dynamic (above the idle baseline), vs size."""
+    runs = [a for a in runs if a.power is not None]
+    if not runs:
+        return None
+    fig, (ax,) = _figure()
+    several = len(runs) > 1
+    caveats = [a.caveat for a in runs]
+    for i, a in enumerate(runs):
+        c = COLORS[i % len(COLORS)]
+        x = a.bw.size_bytes
+        ax.errorbar(
+            x,
+            a.energy_pj_bit,
+            yerr=a.energy_sigma_pj_bit,
+            fmt="o-",
+            ms=3,
+            lw=1,
+            color=c,
+            elinewidth=0.8,
+            label=_legend_label(a, "total ± σ", several),
+        )
+        if a.dynamic_pj_bit is not None:
+            dyn = np.where(a.dynamic_pj_bit > 0, a.dynamic_pj_bit, np.nan)
+            ax.plot(x, dyn, "s--", ms=3, lw=1, color=c, alpha=0.7, label=_legend_label(a, "dynamic", several))
+    _size_axis(ax, [a.bw.size_bytes for a in runs])
+    ax.set_yscale("log")
+    ax.set_ylabel(_power_ylabel("energy per bit (pJ/bit)", caveats))
+    _title(ax, "Energy per bit vs message size (dynamic: power above the idle baseline)", runs)
+    ax.legend(fontsize=8)
+    _caveat_text(fig, caveats)
+    return Plot(
+        "energy_per_bit",
+        fig,
+        "Energy per bit moved, p/b, and its dynamic part (p − idle)/b, in picojoules per bit.",
+        "; ".join(sorted({c for c in caveats if c})),
+    )
+
+
+def plot_scaled(a: RunAnalysis, several: bool) -> Plot | None:
+    """Scaled energy rate, bandwidth and their difference (paper figs 13, 14)."""
+    if a.power is None:
+        return None
+    fig, (ax,) = _figure()
+    x = a.bw.size_bytes
+    sr = compute.scaled(a.rate.rate_bit_j)
+    sb = compute.scaled(a.bw.mean_bit_s)
+    ax.plot(x, sr, "o-", ms=3, lw=1, label=_power_ylabel("energy rate / its peak", [a.caveat]))
+    ax.plot(x, sb, "s-", ms=3, lw=1, label="bandwidth / its peak")
+    ax.plot(x, sb - sr, "k.-", ms=3, lw=1, label="difference (bandwidth − energy rate)")
+    ax.axhline(0, color="gray", lw=0.5)
+    _size_axis(ax, [x])
+    ax.set_ylabel("scaled (1 = peak)")
+    corr = f" (corrcoef {a.correlation:.4f})" if np.isfinite(a.correlation) else ""
+    _title(ax, f"Scaled energy rate, bandwidth and their difference{corr}", [a])
+    ax.legend(fontsize=8)
+    _caveat_text(fig, [a.caveat])
+    return Plot(
+        f"scaled_energy_rate{_suffix(a, several)}",
+        fig,
+        f"{a.label}: energy rate and bandwidth divided by their peaks, and their difference.",
+        a.caveat,
+    )
+
+
+def plot_iterations(a: RunAnalysis, several: bool) -> Plot:
+    """Iterations per trial and the mean trial time vs time into the run (paper figs 15, 16)."""
+    fig, (ax,) = _figure()
+    ax2 = ax.twinx()
+    start = a.window_start_unix_s
+    t0 = np.nanmin(start) if np.isfinite(start).any() else np.nan
+    if np.isfinite(t0):
+        x, xlabel = start - t0, "time since the first trial (s)"
+    else:
+        x, xlabel = np.arange(a.sizes, dtype=float), "message size index (no wall-clock times)"
+    ax.plot(x, a.bw.iterations, "o-", ms=3, lw=1, color=COLORS[0], label="iterations per trial")
+    ax2.plot(x, a.bw.trial_mean_s, "s--", ms=3, lw=1, color=COLORS[1], label="mean trial time")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("iterations (round trips) per trial", color=COLORS[0])
+    ax2.set_ylabel("mean trial time (s)", color=COLORS[1])
+    ax.grid(True, alpha=0.3)
+    _title(ax, "Number of iterations and average trial time vs time", [a])
+    return Plot(
+        f"iterations{_suffix(a, several)}",
+        fig,
+        f"{a.label}: round trips per trial (set from the previous size's time) and the mean trial time.",
+    )
+
+
+def _size_marks(ax, a: RunAnalysis, t0: float) -> None:
+    starts = a.window_start_unix_s - t0
+    ok = np.isfinite(starts)
+    if not ok.any():
+        return
+    ax.vlines(starts[ok], 0, 1, transform=ax.get_xaxis_transform(), colors="0.6", lw=0.4, alpha=0.6)
+
+
+def plot_power_time(a: RunAnalysis, several: bool) -> Plot | None:
+    """Each node's power and the job's sum over time, sizes marked, baseline shaded."""
+    if a.power is None:
+        return None
+    pw = a.power
+    fig, (ax1, ax2) = _figure(rows=2, sharex=True)
+    start = a.window_start_unix_s
+    t0 = float(np.nanmin(start)) if np.isfinite(start).any() else 0.0
+    if len(pw.series_t):
+        ax1.fill_between(
+            pw.series_t - t0, pw.series_min_w, pw.series_max_w, color=COLORS[0], alpha=0.25, lw=0
+        )
+        ax1.plot(pw.series_t - t0, pw.series_w, color=COLORS[0], lw=0.8, label="all nodes (summed)")
+    many = len(pw.nodes) > 10
+    for n in pw.nodes:
+        if len(n.plot_t):
+            ax2.plot(
+                n.plot_t - t0,
+                n.plot_w,
+                lw=0.5 if many else 0.8,
+                alpha=0.6 if many else 0.9,
+                label=None if many else f"node {n.index} ({n.host})",
+            )
+    for ax in (ax1, ax2):
+        _size_marks(ax, a, t0)
+        if pw.baseline:
+            ax.axvspan(pw.baseline[0] - t0, pw.baseline[1] - t0, color="gold", alpha=0.3, lw=0)
+        ax.grid(True, alpha=0.3)
+    ax1.axvspan(0, 0, color="gold", alpha=0.3, label="idle baseline")
+    ax1.plot([], [], color="0.6", lw=0.6, label="start of each message size")
+    ax1.set_ylabel(_power_ylabel("job power (W)", [a.caveat]), fontsize=9)
+    ax2.set_ylabel(_power_ylabel("node power (W)", [a.caveat]), fontsize=9)
+    ax2.set_xlabel("time since the first trial, rank 0's clock (s)")
+    ax1.legend(fontsize=7, loc="upper left")
+    if many:
+        ax2.text(0.01, 0.95, f"{len(pw.nodes)} nodes", transform=ax2.transAxes, fontsize=8, va="top")
+    else:
+        ax2.legend(fontsize=7, loc="upper left")
+    _label_sizes(ax1, a, t0)
+    _title(ax1, "Power over time (samples aligned to rank 0's clock, meter delay removed)", [a])
+    _caveat_text(fig, [a.caveat])
+    return Plot(
+        f"power_time{_suffix(a, several)}",
+        fig,
+        f"{a.label}: power of all nodes (top, band = min-max per plotted bin) and of each node (bottom) over "
+        "time; grey lines mark the start of each message size, the shaded span is the idle baseline.",
+        a.caveat,
+    )
+
+
+def _label_sizes(ax, a: RunAnalysis, t0: float) -> None:
+    """Name a handful of message sizes along the top of the axes."""
+    starts = a.window_start_unix_s - t0
+    idx = np.flatnonzero(np.isfinite(starts))
+    if not idx.size:
+        return
+    pick = idx[np.unique(np.linspace(0, idx.size - 1, min(6, idx.size)).astype(int))]
+    for k in pick:
+        ax.text(
+            starts[k],
+            1.0,
+            format_size_bytes(int(a.bw.size_bytes[k])) + " B",
+            transform=ax.get_xaxis_transform(),
+            fontsize=7,
+            color="0.3",
+            ha="left",
+            va="top",
+        )
+
+
+def plot_power_nodes(a: RunAnalysis, several: bool) -> Plot | None:
+    """Each node's contribution to the job's power per size (stacked)."""
+    if a.power is None:
+        return None
+    nodes = [n for n in a.power.nodes if n.samples]
+    if not nodes:
+        return None
+    fig, (ax,) = _figure()
+    x = a.bw.size_bytes
+    ys = np.vstack([np.nan_to_num(n.sizes.mean, nan=0.0) for n in nodes])
+    many = len(nodes) > 10
+    labels = () if many else [f"node {n.index} ({n.host})" for n in nodes]
+    ax.stackplot(x, ys, labels=labels, alpha=0.85)
+    _size_axis(ax, [x])
+    ax.set_ylabel(_power_ylabel("power, stacked by node (W)", [a.caveat]))
+    _title(ax, "Each node's contribution to the job's power", [a])
+    if many:
+        ax.text(0.01, 0.95, f"{len(nodes)} nodes", transform=ax.transAxes, fontsize=8, va="top")
+    else:
+        ax.legend(fontsize=8, loc="lower right")
+    _caveat_text(fig, [a.caveat])
+    return Plot(
+        f"power_nodes{_suffix(a, several)}",
+        fig,
+        f"{a.label}: mean power of each node in each size's window, stacked: the top is the job's power.",
+        a.caveat,
+    )
+
+
+def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
+    """Every figure for these runs (overlays first, then each run's own)."""
+    runs = [a for a in runs if a.sizes]
+    if not runs:
+        return []
+    several = len(runs) > 1
+    out: list[Plot | None] = [
+        plot_bandwidth(runs),
+        plot_latency(runs),
+        plot_power_bandwidth(runs),
+        plot_energy_rate(runs),
+        plot_energy_per_bit(runs),
+    ]
+    for a in runs:
+        out += [
+            plot_scaled(a, several),
+            plot_iterations(a, several),
+            plot_power_time(a, several),
+            plot_power_nodes(a, several),
+        ]
+    return [p for p in out if p is not None]

@@ -1,0 +1,317 @@
+"""Text outputs: the terminal table and summary, CSV, JSON, NetPIPE's np.out, the HTML report."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from npmpi.units import mbps_netpipe
+from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
+from npmpi_analysis.compute import FLAG_NAMES
+
+NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
+FLAG_TEXT = {
+    "short": "window shorter than the meter's sample interval: power from the nearest samples",
+    "gap": "no sample inside the window: power from the nearest samples",
+    "none": "no sample in or near the window: no power",
+}
+
+
+def _g(x: float, digits: int = 4) -> str:
+    return f"{x:.{digits}g}" if x is not None and math.isfinite(x) else "-"
+
+
+def _nan(x: float | None) -> float:
+    return math.nan if x is None else x
+
+
+def _pm(x: float, s: float, pm: str, digits: int = 4) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:.{digits}g} {pm} {_g(s, 2)}"
+
+
+def render_table(headers: list[str], rows: list[list[str]], left: int = 0) -> str:
+    """Aligned columns under one header line: the first `left` columns to the left, the rest right."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        out = [
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(headers)] + [line(r) for r in rows])
+
+
+def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted cells of the per-size table (bandwidth, latency, and power when measured)."""
+    bw = a.bw
+    headers = ["bytes", "iters", "best Gbit/s", f"mean Gbit/s {pm} σ", f"latency {micro}"]
+    if a.power is not None:
+        headers += [f"power W {pm} σ", f"Mbit/J {pm} σ", f"pJ/bit {pm} σ", "dyn pJ/bit", "flag"]
+    flags = a.flag_names()
+    rows = []
+    for k in range(a.sizes):
+        row = [
+            str(int(bw.size_bytes[k])),
+            str(int(bw.iterations[k])),
+            _g(bw.peak_bit_s[k] / 1e9),
+            _pm(bw.mean_bit_s[k] / 1e9, bw.sigma_bit_s[k] / 1e9, pm),
+            _g(bw.one_way_s[k] * 1e6),
+        ]
+        if a.power is not None:
+            row += [
+                _pm(a.power.job_w[k], a.power.job_sigma_w[k], pm),
+                _pm(a.rate.rate_bit_j[k] / 1e6, a.rate.sigma_bit_j[k] / 1e6, pm),
+                _pm(a.energy_pj_bit[k], a.energy_sigma_pj_bit[k], pm),
+                _g(a.dynamic_pj_bit[k]) if a.dynamic_pj_bit is not None else "-",
+                flags[k],
+            ]
+        rows.append(row)
+    return headers, rows
+
+
+def size_table(a: RunAnalysis, pm: str = "±") -> str:
+    """The per-size table as aligned text."""
+    return render_table(*table_cells(a, pm))
+
+
+def summary_text(a: RunAnalysis, pm: str = "±") -> str:
+    """The run's key figures and metadata, one fact a line."""
+    s = a.summary()
+    out = [f"{a.label}: {a.path}"]
+    status = s["status"] + (f" ({s['status_message']})" if s["status_message"] else "")
+    out.append(f"  status: {status}; {s['sizes_analysed']} sizes analysed")
+    out.append(f"  kernel: {s['kernel'] or '?'}; MPI library: {s['mpi_library_version'] or '?'}")
+    out.append(
+        f"  platform: {s['platform'] or '?'}; Python {s['python_version'] or '?'}; "
+        f"npmpi {s['npmpi_version'] or '?'}; mpi4py {s['mpi4py_version'] or '?'}"
+    )
+    crosses = s.get("pair_crosses_nodes")
+    pair = "" if crosses is None else ("; pair across nodes" if crosses else "; pair within one node")
+    out.append(
+        f"  hosts: {', '.join(s['hosts']) or '?'} ({s.get('node_count', '?')} node(s), "
+        f"{s.get('world_size', '?')} ranks{pair})"
+    )
+    if s["command_line"]:
+        out.append(f"  command: {s['command_line']}")
+    if s["peak_bandwidth_bit_s"] is not None:
+        peak = s["peak_bandwidth_bit_s"]
+        out.append(
+            f"  peak bandwidth: {peak / 1e9:.4g} Gbit/s ({peak / 8e6:.1f} MB/s) at "
+            f"{s['peak_bandwidth_size_bytes']} B (best trial)"
+        )
+    if s["latency_s"] is not None:
+        out.append(
+            f"  latency: {s['latency_s'] * 1e6:.4g} us one-way at {s['latency_size_bytes']} B "
+            f"(lowest {s['min_latency_s'] * 1e6:.4g} us)"
+        )
+    if not s["has_power"]:
+        out.append(f"  power: {NO_POWER}")
+    else:
+        out.append(f"  power: {s['power_caveat'] or 'measured'} (channels: {', '.join(s['power_labels'])})")
+        if s["peak_energy_rate_bit_j"] is not None:
+            out.append(
+                f"  peak energy rate: {_pm(s['peak_energy_rate_bit_j'] / 1e6, _nan(s['peak_energy_rate_sigma_bit_j']) / 1e6, pm)} "  # noqa: E501
+                f"Mbit/J at {s['peak_energy_rate_size_bytes']} B (mean bandwidth / power of all nodes)"
+            )
+        if s["min_energy_pj_bit"] is not None:
+            dyn = s.get("dynamic_energy_pj_bit_at_min")
+            dyn_text = f", dynamic {_g(dyn)} pJ/bit" if dyn is not None else ""
+            out.append(
+                f"  least energy per bit: {_g(s['min_energy_pj_bit'])} pJ/bit at "
+                f"{s['min_energy_size_bytes']} B{dyn_text}"
+            )
+        corr = s["correlation_bandwidth_energy_rate"]
+        out.append(
+            f"  correlation bandwidth vs energy rate: {_g(corr, 6)} (numpy.corrcoef over the sizes)"
+            if corr is not None
+            else "  correlation bandwidth vs energy rate: undefined (fewer than 2 sizes with power)"
+        )
+        idle = _pm(s["idle_power_w"], _nan(s["idle_power_sigma_w"]), pm)
+        active = _pm(s["active_power_w"], _nan(s["active_power_sigma_w"]), pm)
+        out.append(f"  all nodes: idle {idle} W, active {active} W")
+        for n in s["nodes"]:
+            chans = ", ".join(
+                f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
+                f"delay {_g(c['meter_delay_s'], 3)} s)"
+                for c in n["channels"]
+            )
+            out.append(
+                f"  node {n['node']} {n['host']}: idle "
+                f"{_pm(n['idle_power_w'], _nan(n['idle_power_sigma_w']), pm)} W, "
+                f"active {_pm(n['active_power_w'], _nan(n['active_power_sigma_w']), pm)} W, "
+                f"{n['samples']} samples, {n['faults']} fault(s); clock offset {n['clock_offset']}; {chans}"
+            )
+        for name, count in s["flagged_sizes"].items():
+            out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
+    for note in a.notices:
+        out.append(f"  notice: {note}")
+    return "\n".join(out)
+
+
+def comparison_text(analyses: list[RunAnalysis]) -> str:
+    """Key figures side by side, with each run's ratio to the first."""
+    rows = compare([a.summary() for a in analyses])
+    labels = [a.label for a in analyses]
+    headers = ["figure", *labels, *(f"{lab}/{labels[0]}" for lab in labels[1:])]
+    body = []
+    for r in rows:
+        unit = f" ({r['unit']})" if r["unit"] else ""
+        body.append(
+            [r["figure"] + unit]
+            + [_g(v, 5) if v is not None else "-" for v in r["values"]]
+            + [f"{x:.3f}" if x is not None else "-" for x in r["ratio_to_first"][1:]]
+        )
+    table = render_table(headers, body, left=1)
+    return "comparison (ratios to the first run):\n" + table
+
+
+# ---------------------------------------------------------------- exports
+
+
+def _clean(x: Any) -> Any:
+    """NaN and infinities to None, numpy scalars to Python: strict JSON."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def csv_bytes(analyses: list[RunAnalysis]) -> bytes:
+    """One row per run and size; empty cells where a figure is undefined."""
+    rows = [r for a in analyses for r in size_rows(a)]
+    fields: list[str] = []
+    for r in rows:
+        fields += [k for k in r if k not in fields]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()})
+    return buf.getvalue().encode()
+
+
+def json_bytes(analyses: list[RunAnalysis]) -> bytes:
+    doc = {
+        "format": "npmpi-analysis",
+        "format_version": "1.0",
+        "flags": {name: FLAG_TEXT[name] for name in FLAG_NAMES[1:]},
+        "runs": [
+            {
+                "summary": a.summary(),
+                "notices": a.notices,
+                "problems": a.problems,
+                "sizes": size_rows(a),
+            }
+            for a in analyses
+        ],
+        "comparison": compare([a.summary() for a in analyses]) if len(analyses) > 1 else [],
+    }
+    return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
+
+
+def np_out_bytes(a: RunAnalysis) -> bytes:
+    """NetPIPE 3.7's np.out: `%8d %lf %12.8lf` = bytes, Mbps (bits / 2^20 / s), one-way seconds."""
+    lines = []
+    for size, t in zip(a.bw.size_bytes, a.bw.one_way_s, strict=True):
+        if math.isfinite(t) and t > 0:
+            lines.append(f"{int(size):8d} {mbps_netpipe(int(size), float(t)):f} {float(t):12.8f}\n")
+    return "".join(lines).encode()
+
+
+# ---------------------------------------------------------------- HTML
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}
+th{background:#f3f3f3}td.l,th.l{text-align:left}
+.caveat{color:#b22222;font-weight:bold}.problem{color:#b22222}.notice{color:#8a6d00}
+figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444}
+img{max-width:100%}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
+    head = "".join(f"<th{' class=l' if i < left else ''}>{_e(h)}</th>" for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{' class=l' if i < left else ''}>{_e(c)}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def html_report(
+    analyses: list[RunAnalysis], figures: list[tuple[str, str, bytes, str]], problems: list[str]
+) -> bytes:
+    """One self-contained page: summaries, tables, figures inline as base64 PNG.
+
+    `figures` holds (name, caption, png bytes, caveat) tuples.
+    """
+    title = "npmpi analysis: " + ", ".join(a.label for a in analyses)
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    for p in problems:
+        parts.append(f"<p class=problem>problem: {_e(p)}</p>")
+    parts.append("<h2>Summary</h2>")
+    for a in analyses:
+        parts.append(f"<h3>{_e(a.label)}</h3>")
+        if a.caveat:
+            parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
+        parts.append(f"<pre>{_e(summary_text(a))}</pre>")
+    if len(analyses) > 1:
+        parts.append("<h2>Comparison</h2>")
+        rows = compare([a.summary() for a in analyses])
+        labels = [a.label for a in analyses]
+        parts.append(
+            _html_table(
+                ["figure", *labels, *(f"{lab} / {labels[0]}" for lab in labels[1:])],
+                [
+                    [r["figure"] + (f" ({r['unit']})" if r["unit"] else "")]
+                    + [_g(v, 5) if v is not None else "-" for v in r["values"]]
+                    + [f"{x:.3f}" if x is not None else "-" for x in r["ratio_to_first"][1:]]
+                    for r in rows
+                ],
+            )
+        )
+    if figures:
+        parts.append("<h2>Figures</h2>")
+    for name, caption, png, caveat in figures:
+        data = base64.b64encode(png).decode("ascii")
+        cav = f" <span class=caveat>Power is {_e(caveat)}.</span>" if caveat else ""
+        parts.append(
+            f'<figure id={_e(name)}><img src="data:image/png;base64,{data}" alt="{_e(name)}">'
+            f"<figcaption>{_e(caption)}{cav}</figcaption></figure>"
+        )
+    for a in analyses:
+        parts.append(f"<h2>Per message size: {_e(a.label)}</h2>")
+        if a.caveat:
+            parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
+        headers, rows = table_cells(a, "±", "µs")
+        parts.append(_html_table(headers, rows, left=0))
+    parts.append("</body></html>\n")
+    return "".join(parts).encode()

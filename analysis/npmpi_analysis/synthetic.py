@@ -1,0 +1,153 @@
+"""Synthetic run files in the run-file schema, for tests, demos and the speed benchmark.
+
+Everything written here is labelled as it is: channels default to `simulated`, and the run's
+`mpi_library_version` says the file is synthetic.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from npmpi.runfile import RunWriter, SizeResult
+
+
+@dataclass
+class SynthChannel:
+    """One meter channel's samples, as the node's clock stamped them."""
+
+    time_unix_s: np.ndarray
+    power_w: np.ndarray
+    label: str = "simulated"
+    kind: str = "replay"
+    sample_interval_s: float = 1.0
+    meter_delay_s: float | None = None
+    faults: list[tuple[float, str]] = field(default_factory=list)
+
+
+@dataclass
+class SynthNode:
+    """One node's channels and its clock offset (node minus rank 0) at start and end."""
+
+    channels: list[SynthChannel]
+    host: str = ""
+    offset_start_s: float | None = 0.0
+    offset_end_s: float | None = None
+    measured_start_unix_s: float = 0.0
+    measured_end_unix_s: float | None = None
+
+
+def write_run(
+    path: str | os.PathLike,
+    size_bytes: list[int],
+    iterations: list[int],
+    trial_s: list[list[float]],
+    trial_start_unix_s: list[list[float]],
+    trial_end_unix_s: list[list[float]] | None = None,
+    nodes: list[SynthNode] | None = None,
+    baseline: tuple[float, float] | None = None,
+    status: str = "complete",
+    attrs: dict | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write a run file with these rows and, if `nodes` is given, a /power group."""
+    path = Path(path)
+    trials = max(len(t) for t in trial_s) if trial_s else 1
+    nnodes = len(nodes) if nodes else 1
+    hosts = [n.host or f"node{i}" for i, n in enumerate(nodes)] if nodes else ["node0"]
+    base_attrs = {
+        "kernel": "python",
+        "mpi_library_version": "synthetic run file",
+        "platform": "synthetic",
+        "world_size": 2 + (nnodes if nodes else 0),
+        "node_count": nnodes,
+        "pair_crosses_nodes": nnodes > 1,
+        "npmpi_version": "0",
+        "created_utc": "2024-01-01T00:00:00+00:00",
+        "command_line": "synthetic",
+    }
+    base_attrs.update(attrs or {})
+    ranks = ["transmitter", "reflector"] + (["power"] * nnodes if nodes else [])
+    layout = {
+        "host": [hosts[0], hosts[min(1, nnodes - 1)], *(hosts if nodes else [])],
+        "node_index": [0, min(1, nnodes - 1), *(range(nnodes) if nodes else [])],
+        "role": ranks,
+    }
+    w = RunWriter(path, base_attrs, layout, trials, overwrite=overwrite)
+    if nodes:
+        power_attrs: dict = {"baseline_requested_s": (baseline[1] - baseline[0]) if baseline else 0.0}
+        if baseline:
+            power_attrs.update(baseline_start_unix_s=baseline[0], baseline_end_unix_s=baseline[1])
+        node_attrs = []
+        for i, n in enumerate(nodes):
+            a: dict = {"host": hosts[i], "node_index": i, "power_rank": 2 + i, "meter_specs": ["synthetic"]}
+            if n.offset_start_s is not None:
+                a.update(
+                    clock_offset_start_s=n.offset_start_s,
+                    clock_offset_start_uncertainty_s=1e-6,
+                    clock_offset_start_measured_unix_s=n.measured_start_unix_s,
+                )
+            if n.offset_end_s is not None and n.measured_end_unix_s is not None:
+                a.update(
+                    clock_offset_end_s=n.offset_end_s,
+                    clock_offset_end_uncertainty_s=1e-6,
+                    clock_offset_end_measured_unix_s=n.measured_end_unix_s,
+                )
+            node_attrs.append(a)
+        channel_attrs = []
+        for n in nodes:
+            chans = []
+            for c in n.channels:
+                ca = {
+                    "kind": c.kind,
+                    "spec": c.kind,
+                    "description": f"synthetic {c.label} channel",
+                    "label": c.label,
+                    "natural_interval_s": c.sample_interval_s,
+                    "sample_interval_s": c.sample_interval_s,
+                    "quantities": ["power_w"],
+                }
+                if c.meter_delay_s is not None:
+                    ca["meter_delay_s"] = c.meter_delay_s
+                chans.append(ca)
+            channel_attrs.append(chans)
+        w.create_power(power_attrs, node_attrs, channel_attrs)
+        for i, n in enumerate(nodes):
+            for j, c in enumerate(n.channels):
+                t = np.asarray(c.time_unix_s, dtype=float)
+                nan = np.full(len(t), np.nan)
+                w.append_samples(
+                    i,
+                    j,
+                    {
+                        "time_unix_s": t,
+                        "power_w": np.asarray(c.power_w, dtype=float),
+                        "energy_j": nan,
+                        "volts": nan,
+                        "amps": nan,
+                    },
+                    list(c.faults),
+                )
+    for k, size in enumerate(size_bytes):
+        times = list(trial_s[k])
+        starts = list(trial_start_unix_s[k])
+        ends = (
+            list(trial_end_unix_s[k])
+            if trial_end_unix_s is not None
+            else [s + t for s, t in zip(starts, times, strict=True)]
+        )
+        w.append(
+            SizeResult(
+                size_bytes=int(size),
+                iterations=int(iterations[k]),
+                warmup_iterations=0,
+                trial_s=times,
+                trial_start_unix_s=starts,
+                trial_end_unix_s=ends,
+            )
+        )
+    w.finish(status, "" if status == "complete" else f"synthetic {status} run")
+    return path
