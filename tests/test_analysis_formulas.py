@@ -159,6 +159,11 @@ def test_meter_delay_moves_samples_earlier_and_the_option_overrides_it(tmp_path)
     assert analyse(path).power.job_w[0] == pytest.approx(50.0)  # the channel's meter_delay_s
     assert analyse(path, delay=0.0).power.job_w[0] == pytest.approx(10.0)  # --meter-delay 0
     assert analyse(path, delay=1.0).power.nodes[0].channels[0].delay_s == 1.0
+    chan = analyse(path).summary()["nodes"][0]["channels"][0]
+    assert (chan["meter_delay_s"], chan["meter_delay_source"]) == (1.0, "calibrated")
+    assert (
+        analyse(path, delay=0.0).summary()["nodes"][0]["channels"][0]["meter_delay_source"] == "--meter-delay"
+    )
 
 
 # ---------------------------------------------------------------- several nodes and channels

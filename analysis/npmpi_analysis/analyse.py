@@ -246,6 +246,8 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
                     "description": c.description,
                     "sample_interval_s": c.sample_interval_s,
                     "meter_delay_s": c.delay_s,
+                    "meter_delay_source": c.delay_source,
+                    "meter_delay_uncertainty_s": _f(c.delay_uncertainty_s),
                     "samples": c.samples,
                     "faults": [{"time_unix_s": _f(t), "message": str(m)} for t, m in c.faults],
                 }

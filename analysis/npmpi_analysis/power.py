@@ -32,6 +32,8 @@ class ChannelInfo:
     description: str
     sample_interval_s: float
     delay_s: float
+    delay_source: str  # "--meter-delay", "calibrated" (the channel's meter_delay_s) or "none"
+    delay_uncertainty_s: float | None
     samples: int
     faults: list[tuple[float, str]]
 
@@ -145,7 +147,13 @@ def _channel_series(ch, where: str, delay_override: float | None, align, problem
         interval = float(np.median(np.diff(np.sort(t))))
     if interval is None or interval <= 0:
         interval = 1.0
-    delay = delay_override if delay_override is not None else (_float_attr(attrs, "meter_delay_s") or 0.0)
+    stored = _float_attr(attrs, "meter_delay_s")
+    if delay_override is not None:
+        delay, source = delay_override, "--meter-delay"
+    elif stored is not None:
+        delay, source = stored, "calibrated"
+    else:
+        delay, source = 0.0, "none"
     t = align(t) - delay
     if len(t) > 1 and np.any(np.diff(t) < 0):
         order = np.argsort(t, kind="stable")
@@ -159,6 +167,10 @@ def _channel_series(ch, where: str, delay_override: float | None, align, problem
         description=str(attrs.get("description", "")),
         sample_interval_s=float(interval),
         delay_s=float(delay),
+        delay_source=source,
+        delay_uncertainty_s=_float_attr(attrs, "meter_delay_uncertainty_s")
+        if source == "calibrated"
+        else None,
         samples=len(t),
         faults=faults,
     )

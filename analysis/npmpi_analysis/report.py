@@ -84,6 +84,14 @@ def size_table(a: RunAnalysis, pm: str = "±") -> str:
     return render_table(*table_cells(a, pm))
 
 
+def _delay_text(c: dict, pm: str) -> str:
+    if c["meter_delay_source"] == "none":
+        return "0 s (none recorded)"
+    unc = c.get("meter_delay_uncertainty_s")
+    value = _pm(c["meter_delay_s"], unc, pm, 3) if unc is not None else f"{_g(c['meter_delay_s'], 3)}"
+    return f"{value} s ({c['meter_delay_source']})"
+
+
 def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     """The run's key figures and metadata, one fact a line."""
     s = a.summary()
@@ -142,7 +150,7 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
         for n in s["nodes"]:
             chans = ", ".join(
                 f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
-                f"delay {_g(c['meter_delay_s'], 3)} s)"
+                f"delay {_delay_text(c, pm)})"
                 for c in n["channels"]
             )
             out.append(
