@@ -8,6 +8,7 @@ are whole. The reader refuses other formats and newer major versions with a clea
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -71,6 +72,23 @@ def _to_attr(value: Any) -> Any:
     return value
 
 
+def _publish(creating: Path, path: Path, overwrite: bool) -> None:
+    """Give the new file its name; without `overwrite`, never over a file that appeared meanwhile."""
+    if overwrite:
+        os.replace(creating, path)
+        return
+    try:
+        os.link(creating, path)  # fails if the name is taken
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links
+        if path.exists():
+            raise FileExistsError(errno.EEXIST, "the run file exists", str(path)) from None
+        os.replace(creating, path)
+        return
+    os.unlink(creating)
+
+
 class RunWriter:
     """Creates the run file and appends one row per completed message size (rank 0 only)."""
 
@@ -86,7 +104,23 @@ class RunWriter:
 
         self.path = Path(path)
         self.trials = trials
-        self._file = h5py.File(self.path, "w" if overwrite else "w-")
+        if not overwrite and self.path.exists():
+            raise FileExistsError(errno.EEXIST, "the run file exists", str(self.path))
+        # Built under a hidden name and renamed once its structure is on disk: a writer killed while
+        # HDF5 creates the file (a few ms) leaves no run file that cannot be opened.
+        creating = self.path.with_name(f".{self.path.name}.creating-{os.getpid()}")
+        self._file = h5py.File(creating, "w")
+        try:
+            self._create(attrs, layout_rows, trials)
+            _publish(creating, self.path, overwrite)
+        except BaseException:
+            self._file.close()
+            creating.unlink(missing_ok=True)
+            raise
+
+    def _create(self, attrs: dict[str, Any], layout_rows: dict[str, list], trials: int) -> None:
+        import h5py
+
         f = self._file
         f.attrs["format"] = FORMAT_NAME
         f.attrs["format_version"] = f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
