@@ -3,6 +3,9 @@
  * (npmpi/kernels.py): blocking MPI_Send/MPI_Recv of `nbytes` bytes, `iterations` round trips,
  * elapsed seconds of the loop alone on CLOCK_MONOTONIC (the clock of Python's perf_counter).
  * The communicator comes from mpi4py through its C API, so both kernels use one MPI library.
+ * `transfer` holds the other modes (stream, bidir), pre-posted receives and cache-cold buffer
+ * pools, one loop per variant. With an MPI 4 library, counts go through the large-count `_c`
+ * functions, so messages may exceed 2 GiB - 1 bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -11,7 +14,27 @@
 #include <mpi.h>
 #include <mpi4py/mpi4py.h>
 
+#include <stdlib.h>
+#include <string.h>
+
 #define DATA_TAG 1
+#define ACK_TAG 2
+
+#if MPI_VERSION >= 4
+typedef MPI_Count np_count_t;
+#define NP_MAX_COUNT ((Py_ssize_t)PY_SSIZE_T_MAX)
+#define NP_SEND MPI_Send_c
+#define NP_RECV MPI_Recv_c
+#define NP_ISEND MPI_Isend_c
+#define NP_IRECV MPI_Irecv_c
+#else
+typedef int np_count_t;
+#define NP_MAX_COUNT ((Py_ssize_t)INT_MAX)
+#define NP_SEND MPI_Send
+#define NP_RECV MPI_Recv
+#define NP_ISEND MPI_Isend
+#define NP_IRECV MPI_Irecv
+#endif
 
 static double now_s(void)
 {
@@ -40,8 +63,8 @@ static PyObject *pingpong(PyObject *self, PyObject *args)
     MPI_Comm *comm = PyMPIComm_Get(comm_obj);
     if (comm == NULL)
         return NULL;
-    if (nbytes < 0 || nbytes > INT_MAX) {
-        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%d", nbytes, INT_MAX);
+    if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
+        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
         return NULL;
     }
     if (iterations < 0) {
@@ -62,7 +85,7 @@ static PyObject *pingpong(PyObject *self, PyObject *args)
                      sbuf.len, rbuf.len, nbytes);
         return NULL;
     }
-    const int count = (int)nbytes;
+    const np_count_t count = (np_count_t)nbytes;
     void *s = sbuf.buf, *r = rbuf.buf;
     MPI_Comm c = *comm;
     int rc = MPI_SUCCESS;
@@ -73,18 +96,18 @@ static PyObject *pingpong(PyObject *self, PyObject *args)
     if (transmitter) {
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iterations; i++) {
-            rc = MPI_Send(s, count, MPI_BYTE, peer, DATA_TAG, c);
+            rc = NP_SEND(s, count, MPI_BYTE, peer, DATA_TAG, c);
             if (rc != MPI_SUCCESS) { failed = "MPI_Send"; break; }
-            rc = MPI_Recv(r, count, MPI_BYTE, peer, DATA_TAG, c, MPI_STATUS_IGNORE);
+            rc = NP_RECV(r, count, MPI_BYTE, peer, DATA_TAG, c, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS) { failed = "MPI_Recv"; break; }
         }
         t1 = now_s();
     } else {
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iterations; i++) {
-            rc = MPI_Recv(r, count, MPI_BYTE, peer, DATA_TAG, c, MPI_STATUS_IGNORE);
+            rc = NP_RECV(r, count, MPI_BYTE, peer, DATA_TAG, c, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS) { failed = "MPI_Recv"; break; }
-            rc = MPI_Send(s, count, MPI_BYTE, peer, DATA_TAG, c);
+            rc = NP_SEND(s, count, MPI_BYTE, peer, DATA_TAG, c);
             if (rc != MPI_SUCCESS) { failed = "MPI_Send"; break; }
         }
         t1 = now_s();
@@ -96,6 +119,261 @@ static PyObject *pingpong(PyObject *self, PyObject *args)
     if (failed != NULL)
         return mpi_error(rc, failed);
     return PyFloat_FromDouble(t1 - t0);
+}
+
+enum { MODE_PINGPONG, MODE_STREAM, MODE_BIDIR };
+
+struct plan {
+    MPI_Comm comm;
+    int peer, transmitter, mode, async;
+    char *s, *r;
+    np_count_t count;
+    Py_ssize_t iterations, window, regions, stride, reg; /* reg: region of the first message */
+    MPI_Request *reqs;                                /* window requests (stream) */
+};
+
+#define NEXT(x) ((x) + 1 == p->regions ? 0 : (x) + 1)
+#define SB(x) (p->s + (x) * p->stride)
+#define RB(x) (p->r + (x) * p->stride)
+#define CALL(call, name)                                                                                   \
+    do {                                                                                                   \
+        *rc = (call);                                                                                      \
+        if (*rc != MPI_SUCCESS)                                                                            \
+            return name;                                                                                   \
+    } while (0)
+
+/* The timed loops of every variant; returns the failed call's name (NULL on success). */
+static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
+{
+    const MPI_Comm c = p->comm;
+    const int peer = p->peer, tag = DATA_TAG;
+    const np_count_t n = p->count;
+    const Py_ssize_t iters = p->iterations, w = p->window;
+    Py_ssize_t reg = p->reg, nreg;
+    MPI_Request q = MPI_REQUEST_NULL;
+    MPI_Request *reqs = p->reqs;
+    char ack = 0;
+    double t0 = 0.0, t1 = 0.0;
+    *elapsed = 0.0;
+    if (iters <= 0)
+        return NULL;
+
+    switch (p->mode * 4 + p->transmitter * 2 + p->async) {
+    /* ping-pong: one message there, one back */
+    case MODE_PINGPONG * 4 + 2: /* transmitter */
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            CALL(NP_RECV(RB(reg), n, MPI_BYTE, peer, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");
+            reg = NEXT(reg);
+        }
+        t1 = now_s();
+        break;
+    case MODE_PINGPONG * 4 + 2 + 1: /* transmitter, --async */
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+            reg = NEXT(reg);
+        }
+        t1 = now_s();
+        break;
+    case MODE_PINGPONG * 4: /* reflector */
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(NP_RECV(RB(reg), n, MPI_BYTE, peer, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            reg = NEXT(reg);
+        }
+        t1 = now_s();
+        break;
+    case MODE_PINGPONG * 4 + 1: /* reflector, --async: the next receive is posted before replying */
+        CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters - 1; i++) {
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+            nreg = NEXT(reg);
+            CALL(NP_IRECV(RB(nreg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            reg = nreg;
+        }
+        CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+        CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+        t1 = now_s();
+        break;
+    /* bidir: both sides post the receive, send, wait */
+    case MODE_BIDIR * 4 + 2:
+    case MODE_BIDIR * 4:
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+            reg = NEXT(reg);
+        }
+        t1 = now_s();
+        break;
+    case MODE_BIDIR * 4 + 2 + 1:
+    case MODE_BIDIR * 4 + 1: /* --async: the next receive is posted as soon as one completes */
+        CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters - 1; i++) {
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+            reg = NEXT(reg);
+            CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+        }
+        CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+        CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+        t1 = now_s();
+        break;
+    /* stream: a window of Isends, then a 1-byte acknowledgement */
+    case MODE_STREAM * 4 + 2:
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            for (Py_ssize_t j = 0; j < w; j++) {
+                CALL(NP_ISEND(SB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Isend");
+                reg = NEXT(reg);
+            }
+            CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+            CALL(MPI_Recv(&ack, 1, MPI_BYTE, peer, ACK_TAG, c, MPI_STATUS_IGNORE), "MPI_Recv");
+        }
+        t1 = now_s();
+        break;
+    case MODE_STREAM * 4 + 2 + 1:
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(MPI_Irecv(&ack, 1, MPI_BYTE, peer, ACK_TAG, c, &q), "MPI_Irecv");
+            for (Py_ssize_t j = 0; j < w; j++) {
+                CALL(NP_ISEND(SB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Isend");
+                reg = NEXT(reg);
+            }
+            CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+        }
+        t1 = now_s();
+        break;
+    case MODE_STREAM * 4:
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            for (Py_ssize_t j = 0; j < w; j++) {
+                CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Irecv");
+                reg = NEXT(reg);
+            }
+            CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+            CALL(MPI_Send(&ack, 1, MPI_BYTE, peer, ACK_TAG, c), "MPI_Send");
+        }
+        t1 = now_s();
+        break;
+    case MODE_STREAM * 4 + 1: /* --async: the next window is posted before the acknowledgement */
+        for (Py_ssize_t j = 0; j < w; j++) {
+            CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Irecv");
+            reg = NEXT(reg);
+        }
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters - 1; i++) {
+            CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+            for (Py_ssize_t j = 0; j < w; j++) {
+                CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Irecv");
+                reg = NEXT(reg);
+            }
+            CALL(MPI_Send(&ack, 1, MPI_BYTE, peer, ACK_TAG, c), "MPI_Send");
+        }
+        CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+        CALL(MPI_Send(&ack, 1, MPI_BYTE, peer, ACK_TAG, c), "MPI_Send");
+        t1 = now_s();
+        break;
+    default:
+        return "mode";
+    }
+    *elapsed = t1 - t0;
+    return NULL;
+}
+
+static PyObject *transfer(PyObject *self, PyObject *args)
+{
+    PyObject *comm_obj, *send_obj, *recv_obj;
+    const char *mode;
+    int peer, transmitter, async;
+    Py_ssize_t nbytes, iterations, window, regions, stride, first;
+    if (!PyArg_ParseTuple(args, "OiOOnnpsnpnnn", &comm_obj, &peer, &send_obj, &recv_obj, &nbytes,
+                          &iterations, &transmitter, &mode, &window, &async, &regions, &stride, &first))
+        return NULL;
+    MPI_Comm *comm = PyMPIComm_Get(comm_obj);
+    if (comm == NULL)
+        return NULL;
+    struct plan p = {0};
+    if (strcmp(mode, "pingpong") == 0)
+        p.mode = MODE_PINGPONG;
+    else if (strcmp(mode, "stream") == 0)
+        p.mode = MODE_STREAM;
+    else if (strcmp(mode, "bidir") == 0)
+        p.mode = MODE_BIDIR;
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown mode '%s'", mode);
+        return NULL;
+    }
+    if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
+        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
+        return NULL;
+    }
+    if (iterations < 0 || regions < 1 || stride < 0 || first < 0 || window < 1 || window > INT_MAX ||
+        (regions > 1 && stride < nbytes)) {
+        PyErr_SetString(PyExc_ValueError, "bad iterations, window, regions, stride or first");
+        return NULL;
+    }
+    Py_buffer sbuf, rbuf;
+    if (PyObject_GetBuffer(send_obj, &sbuf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(recv_obj, &rbuf, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&sbuf);
+        return NULL;
+    }
+    const Py_ssize_t need = (regions - 1) * stride + nbytes;
+    if (sbuf.len < need || rbuf.len < need) {
+        PyBuffer_Release(&sbuf);
+        PyBuffer_Release(&rbuf);
+        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) are smaller than the pool (%zd)", sbuf.len,
+                     rbuf.len, need);
+        return NULL;
+    }
+    if (p.mode == MODE_STREAM) {
+        p.reqs = malloc(sizeof(MPI_Request) * (size_t)window);
+        if (p.reqs == NULL) {
+            PyBuffer_Release(&sbuf);
+            PyBuffer_Release(&rbuf);
+            return PyErr_NoMemory();
+        }
+    }
+    p.comm = *comm;
+    p.peer = peer;
+    p.transmitter = transmitter ? 1 : 0;
+    p.async = async ? 1 : 0;
+    p.s = sbuf.buf;
+    p.r = rbuf.buf;
+    p.count = (np_count_t)nbytes;
+    p.iterations = iterations;
+    p.window = p.mode == MODE_STREAM ? window : 1;
+    p.regions = regions;
+    p.stride = stride;
+    /* region of the first message: m = first (pingpong, bidir) or first * window (stream) */
+    p.reg = (Py_ssize_t)(((unsigned long long)(first % regions) * (unsigned long long)(p.window % regions)) %
+                         (unsigned long long)regions);
+    double elapsed = 0.0;
+    int rc = MPI_SUCCESS;
+    const char *failed;
+
+    Py_BEGIN_ALLOW_THREADS
+    failed = transfer_loops(&p, &elapsed, &rc);
+    Py_END_ALLOW_THREADS
+
+    free(p.reqs);
+    PyBuffer_Release(&sbuf);
+    PyBuffer_Release(&rbuf);
+    if (failed != NULL)
+        return mpi_error(rc, failed);
+    return PyFloat_FromDouble(elapsed);
 }
 
 static PyObject *library_version(PyObject *self, PyObject *unused)
@@ -128,6 +406,9 @@ static PyObject *clock_info(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"pingpong", pingpong, METH_VARARGS,
      "pingpong(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter) -> elapsed seconds"},
+    {"transfer", transfer, METH_VARARGS,
+     "transfer(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, async, "
+     "regions, stride, first) -> elapsed seconds (see npmpi.kernels.python_transfer)"},
     {"library_version", library_version, METH_NOARGS, "MPI_Get_library_version of the linked MPI"},
     {"clock_info", clock_info, METH_VARARGS, "clock_info(reads=100000) -> (resolution_s, read_cost_s)"},
     {NULL, NULL, 0, NULL}};
@@ -143,7 +424,8 @@ PyMODINIT_FUNC PyInit__ckernel(void)
     if (m == NULL)
         return NULL;
     if (PyModule_AddIntConstant(m, "MPI_VERSION", MPI_VERSION) < 0 ||
-        PyModule_AddIntConstant(m, "MPI_SUBVERSION", MPI_SUBVERSION) < 0) {
+        PyModule_AddIntConstant(m, "MPI_SUBVERSION", MPI_SUBVERSION) < 0 ||
+        PyModule_AddObject(m, "MAX_COUNT", PyLong_FromSsize_t(NP_MAX_COUNT)) < 0) {
         Py_DECREF(m);
         return NULL;
     }

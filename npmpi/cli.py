@@ -152,7 +152,7 @@ def _provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, c
         "command_line": " ".join(["python", "-m", "npmpi", *argv]),
         "argv": list(argv) if argv else "",
         "options_json": opts.to_dict(),
-        "mode": "pingpong",
+        **_mode_attrs(opts, layout),
         "kernel": opts.kernel,
         "kernel_note": kernel_note,
         "timing_comparable": not opts.integrity,
@@ -160,6 +160,7 @@ def _provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, c
         "node_count": layout.node_count,
         "pair_ranks": list(layout.pair),
         "pair_crosses_nodes": bool(layout.pair_crosses_nodes),
+        "all_pair_ranks": numpy.array([r for pair in layout.pairs for r in pair], dtype=numpy.int64),
         "mpi_library_version": MPI.Get_library_version().replace("\x00", "").strip(),
         "mpi_standard_version": f"{version[0]}.{version[1]}",
         "mpi4py_version": mpi4py.__version__,
@@ -176,28 +177,56 @@ def _provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, c
     }
 
 
-def _max_message_bytes(MPI) -> int:
-    # Both kernels pass the count as a C int (MPI 3 interface); large counts need MPI 4 `_c` calls.
-    return 2**31 - 1
+def _mode_attrs(opts: Options, layout) -> dict[str, Any]:
+    """The mode's root attributes (docs/file-format.md), with the number of pairs actually run."""
+    from npmpi.modes import mode_factors
+
+    pairs = len(layout.pairs)
+    factors = mode_factors(opts.mode, opts.window, pairs)
+    return {
+        "mode": opts.mode,
+        "window": opts.window,
+        "pairs": pairs,
+        "async": bool(opts.async_),
+        "cache_cold": bool(opts.cache_cold),
+        "cache_pool_bytes": opts.pool_bytes if opts.cache_cold else 0,
+        "bytes_per_iteration_factor": factors.bytes_per_iteration_factor,
+        "one_way_divisor": factors.one_way_factor,
+    }
 
 
-def _memory_problem(largest: int) -> str | None:
+def _max_message_bytes(MPI, kernel_name: str = "python") -> int:
+    """Largest message one call can carry: 2 GiB - 1 (a C int count) unless the library is MPI 4,
+    whose large-count `_c` calls both kernels then use (mpi4py on its own, the C kernel when built so)."""
+    if MPI.Get_version() < (4, 0):
+        return 2**31 - 1
+    if kernel_name == "c":
+        try:
+            from npmpi import _ckernel
+
+            return int(_ckernel.MAX_COUNT)
+        except ImportError:
+            return 2**31 - 1  # the kernel check says why it is unavailable
+    return 2**63 - 1
+
+
+def _memory_problem(pool: int) -> str | None:
     try:
         avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         return None
-    need = 2 * largest
+    need = 2 * pool
     if need > 0.8 * avail:
         return (
-            f"messages up to {largest} B need {need / 2**30:.1f} GiB of buffers per rank but only "
-            f"{avail / 2**30:.1f} GiB is free on {socket.gethostname()}; lower --upper"
+            f"buffers of {pool} B (send and receive) need {need / 2**30:.1f} GiB per rank but only "
+            f"{avail / 2**30:.1f} GiB is free on {socket.gethostname()}; lower --upper (or --cache-pool)"
         )
     return None
 
 
 def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
     from npmpi import sweep
-    from npmpi.kernels import get_kernel
+    from npmpi.kernels import get_kernels
     from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
     from npmpi.power import power_rank_main
     from npmpi.ranks import discover_roles, open_power_rank
@@ -209,20 +238,29 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
     try:
         # ---- checks that every rank agrees on before anything is written
         roles = discover_roles(MPI, comm, list(opts.meters))
+        if opts.pairs != 1:
+            from npmpi.layout import LayoutError, with_pairs
+
+            try:
+                roles.layout = with_pairs(roles.layout, opts.pairs)
+            except LayoutError as exc:
+                raise UsageError(str(exc)) from None
         layout, role = roles.layout, roles.role
-        limit = _max_message_bytes(MPI)
+        limit = _max_message_bytes(MPI, opts.kernel)
         problem = None
         if opts.largest_message_bytes > limit:
+            version = MPI.Get_version()
             problem = (
                 f"--upper {opts.upper_bytes} B plus perturbation {opts.perturbation_bytes} B exceeds the "
-                f"largest message this MPI can carry in one call ({limit} B = 2 GiB - 1); lower --upper"
+                f"largest message this MPI can carry in one call ({limit} B = 2 GiB - 1; larger messages "
+                f"need an MPI 4 library, this one is MPI {version[0]}.{version[1]}); lower --upper"
             )
         kernel = None
         if problem is None and role in (ROLE_TRANSMITTER, ROLE_REFLECTOR):
-            problem = _memory_problem(opts.largest_message_bytes)
+            problem = _memory_problem(opts.pool_bytes)
             if problem is None:
                 try:
-                    kernel = get_kernel(opts.kernel)
+                    kernel = get_kernels(opts.kernel)
                 except NpmpiError as exc:
                     problem = str(exc)
         if problem is None and role == ROLE_POWER:
@@ -254,13 +292,13 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
             _say(_error_line(str(exc)), sys.stderr)
         return 2
 
-    if role == ROLE_TRANSMITTER:
+    if role == ROLE_TRANSMITTER and rank == 0:
         power_nodes = [gathered_power[r] for r in layout.power_ranks]
         return _transmit(
             MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes, calibration
         )
     try:
-        if role == ROLE_REFLECTOR:
+        if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
             return sweep.reflect(comm, layout, opts, kernel, stop)
         if role == ROLE_POWER:
             return power_rank_main(comm, roles.samplers, stop)
@@ -371,7 +409,9 @@ def _transmit(
 
     try:
         transmitter = sweep.Transmitter(comm, layout, opts, kernel, stop, on_row)
-        writer = RunWriter(output, attrs, layout_rows, opts.trials, overwrite=opts.force)
+        writer = RunWriter(
+            output, attrs, layout_rows, opts.trials, overwrite=opts.force, pairs=len(layout.pairs)
+        )
         console.header(attrs, layout, opts, points, output)
         if collector is not None:
             _power_setup(writer, collector, layout, power_nodes, opts, console)

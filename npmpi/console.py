@@ -14,26 +14,56 @@ class Console:
         self.stream = stream or sys.stdout
         self.best: tuple[float, int] | None = None  # (bytes per second, size)
         self.first: tuple[float, int] | None = None  # (one-way seconds, size)
+        self.factor, self.one_way_factor = 2, 2  # ping-pong until the header says otherwise
+        self.bandwidth_label = "bandwidth"
+        self.latency_label = "latency (one-way)"
 
     def _print(self, text: str) -> None:
         if not self.quiet:
             print(text, file=self.stream, flush=True)
 
     def header(self, attrs: dict, layout, opts, points, output: str) -> None:
+        from npmpi.modes import describe_mode
+
         lib = str(attrs["mpi_library_version"]).splitlines()[0].split(",")[0]
-        where = "across nodes" if layout.pair_crosses_nodes else "within one node"
+        mode = attrs.get("mode", "pingpong")
+        pairs = int(attrs.get("pairs", 1))
+        self.factor = int(attrs.get("bytes_per_iteration_factor", 2))
+        self.one_way_factor = int(attrs.get("one_way_divisor", 2))
+        self.bandwidth_label = {
+            "pingpong": "bandwidth",
+            "stream": "one-way stream bandwidth",
+            "bidir": "bidirectional bandwidth (both directions)",
+        }.get(mode, "bandwidth") + (f", aggregate of {pairs} pairs" if pairs > 1 else "")
+        self.latency_label = {
+            "stream": "time per streamed message",
+            "bidir": "latency (one exchange, both ways at once)",
+        }.get(mode, "latency (one-way)")
+        mode_text = describe_mode(
+            mode, int(attrs.get("window", 1)), pairs, bool(attrs.get("async")), bool(attrs.get("cache_cold"))
+        )
         self._print(
-            f"npmpi {attrs['npmpi_version']}: ping-pong, {opts.kernel} kernel, {lib} "
+            f"npmpi {attrs['npmpi_version']}: {mode_text}, {opts.kernel} kernel, {lib} "
             f"(MPI {attrs['mpi_standard_version']}), Python {attrs['python_version']}"
         )
-        self._print(
-            f"ranks: {layout.world_size} on {layout.node_count} node(s); pair {layout.pair[0]} <-> "
-            f"{layout.pair[1]} {where}"
-        )
+        if pairs > 1:
+            crossing = layout.pairs_crossing_nodes
+            self._print(
+                f"ranks: {layout.world_size} on {layout.node_count} node(s); pairs "
+                + ", ".join(f"{a} <-> {b}" for a, b in layout.pairs)
+                + f" ({crossing} of {pairs} across nodes)"
+            )
+        else:
+            where = "across nodes" if layout.pair_crosses_nodes else "within one node"
+            self._print(
+                f"ranks: {layout.world_size} on {layout.node_count} node(s); pair {layout.pair[0]} <-> "
+                f"{layout.pair[1]} {where}"
+            )
         for line in layout.describe():
             self._print(f"  {line}")
+        unit = "round trips" if mode == "pingpong" else "iterations"
         reps = (
-            f"{opts.repeats} round trips per trial"
+            f"{opts.repeats} {unit} per trial"
             if opts.repeats
             else f"target {opts.target_time_s:g} s per trial"
         )
@@ -48,7 +78,10 @@ class Console:
             f"read cost {attrs['clock_read_cost_s'] * 1e9:.0f} ns"
         )
         self._print(f"output: {output}")
-        self._print("Mbps = 2^20 bit/s as NetPIPE prints it; usec = one-way time of the best trial")
+        self._print(
+            f"Mbps = {self.bandwidth_label} in 2^20 bit/s as NetPIPE prints it; usec = one-way time of one "
+            "message in the best trial"
+        )
 
     def note(self, text: str) -> None:
         self._print(text)
@@ -77,23 +110,26 @@ class Console:
         )
 
     def row(self, index: int, row: SizeResult) -> None:
-        one_way = min(row.trial_s) / (2 * row.iterations)
-        rate = row.size_bytes / one_way
+        best = min(row.trial_s)
+        one_way = best / (self.one_way_factor * row.iterations)
+        rate = self.factor * row.size_bytes * row.iterations / best  # bytes per second, as the mode counts
         if self.best is None or rate > self.best[0]:
             self.best = (rate, row.size_bytes)
         if self.first is None:
             self.first = (one_way, row.size_bytes)
         self._print(
             f"{index:3d}: {row.size_bytes:9d} bytes {row.iterations:8d} times --> "
-            f"{mbps_netpipe(row.size_bytes, one_way):10.2f} Mbps in {one_way * 1e6:10.2f} usec"
+            f"{mbps_netpipe(self.factor * row.size_bytes * row.iterations, best):10.2f} Mbps in "
+            f"{one_way * 1e6:10.2f} usec"
         )
 
     def summary(self, outcome, output: str, elapsed_s: float, collector=None) -> None:
         if self.best is not None and self.first is not None:
             rate, size = self.best
             self._print(
-                f"peak bandwidth {rate * 8 / 1e9:.3f} Gbit/s ({rate / 1e6:.1f} MB/s) at {size} B; "
-                f"latency {self.first[0] * 1e6:.3f} us at {self.first[1]} B (one-way)"
+                f"peak {self.bandwidth_label} {rate * 8 / 1e9:.3f} Gbit/s ({rate / 1e6:.1f} MB/s) "
+                f"at {size} B; "
+                f"{self.latency_label} {self.first[0] * 1e6:.3f} us at {self.first[1]} B"
             )
         if collector is not None:
             self._print(

@@ -4,11 +4,18 @@ A kernel takes the communicator, the peer's rank, the send and receive buffers (
 the message size in bytes, the number of round trips and whether this rank transmits first;
 it runs exactly that loop with blocking Send/Recv and returns the loop's elapsed seconds on the
 monotonic clock (the transmitter's figure is the one recorded). Nothing else is timed.
+
+The transfer kernels add the other modes (stream, bidir), pre-posted receives (--async) and
+buffer pools whose regions each message cycles through (--cache-cold), one separate loop per
+variant so no loop tests a mode inside it; `transmitter` is the side that times (and, in stream
+mode, sends).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from itertools import cycle, islice
 from time import perf_counter
 from typing import Any
 
@@ -42,6 +49,164 @@ def python_pingpong(
         for _ in loop:
             recv(rmsg, peer, tag)
             send(smsg, peer, tag)
+        t1 = perf_counter()
+    return t1 - t0
+
+
+ACK_TAG = 2
+
+# Everything after `transmitter`: mode, window, async_, regions, stride, first (see python_transfer)
+TransferFn = Callable[[Any, int, Any, Any, int, int, bool, str, int, bool, int, int, int], float]
+
+_messages_cache: dict[tuple, tuple] = {}
+
+
+def _sequences(sendbuf, recvbuf, nbytes: int, regions: int, stride: int, window: int, transmitter: bool):
+    """Per iteration, what it sends and receives ([buf, MPI.BYTE] specs of the pools' regions):
+    (send, receive) pairs, or for a stream the window's messages of this side. Built once per size
+    and kept, so no trial's start is delayed by building them."""
+    from mpi4py import MPI
+
+    key = (id(sendbuf), id(recvbuf), nbytes, regions, stride, window, transmitter)
+    found = _messages_cache.get(key)
+    if found is None or found[0] is not sendbuf or found[1] is not recvbuf:
+        smsgs = [[sendbuf[k * stride : k * stride + nbytes], MPI.BYTE] for k in range(regions)]
+        rmsgs = [[recvbuf[k * stride : k * stride + nbytes], MPI.BYTE] for k in range(regions)]
+        pairs = list(zip(smsgs, rmsgs, strict=True))
+        period = regions // math.gcd(regions, window)
+        msgs = smsgs if transmitter else rmsgs
+        windows = [[msgs[(k * window + j) % regions] for j in range(window)] for k in range(period)]
+        _messages_cache.clear()
+        found = (sendbuf, recvbuf, pairs, windows)
+        _messages_cache[key] = found
+    return found[2], found[3]
+
+
+def _rotated(items: list, first: int) -> list:
+    k = first % len(items)
+    return items[k:] + items[:k] if k else items
+
+
+def python_transfer(
+    comm,
+    peer: int,
+    sendbuf,
+    recvbuf,
+    nbytes: int,
+    iterations: int,
+    transmitter: bool,
+    mode: str,
+    window: int,
+    async_: bool,
+    regions: int,
+    stride: int,
+    first: int,
+) -> float:
+    """Every mode's timed loop. Iterations are numbered from `first`; message m uses region
+    m % regions (offset (m % regions) * stride) of both pools, where m = k (pingpong, bidir) or
+    k * window + j (stream, j-th message of iteration k). Plain ping-pong has its own loop
+    (python_pingpong)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    pairs, windows = _sequences(
+        sendbuf, recvbuf, nbytes, regions, stride, window if mode == "stream" else 1, transmitter
+    )
+    tag = DATA_TAG
+    send, recv, isend, irecv = comm.Send, comm.Recv, comm.Isend, comm.Irecv
+    if iterations <= 0:
+        return 0.0
+    if mode == "stream":
+        it = islice(cycle(_rotated(windows, first)), iterations)
+        ack = [np.zeros(1, dtype=np.uint8), MPI.BYTE]
+        waitall = MPI.Request.Waitall
+        if transmitter:
+            if async_:
+                t0 = perf_counter()
+                for win in it:
+                    q = irecv(ack, peer, ACK_TAG)
+                    waitall([isend(m, peer, tag) for m in win])
+                    q.Wait()
+                t1 = perf_counter()
+            else:
+                t0 = perf_counter()
+                for win in it:
+                    waitall([isend(m, peer, tag) for m in win])
+                    recv(ack, peer, ACK_TAG)
+                t1 = perf_counter()
+        elif async_:
+            reqs = [irecv(m, peer, tag) for m in next(it)]  # the first window, before the sender starts
+            t0 = perf_counter()
+            for win in it:
+                waitall(reqs)
+                reqs = [irecv(m, peer, tag) for m in win]
+                send(ack, peer, ACK_TAG)
+            waitall(reqs)
+            send(ack, peer, ACK_TAG)
+            t1 = perf_counter()
+        else:
+            t0 = perf_counter()
+            for win in it:
+                waitall([irecv(m, peer, tag) for m in win])
+                send(ack, peer, ACK_TAG)
+            t1 = perf_counter()
+        return t1 - t0
+
+    it = islice(cycle(_rotated(pairs, first)), iterations)
+    if mode == "bidir":
+        if async_:
+            s, r = next(it)
+            q = irecv(r, peer, tag)
+            t0 = perf_counter()
+            for ns, nr in it:
+                send(s, peer, tag)
+                q.Wait()
+                q = irecv(nr, peer, tag)
+                s = ns
+            send(s, peer, tag)
+            q.Wait()
+            t1 = perf_counter()
+        else:
+            t0 = perf_counter()
+            for s, r in it:
+                q = irecv(r, peer, tag)
+                send(s, peer, tag)
+                q.Wait()
+            t1 = perf_counter()
+        return t1 - t0
+    if mode != "pingpong":
+        raise ValueError(f"unknown mode {mode!r}")
+    if transmitter:
+        if async_:
+            t0 = perf_counter()
+            for s, r in it:
+                q = irecv(r, peer, tag)
+                send(s, peer, tag)
+                q.Wait()
+            t1 = perf_counter()
+        else:
+            t0 = perf_counter()
+            for s, r in it:
+                send(s, peer, tag)
+                recv(r, peer, tag)
+            t1 = perf_counter()
+    elif async_:
+        s, r = next(it)
+        q = irecv(r, peer, tag)  # the first receive, before the transmitter starts
+        t0 = perf_counter()
+        for ns, nr in it:
+            q.Wait()
+            q = irecv(nr, peer, tag)
+            send(s, peer, tag)
+            s = ns
+        q.Wait()
+        send(s, peer, tag)
+        t1 = perf_counter()
+    else:
+        t0 = perf_counter()
+        for s, r in it:
+            recv(r, peer, tag)
+            send(s, peer, tag)
         t1 = perf_counter()
     return t1 - t0
 
@@ -80,13 +245,18 @@ def c_kernel_status() -> tuple[bool, str]:
 
 def get_kernel(name: str) -> KernelFn:
     """The kernel function for a name; KernelUnavailable says why it cannot be had."""
+    return get_kernels(name)[0]
+
+
+def get_kernels(name: str) -> tuple[KernelFn, TransferFn]:
+    """The ping-pong kernel and the every-mode kernel of a name (one contract, see the docstrings)."""
     if name == "python":
-        return python_pingpong
+        return python_pingpong, python_transfer
     if name == "c":
         ok, why = c_kernel_status()
         if not ok:
             raise KernelUnavailable(why)
         from npmpi import _ckernel
 
-        return _ckernel.pingpong
+        return _ckernel.pingpong, _ckernel.transfer
     raise KernelUnavailable(f"unknown kernel {name!r}; choose one of: {', '.join(KERNEL_NAMES)}")

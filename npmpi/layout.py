@@ -1,8 +1,9 @@
-"""Which rank does what: the ping-pong pair, the power rank of each node, idle ranks."""
+"""Which rank does what: the ping-pong pair(s), the power rank of each node, idle ranks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 ROLE_TRANSMITTER = "transmitter"
 ROLE_REFLECTOR = "reflector"
@@ -19,6 +20,11 @@ class Layout:
     roles: tuple[str, ...]  # per rank
     pair: tuple[int, int]
     power_ranks: tuple[int, ...] = field(default=())  # one per node, in node order
+    pairs: tuple[tuple[int, int], ...] = field(default=())  # every measured pair; pairs[0] == pair
+
+    def __post_init__(self) -> None:
+        if not self.pairs:
+            object.__setattr__(self, "pairs", (self.pair,))
 
     @property
     def world_size(self) -> int:
@@ -32,6 +38,10 @@ class Layout:
     def pair_crosses_nodes(self) -> bool:
         a, b = self.pair
         return self.node_of_rank[a] != self.node_of_rank[b]
+
+    @property
+    def pairs_crossing_nodes(self) -> int:
+        return sum(self.node_of_rank[a] != self.node_of_rank[b] for a, b in self.pairs)
 
     def describe(self) -> list[str]:
         """Lines for the console header: one per node."""
@@ -96,3 +106,52 @@ def compute_layout(node_keys: list[str], hosts: list[str], power: bool) -> Layou
         pair=(0, peer),
         power_ranks=tuple(power_ranks),
     )
+
+
+def pair_ranks(
+    capable: Sequence[int], node_of_rank: Sequence[int], count: int
+) -> tuple[tuple[int, int], ...]:
+    """NetPIPE 5's pairs: pair i is capable[i] with capable[n-1-i], the transmitter first.
+
+    `capable` (the ranks that may measure) is first ordered by node, then by rank, so the two
+    halves lie on different nodes whenever the ranks allow it; a pair still left within one node
+    then swaps its reflector with another pair's when that puts both across nodes. The first
+    `count` pairs are taken.
+    """
+    order = sorted(capable, key=lambda r: (node_of_rank[r], r))
+    n = len(order)
+    if not 1 <= count <= n // 2:
+        raise ValueError(f"{count} pairs need {2 * count} ranks, {n} given")
+    pairs = [[order[i], order[n - 1 - i]] for i in range(count)]
+    node = node_of_rank
+    for i, (a, b) in enumerate(pairs):
+        if node[a] != node[b]:
+            continue
+        for j, (c, d) in enumerate(pairs):
+            if j != i and node[a] != node[d] and node[c] != node[b]:
+                pairs[i][1], pairs[j][1] = d, b
+                break
+    return tuple((a, b) for a, b in pairs)
+
+
+def with_pairs(layout: Layout, pairs: int | str) -> Layout:
+    """The layout with `pairs` pairs ("all": as many as the non-power ranks make); 1 keeps it as is."""
+    if pairs == 1:
+        return layout
+    capable = [r for r in range(layout.world_size) if layout.roles[r] != ROLE_POWER]
+    count = len(capable) // 2 if pairs == "all" else int(pairs)
+    if count > len(capable) // 2 or count < 1:
+        power = len(layout.power_ranks)
+        extra = f" plus {power} power rank{'s' if power != 1 else ''}" if power else ""
+        raise LayoutError(
+            f"--pairs {pairs} needs {2 * count if count >= 1 else 2} ranks that take part in the "
+            f"measurement{extra}, but {len(capable)} of the {layout.world_size} ranks can: run e.g. "
+            f"mpirun -np {2 * max(count, 1) + power} python -m npmpi --pairs {pairs} …"
+        )
+    if count == 1:
+        return layout  # one pair: the usual choice (rank 0 and a rank on another node)
+    chosen = pair_ranks(capable, layout.node_of_rank, count)
+    roles = [ROLE_POWER if r in layout.power_ranks else ROLE_IDLE for r in range(layout.world_size)]
+    for a, b in chosen:
+        roles[a], roles[b] = ROLE_TRANSMITTER, ROLE_REFLECTOR
+    return replace(layout, roles=tuple(roles), pair=chosen[0], pairs=chosen)

@@ -10,6 +10,14 @@ from pathlib import Path
 
 from npmpi.errors import UsageError
 from npmpi.kernels import KERNEL_NAMES
+from npmpi.modes import (
+    DEFAULT_CACHE_POOL_BYTES,
+    DEFAULT_WINDOW,
+    MAX_WINDOW,
+    MODE_PINGPONG,
+    MODE_STREAM,
+    MODES,
+)
 from npmpi.units import format_size_bytes, parse_size_bytes
 
 DEFAULT_LOWER_BYTES = 1
@@ -50,6 +58,12 @@ class Options:
     baseline_s: float | None = None
     meter_optional: bool = False
     calibration: str | None = None
+    mode: str = MODE_PINGPONG
+    window: int = 1  # messages per iteration and direction: --window in stream mode, else 1
+    pairs: int | str = 1  # a number of pairs, or "all"
+    async_: bool = False
+    cache_cold: bool = False
+    cache_pool_bytes: int = DEFAULT_CACHE_POOL_BYTES
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,6 +71,15 @@ class Options:
     @property
     def largest_message_bytes(self) -> int:
         return self.upper_bytes + self.perturbation_bytes
+
+    @property
+    def pool_bytes(self) -> int:
+        """Bytes of each of a measuring rank's send and receive buffers (pools)."""
+        from npmpi.modes import pool_bytes
+
+        return pool_bytes(
+            self.mode, self.window, self.cache_cold, self.cache_pool_bytes, self.largest_message_bytes
+        )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,6 +110,17 @@ def _count(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected a whole number") from None
     return value
+
+
+def _pairs(text: str) -> int | str:
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid pairs {text!r}: expected a whole number or 'all'"
+        ) from None
 
 
 def _seconds(text: str) -> float:
@@ -175,6 +209,53 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="stop the sweep early, as NetPIPE does, once one round trip takes longer than "
         "this (default: %(default)s s)",
+    )
+    g = p.add_argument_group("mode (what moves during an iteration)")
+    g.add_argument(
+        "--mode",
+        default=MODE_PINGPONG,
+        metavar="MODE",
+        help="'pingpong' (a message there and back, NetPIPE's default), 'stream' (a window of "
+        "messages one way, then an acknowledgement: one-way throughput, NetPIPE -s, osu_bw) or "
+        "'bidir' (both sides send at once, both directions counted: NetPIPE -2, osu_bibw) "
+        "(default: %(default)s)",
+    )
+    g.add_argument(
+        "--window",
+        type=_count,
+        default=None,
+        metavar="N",
+        help=f"stream mode: messages per iteration before the acknowledgement (default: {DEFAULT_WINDOW}, "
+        "as osu_bw)",
+    )
+    g.add_argument(
+        "--pairs",
+        type=_pairs,
+        default=1,
+        metavar="N|all",
+        help="pairs measured at once: pair i is rank i with rank n-1-i of the n ranks that do not "
+        "sample power (NetPIPE 5), across nodes when there are several; 'all' uses every such rank. "
+        "The aggregate is reported, each pair's times are stored (default: %(default)s)",
+    )
+    g.add_argument(
+        "--async",
+        dest="async_",
+        action="store_true",
+        help="pre-post receives (MPI_Irecv) before the other side sends (NetPIPE -a)",
+    )
+    g.add_argument(
+        "--cache-cold",
+        action="store_true",
+        help="every iteration uses another region of a large buffer pool, so messages come from "
+        "memory, not cache (NetPIPE -I, IMB -off_cache)",
+    )
+    g.add_argument(
+        "--cache-pool",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="with --cache-cold: bytes of each send and receive pool per rank; make it larger than the "
+        "last-level cache (default: 64M, at least two of the largest message)",
     )
     g = p.add_argument_group("kernel and checks")
     g.add_argument(
@@ -279,6 +360,24 @@ def parse_options(argv: list[str]) -> Options:
         raise UsageError(f"--target-time {target}: give a time above 0 and at most {MAX_TARGET_TIME_S:.0f} s")
     if not ns.max_round_trip > 0:
         raise UsageError(f"--max-round-trip {ns.max_round_trip}: give a time above 0 s")
+    if ns.mode not in MODES:
+        raise UsageError(f"--mode {ns.mode!r}: unknown mode; choose one of: {', '.join(MODES)}")
+    if ns.window is not None and ns.mode != MODE_STREAM:
+        raise UsageError(
+            f"--window {ns.window} only applies to --mode stream (mode {ns.mode} sends one message per "
+            "iteration and direction): drop --window or add --mode stream"
+        )
+    window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if ns.mode == MODE_STREAM else 1
+    if not 1 <= window <= MAX_WINDOW:
+        raise UsageError(f"--window {window}: give between 1 and {MAX_WINDOW} messages per iteration")
+    if isinstance(ns.pairs, int) and ns.pairs < 1:
+        raise UsageError(f"--pairs {ns.pairs}: give at least 1 pair, or 'all'")
+    if ns.cache_pool is not None and not ns.cache_cold:
+        raise UsageError("--cache-pool only applies with --cache-cold: add --cache-cold or drop --cache-pool")
+    if ns.cache_pool is not None and ns.cache_pool < 4096:
+        raise UsageError(
+            f"--cache-pool {ns.cache_pool}: give at least 4K (it should exceed the last-level cache)"
+        )
     if ns.kernel not in KERNEL_NAMES:
         raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
     for text in ns.meter:
@@ -314,6 +413,12 @@ def parse_options(argv: list[str]) -> Options:
         baseline_s=baseline,
         meter_optional=ns.meter_optional,
         calibration=ns.calibration,
+        mode=ns.mode,
+        window=window,
+        pairs=ns.pairs,
+        async_=ns.async_,
+        cache_cold=ns.cache_cold,
+        cache_pool_bytes=ns.cache_pool if ns.cache_pool is not None else DEFAULT_CACHE_POOL_BYTES,
     )
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from npmpi.errors import RunFileError
 
 FORMAT_NAME = "npmpi-run"
-FORMAT_VERSION = (1, 1)  # 1.1 added the /power group
+FORMAT_VERSION = (1, 2)  # 1.1 added the /power group; 1.2 the mode attributes and pair_trial_s
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
@@ -60,6 +60,7 @@ class SizeResult:
     trial_start_unix_s: list[float]
     trial_end_unix_s: list[float]
     data_verified: bool = True
+    pair_trial_s: list[list[float]] | None = None  # [pairs][trials] with --pairs > 1
 
 
 def _to_attr(value: Any) -> Any:
@@ -99,11 +100,13 @@ class RunWriter:
         layout_rows: dict[str, list],
         trials: int,
         overwrite: bool = False,
+        pairs: int = 1,
     ) -> None:
         import h5py
 
         self.path = Path(path)
         self.trials = trials
+        self.pairs = pairs
         if not overwrite and self.path.exists():
             raise FileExistsError(errno.EEXIST, "the run file exists", str(self.path))
         # Built under a hidden name and renamed once its structure is on disk: a writer killed while
@@ -143,6 +146,15 @@ class RunWriter:
             maxshape = (None, trials) if per_trial else (None,)
             chunks = (64, trials) if per_trial else (256,)
             pp.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks)
+        pairs = self.pairs
+        if pairs > 1:
+            pp.create_dataset(
+                "pair_trial_s",
+                shape=(0, pairs, trials),
+                maxshape=(None, pairs, trials),
+                dtype=np.float64,
+                chunks=(16, pairs, trials),
+            )
         self._rows = 0
         f.flush()
 
@@ -169,6 +181,13 @@ class RunWriter:
                 ds[n, :] = row
             else:
                 ds[n] = value
+        if self.pairs > 1:
+            ds = pp["pair_trial_s"]
+            ds.resize(n + 1, axis=0)
+            block = np.full((self.pairs, self.trials), np.nan)
+            for i, times in enumerate(result.pair_trial_s or []):
+                block[i, : len(times)] = times
+            ds[n] = block
         self._rows = n + 1
         self._file.attrs["sizes_completed"] = self._rows
         self._file.flush()
@@ -261,6 +280,7 @@ class PingPong:
     trial_start_unix_s: np.ndarray
     trial_end_unix_s: np.ndarray
     data_verified: np.ndarray
+    pair_trial_s: np.ndarray | None = None  # [n, pairs, trials] with --pairs > 1 (format 1.2), else None
 
     def __len__(self) -> int:
         return len(self.size_bytes)
@@ -500,6 +520,16 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
     except (OSError, ValueError, TypeError) as exc:
         raise RunFileError(f"{p}: /pingpong cannot be read ({exc}); the file may be corrupt") from None
     pp = PingPong(**data)
+    if "pair_trial_s" in g:
+        ds = g["pair_trial_s"]
+        if (
+            len(ds.shape) != 3
+            or ds.dtype.kind != "f"
+            or ds.shape[0] < n
+            or ds.shape[2] != pp.trial_s.shape[1]
+        ):
+            raise RunFileError(f"{p}: /pingpong/pair_trial_s has an unexpected shape {ds.shape} or type")
+        pp.pair_trial_s = np.asarray(ds[:n], dtype=np.float64)
     _check_values(p, pp)
     return pp
 

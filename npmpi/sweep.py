@@ -5,6 +5,14 @@ the round trips per trial to the reflector; both fill their buffers with a size-
 pattern, run untimed warm-up round trips, then each trial starts with a one-integer sync
 message (1 = run the trial, 0 = abandon the size) so a stop request never leaves the reflector
 blocked. After the trials both check the received data and the reflector reports its check.
+
+With several pairs (--pairs), rank 0 sends every command to every rank of every pair; before each
+trial every one of them tells rank 0 it is ready and waits for its go (1 run, 0 abandon), so all
+pairs start together; after the size each reports its data check, and each transmitter its own
+trial times. A trial's aggregate time is the slowest pair's.
+
+The mode (pingpong, stream, bidir), --async and --cache-cold only change what one iteration of
+the timed loop does (MessageLoop); the protocol around the loops is the same for all of them.
 """
 
 from __future__ import annotations
@@ -17,8 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.errors import DataMismatch, Interrupted
-from npmpi.kernels import KernelFn
+from npmpi.kernels import KernelFn, TransferFn
 from npmpi.layout import Layout
+from npmpi.modes import MODE_PINGPONG, MODE_STREAM, regions_for
 from npmpi.options import Options
 from npmpi.runfile import SizeResult
 from npmpi.schedule import SizePoint, next_iterations, powers_of_two_schedule
@@ -26,6 +35,7 @@ from npmpi.schedule import SizePoint, next_iterations, powers_of_two_schedule
 CTRL_TAG = 10
 SYNC_TAG = 11
 RESULT_TAG = 12
+TIMES_TAG = 15  # a secondary transmitter's trial times (13, 14: clock sync and power)
 
 CMD_STOP = 0
 CMD_SIZE = 1
@@ -76,12 +86,111 @@ class Patterns:
         off = self._offset(origin_rank, size)
         return bool(np.array_equal(buf[:size], self.base[off : off + size]))
 
+    def expected(self, origin_rank: int, size: int) -> np.ndarray:
+        off = self._offset(origin_rank, size)
+        return self.base[off : off + size]
+
 
 def allocate_buffers(largest_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     """Send and receive buffers, touched now so page faults stay out of the timed loops."""
     sbuf = np.zeros(max(largest_bytes, 1), dtype=np.uint8)
     rbuf = np.zeros(max(largest_bytes, 1), dtype=np.uint8)
     return sbuf, rbuf
+
+
+class MessageLoop:
+    """One rank's side of the timed loop in the run's mode, with its send and receive pools.
+
+    Plain ping-pong (no --async, no --cache-cold) calls the ping-pong kernel, unchanged; every
+    other variant calls the transfer kernel with the size's regions of the pools.
+    """
+
+    def __init__(self, opts: Options, kernels: tuple[KernelFn, TransferFn], transmitter: bool) -> None:
+        self.pingpong, self.transfer = kernels
+        self.mode, self.window, self.async_ = opts.mode, opts.window, opts.async_
+        self.cache_cold = opts.cache_cold
+        self.transmitter = transmitter
+        self.plain = opts.mode == MODE_PINGPONG and not opts.async_ and not opts.cache_cold
+        self.pool = opts.pool_bytes
+        self.sbuf, self.rbuf = allocate_buffers(self.pool)
+        self.size, self.regions, self.stride = 0, 1, 0
+
+    @property
+    def receives_data(self) -> bool:
+        """Whether this side receives messages (a stream's transmitter only gets acknowledgements)."""
+        return not (self.mode == MODE_STREAM and self.transmitter)
+
+    def per_iteration(self) -> int:
+        return self.window if self.mode == MODE_STREAM else 1
+
+    def set_size(self, size: int, patterns: Patterns, origin_rank: int) -> None:
+        """Fill every region this size uses with this rank's pattern and clear the receive regions."""
+        self.size = size
+        self.regions, self.stride = regions_for(self.mode, self.window, self.cache_cold, self.pool, size)
+        self._send_view()[:] = patterns.expected(origin_rank, size)
+        self._recv_view()[:] = 0
+
+    def _send_view(self) -> np.ndarray:
+        return _regions_view(self.sbuf, self.regions, self.stride, self.size)
+
+    def _recv_view(self) -> np.ndarray:
+        return _regions_view(self.rbuf, self.regions, self.stride, self.size)
+
+    def run(self, comm, peer: int, iterations: int, first: int = 0) -> float:
+        if self.plain:
+            return self.pingpong(comm, peer, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)
+        return self.transfer(
+            comm,
+            peer,
+            self.sbuf,
+            self.rbuf,
+            self.size,
+            iterations,
+            self.transmitter,
+            self.mode,
+            self.window,
+            self.async_,
+            self.regions,
+            self.stride,
+            first,
+        )
+
+    def _touched(self, first: int, iterations: int) -> np.ndarray | slice:
+        per = self.per_iteration()
+        count = iterations * per
+        if count >= self.regions:
+            return slice(None)
+        return np.arange(first * per, first * per + count) % self.regions
+
+    def clear_received(self, first: int, iterations: int) -> None:
+        self._recv_view()[self._touched(first, iterations)] = 0
+
+    def received_ok(self, patterns: Patterns, origin_rank: int, first: int, iterations: int) -> bool:
+        """Every region that iterations [first, first + iterations) received into holds the sender's
+        pattern, every byte of it (a region is cleared before it receives)."""
+        if not self.receives_data:
+            return True
+        got = self._recv_view()[self._touched(first, iterations)]
+        return bool(
+            np.array_equal(got, np.broadcast_to(patterns.expected(origin_rank, self.size), got.shape))
+        )
+
+    def corrupt(self, after_trials: bool) -> None:
+        """Fault injection: what a faulty transport would deliver (the peer's data before the
+        trials; in stream mode, where the reflector only receives, what it received after them)."""
+        if self.size == 0:
+            return
+        if not after_trials:
+            self._send_view()[:, self.size // 2] ^= 0xFF
+        elif self.mode == MODE_STREAM and self.receives_data:
+            self._recv_view()[:, self.size // 2] ^= 0xFF
+
+
+def _regions_view(buf: np.ndarray, regions: int, stride: int, size: int) -> np.ndarray:
+    """[regions, size] view of the message bytes of every region of a pool."""
+    if regions == 1:
+        return buf[:size].reshape(1, size)
+    return buf[: regions * stride].reshape(regions, stride)[:, :size]
 
 
 def schedule_for(opts: Options) -> list[SizePoint]:
@@ -109,21 +218,24 @@ class Transmitter:
         comm,
         layout: Layout,
         opts: Options,
-        kernel: KernelFn,
+        kernels: tuple[KernelFn, TransferFn],
         stop: StopFlag,
         on_row: Callable[[int, SizeResult], None],
     ) -> None:
         self.comm = comm
         self.peer = layout.pair[1]
-        self.others = [r for r in range(layout.world_size) if r not in layout.pair]
+        in_pairs = {r for pair in layout.pairs for r in pair}
+        self.others = [r for r in range(layout.world_size) if r not in in_pairs]
+        self.multi = len(layout.pairs) > 1
+        self.members = sorted(in_pairs - {0})  # every pair rank but rank 0 (several pairs only)
+        self.pair_transmitters = [a for a, _ in layout.pairs[1:]]
+        self.peer_of = {a: b for pair in layout.pairs for a, b in (pair, pair[::-1])}
         self.opts = opts
-        self.kernel = kernel
         self.stop = stop
         stop.transmitter = self  # lets a stop signal see whether a trial is in progress
         self.on_row = on_row
-        largest = opts.largest_message_bytes
-        self.patterns = Patterns(largest)
-        self.sbuf, self.rbuf = allocate_buffers(largest)
+        self.patterns = Patterns(opts.largest_message_bytes)
+        self.loop = MessageLoop(opts, kernels, transmitter=True)
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.sync = np.zeros(1, dtype=np.int64)
         self.result = np.zeros(2, dtype=np.int64)
@@ -134,17 +246,22 @@ class Transmitter:
     # -- protocol steps
     def _command(self, cmd: int, a: int = 0, b: int = 0, c: int = 0) -> None:
         self.ctrl[:] = (cmd, a, b, c)
-        self.comm.Send(self.ctrl, self.peer, CTRL_TAG)
+        for rank in self.members if self.multi else (self.peer,):
+            self.comm.Send(self.ctrl, rank, CTRL_TAG)
 
-    def _run_kernel(self, size: int, iterations: int) -> float:
+    def _go(self, value: int) -> None:
+        self.sync[0] = value
+        for rank in self.members:
+            self.comm.Send(self.sync, rank, SYNC_TAG)
+
+    def _run_kernel(self, iterations: int, first: int = 0) -> float:
         self.state = "kernel"
-        elapsed = self.kernel(self.comm, self.peer, self.sbuf, self.rbuf, size, iterations, True)
+        elapsed = self.loop.run(self.comm, self.peer, iterations, first)
         self.state = "trials"
         return elapsed
 
     def _prepare(self, size: int) -> None:
-        self.patterns.fill(self.sbuf, 0, size)
-        self.rbuf[:size] = 0
+        self.loop.set_size(size, self.patterns, 0)
 
     def probe_round_trip_s(self) -> float:
         """Mean round trip of the smallest size, to seed the iteration rule (NetPIPE's latency run)."""
@@ -153,23 +270,22 @@ class Transmitter:
         self._prepare(size)
         self.state = "kernel"
         chunk = PROBE_ROUND_TRIPS // PROBE_CHUNKS
-        self.kernel(self.comm, self.peer, self.sbuf, self.rbuf, size, chunk, True)  # warm-up
+        self.loop.run(self.comm, self.peer, chunk)  # warm-up
         # the fastest chunk: one scheduling hiccup must not shrink the first size's iterations
-        best = min(
-            self.kernel(self.comm, self.peer, self.sbuf, self.rbuf, size, chunk, True)
-            for _ in range(PROBE_CHUNKS)
-        )
+        best = min(self.loop.run(self.comm, self.peer, chunk) for _ in range(PROBE_CHUNKS))
         self.state = "between"
         return best / chunk
 
     def measure_size(self, size: int, iterations: int) -> SizeResult | None:
         """All trials of one size; None when a stop request abandoned it."""
+        if self.multi:
+            return self._measure_size_pairs(size, iterations)
         opts = self.opts
         warm = warmup_iterations(iterations)
         self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
         self._prepare(size)
         self.state = "kernel"
-        self.kernel(self.comm, self.peer, self.sbuf, self.rbuf, size, warm, True)
+        self.loop.run(self.comm, self.peer, warm)
         self.state = "trials"
         trial_s, starts, ends = [], [], []
         verified = True
@@ -185,20 +301,20 @@ class Transmitter:
             if opts.integrity:
                 start = time.time()
                 total = 0.0
-                for _ in range(iterations):
-                    self.rbuf[:size] = 0
-                    total += self._run_kernel(size, 1)
-                    verified &= self.patterns.matches(self.rbuf, self.peer, size)
+                for k in range(iterations):
+                    self.loop.clear_received(k, 1)
+                    total += self._run_kernel(1, k)
+                    verified &= self.loop.received_ok(self.patterns, self.peer, k, 1)
                 end = time.time()
             else:
                 start = time.time()
-                total = self._run_kernel(size, iterations)
+                total = self._run_kernel(iterations)
                 end = time.time()
             trial_s.append(total)
             starts.append(start)
             ends.append(end)
         self.state = "between"
-        verified &= self.patterns.matches(self.rbuf, self.peer, size)
+        verified &= self.loop.received_ok(self.patterns, self.peer, 0, iterations)
         self.comm.Recv(self.result, self.peer, RESULT_TAG)
         peer_ok, peer_signal = bool(self.result[0]), int(self.result[1])
         if peer_signal and not self.stop:
@@ -212,6 +328,72 @@ class Transmitter:
                 "before this one"
             )
         return SizeResult(size, iterations, warm, trial_s, starts, ends, True)
+
+    def _trial(self, size: int, iterations: int) -> tuple[float, float, float, bool]:
+        """One trial of this rank's pair: (seconds, wall start, wall end, received data all right)."""
+        verified = True
+        if self.opts.integrity:
+            start = time.time()
+            total = 0.0
+            for k in range(iterations):
+                self.loop.clear_received(k, 1)
+                total += self._run_kernel(1, k)
+                verified &= self.loop.received_ok(self.patterns, self.peer, k, 1)
+            end = time.time()
+        else:
+            start = time.time()
+            total = self._run_kernel(iterations)
+            end = time.time()
+        return total, start, end, verified
+
+    def _measure_size_pairs(self, size: int, iterations: int) -> SizeResult | None:
+        """All trials of one size with several pairs; rank 0 runs pair 0 and starts every trial."""
+        opts = self.opts
+        warm = warmup_iterations(iterations)
+        self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
+        self._prepare(size)
+        self.state = "kernel"
+        self.loop.run(self.comm, self.peer, warm)
+        self.state = "trials"
+        own, starts, ends = [], [], []
+        verified = True
+        for _ in range(opts.trials):
+            for rank in self.members:  # everyone is ready: the previous trial ended everywhere
+                self.comm.Recv(self.sync, rank, SYNC_TAG)
+            if self.stop:
+                self._go(0)
+                self.state = "between"
+                return None
+            self._go(1)
+            total, start, end, ok = self._trial(size, iterations)
+            verified &= ok
+            own.append(total)
+            starts.append(start)
+            ends.append(end)
+        verified &= self.loop.received_ok(self.patterns, self.peer, 0, iterations)
+        bad = [] if verified else [f"rank 0 received wrong data from rank {self.peer}"]
+        signal = 0
+        for rank in self.members:
+            self.comm.Recv(self.result, rank, RESULT_TAG)
+            if not self.result[0]:
+                bad.append(f"rank {rank} received wrong data from rank {self.peer_of[rank]}")
+            signal = signal or int(self.result[1])
+        times = [own]
+        buf = np.zeros(opts.trials, dtype=np.float64)
+        for rank in self.pair_transmitters:
+            self.comm.Recv(buf, rank, TIMES_TAG)
+            times.append(buf.tolist())
+        self.state = "between"
+        if signal and not self.stop:
+            self.stop.set(signal, f"signal {signal} on a pair rank")
+        if bad:
+            raise DataMismatch(
+                f"data check failed at message size {size} B: {'; '.join(bad)}. "
+                "The MPI transport corrupted or truncated a message; the run file keeps every size "
+                "before this one"
+            )
+        slowest = np.max(np.array(times), axis=0).tolist()  # the aggregate: all pairs' data moved
+        return SizeResult(size, iterations, warm, slowest, starts, ends, True, pair_trial_s=times)
 
     def sweep(self, points: list[SizePoint]) -> SweepOutcome:
         opts = self.opts
@@ -253,8 +435,11 @@ class Transmitter:
         if self.state == "kernel":
             return False
         if self.state == "trials":
-            self.sync[0] = 0
-            self.comm.Send(self.sync, self.peer, SYNC_TAG)
+            if self.multi:
+                self._go(0)
+            else:
+                self.sync[0] = 0
+                self.comm.Send(self.sync, self.peer, SYNC_TAG)
         self._command(CMD_STOP, exit_code)
         for rank in self.others:
             self.comm.Send(self.ctrl, rank, CTRL_TAG)
@@ -268,14 +453,15 @@ def _fault_size(name: str) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def reflect(comm, layout: Layout, opts: Options, kernel: KernelFn, stop: StopFlag) -> int:
+def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag) -> int:
     """The reflector's side: echo every message; returns the exit code rank 0 sends at the end."""
+    if len(layout.pairs) > 1:
+        return pair_member(comm, layout, opts, kernels, stop)
     corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
     me = comm.Get_rank()
     peer = layout.pair[0]
-    largest = opts.largest_message_bytes
-    patterns = Patterns(largest)
-    sbuf, rbuf = allocate_buffers(largest)
+    patterns = Patterns(opts.largest_message_bytes)
+    loop = MessageLoop(opts, kernels, transmitter=False)
     ctrl = np.zeros(4, dtype=np.int64)
     sync = np.zeros(1, dtype=np.int64)
     result = np.zeros(2, dtype=np.int64)
@@ -284,19 +470,18 @@ def reflect(comm, layout: Layout, opts: Options, kernel: KernelFn, stop: StopFla
         cmd, size, iterations, packed = (int(x) for x in ctrl)
         if cmd == CMD_STOP:
             return size  # the exit code travels in the size field
-        patterns.fill(sbuf, me, size)
-        rbuf[:size] = 0
+        loop.set_size(size, patterns, me)
         if cmd == CMD_PROBE:
             chunk = iterations // PROBE_CHUNKS
             for _ in range(PROBE_CHUNKS + 1):
-                kernel(comm, peer, sbuf, rbuf, size, chunk, False)
+                loop.run(comm, peer, chunk)
             continue
         trials, integrity = packed & 0xFFFFFFFF, bool(packed >> 32)
         if size == raise_at:
             raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
-        kernel(comm, peer, sbuf, rbuf, size, warmup_iterations(iterations), False)
+        loop.run(comm, peer, warmup_iterations(iterations))
         if size == corrupt_at:
-            sbuf[size // 2] ^= 0xFF  # what a faulty transport would deliver
+            loop.corrupt(after_trials=False)
         ok = True
         abandoned = False
         for _ in range(trials):
@@ -306,17 +491,82 @@ def reflect(comm, layout: Layout, opts: Options, kernel: KernelFn, stop: StopFla
                 break
             comm.Send(sync, peer, SYNC_TAG)
             if integrity:
-                for _ in range(iterations):
-                    rbuf[:size] = 0
-                    kernel(comm, peer, sbuf, rbuf, size, 1, False)
-                    ok &= patterns.matches(rbuf, peer, size)
+                for k in range(iterations):
+                    loop.clear_received(k, 1)
+                    loop.run(comm, peer, 1, k)
+                    ok &= loop.received_ok(patterns, peer, k, 1)
             else:
-                kernel(comm, peer, sbuf, rbuf, size, iterations, False)
+                loop.run(comm, peer, iterations)
         if abandoned:
             continue
-        result[0] = int(ok and patterns.matches(rbuf, peer, size))
+        if size == corrupt_at:
+            loop.corrupt(after_trials=True)
+        result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
         result[1] = int(stop.signum or 0)
         comm.Send(result, peer, RESULT_TAG)
+
+
+def pair_member(
+    comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag
+) -> int:
+    """A rank of one of several pairs (other than rank 0): rank 0 commands and starts every trial;
+    a transmitter times its trials and sends the times to rank 0 after each size."""
+    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
+    me = comm.Get_rank()
+    pair = next(p for p in layout.pairs if me in p)
+    transmitter = me == pair[0]
+    peer = pair[1] if transmitter else pair[0]
+    patterns = Patterns(opts.largest_message_bytes)
+    loop = MessageLoop(opts, kernels, transmitter=transmitter)
+    ctrl = np.zeros(4, dtype=np.int64)
+    sync = np.zeros(1, dtype=np.int64)
+    result = np.zeros(2, dtype=np.int64)
+    while True:
+        comm.Recv(ctrl, 0, CTRL_TAG)
+        cmd, size, iterations, packed = (int(x) for x in ctrl)
+        if cmd == CMD_STOP:
+            return size  # the exit code travels in the size field
+        loop.set_size(size, patterns, me)
+        if cmd == CMD_PROBE:
+            chunk = iterations // PROBE_CHUNKS
+            for _ in range(PROBE_CHUNKS + 1):
+                loop.run(comm, peer, chunk)
+            continue
+        trials, integrity = packed & 0xFFFFFFFF, bool(packed >> 32)
+        if size == raise_at and not transmitter:
+            raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
+        loop.run(comm, peer, warmup_iterations(iterations))
+        faulty = size == corrupt_at and not transmitter
+        if faulty:
+            loop.corrupt(after_trials=False)
+        ok = True
+        abandoned = False
+        times = np.full(trials, np.nan)
+        for t in range(trials):
+            sync[0] = 1
+            comm.Send(sync, 0, SYNC_TAG)
+            comm.Recv(sync, 0, SYNC_TAG)
+            if sync[0] == 0:
+                abandoned = True
+                break
+            if integrity:
+                total = 0.0
+                for k in range(iterations):
+                    loop.clear_received(k, 1)
+                    total += loop.run(comm, peer, 1, k)
+                    ok &= loop.received_ok(patterns, peer, k, 1)
+            else:
+                total = loop.run(comm, peer, iterations)
+            times[t] = total
+        if abandoned:
+            continue
+        if faulty:
+            loop.corrupt(after_trials=True)
+        result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
+        result[1] = int(stop.signum or 0)
+        comm.Send(result, 0, RESULT_TAG)
+        if transmitter:
+            comm.Send(times, 0, TIMES_TAG)
 
 
 def wait_quietly(comm, stop: StopFlag) -> int:
@@ -337,6 +587,7 @@ __all__ = [
     "StopFlag",
     "SweepOutcome",
     "Transmitter",
+    "pair_member",
     "powers_of_two_schedule",
     "reflect",
     "schedule_for",

@@ -1,0 +1,99 @@
+"""Measurement modes and how each one's trial time turns into bandwidth and one-way time.
+
+- pingpong: one message there and back per iteration (NetPIPE's default).
+- stream: a window of messages one way per iteration, then a small acknowledgement (NetPIPE -s,
+  osu_bw): one-way throughput.
+- bidir: both sides send one message to each other at once per iteration (NetPIPE -2, osu_bibw).
+
+For every mode, `bytes_per_iteration_factor` times the message size is what one iteration moves
+(both directions counted; times the number of pairs for the aggregate), and a trial's time divided
+by `one_way_divisor` is the time of one message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODE_PINGPONG = "pingpong"
+MODE_STREAM = "stream"
+MODE_BIDIR = "bidir"
+MODES = (MODE_PINGPONG, MODE_STREAM, MODE_BIDIR)
+
+DEFAULT_WINDOW = 64  # osu_bw's window
+MAX_WINDOW = 65536
+
+DEFAULT_CACHE_POOL_BYTES = 64 << 20  # per buffer; enlarged to hold at least two of the largest message
+MAX_COLD_REGIONS = 8192  # regions a --cache-cold run cycles through, spread over the whole pool
+STREAM_POOL_BYTES = 16 << 20  # receive buffer of a stream window (one region per message while it fits)
+REGION_ALIGN_BYTES = 64  # a cache line: regions never share one
+
+
+@dataclass(frozen=True)
+class ModeFactors:
+    """How to turn one trial's time into bandwidth and one-way time (stored as root attributes)."""
+
+    bytes_per_iteration_factor: int  # bytes moved per iteration / message size (all pairs)
+    one_way_factor: int  # one_way_divisor = one_way_factor * iterations
+
+    def one_way_divisor(self, iterations: int) -> int:
+        return self.one_way_factor * iterations
+
+
+def mode_factors(mode: str, window: int = 1, pairs: int = 1) -> ModeFactors:
+    """pingpong: 2 per pair, one way = t / (2 i); stream: window per pair, t / (window i);
+    bidir: 2 per pair (both directions), t / i."""
+    if mode == MODE_PINGPONG:
+        return ModeFactors(2 * pairs, 2)
+    if mode == MODE_STREAM:
+        return ModeFactors(window * pairs, window)
+    if mode == MODE_BIDIR:
+        return ModeFactors(2 * pairs, 1)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def describe_mode(mode: str, window: int, pairs: int, async_: bool, cache_cold: bool) -> str:
+    """One phrase for the console header."""
+    text = {
+        MODE_PINGPONG: "ping-pong",
+        MODE_STREAM: f"stream (one way, window {window}, acknowledged)",
+        MODE_BIDIR: "bidirectional (both directions counted)",
+    }[mode]
+    if pairs > 1:
+        text += f", {pairs} pairs at once (aggregate = slowest pair's time)"
+    if async_:
+        text += ", receives pre-posted (--async)"
+    if cache_cold:
+        text += ", cache-cold buffers"
+    return text
+
+
+def _align(n: int) -> int:
+    return max(REGION_ALIGN_BYTES, -(-n // REGION_ALIGN_BYTES) * REGION_ALIGN_BYTES)
+
+
+def pool_bytes(mode: str, window: int, cache_cold: bool, cache_pool: int, largest: int) -> int:
+    """Bytes of each of a rank's send and receive pools."""
+    if cache_cold:
+        return max(cache_pool, 2 * _align(largest))
+    if mode == MODE_STREAM:
+        return max(largest, 1, min(window * _align(largest), STREAM_POOL_BYTES))
+    return max(largest, 1)
+
+
+def regions_for(mode: str, window: int, cache_cold: bool, pool: int, size: int) -> tuple[int, int]:
+    """(regions, stride in bytes) of the pools a size's messages cycle through.
+
+    Message m of a trial (m counts every message of the trial in order) uses region m % regions
+    on both sides. Without --cache-cold, pingpong and bidir use one region; stream one per message
+    of the window while they fit in the pool. With --cache-cold, up to MAX_COLD_REGIONS regions
+    spread over the whole pool, so consecutive messages never touch the same cache lines.
+    """
+    if cache_cold:
+        stride = max(_align(size), (pool // MAX_COLD_REGIONS) // REGION_ALIGN_BYTES * REGION_ALIGN_BYTES)
+        return max(1, min(MAX_COLD_REGIONS, pool // stride)), stride
+    if mode == MODE_STREAM and size > 0:
+        stride = _align(size)
+        regions = max(1, min(window, pool // stride))
+        if regions > 1:
+            return regions, stride
+    return 1, 0

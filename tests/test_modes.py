@@ -1,0 +1,320 @@
+"""Modes beyond the ping-pong: stream, bidir, several pairs, --async, --cache-cold, large messages.
+
+Unit tests of the option checks, the factors and the pair layout; real mpirun jobs of every mode
+with 2 and 4 ranks and both kernels, checking the stored attributes, byte accounting and data checks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from npmpi.errors import UsageError
+from npmpi.layout import LayoutError, compute_layout, pair_ranks, with_pairs
+from npmpi.modes import MAX_COLD_REGIONS, mode_factors, pool_bytes, regions_for
+from npmpi.options import parse_options
+from npmpi.runfile import load_run
+from npmpi.schedule import netpipe_schedule
+
+TINY = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6"]
+MPI_TIMEOUT = 60
+
+
+# ---------------------------------------------------------------- options, factors, layout
+
+
+def test_mode_options_defaults_and_values():
+    o = parse_options([])
+    assert (o.mode, o.window, o.pairs, o.async_, o.cache_cold) == ("pingpong", 1, 1, False, False)
+    o = parse_options(["--mode", "stream"])
+    assert o.window == 64
+    o = parse_options(["--mode", "stream", "--window", "8", "--pairs", "all", "--async", "--cache-cold"])
+    assert (o.window, o.pairs, o.async_, o.cache_cold) == (8, "all", True, True)
+    assert parse_options(["--mode", "bidir", "--pairs", "3"]).pairs == 3
+    assert parse_options(["--cache-cold", "--cache-pool", "1M"]).cache_pool_bytes == 1 << 20
+
+
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["--mode", "ring"], "unknown mode"),
+        (["--window", "8"], "only applies to --mode stream"),
+        (["--mode", "bidir", "--window", "8"], "only applies to --mode stream"),
+        (["--mode", "stream", "--window", "0"], "--window 0"),
+        (["--mode", "stream", "--window", "x"], "invalid count"),
+        (["--pairs", "0"], "at least 1 pair"),
+        (["--pairs", "some"], "invalid pairs"),
+        (["--cache-pool", "1M"], "only applies with --cache-cold"),
+        (["--cache-cold", "--cache-pool", "100"], "at least 4K"),
+    ],
+)
+def test_mode_option_errors_are_one_line(argv, fragment):
+    with pytest.raises(UsageError) as e:
+        parse_options(argv)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_mode_factors():
+    assert mode_factors("pingpong") == mode_factors("pingpong", 1, 1)
+    f = mode_factors("pingpong")
+    assert (f.bytes_per_iteration_factor, f.one_way_factor, f.one_way_divisor(10)) == (2, 2, 20)
+    f = mode_factors("stream", 64)
+    assert (f.bytes_per_iteration_factor, f.one_way_divisor(10)) == (64, 640)
+    f = mode_factors("bidir", 1, 3)
+    assert (f.bytes_per_iteration_factor, f.one_way_divisor(10)) == (6, 10)
+    assert mode_factors("stream", 8, 2).bytes_per_iteration_factor == 16
+
+
+def test_regions_cover_the_pool_without_overlap():
+    largest = 64 << 10
+    pool = pool_bytes("pingpong", 1, True, 1 << 20, largest)
+    assert pool == 1 << 20
+    for size in (1, 100, 4096, largest):
+        regions, stride = regions_for("pingpong", 1, True, pool, size)
+        assert 2 <= regions <= MAX_COLD_REGIONS and stride >= size and stride % 64 == 0
+        assert (regions - 1) * stride + size <= pool
+    # the pool grows to hold two of the largest message
+    assert pool_bytes("bidir", 1, True, 4096, largest) == 2 * largest
+    # without --cache-cold: one region, except a stream window's receives
+    assert regions_for("pingpong", 1, False, largest, 100) == (1, 0)
+    sp = pool_bytes("stream", 64, False, 0, largest)
+    regions, stride = regions_for("stream", 64, False, sp, 1000)
+    assert regions == 64 and stride == 1024
+
+
+def test_pair_ranks_netpipe_order_on_one_node():
+    assert pair_ranks([0, 1, 2, 3], [0, 0, 0, 0], 2) == ((0, 3), (1, 2))
+    assert pair_ranks([0, 1, 2, 3, 4, 5], [0] * 6, 2) == ((0, 5), (1, 4))
+    with pytest.raises(ValueError):
+        pair_ranks([0, 1, 2], [0, 0, 0], 2)
+
+
+def test_pair_ranks_cross_nodes_for_block_and_round_robin_placement():
+    block = [0, 0, 1, 1]  # ranks 0,1 on node 0; 2,3 on node 1
+    assert pair_ranks(range(4), block, 2) == ((0, 3), (1, 2))
+    robin = [0, 1, 0, 1]  # --map-by node
+    pairs = pair_ranks(range(4), robin, 2)
+    assert pairs == ((0, 3), (2, 1))
+    assert all(robin[a] != robin[b] for a, b in pairs)
+    three = [0, 0, 1, 1, 2, 2]
+    assert all(three[a] != three[b] for a, b in pair_ranks(range(6), three, 3))
+
+
+def test_with_pairs_roles_power_and_all():
+    lay = compute_layout(["a#0"] * 4, ["a"] * 4, power=False)
+    two = with_pairs(lay, 2)
+    assert two.pairs == ((0, 3), (1, 2)) and two.pair == (0, 3)
+    assert two.roles == ("transmitter", "transmitter", "reflector", "reflector")
+    assert with_pairs(lay, "all").pairs == two.pairs
+    assert with_pairs(lay, 1) is lay and lay.pairs == (lay.pair,)
+    # power ranks (the highest of each node) never take part
+    keys = ["a#0"] * 3 + ["b#3"] * 3
+    lay = compute_layout(keys, [k[0] for k in keys], power=True)
+    p = with_pairs(lay, "all")
+    assert p.power_ranks == (2, 5) and p.pairs == ((0, 4), (1, 3))
+    assert p.roles[2] == p.roles[5] == "power" and p.pairs_crossing_nodes == 2
+    odd = with_pairs(compute_layout(["a#0"] * 5, ["a"] * 5, power=False), "all")
+    assert odd.pairs == ((0, 4), (1, 3)) and odd.roles[2] == "idle"
+
+
+def test_with_pairs_refuses_too_few_ranks():
+    lay = compute_layout(["a#0"] * 3, ["a"] * 3, power=False)
+    with pytest.raises(LayoutError, match=r"--pairs 2 needs 4 ranks .* run e.g. mpirun -np 4"):
+        with_pairs(lay, 2)
+    lay = compute_layout(["a#0"] * 4, ["a"] * 4, power=True)  # rank 3 samples power
+    with pytest.raises(LayoutError, match="plus 1 power rank"):
+        with_pairs(lay, 2)
+
+
+# ---------------------------------------------------------------- real jobs
+
+
+def _check_common(proc, run, mode, pairs, kernel, window=1):
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert run.status == "complete" and run.notices == []
+    a = run.attrs
+    f = mode_factors(mode, window, pairs)
+    assert a["format_version"] == "1.2"
+    assert (a["mode"], a["window"], a["pairs"], a["kernel"]) == (mode, window, pairs, kernel)
+    assert a["bytes_per_iteration_factor"] == f.bytes_per_iteration_factor
+    assert a["one_way_divisor"] == f.one_way_factor
+    pp = run.pingpong
+    assert pp.size_bytes.tolist() == [p.size_bytes for p in netpipe_schedule(1, 4096, 0)]
+    assert np.all(pp.data_verified) and np.all(pp.trial_s > 0) and set(pp.iterations.tolist()) == {6}
+    # byte accounting: the console's Mbps is F · i · m · 8 / best trial / 2^20, its usec best / (D · i)
+    rows = [ln for ln in proc.stdout.splitlines() if " times --> " in ln]
+    assert len(rows) == len(pp)
+    for line, size, iters, trials in zip(rows, pp.size_bytes, pp.iterations, pp.trial_s, strict=True):
+        m = re.search(r"(\d+) bytes +(\d+) times --> +([\d.]+) Mbps in +([\d.]+) usec", line)
+        assert m and int(m[1]) == size and int(m[2]) == iters
+        best = trials.min()
+        mbps = f.bytes_per_iteration_factor * iters * size * 8 / best / 2**20
+        assert float(m[3]) == pytest.approx(mbps, rel=1e-3, abs=0.01)
+        assert float(m[4]) == pytest.approx(best / (f.one_way_factor * iters) * 1e6, rel=1e-3, abs=0.01)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(MPI_TIMEOUT)
+@pytest.mark.parametrize("kernel", ["python", "c"])
+@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+def test_each_mode_with_two_ranks(npmpi_run, tmp_path, mode, kernel):
+    extra = ["--window", "16"] if mode == "stream" else []
+    proc = npmpi_run([*TINY, "--mode", mode, *extra, "--kernel", kernel, "-o", "r.h5"], timeout=MPI_TIMEOUT)
+    run = load_run(tmp_path / "r.h5")
+    _check_common(proc, run, mode, 1, kernel, window=16 if mode == "stream" else 1)
+    assert run.pingpong.pair_trial_s is None and run.attrs["all_pair_ranks"] == [0, 1]
+    assert not run.attrs["async"] and not run.attrs["cache_cold"]
+    label = {"pingpong": "peak bandwidth", "stream": "one-way stream", "bidir": "both directions"}[mode]
+    assert label in proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(MPI_TIMEOUT)
+@pytest.mark.parametrize("kernel", ["python", "c"])
+@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+def test_each_mode_with_four_ranks_in_two_pairs(npmpi_run, tmp_path, mode, kernel):
+    pairs = ["--pairs", "2"] if kernel == "python" else ["--pairs", "all"]
+    proc = npmpi_run(
+        [*TINY, "--mode", mode, "--kernel", kernel, *pairs, "-o", "r.h5"], np=4, timeout=MPI_TIMEOUT
+    )
+    run = load_run(tmp_path / "r.h5")
+    _check_common(proc, run, mode, 2, kernel, window=64 if mode == "stream" else 1)
+    pp = run.pingpong
+    assert pp.pair_trial_s.shape == (len(pp), 2, 2) and np.all(pp.pair_trial_s > 0)
+    # the aggregate is the slowest pair of each trial
+    assert np.array_equal(pp.trial_s, pp.pair_trial_s.max(axis=1))
+    assert run.attrs["all_pair_ranks"] == [0, 3, 1, 2]
+    assert list(run.layout["role"]) == ["transmitter", "transmitter", "reflector", "reflector"]
+    assert "2 pairs" in proc.stdout and "0 <-> 3, 1 <-> 2" in proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(MPI_TIMEOUT)
+def test_four_ranks_single_pair_leaves_two_idle(npmpi_run, tmp_path):
+    proc = npmpi_run([*TINY, "--mode", "bidir", "-o", "r.h5"], np=4, timeout=MPI_TIMEOUT)
+    run = load_run(tmp_path / "r.h5")
+    _check_common(proc, run, "bidir", 1, "python")
+    assert list(run.layout["role"]) == ["transmitter", "reflector", "idle", "idle"]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(MPI_TIMEOUT)
+@pytest.mark.parametrize("kernel", ["python", "c"])
+@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+def test_async_and_cache_cold(npmpi_run, tmp_path, mode, kernel):
+    args = [*TINY, "--mode", mode, "--kernel", kernel, "--async", "--cache-cold", "--cache-pool", "256K"]
+    proc = npmpi_run([*args, "-o", "r.h5"], timeout=MPI_TIMEOUT)
+    run = load_run(tmp_path / "r.h5")
+    _check_common(proc, run, mode, 1, kernel, window=64 if mode == "stream" else 1)
+    a = run.attrs
+    assert a["async"] and a["cache_cold"] and a["cache_pool_bytes"] == 256 << 10
+    assert "pre-posted" in proc.stdout and "cache-cold" in proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(MPI_TIMEOUT)
+@pytest.mark.parametrize(
+    "mode,kernel,extra",
+    [
+        ("stream", "python", ["--cache-cold", "--cache-pool", "64K"]),
+        ("stream", "c", ["--async"]),
+        ("bidir", "c", ["--cache-cold", "--cache-pool", "64K"]),
+    ],
+)
+def test_integrity_checks_every_message(npmpi_run, tmp_path, mode, kernel, extra):
+    args = ["-u", "1K", "-p", "0", "--trials", "2", "--repeats", "5", "--integrity", "--mode", mode]
+    proc = npmpi_run([*args, "--kernel", kernel, *extra, "-o", "r.h5"], timeout=MPI_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(tmp_path / "r.h5")
+    assert run.status == "complete" and not run.attrs["timing_comparable"]
+    assert np.all(run.pingpong.data_verified)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(MPI_TIMEOUT)
+@pytest.mark.parametrize(
+    "mode,np_,extra,who",
+    [
+        ("stream", 2, ["--kernel", "c"], "rank 1 received wrong data from rank 0"),
+        ("bidir", 2, ["--cache-cold", "--cache-pool", "64K"], "rank 0 received wrong data from rank 1"),
+        ("pingpong", 4, ["--pairs", "2"], "rank 1 received wrong data from rank 2"),
+    ],
+)
+def test_corrupted_data_is_caught_in_every_mode(npmpi_run, tmp_path, mode, np_, extra, who):
+    proc = npmpi_run(
+        [*TINY, "--mode", mode, *extra, "-o", "r.h5"],
+        np=np_,
+        env={"NPMPI_FAULT_CORRUPT_SIZE": "64"},
+        timeout=MPI_TIMEOUT,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "data check failed at message size 64 B" in proc.stderr and who in proc.stderr
+    assert "Traceback" not in proc.stderr
+    run = load_run(tmp_path / "r.h5")
+    assert run.status == "failed" and run.pingpong.size_bytes[-1] < 64
+
+
+def assert_one_clear_error(proc, fragment):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("npmpi: error:")]
+    assert len(lines) == 1, proc.stderr
+    assert fragment in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(MPI_TIMEOUT)
+@pytest.mark.parametrize(
+    "args,np_,fragment",
+    [
+        (["--mode", "ring"], 2, "unknown mode"),
+        (["--window", "4"], 2, "only applies to --mode stream"),
+        (["--pairs", "2"], 3, "--pairs 2 needs 4 ranks"),
+        (["--pairs", "3", "--mode", "bidir"], 4, "--pairs 3 needs 6 ranks"),
+        (["--mode", "stream", "-u", "3G"], 2, "2 GiB - 1"),
+        (["--mode", "bidir", "--kernel", "c", "-u", "2G", "-p", "0"], 2, "need an MPI 4 library"),
+    ],
+)
+def test_bad_mode_usage_exits_2_everywhere(npmpi_run, tmp_path, args, np_, fragment):
+    proc = npmpi_run(args, np=np_, timeout=MPI_TIMEOUT)
+    assert_one_clear_error(proc, fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+LARGE_COUNT_SHIM = """
+#include <mpi.h>
+#undef MPI_VERSION
+#define MPI_VERSION 4
+int MPI_Send_c(const void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm);
+int MPI_Recv_c(void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
+int MPI_Isend_c(const void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+int MPI_Irecv_c(void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+#include "{source}"
+"""
+
+
+@pytest.mark.timeout(60)
+def test_c_kernel_large_count_branch_compiles(tmp_path):
+    """The MPI 4 branch (MPI_Send_c & co.) cannot run on this MPI 3.1 library: compile it against
+    the MPI 4 prototypes to keep it honest."""
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    import mpi4py
+
+    mpicc = Path(sys.executable).parent / "mpicc"
+    mpicc = str(mpicc) if mpicc.exists() else shutil.which("mpicc")
+    if mpicc is None:
+        pytest.skip("no mpicc")
+    source = Path(__file__).resolve().parents[1] / "csrc" / "ckernel.c"
+    shim = tmp_path / "large_count.c"
+    shim.write_text(LARGE_COUNT_SHIM.format(source=source))
+    cmd = [mpicc, "-Werror", "-fsyntax-only", f"-I{sysconfig.get_paths()['include']}"]
+    cmd += [f"-I{mpi4py.get_include()}", str(shim)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=50, check=False)
+    assert proc.returncode == 0, proc.stderr
