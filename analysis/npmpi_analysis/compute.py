@@ -26,18 +26,55 @@ class Bandwidth:
     best_s: np.ndarray  # the best (shortest) trial
     trial_mean_s: np.ndarray
     trial_sigma_s: np.ndarray  # standard deviation of the mean of the trial times
-    one_way_s: np.ndarray  # best / (2 i): NetPIPE's time
+    one_way_s: np.ndarray  # best / (D i): NetPIPE's time (D = 2 for a ping-pong, see mode_factors)
     peak_bit_s: np.ndarray  # bandwidth of the best trial: NetPIPE's figure
-    mean_bit_s: np.ndarray  # 2 i m / mean trial time
+    mean_bit_s: np.ndarray  # F i m / mean trial time (F = 2 for a ping-pong)
     sigma_bit_s: np.ndarray  # b sigma_t / t
     min_bit_s: np.ndarray  # slowest trial
     max_bit_s: np.ndarray  # fastest trial (= peak)
     trial_bit_s: np.ndarray  # [n, trials] every trial's bandwidth, NaN where it did not run
 
 
-def trial_bandwidth_bit_s(size_bytes: np.ndarray, iterations: np.ndarray, trial_s: np.ndarray) -> np.ndarray:
-    """b = 2 i m / t for every trial (m in bits; the 2 is the round trip); NaN where t is NaN."""
-    bits = 2.0 * np.asarray(iterations, dtype=float) * BITS_PER_BYTE * np.asarray(size_bytes, dtype=float)
+PINGPONG_FACTORS = (2, 2)  # what files before format 1.2 (ping-pong only) imply
+
+
+def mode_factors(attrs: dict) -> tuple[int, int]:
+    """(bytes_per_iteration_factor, one_way_divisor) of a run (docs/file-format.md): bytes moved per
+    iteration / message size, and one message's time = trial / (divisor i). Ping-pong's (2, 2) when
+    the file has no such attributes."""
+    try:
+        factor = int(attrs.get("bytes_per_iteration_factor", PINGPONG_FACTORS[0]))
+        divisor = int(attrs.get("one_way_divisor", PINGPONG_FACTORS[1]))
+    except (TypeError, ValueError):
+        return PINGPONG_FACTORS
+    return (factor, divisor) if factor > 0 and divisor > 0 else PINGPONG_FACTORS
+
+
+def mode_label(attrs: dict) -> str:
+    """What the run's bandwidth is: e.g. 'ping-pong', 'stream (window 64)', 'bidirectional (both
+    directions), aggregate of 2 pairs'."""
+    mode = str(attrs.get("mode", "pingpong") or "pingpong")
+    text = {
+        "pingpong": "ping-pong",
+        "stream": f"one-way stream (window {attrs.get('window', '?')})",
+        "bidir": "bidirectional (both directions)",
+    }.get(mode, mode)
+    pairs = attrs.get("pairs", 1)
+    if isinstance(pairs, (int, np.integer)) and pairs > 1:
+        text += f", aggregate of {int(pairs)} pairs"
+    return text
+
+
+def trial_bandwidth_bit_s(
+    size_bytes: np.ndarray, iterations: np.ndarray, trial_s: np.ndarray, bytes_per_iteration_factor: int = 2
+) -> np.ndarray:
+    """b = F i m / t for every trial (m in bits; F = 2 for a ping-pong's round trip); NaN where t is NaN."""
+    bits = (
+        float(bytes_per_iteration_factor)
+        * np.asarray(iterations, dtype=float)
+        * BITS_PER_BYTE
+        * np.asarray(size_bytes, dtype=float)
+    )
     return bits[:, None] / np.asarray(trial_s, dtype=float)
 
 
@@ -52,17 +89,24 @@ def sigma_of_mean(values: np.ndarray) -> np.ndarray:
     return np.where(k >= 2, np.sqrt(var / np.maximum(k, 1)), 0.0)
 
 
-def bandwidth(size_bytes: np.ndarray, iterations: np.ndarray, trial_s: np.ndarray) -> Bandwidth:
+def bandwidth(
+    size_bytes: np.ndarray,
+    iterations: np.ndarray,
+    trial_s: np.ndarray,
+    bytes_per_iteration_factor: int = 2,
+    one_way_divisor: int = 2,
+) -> Bandwidth:
     """Every bandwidth figure of every size: peak (best trial), mean ± sigma_b, spread, latency.
 
     sigma_b = b sigma_t / t: the relative error of the time carries over to the bandwidth (the paper
-    prints b / (sigma_t t), which is dimensionally wrong).
+    prints b / (sigma_t t), which is dimensionally wrong). The factors are the run's mode_factors:
+    b = F i m / t and one-way time = best / (D i); ping-pong's 2 and 2 by default.
     """
     size_bytes = np.asarray(size_bytes, dtype=np.int64)
     iterations = np.asarray(iterations, dtype=np.int64)
     trial_s = np.asarray(trial_s, dtype=float).reshape(len(size_bytes), -1)
     n = len(size_bytes)
-    per_trial = trial_bandwidth_bit_s(size_bytes, iterations, trial_s)
+    per_trial = trial_bandwidth_bit_s(size_bytes, iterations, trial_s, bytes_per_iteration_factor)
     finite = np.isfinite(trial_s)
     runs = finite.sum(axis=1)
     if n == 0:
@@ -73,7 +117,7 @@ def bandwidth(size_bytes: np.ndarray, iterations: np.ndarray, trial_s: np.ndarra
     mean_t = np.where(finite, trial_s, 0.0).sum(axis=1) / np.maximum(runs, 1)
     mean_t[runs == 0] = np.nan
     sigma_t = sigma_of_mean(trial_s)
-    bits = 2.0 * iterations * BITS_PER_BYTE * size_bytes.astype(float)
+    bits = float(bytes_per_iteration_factor) * iterations * BITS_PER_BYTE * size_bytes.astype(float)
     mean_b = bits / mean_t
     worst = np.max(np.where(finite, trial_s, -np.inf), axis=1)
     worst[runs == 0] = np.nan
@@ -84,7 +128,7 @@ def bandwidth(size_bytes: np.ndarray, iterations: np.ndarray, trial_s: np.ndarra
         best_s=best,
         trial_mean_s=mean_t,
         trial_sigma_s=sigma_t,
-        one_way_s=best / (2.0 * iterations),
+        one_way_s=best / (float(one_way_divisor) * iterations),
         peak_bit_s=bits / best,
         mean_bit_s=mean_b,
         sigma_bit_s=mean_b * sigma_t / mean_t,

@@ -103,7 +103,8 @@ def _suffix(a: RunAnalysis, several: bool) -> str:
 
 def _title(ax, text: str, runs: list[RunAnalysis]) -> None:
     sub = ", ".join(
-        f"{a.label} ({a.attrs.get('kernel', '?')} kernel, {len(set(a.layout.get('host', [])))} host(s))"
+        f"{a.label} ({a.attrs.get('kernel', '?')} kernel, {compute.mode_label(a.attrs)}, "
+        f"{len(set(a.layout.get('host', [])))} host(s))"
         for a in runs
     )
     ax.set_title(f"{text}\n{sub}", fontsize=10)

@@ -14,7 +14,7 @@ import numpy as np
 
 from npmpi.units import mbps_netpipe
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
-from npmpi_analysis.compute import FLAG_NAMES
+from npmpi_analysis.compute import FLAG_NAMES, mode_label
 
 NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
 FLAG_TEXT = {
@@ -99,6 +99,7 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     status = s["status"] + (f" ({s['status_message']})" if s["status_message"] else "")
     out.append(f"  status: {status}; {s['sizes_analysed']} sizes analysed")
     out.append(f"  kernel: {s['kernel'] or '?'}; MPI library: {s['mpi_library_version'] or '?'}")
+    out.append(f"  mode: {mode_label(a.attrs)}")
     out.append(
         f"  platform: {s['platform'] or '?'}; Python {s['python_version'] or '?'}; "
         f"npmpi {s['npmpi_version'] or '?'}; mpi4py {s['mpi4py_version'] or '?'}"
