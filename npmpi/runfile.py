@@ -47,6 +47,8 @@ SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
 MAX_ROWS = 10_000_000
 MAX_TRIALS = 100_000
 MAX_SAMPLES = 2_000_000_000
+# Uncompressed data must be stored in the file; compressed data (after h5repack) at most this much larger.
+MAX_COMPRESSION_RATIO = 1000
 
 
 @dataclass
@@ -372,6 +374,8 @@ def load_run(path: str | os.PathLike) -> Run:
         raise RunFileError(f"{p}: no such file")
     if p.is_dir():
         raise RunFileError(f"{p}: is a directory, not a run file")
+    if not p.is_file():  # a pipe would block the open, a device never ends
+        raise RunFileError(f"{p}: is not a regular file (a pipe or a device?), not a run file")
     try:
         if not h5py.is_hdf5(p):
             raise RunFileError(f"{p}: not an HDF5 file (is it an npmpi run file?)")
@@ -383,31 +387,44 @@ def load_run(path: str | os.PathLike) -> Run:
             f"{p}: cannot be opened as HDF5 ({exc}); the file may be truncated or corrupt"
         ) from None
     with f:
-        attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
-        if attrs.get("format") != FORMAT_NAME:
+        try:
+            return _read_run(f, p)
+        except RunFileError:
+            raise
+        except MemoryError:
             raise RunFileError(
-                f"{p}: not an npmpi run file (format attribute is {attrs.get('format')!r}, "
-                f"expected {FORMAT_NAME!r})"
-            )
-        major, minor = _parse_version(attrs.get("format_version", ""))
-        if major > FORMAT_VERSION[0]:
-            raise RunFileError(
-                f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
-                f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
-            )
-        notices: list[str] = []
-        status = attrs.get("status")
-        if status == STATUS_RUNNING:
-            notices.append(
-                "the run did not finish (status 'running': the writer was killed or a rank aborted); "
-                "every size completed before that is analysed"
-            )
-        elif status in (STATUS_INTERRUPTED, STATUS_FAILED):
-            msg = attrs.get("status_message") or ""
-            notices.append(f"the run is {status}{': ' + msg if msg else ''}; completed sizes are analysed")
-        layout = _read_layout(f, p)
-        pingpong = _read_pingpong(f, p, attrs, notices)
-        power_attrs, power = _read_power(f, p, notices)
+                f"{p}: holds more data than this machine can read; the file may be corrupt"
+            ) from None
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:  # what h5py raises
+            raise RunFileError(f"{p}: cannot be read ({exc}); the file may be truncated or corrupt") from None
+
+
+def _read_run(f, p: Path) -> Run:
+    attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
+    if attrs.get("format") != FORMAT_NAME:
+        raise RunFileError(
+            f"{p}: not an npmpi run file (format attribute is {attrs.get('format')!r}, "
+            f"expected {FORMAT_NAME!r})"
+        )
+    major, minor = _parse_version(attrs.get("format_version", ""))
+    if major > FORMAT_VERSION[0]:
+        raise RunFileError(
+            f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
+            f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
+        )
+    notices: list[str] = []
+    status = attrs.get("status")
+    if status == STATUS_RUNNING:
+        notices.append(
+            "the run did not finish (status 'running': the writer was killed or a rank aborted); "
+            "every size completed before that is analysed"
+        )
+    elif status in (STATUS_INTERRUPTED, STATUS_FAILED):
+        msg = attrs.get("status_message") or ""
+        notices.append(f"the run is {status}{': ' + msg if msg else ''}; completed sizes are analysed")
+    layout = _read_layout(f, p)
+    pingpong = _read_pingpong(f, p, attrs, notices)
+    power_attrs, power = _read_power(f, p, notices)
     return Run(
         path=p,
         attrs=attrs,
@@ -419,39 +436,92 @@ def load_run(path: str | os.PathLike) -> Run:
     )
 
 
+def _member(group, name: str, p: Path, where: str, dataset: bool, required: bool = True):
+    """group[name] if it is a dataset (or group) stored in this file; RunFileError otherwise.
+
+    Links are not followed: a soft link leads elsewhere in the file, an external one to another file.
+    """
+    import h5py
+
+    what = "dataset" if dataset else "group"
+    link = group.get(name, getlink=True)
+    if link is None:
+        if required:
+            raise RunFileError(f"{p}: {what} {where} is missing")
+        return None
+    if not isinstance(link, h5py.HardLink):
+        raise RunFileError(f"{p}: {where} is a {type(link).__name__}, not a {what} stored in this file")
+    obj = group[name]
+    if not isinstance(obj, h5py.Dataset if dataset else h5py.Group):
+        raise RunFileError(f"{p}: {where} is not a {what}")
+    return obj
+
+
+def _read_rows(ds, n: int, p: Path, where: str) -> np.ndarray:
+    """The first n rows of a dataset, after checking that the file holds them (a file may claim any
+    shape: reading unallocated data would fill memory with nothing)."""
+    plist = ds.id.get_create_plist()
+    if ds.is_virtual or plist.get_external_count() > 0:
+        raise RunFileError(f"{p}: {where} keeps its data in another file; a run file keeps its own")
+    need = n * ds.dtype.itemsize * math.prod(ds.shape[1:])
+    stored = ds.id.get_storage_size()
+    allowed = stored * (MAX_COMPRESSION_RATIO if plist.get_nfilters() else 1)
+    if need > allowed:
+        raise RunFileError(
+            f"{p}: {where} claims shape {ds.shape} but the file holds {stored} bytes of it, "
+            f"not the {need} bytes of its first {n} rows; the file is damaged or forged"
+        )
+    return ds[:n]
+
+
 def _numbered(group, prefix: str) -> list[str]:
     names = [k for k in group if k.startswith(prefix) and k[len(prefix) :].isdigit()]
     return sorted(names, key=lambda k: int(k[len(prefix) :]))
 
 
 def _read_power(f, p: Path, notices: list[str]) -> tuple[dict[str, Any], list[PowerNode]]:
-    if "power" not in f:
+    g = _member(f, "power", p, "/power", dataset=False, required=False)
+    if g is None:
         return {}, []
-    g = f["power"]
     power_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
     nodes = []
     for node_name in _numbered(g, "node"):
-        ng = g[node_name]
+        ng = _member(g, node_name, p, f"/power/{node_name}", dataset=False)
         channels = []
         for ch_name in _numbered(ng, "channel"):
-            cg = ng[ch_name]
             where = f"/power/{node_name}/{ch_name}"
-            lengths = []
+            cg = _member(ng, ch_name, p, where, dataset=False)
+            lengths, arrays = [], {}
             for name in SAMPLE_FIELDS:
-                if name not in cg:
-                    raise RunFileError(f"{p}: dataset {where}/{name} is missing")
-                ds = cg[name]
+                ds = _member(cg, name, p, f"{where}/{name}", dataset=True)
                 if len(ds.shape) != 1 or ds.dtype.kind not in "iuf" or ds.shape[0] > MAX_SAMPLES:
                     raise RunFileError(f"{p}: {where}/{name} has an unexpected shape or type")
                 lengths.append(ds.shape[0])
+                arrays[name] = ds
             n = min(lengths)
             if n < max(lengths):
                 notices.append(f"{where}: {max(lengths) - n} partially written sample(s) ignored")
+            fg = _member(cg, "faults", p, f"{where}/faults", dataset=False, required=False)
+            ft_ds = fm_ds = None
+            if fg is not None:
+                ft_ds = _member(fg, "time_unix_s", p, f"{where}/faults/time_unix_s", dataset=True)
+                fm_ds = _member(fg, "message", p, f"{where}/faults/message", dataset=True)
+                if (
+                    len(ft_ds.shape) != 1
+                    or len(fm_ds.shape) != 1
+                    or ft_ds.dtype.kind not in "iuf"
+                    or fm_ds.dtype.kind not in "OSU"
+                ):
+                    raise RunFileError(f"{p}: {where}/faults has an unexpected shape or type")
             try:
-                data = {name: np.asarray(cg[name][:n], dtype=np.float64) for name in SAMPLE_FIELDS}
-                if "faults" in cg:
-                    ft = np.asarray(cg["faults/time_unix_s"][()], dtype=np.float64)
-                    fm = [_attr(m) for m in cg["faults/message"][()]]
+                data = {
+                    name: np.asarray(_read_rows(ds, n, p, f"{where}/{name}"), dtype=np.float64)
+                    for name, ds in arrays.items()
+                }
+                if fg is not None:
+                    nf = min(ft_ds.shape[0], fm_ds.shape[0])
+                    ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)
+                    fm = [str(_attr(m)) for m in _read_rows(fm_ds, nf, p, f"{where}/faults/message")]
                 else:
                     ft, fm = np.zeros(0), []
             except (OSError, ValueError, TypeError, KeyError) as exc:
@@ -469,13 +539,13 @@ def _read_power(f, p: Path, notices: list[str]) -> tuple[dict[str, Any], list[Po
 
 
 def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
-    if "layout" not in f:
-        raise RunFileError(f"{p}: group /layout is missing")
+    g = _member(f, "layout", p, "/layout", dataset=False)
     out = {}
-    for key, ds in f["layout"].items():
-        if not hasattr(ds, "shape") or len(ds.shape) != 1 or ds.shape[0] > MAX_ROWS:
+    for key in g:
+        ds = _member(g, key, p, f"/layout/{key}", dataset=True)
+        if len(ds.shape) != 1 or ds.shape[0] > MAX_ROWS:
             raise RunFileError(f"{p}: /layout/{key} has an unexpected shape")
-        data = ds[()]
+        data = _read_rows(ds, ds.shape[0], p, f"/layout/{key}")
         if data.dtype.kind in "OS":
             data = np.array([_attr(v) for v in data], dtype=object)
         out[key] = data
@@ -483,16 +553,12 @@ def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
 
 
 def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
-    if "pingpong" not in f:
-        raise RunFileError(f"{p}: group /pingpong is missing")
-    g = f["pingpong"]
+    g = _member(f, "pingpong", p, "/pingpong", dataset=False)
     lengths, arrays = [], {}
     trials = None
     for name, _dtype, per_trial in PINGPONG_DATASETS:
-        if name not in g:
-            raise RunFileError(f"{p}: dataset /pingpong/{name} is missing")
-        ds = g[name]
-        if not hasattr(ds, "shape") or ds.dtype.kind not in "iufb":
+        ds = _member(g, name, p, f"/pingpong/{name}", dataset=True)
+        if ds.dtype.kind not in "iufb":
             raise RunFileError(f"{p}: /pingpong/{name} is not a numeric dataset")
         want_ndim = 2 if per_trial else 1
         if len(ds.shape) != want_ndim:
@@ -514,14 +580,14 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
         notices.append(f"{max(lengths) - n} partially written row(s) at the end were ignored")
     try:
         data = {
-            name: np.asarray(ds[:n]).astype(dtype, copy=False)
+            name: np.asarray(_read_rows(ds, n, p, f"/pingpong/{name}")).astype(dtype, copy=False)
             for (name, dtype, _), ds in zip(PINGPONG_DATASETS, arrays.values(), strict=True)
         }
     except (OSError, ValueError, TypeError) as exc:
         raise RunFileError(f"{p}: /pingpong cannot be read ({exc}); the file may be corrupt") from None
     pp = PingPong(**data)
-    if "pair_trial_s" in g:
-        ds = g["pair_trial_s"]
+    ds = _member(g, "pair_trial_s", p, "/pingpong/pair_trial_s", dataset=True, required=False)
+    if ds is not None:
         if (
             len(ds.shape) != 3
             or ds.dtype.kind != "f"
@@ -529,7 +595,7 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
             or ds.shape[2] != pp.trial_s.shape[1]
         ):
             raise RunFileError(f"{p}: /pingpong/pair_trial_s has an unexpected shape {ds.shape} or type")
-        pp.pair_trial_s = np.asarray(ds[:n], dtype=np.float64)
+        pp.pair_trial_s = np.asarray(_read_rows(ds, n, p, "/pingpong/pair_trial_s"), dtype=np.float64)
     _check_values(p, pp)
     return pp
 
