@@ -123,6 +123,10 @@ def _install_signal_handlers(stop, writer_rank: bool) -> None:
             raise Interrupted(signum, name)
         stop.set(signum, name)
         if writer_rank:
+            # say so in the file at once: mpirun may kill every rank before the trial ends
+            mark = getattr(stop, "mark_file", None)
+            if mark is not None:
+                mark(f"{name} received; the run was stopping")
             signal.setitimer(signal.ITIMER_REAL, ABANDON_TRIAL_AFTER_S)
 
     def abandon(signum, frame):
@@ -412,6 +416,12 @@ def _transmit(
         writer = RunWriter(
             output, attrs, layout_rows, opts.trials, overwrite=opts.force, pairs=len(layout.pairs)
         )
+
+        def mark_file(message: str) -> None:
+            with contextlib.suppress(Exception):  # best effort: never fail the stop itself
+                writer.set_attrs(status="interrupted", status_message=message)
+
+        stop.mark_file = mark_file
         console.header(attrs, layout, opts, points, output)
         if collector is not None:
             _power_setup(writer, collector, layout, power_nodes, opts, console)
