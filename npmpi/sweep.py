@@ -73,7 +73,8 @@ class Patterns:
     PERIOD = 251  # prime, so patterns never line up with power-of-two sizes
 
     def __init__(self, largest_bytes: int) -> None:
-        self.base = (np.arange(largest_bytes + self.PERIOD, dtype=np.int64) % self.PERIOD).astype(np.uint8)
+        # built in uint8 directly: no 8-byte temporary per byte for multi-GiB messages
+        self.base = np.resize(np.arange(self.PERIOD, dtype=np.uint8), largest_bytes + self.PERIOD)
 
     def _offset(self, origin_rank: int, size: int) -> int:
         return (size * 31 + origin_rank * 101) % self.PERIOD
