@@ -357,12 +357,12 @@ def _attr(value: Any) -> Any:
     return value
 
 
-def _parse_version(text: str) -> tuple[int, int]:
+def _parse_version(text: str, p: Path) -> tuple[int, int]:
     try:
         major, minor = str(text).split(".")
         return int(major), int(minor)
     except ValueError:
-        raise RunFileError(f"format_version attribute {text!r} is not of the form MAJOR.MINOR") from None
+        raise RunFileError(f"{p}: format_version attribute {text!r} is not of the form MAJOR.MINOR") from None
 
 
 def load_run(path: str | os.PathLike) -> Run:
@@ -406,7 +406,7 @@ def _read_run(f, p: Path) -> Run:
             f"{p}: not an npmpi run file (format attribute is {attrs.get('format')!r}, "
             f"expected {FORMAT_NAME!r})"
         )
-    major, minor = _parse_version(attrs.get("format_version", ""))
+    major, minor = _parse_version(attrs.get("format_version", ""), p)
     if major > FORMAT_VERSION[0]:
         raise RunFileError(
             f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
