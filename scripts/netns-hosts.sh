@@ -15,10 +15,11 @@
 # PREFIX2, …, the bridge PREFIXbr), NPMPI_NETNS_RATE (e.g. 1gbit: every host's link is shaped to it
 # with tc tbf; empty: unshaped), NPMPI_NETNS_SUBNET (10.203.0: host i is SUBNET.i/24; these
 # addresses exist only inside the namespaces), NPMPI_NETNS_DIR (where the rsh agent and the
-# hostfile go, default /tmp/PREFIX), MPIRUN (default: the mpirun of .venv, else on PATH).
+# hostfile go, default /tmp/PREFIX), NPMPI_NETNS_MPIRUN (default: the mpirun of .venv, else on
+# PATH; not MPIRUN, which the batch scripts take for this script's own wrapper).
 # Needs root (ip netns, unshare --uts).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 
 ACTION=${1:-}
 HOSTS=${NPMPI_NETNS_HOSTS:-2}
@@ -36,7 +37,8 @@ die() { echo "netns-hosts: $*" >&2; exit 1; }
 say() { echo "netns-hosts: $*" >&2; }
 
 hosts() { local i; for ((i = 1; i <= HOSTS; i++)); do echo "$PREFIX$i"; done; }
-exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF "$1"; }
+# (no `grep -q` after a pipe: under pipefail, the writer's SIGPIPE would fail the test)
+exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -xF "$1" >/dev/null; }
 
 check() {
   [[ $(id -u) -eq 0 ]] || die "network namespaces need root"
@@ -120,7 +122,7 @@ status() {
   for h in $(hosts); do
     if exists "$h"; then
       up=$((up + 1))
-      echo "$h: $(ip -n "$h" -4 -br addr show dev eth0 | awk '{print $3}'), $(ip netns exec "$h" tc qdisc show dev eth0 | head -n 1)"
+      echo "$h: $(ip -n "$h" -4 -br addr show dev eth0 | awk '{print $3}'), $(ip netns exec "$h" tc qdisc show dev eth0 | sed -n 1p)"
     else
       echo "$h: absent"
     fi
@@ -129,16 +131,16 @@ status() {
 }
 
 mpirun_path() {
-  if [[ -n ${MPIRUN:-} ]]; then echo "$MPIRUN"
-  elif [[ -x .venv/bin/mpirun ]]; then echo "$PWD/.venv/bin/mpirun"
-  else command -v mpirun || die "no mpirun: run scripts/setup.sh or set MPIRUN"
+  if [[ -n ${NPMPI_NETNS_MPIRUN:-} ]]; then echo "$NPMPI_NETNS_MPIRUN"
+  elif [[ -x $REPO/.venv/bin/mpirun ]]; then echo "$REPO/.venv/bin/mpirun"
+  else command -v mpirun || die "no mpirun: run scripts/setup.sh or set NPMPI_NETNS_MPIRUN"
   fi
 }
 
 run_mpirun() {
   [[ -x $DIR/rsh-agent ]] || die "no hosts: scripts/netns-hosts.sh up first"
   local first mpirun
-  first=$(hosts | head -n 1)
+  first=${PREFIX}1
   mpirun=$(mpirun_path)
   if [[ $(id -u) -eq 0 ]]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

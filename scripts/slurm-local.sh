@@ -45,7 +45,7 @@ MARK="NPMPI_SLURM_LOCAL=$DIR"
 pid_alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
 pid_of() { if [[ -s "$DIR/run/$1.pid" ]]; then cat "$DIR/run/$1.pid"; fi; }
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep "ok installed" >/dev/null; }
 
 ensure_packages() {
   local missing=() pkg

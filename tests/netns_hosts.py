@@ -93,7 +93,7 @@ class NetnsHosts:
     def mpirun_wrapper(self, mpirun: str) -> Path:
         """An executable that runs `mpirun ARGS` across the hosts (what MPIRUN= takes)."""
         path = self.workdir / "mpirun-netns"
-        exports = " ".join(f"{k}={v}" for k, v in {**self.env, "MPIRUN": mpirun}.items())
+        exports = " ".join(f"{k}={v}" for k, v in {**self.env, "NPMPI_NETNS_MPIRUN": mpirun}.items())
         path.write_text(f'#!/bin/sh\nexec env {exports} bash {SCRIPT} mpirun "$@"\n')
         path.chmod(0o755)
         return path
