@@ -162,22 +162,11 @@ def run_load(schedule: LoadSchedule, matrix: int, start_mono: float) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from npmpi.cli import _collective_check, _error_line, _say, launcher_rank
-    from npmpi.options import HelpRequested
+    from npmpi.cli import _collective_check, _error_line, _say, parse_or_exit_status
 
-    try:
-        ns = parse_calibrate_options(argv)
-    except HelpRequested as h:
-        if launcher_rank() in (None, 0):
-            sys.stdout.write(h.text)
-        return 0
-    except UsageError as exc:
-        if launcher_rank() is not None:
-            from npmpi.cli import _usage_error_under_launcher
-
-            return _usage_error_under_launcher(str(exc))
-        _say(_error_line(str(exc)), sys.stderr)
-        return 2
+    ns = parse_or_exit_status(parse_calibrate_options, argv)
+    if isinstance(ns, int):
+        return ns
 
     import mpi4py
 

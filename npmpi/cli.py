@@ -60,17 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     # Until the stop handlers are installed (once MPI runs), Ctrl-C ends a rank as SIGTERM does,
     # without a KeyboardInterrupt traceback from the middle of an import (srun forwards Ctrl-C).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    try:
-        opts = parse_options(argv)
-    except HelpRequested as h:
-        if launcher_rank() in (None, 0):
-            sys.stdout.write(h.text)
-        return 0
-    except UsageError as e:
-        if launcher_rank() is not None:
-            return _usage_error_under_launcher(str(e))
-        _say(_error_line(str(e)), sys.stderr)
-        return 2
+    opts = parse_or_exit_status(parse_options, argv)
+    if isinstance(opts, int):
+        return opts
 
     import mpi4py
 
@@ -84,6 +76,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     return _run(MPI, MPI.COMM_WORLD, opts, argv)
+
+
+def parse_or_exit_status(parse, argv: list[str]):
+    """The parsed options, or the exit status after printing help (0) or one usage error (2)."""
+    try:
+        return parse(argv)
+    except HelpRequested as h:
+        if launcher_rank() in (None, 0):
+            sys.stdout.write(h.text)
+        return 0
+    except UsageError as e:
+        if launcher_rank() is not None:
+            return _usage_error_under_launcher(str(e))
+        _say(_error_line(str(e)), sys.stderr)
+        return 2
 
 
 def _usage_error_under_launcher(message: str) -> int:
