@@ -1,0 +1,226 @@
+"""Helpers shared by the reliability tests (this module holds no tests).
+
+`Job` launches `mpirun … python -m npmpi` with its output read line by line as it comes, finds the
+PIDs of its ranks (by the unique output name on their command lines and the rank Open MPI puts in
+their environment, so npmpi needs no hook for it), waits with a bound, and checks that no rank
+is left behind. `check_run_file` checks what a stopped run left: a readable file whose rows are
+whole and whose sizes are the start of the schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npmpi.launcher import local_mpi_env, npmpi_command
+from npmpi.runfile import Run, load_run
+from npmpi.schedule import netpipe_schedule
+
+ROW_LINE = re.compile(r"^\s*\d+:\s+\d+ bytes ")
+RANK_ENV = b"OMPI_COMM_WORLD_RANK="
+
+
+def processes_named(fragment: str) -> list[int]:
+    """PIDs of live processes (other than this one) whose command line holds `fragment`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if fragment.encode() in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def rank_of(pid: int) -> int | None:
+    """The MPI rank Open MPI gave this process, from its environment."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        if item.startswith(RANK_ENV):
+            return int(item[len(RANK_ENV) :])
+    return None
+
+
+class Job:
+    """One `mpirun -np N python -m npmpi ARGS` job; `name` (e.g. the output file) must be unique."""
+
+    def __init__(self, args: list[str], np: int, cwd: Path, name: str, env: dict | None = None) -> None:
+        self.name = name
+        self.np = np
+        try:
+            self.cmd = npmpi_command(np, args)
+        except FileNotFoundError as exc:
+            pytest.fail(str(exc))
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.cmd,
+            cwd=cwd,
+            env=local_mpi_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
+        self.ended_at: float | None = None
+
+    @staticmethod
+    def _read(stream, lines: list[str]) -> None:
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+        stream.close()
+
+    @property
+    def stdout(self) -> str:
+        return "\n".join(self.out)
+
+    @property
+    def stderr(self) -> str:
+        return "\n".join(self.err)
+
+    def rows_printed(self) -> int:
+        return sum(1 for line in list(self.out) if ROW_LINE.match(line))
+
+    def wait_until(self, condition, timeout_s: float) -> bool:
+        """Poll `condition()` until true (True), the job ends or the time is up (False)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if condition():
+                return True
+            if self.proc.poll() is not None:
+                return bool(condition())
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+    def wait_for_rows(self, rows: int, timeout_s: float = 90) -> bool:
+        return self.wait_until(lambda: self.rows_printed() >= rows, timeout_s)
+
+    def rank_pids(self, timeout_s: float = 30) -> dict[int, int]:
+        """{rank: pid} of every rank of the job (waits until all have started)."""
+        found: dict[int, int] = {}
+
+        def all_there() -> bool:
+            found.clear()
+            for pid in processes_named(self.name):
+                rank = rank_of(pid)
+                if rank is not None:
+                    found[rank] = pid
+            return len(found) == self.np
+
+        self.wait_until(all_there, timeout_s)
+        return dict(found)
+
+    def wait(self, timeout_s: float) -> float:
+        """Wait for mpirun to exit; returns the moment it ended (monotonic). Fails on a hang."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill_everything()
+            pytest.fail(
+                f"the job did not end within {timeout_s} s: {' '.join(self.cmd)}\n"
+                f"stdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-2000:]}"
+            )
+        self.ended_at = time.monotonic()
+        for t in self._readers:
+            t.join(timeout=10)
+        return self.ended_at
+
+    def leftovers(self, grace_s: float = 5.0) -> list[int]:
+        """Processes of this job still alive `grace_s` after mpirun exited (should be none)."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            left = processes_named(self.name)
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.05)
+
+    def kill_everything(self) -> None:
+        """Last resort after a failed test: SIGKILL mpirun and this job's ranks, by their PIDs."""
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        for pid in processes_named(self.name):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.kill_everything()
+
+
+def check_run_file(path: Path, lower: int, upper: int, perturbation: int, at_least_rows: int) -> Run:
+    """The file a stopped run left: readable, whole rows, sizes the start of the schedule."""
+    run = load_run(path)
+    pp = run.pingpong
+    n = len(pp)
+    assert n >= at_least_rows, f"{n} rows in the file, {at_least_rows} were printed before the stop"
+    schedule = [p.size_bytes for p in netpipe_schedule(lower, upper, perturbation)]
+    assert pp.size_bytes.tolist() == schedule[:n]
+    assert run.attrs["sizes_completed"] >= n
+    if n:
+        assert np.all(pp.iterations >= 1) and np.all(pp.warmup_iterations >= 0)
+        assert np.all(np.isfinite(pp.trial_s)) and np.all(pp.trial_s > 0)
+        assert np.all(pp.trial_end_unix_s >= pp.trial_start_unix_s)
+        assert np.all(np.diff(pp.trial_start_unix_s.ravel()) > 0)
+        assert np.all(pp.data_verified)
+    for node in run.power:
+        for ch in node.channels:
+            t = ch.time_unix_s
+            assert len(ch.power_w) == len(t) and np.all(np.diff(t) > 0)
+            assert len(ch.fault_message) == len(ch.fault_time_unix_s)
+    return run
+
+
+def analyze_in_process(capsys, path: Path) -> tuple[int, str, str]:
+    """npmpi-analyze PATH in this process: (exit status, stdout, stderr)."""
+    from npmpi_analysis.cli import main
+
+    capsys.readouterr()
+    code = main([str(path)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_analysed_with_a_notice(code: int, out: str, err: str) -> None:
+    assert "Traceback" not in out + err
+    assert code == 0, err
+    assert any(line.strip().startswith("notice:") for line in out.splitlines()), out
+
+
+def no_traceback(*texts: str) -> bool:
+    return all("Traceback" not in t for t in texts)
+
+
+__all__ = [
+    "Job",
+    "analyze_in_process",
+    "assert_analysed_with_a_notice",
+    "check_run_file",
+    "no_traceback",
+    "processes_named",
+    "rank_of",
+]
