@@ -62,7 +62,15 @@ def analyzer_ready(venv: Path) -> bool:
 
 
 def job_env(venv: Path, **extra: str) -> dict[str, str]:
-    env = {"NPMPI_VENV": str(venv), "METERS": REPLAY, "NPMPI_ARGS": QUICK, "OMPI_MCA_btl": "^ofi"}
+    env = {
+        "NPMPI_VENV": str(venv),
+        "METERS": REPLAY,
+        "NPMPI_ARGS": QUICK,
+        "OMPI_MCA_btl": "^ofi",
+        # the node claims more CPUs than it has cores: waiting ranks must yield them, as Open MPI
+        # would do by itself had it known it was oversubscribed
+        "OMPI_MCA_mpi_yield_when_idle": "1",
+    }
     env.update(extra)
     return env
 
@@ -139,10 +147,10 @@ def test_sweep_job_compares_kernels_and_transports(cluster, workdir):
             run = load_run(workdir / "runs" / f"{name}-{kernel}-{transport}.h5")
             assert run.status == "complete", (kernel, transport, run.attrs.get("status_message"))
             assert run.attrs["kernel"] == kernel
-            latency[kernel, transport] = float(np.median(run.pingpong.one_way_s[:8]))
+            latency[kernel, transport] = float(np.min(run.pingpong.one_way_s[:8]))
     assert job.output.count("OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self") == len(kernels.split())
     for kernel in kernels.split():
-        # TCP over loopback costs tens of microseconds per message, shared memory about one
+        # TCP over loopback costs ten microseconds or more per message, shared memory about one
         assert latency[kernel, "tcp"] > 2 * latency[kernel, "default"], latency
     if not analysis:
         pytest.skip("npmpi-analyze is not implemented yet: the run files were checked, not the analysis")
