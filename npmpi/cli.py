@@ -308,9 +308,14 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
 
     if role == ROLE_TRANSMITTER and rank == 0:
         power_nodes = [gathered_power[r] for r in layout.power_ranks]
-        return _transmit(
-            MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes, calibration
-        )
+        try:
+            return _transmit(
+                MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes, calibration
+            )
+        finally:
+            # a stop signal's abandon timer must not outlive the run: at exit it would end rank 0 with
+            # SIGALRM (exit 142, "Alarm clock") after the file was closed
+            signal.setitimer(signal.ITIMER_REAL, 0)
     try:
         if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
             return sweep.reflect(comm, layout, opts, kernel, stop)
