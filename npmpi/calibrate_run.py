@@ -286,13 +286,28 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
         "load_ranks": comm.Get_size() - len(layout.power_ranks),
         "results": results,
     }
-    tmp = Path(f"{output}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(document, indent=2) + "\n")
-    tmp.replace(output)
+    write_new_file(Path(output), json.dumps(document, indent=2) + "\n", ns.force)
     if not ns.quiet:
         print(format_table(results))
         print(f"calibration written to {output}; use it with: python -m npmpi --calibration {output} …")
     return 0
+
+
+def write_new_file(path: Path, text: str, force: bool) -> None:
+    """Write under a temporary name, then link it into place: an existing file is replaced only
+    with --force, and a crash never leaves a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    try:
+        if force:
+            tmp.replace(path)
+            return
+        try:
+            os.link(tmp, path)  # fails if a file appeared since the start-up check
+        except FileExistsError:
+            raise UsageError(f"--output {path}: the file exists; add --force to overwrite it") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _result_row(node: int, host: str, channel: int, desc: dict, est: DelayEstimate, clock_unc: float) -> dict:

@@ -477,11 +477,6 @@ def test_corrupted_files_through_the_command(base, tmp_path, kind):
     check_outcome(m, path, proc.returncode, proc.stdout, proc.stderr)
 
 
-@pytest.mark.xfail(
-    reason="npmpi-analyze: compute.bandwidth reshapes trial_s to (0, -1) for a run with no completed size "
-    "and stops with 'internal error' instead of '/pingpong holds no completed message size'",
-    strict=False,
-)
 def test_a_run_with_no_completed_size_is_an_error_not_a_crash(tmp_path, capsys):
     path = write_base(tmp_path / "empty.h5", rows=0, status="interrupted")
     assert len(load_run(path).pingpong) == 0

@@ -104,7 +104,9 @@ def bandwidth(
     """
     size_bytes = np.asarray(size_bytes, dtype=np.int64)
     iterations = np.asarray(iterations, dtype=np.int64)
-    trial_s = np.asarray(trial_s, dtype=float).reshape(len(size_bytes), -1)
+    trial_s = np.asarray(trial_s, dtype=float)
+    # keep the trial width of an empty table (a run stopped during its first size): (0, -1) has none
+    trial_s = trial_s.reshape(len(size_bytes), trial_s.shape[-1] if trial_s.ndim == 2 else -1)
     n = len(size_bytes)
     per_trial = trial_bandwidth_bit_s(size_bytes, iterations, trial_s, bytes_per_iteration_factor)
     finite = np.isfinite(trial_s)
