@@ -172,7 +172,7 @@ def _provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, c
         "timing_comparable": not opts.integrity,
         "world_size": layout.world_size,
         "node_count": layout.node_count,
-        "pair_ranks": list(layout.pair),
+        "pair_ranks": numpy.array(layout.pair, dtype=numpy.int64),
         "pair_crosses_nodes": bool(layout.pair_crosses_nodes),
         "all_pair_ranks": numpy.array([r for pair in layout.pairs for r in pair], dtype=numpy.int64),
         "mpi_library_version": MPI.Get_library_version().replace("\x00", "").strip(),
