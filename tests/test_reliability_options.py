@@ -180,7 +180,9 @@ def _run_case(case: Case, root: Path, default_policy: bool, silent_tty: str) -> 
     except subprocess.TimeoutExpired as exc:
         return Outcome(-1, str(exc.stdout), str(exc.stderr), WITHIN_S * 3, {}, [], work)
     seconds = time.monotonic() - t0
-    codes = {int(p.name[3:]): int(p.read_text()) for p in rc_dir.glob("rc-*")}
+    # under mpirun's default policy a rank may be killed between creating its file and writing it
+    texts = {int(p.name[3:]): p.read_text().strip() for p in rc_dir.glob("rc-*")}
+    codes = {rank: int(text) for rank, text in texts.items() if text}
     left = sorted(p.name for p in work.iterdir() if p.name not in case.files)
     return Outcome(proc.returncode, proc.stdout, proc.stderr, seconds, codes, left, work)
 
