@@ -25,7 +25,9 @@ def netpipe_schedule(lower: int, upper: int, perturbation: int) -> list[SizePoin
         raise ValueError(f"bad schedule bounds: lower={lower} upper={upper} p={perturbation}")
     points: list[SizePoint] = []
     inc = lower // 2 if lower > 1 else 1
-    length, nq = lower, 0
+    # NetPIPE 3.7 counts points from 1 when it starts above 1 B (measured against NPopenmpi -l):
+    # the increment then first doubles after the second point, not the third
+    length, nq = lower, (1 if lower > 1 else 0)
     while length <= upper:
         if nq > 2 and nq % 2 == 1:
             inc += inc

@@ -39,12 +39,39 @@ def test_larger_perturbation_applies_only_where_increment_exceeds_p_plus_1():
 
 def test_lower_bound_sets_first_increment_like_netpipe():
     # NetPIPE starts the increment at lower/2 and perturbs from the first point on, so sizes may
-    # lie p below lower as well as p above upper
-    s = sizes(1024, 8192, 3)
-    # hand-derived: increment 512 for 1024, 1536, 2048 (len += inc before inc doubles), then 1024
-    # for 2560, 3584, then 2048 for 4608, 6656; 8704 is past upper
-    bases = [1024, 1536, 2048, 2560, 3584, 4608, 6656]
-    assert s == [b + d for b in bases for d in (-3, 0, 3)]
+    # lie p below lower as well as p above upper; Debian's NPopenmpi -l 16384 -u 200000 -p 3 wrote
+    # exactly these sizes (column 1 of its np.out)
+    reference = [
+        16381,
+        16384,
+        16387,
+        24573,
+        24576,
+        24579,
+        32765,
+        32768,
+        32771,
+        49149,
+        49152,
+        49155,
+        65533,
+        65536,
+        65539,
+        98301,
+        98304,
+        98307,
+        131069,
+        131072,
+        131075,
+        196605,
+        196608,
+        196611,
+    ]
+    assert sizes(16384, 200000, 3) == reference
+    # hand-derived the same way: increment 512 for 1024 and 1536, then 1024 from 2048 (it doubles
+    # every other point, first after the second when NetPIPE starts above 1 B), then 2048 from 4096
+    bases = [1024, 1536, 2048, 3072, 4096, 6144, 8192]
+    assert sizes(1024, 8192, 3) == [b + d for b in bases for d in (-3, 0, 3)]
 
 
 def test_single_size():
