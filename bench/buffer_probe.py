@@ -95,11 +95,17 @@ def main() -> int:
     ap.add_argument("--target-time", type=float, default=0.05, help="seconds per trial (default 0.05)")
     ap.add_argument("--configs", default=",".join(configs_all), help=f"subset of {','.join(configs_all)}")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    ap.add_argument(
+        "--thread-level",
+        default="funneled",
+        choices=["single", "funneled"],
+        help="MPI thread level to request (default funneled, as npmpi does; NetPIPE's MPI_Init is single)",
+    )
     args = ap.parse_args()
 
     import mpi4py
 
-    mpi4py.rc.thread_level = "funneled"  # as npmpi does
+    mpi4py.rc.thread_level = args.thread_level
     from mpi4py import MPI
 
     from npmpi import _ckernel

@@ -8,8 +8,8 @@ One command, as root on Debian 12 (installs what it needs, then about 8 minutes 
 It runs bench/setup-debian-mpi.sh (apt-get: netpipe-openmpi, openmpi-bin, libopenmpi-dev when
 missing; a separate .venv-debian-mpi whose mpi4py and npmpi C kernel are built with
 /usr/bin/mpicc), re-executes itself in that environment, then for each transport (shared memory:
-`--mca pml ob1 --mca btl vader,self`; TCP: `--mca pml ob1 --mca btl tcp,self`) runs, interleaved
-round after round under /usr/bin/mpirun with the same binding,
+`--mca pml ob1 --mca btl vader,self`; TCP: `--mca pml ob1 --mca btl tcp,self`) runs, under
+/usr/bin/mpirun with the same binding, round after round (interleaved, so noise hits all alike):
 
     NPopenmpi -p 0 -u 8388608                        NetPIPE 3.7.2 (Debian), default "cache" mode
     python -m npmpi -p 0 -u 8M --kernel c           npmpi's C kernel
@@ -17,9 +17,10 @@ round after round under /usr/bin/mpirun with the same binding,
     python -m mpi4py.bench pingpong -n 8388608      mpi4py's own Python ping-pong
 
 on NetPIPE's size schedule without perturbation (1, 2, 3, 4, 6, 8, 12, 16, 24, … 8 MiB: every
-power of two and the midpoints). Then bench/buffer_probe.py times npmpi's C loop with one buffer
-(NetPIPE's cache mode) and with two (npmpi's layout). Prints the tables, writes a plot
-(--plot) and the raw figures (the plot's path with .json).
+power of two and the midpoints). Then short 1-8 B runs of each (and of npmpi's C loop as a plain C
+program, with two MPI thread levels) for the latency figures, and bench/buffer_probe.py, which
+times npmpi's C loop on NetPIPE's buffers and on npmpi's. Prints the tables, writes a plot
+(--plot) and the raw figures (the plot's path with .json; --report-from prints them again).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ TOOL_LABEL = {
     "python": "npmpi Python",
     "mpi4py": "mpi4py.bench",
     "netpipe-I": "NPopenmpi -I",
+    "c-single": "standalone SINGLE",
+    "c-funneled": "standalone FUNNELED",
 }
 KIB, MIB = 1 << 10, 1 << 20
 # (label, kind, size): latency = one-way time in us, bandwidth = decimal Gbit/s of one message
@@ -75,6 +78,62 @@ PEER_METRICS = [
     ("peak bandwidth (Gbit/s)", "peak", None),
 ]
 PROBE_SIZES = [1, KIB, 64 * KIB, MIB, 8 * MIB]
+
+
+# npmpi's C kernel loop as a standalone program (no Python), built with /usr/bin/mpicc: shows what
+# the thread level asked of MPI costs. argv: thread level (single|funneled), sizes in bytes.
+# Prints "size one-way-seconds" per size: best of 3 trials of about 0.1 s, after a calibration.
+STANDALONE_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static double trial(char *s, char *r, int n, long it, int rank) {
+    int peer = 1 - rank;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now();
+    for (long i = 0; i < it; i++) {
+        if (rank == 0) {
+            MPI_Send(s, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            MPI_Recv(r, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(r, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(s, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+        }
+    }
+    return now() - t0;
+}
+int main(int argc, char **argv) {
+    int provided, rank;
+    int level = strcmp(argv[1], "single") == 0 ? MPI_THREAD_SINGLE : MPI_THREAD_FUNNELED;
+    MPI_Init_thread(&argc, &argv, level, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int a = 2; a < argc; a++) {
+        int n = atoi(argv[a]);
+        char *s = calloc(n + 1, 1), *r = calloc(n + 1, 1);
+        long it = 1000;
+        double per = trial(s, r, n, it, rank) / it;
+        it = (long)(0.1 / per);
+        MPI_Bcast(&it, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        trial(s, r, n, it / 10 + 2, rank);
+        double best = 1e30;
+        for (int k = 0; k < 3; k++) {
+            double t = trial(s, r, n, it, rank);
+            if (t < best) best = t;
+        }
+        if (rank == 0) printf("%d %.12e\n", n, best / it / 2);
+        free(s); free(r);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
 
 
 def say(text: str) -> None:
@@ -184,13 +243,21 @@ def run_mpi4py_bench(transport: str, args, work: Path, tag: str) -> tuple[Curve,
 def run_latency_duel(transport: str, args, work: Path) -> tuple[dict[str, list[Curve]], float]:
     """Short runs, 1 B to 8 B, alternating NPopenmpi, npmpi C, npmpi Python: many samples of latency."""
     short = argparse.Namespace(**{**vars(args), "upper": 8})
-    runs: dict[str, list[Curve]] = {"netpipe": [], "c": [], "python": []}
+    runs: dict[str, list[Curve]] = {t: [] for t in ("netpipe", "c", "python", "c-single", "c-funneled")}
+    exe = work / "pingpong_c"
+    if not exe.exists():
+        (work / "pingpong_c.c").write_text(STANDALONE_C)
+        subprocess.run(["/usr/bin/mpicc", "-O2", "-o", str(exe), str(work / "pingpong_c.c")], check=True)
     total = 0.0
     for i in range(args.latency_runs):
         for tool in runs:
             tag = f"lat-{transport}-{tool}-{i}"
             if tool == "netpipe":
                 curve, took = run_netpipe(transport, short, work, tag)
+            elif tool.startswith("c-"):
+                level = tool.split("-")[1]
+                stdout, took = run(mpirun(transport, args.bind_to, [str(exe), level, "1", "8"]), work, tag)
+                curve = {int(a): float(b) for a, b in (line.split() for line in stdout.split("\n") if line)}
             else:
                 curve, took = run_npmpi(tool, transport, short, work, tag)
             runs[tool].append(curve)
@@ -198,10 +265,12 @@ def run_latency_duel(transport: str, args, work: Path) -> tuple[dict[str, list[C
     return runs, total
 
 
-def run_probe(transport: str, args, work: Path, mca: tuple[str, ...] = ()) -> tuple[dict[str, Curve], float]:
+def run_probe(
+    transport: str, args, work: Path, mca: tuple[str, ...] = (), extra: tuple[str, ...] = ()
+) -> tuple[dict[str, Curve], float]:
     sizes = ",".join(str(s) for s in PROBE_SIZES if s <= args.upper)
     prog = [str(VENV / "bin" / "python"), str(ROOT / "bench" / "buffer_probe.py"), "--json", "--sizes", sizes]
-    prog += ["--rounds", str(args.probe_rounds), "--target-time", "0.03"]
+    prog += ["--rounds", str(args.probe_rounds), "--target-time", "0.03", *extra]
     stdout, took = run(mpirun(transport, args.bind_to, prog, mca), work, "buffer_probe")
     data = json.loads(stdout.strip().splitlines()[-1])
     return {lay: {int(k): v for k, v in d.items()} for lay, d in data.items()}, took
@@ -327,6 +396,15 @@ def targets(name: str, results: dict, duel: dict[str, list[Curve]] | None = None
         f"{len(results['netpipe'])} for peak bandwidth):",
         f"  npmpi C latency at 1 B within 5 % of NPopenmpi: C/NP {lat_c_best:.3f} "
         f"({min(lat['c']):.3f} vs {min(lat['netpipe']):.3f} us) -> {verdict(abs(lat_c_best - 1) <= 0.05)}",
+        *(
+            [
+                "    (the same loop without Python: MPI_THREAD_SINGLE "
+                f"{min(c[1] for c in duel['c-single']) * 1e6 / min(lat['netpipe']):.3f}, MPI_THREAD_FUNNELED "
+                f"{min(c[1] for c in duel['c-funneled']) * 1e6 / min(lat['netpipe']):.3f} of NPopenmpi)"
+            ]
+            if duel and duel.get("c-single") and duel.get("c-funneled")
+            else []
+        ),
         f"  npmpi C peak bandwidth within 5 % of NPopenmpi: C/NP {peak_c_best:.3f} ({rng(peak_c)}) "
         f"-> {verdict(abs(peak_c_best - 1) <= 0.05)}",
         f"  Python kernel's added one-way latency over C at 1 B < 0.5 us: {added_best:.3f} us "
@@ -339,20 +417,21 @@ def targets(name: str, results: dict, duel: dict[str, list[Curve]] | None = None
 
 def duel_table(name: str, runs: dict[str, list[Curve]]) -> list[str]:
     n = len(runs["netpipe"])
+    tools = [t for t in ("netpipe", "c", "python", "c-single", "c-funneled") if t in runs]
     lines = [
-        f"== latency, {TRANSPORTS[name][0]}: {n} short runs each (1-8 B), alternating NPopenmpi, npmpi C, "
-        "npmpi Python; one-way us",
+        f"== latency, {TRANSPORTS[name][0]}: {n} short runs each (1-8 B), alternating; one-way us, "
+        "median [min-max]; the ratios use each tool's best (min)",
+        "   standalone: npmpi's C loop as a plain C program (no Python), with MPI_THREAD_SINGLE (what",
+        "   NetPIPE's MPI_Init gives) or MPI_THREAD_FUNNELED (what npmpi asks for)",
     ]
-    head = f"{'size':6s}" + "".join(
-        f"{TOOL_LABEL[t] + ' best':>18s}{'median [min-max]':>24s}" for t in ("netpipe", "c", "python")
-    )
+    head = f"{'size':6s}" + "".join(f"{TOOL_LABEL[t]:>22s}" for t in tools)
     head += f"{'C/NP best':>11s}{'Py-C best':>11s}"
     lines += [head, "-" * len(head)]
     for size in (1, 8):
         row = f"{size:4d} B"
-        vals = {t: [c[size] * 1e6 for c in runs[t] if size in c] for t in runs}
-        for t in ("netpipe", "c", "python"):
-            row += f"{min(vals[t]):18.3f}{spread(vals[t], 3):>24s}"
+        vals = {t: [c[size] * 1e6 for c in runs[t] if size in c] for t in tools}
+        for t in tools:
+            row += f"{spread(vals[t], 3):>22s}"
         row += f"{min(vals['c']) / min(vals['netpipe']):11.3f}{min(vals['python']) - min(vals['c']):11.3f}"
         lines.append(row)
     return lines
@@ -433,19 +512,19 @@ def plot(all_results: dict, path: Path) -> None:
             sizes = sorted(set.intersection(*(set(c) for c in curves)))
             t = np.array([[c[s] for s in sizes] for c in curves])
             s = np.array(sizes, dtype=float)
-            med, lo, hi = np.median(t, axis=0), t.min(axis=0), t.max(axis=0)
+            lo, hi = t.min(axis=0), t.max(axis=0)
             label = TOOL_LABEL[tool]
             line = {"color": color[tool], "ls": dash[tool], "lw": 1.3, "label": label}
-            ax_t.plot(s, med * 1e6, **line)
+            ax_t.plot(s, lo * 1e6, **line)
             ax_t.fill_between(s, lo * 1e6, hi * 1e6, color=color[tool], alpha=0.15, lw=0)
             bw = s * 8 / t / 1e9
-            ax_b.plot(s, np.median(bw, axis=0), **line)
+            ax_b.plot(s, bw.max(axis=0), **line)
             ax_b.fill_between(s, bw.min(axis=0), bw.max(axis=0), color=color[tool], alpha=0.15, lw=0)
         label = TRANSPORTS[name][0]
         ax_t.set(xscale="log", yscale="log", xlabel="message size (B)", ylabel="one-way time (us)")
-        ax_t.set_title(f"{label}: one-way time (median, band = min-max over rounds)")
+        ax_t.set_title(f"{label}: one-way time (line: best round; band: all rounds)")
         ax_b.set(xscale="log", xlabel="message size (B)", ylabel="bandwidth (Gbit/s, decimal)")
-        ax_b.set_title(f"{label}: bandwidth")
+        ax_b.set_title(f"{label}: bandwidth (line: best round; band: all rounds)")
         for ax in (ax_t, ax_b):
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(loc="upper left")
@@ -471,6 +550,7 @@ def describe() -> list[str]:
         )
         return proc.stdout.strip() or "?"
 
+    library = MPI.Get_library_version().replace("\0", "").splitlines()[0].strip()
     cpu = "?"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -481,7 +561,7 @@ def describe() -> list[str]:
         pass
     return [
         f"host: {platform.node()}, {os.cpu_count()} CPUs ({cpu}), {platform.platform()}",
-        f"MPI: {MPI.Get_library_version().splitlines()[0].strip()}; mpirun {MPIRUN}; "
+        f"MPI: {library}; mpirun {MPIRUN}; "
         f"netpipe-openmpi {dpkg_version('netpipe-openmpi')}; mpi4py {mpi4py.__version__} "
         f"(built with /usr/bin/mpicc); Python {platform.python_version()}",
     ]
@@ -491,7 +571,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds per transport (default 4)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per transport (default 3)")
     ap.add_argument(
         "--transports", default="shm,tcp", help="comma-separated: shm (vader,self), tcp (tcp,self)"
     )
@@ -506,8 +586,8 @@ def main() -> int:
     ap.add_argument(
         "--latency-runs",
         type=int,
-        default=5,
-        help="short 1-8 B runs per tool, alternating, for the latency targets (default 5; 0 skips)",
+        default=4,
+        help="short 1-8 B runs per tool, alternating, for the latency targets (default 4; 0 skips)",
     )
     ap.add_argument("--probe-rounds", type=int, default=5, help="bench/buffer_probe.py --rounds (default 5)")
     ap.add_argument("--no-probe", action="store_true", help="skip the one-buffer/two-buffer probe")
@@ -635,7 +715,7 @@ def report(data: dict, plot_path: Path, raw: Path) -> None:
     data = int_keys(json.loads(json.dumps(data)))
     all_results, probes, probe_refs = data["results"], data["probe"], data["probe_refs"]
     args = argparse.Namespace(bind_to=data.get("bind_to", "core"))
-    out = [*data["header"], ""]
+    out = [line.replace("\0", "") for line in data["header"]] + [""]
     for name in all_results:
         out += transport_table(name, all_results[name], args)
         out.append("")

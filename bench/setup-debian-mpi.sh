@@ -57,7 +57,7 @@ from mpi4py import MPI
 
 from npmpi import _build_info
 
-lib = MPI.Get_library_version().splitlines()[0].strip()
+lib = MPI.Get_library_version().replace("\0", "").splitlines()[0].strip()
 problems = []
 if "Debian" not in lib:
     problems.append(f"mpi4py uses {lib!r}, not Debian's Open MPI")
@@ -69,7 +69,7 @@ else:
     from npmpi import _ckernel
 
     maps = [line.split()[-1] for line in open("/proc/self/maps") if "libmpi.so" in line]
-    if _ckernel.library_version().splitlines()[0].strip() != lib or any(
+    if _ckernel.library_version().replace("\0", "").splitlines()[0].strip() != lib or any(
         not p.startswith(("/usr/lib/", "/lib/")) for p in maps
     ):
         problems.append(f"the C kernel is not on Debian's libmpi (mapped: {sorted(set(maps))})")
