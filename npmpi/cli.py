@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import mpi4py
 
-    mpi4py.rc.thread_level = "funneled"
+    from npmpi.power import node_meter_specs
+    from npmpi.threadlevel import requested_level
+
+    mpi4py.rc.thread_level = requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters))))
     try:
         from mpi4py import MPI
     except ImportError as exc:  # e.g. libmpi missing
@@ -191,8 +194,29 @@ def _provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, c
     }
 
 
+def _thread_attrs(opts: Options, layout, thread_levels: list[tuple[int, bool]]) -> dict[str, Any]:
+    """Root attributes on the MPI thread levels: what was asked, what the pair got, and a note when
+    a rank that samples meters got MPI_THREAD_SINGLE (its launcher did not say which rank it was)."""
+    from npmpi.threadlevel import level_name
+
+    a, b = layout.pair
+    note = ""
+    short = [r for r, (provided, threads) in enumerate(thread_levels) if threads and provided < 1]
+    if short:
+        note = (
+            f"rank {short[0]} samples meters in threads but got MPI_THREAD_SINGLE (the launcher did not "
+            "tell it was a power rank); its threads never call MPI. Add --thread-level funneled to be strict"
+        )
+    return {
+        "thread_level_requested": opts.thread_level,
+        "thread_level_pair": f"{level_name(thread_levels[a][0])},{level_name(thread_levels[b][0])}",
+        "thread_level_note": note,
+    }
+
+
 def _mode_attrs(opts: Options, layout) -> dict[str, Any]:
     """The mode's root attributes (docs/file-format.md), with the number of pairs actually run."""
+    from npmpi.buffers import thp_policy
     from npmpi.modes import mode_factors
 
     pairs = len(layout.pairs)
@@ -204,6 +228,9 @@ def _mode_attrs(opts: Options, layout) -> dict[str, Any]:
         "async": bool(opts.async_),
         "cache_cold": bool(opts.cache_cold),
         "cache_pool_bytes": opts.pool_bytes if opts.cache_cold else 0,
+        "buffers": opts.buffers,
+        "huge_pages": opts.huge_pages,
+        "thp_policy": thp_policy(),
         "bytes_per_iteration_factor": factors.bytes_per_iteration_factor,
         "one_way_divisor": factors.one_way_factor,
     }
@@ -240,10 +267,12 @@ def _memory_problem(pool: int) -> str | None:
 
 def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
     from npmpi import sweep
+    from npmpi.buffers import huge_pages_problem
     from npmpi.kernels import get_kernels
     from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
     from npmpi.power import power_rank_main
     from npmpi.ranks import discover_roles, open_power_rank
+    from npmpi.threadlevel import level_problem
 
     rank = comm.Get_rank()
     stop = sweep.StopFlag()
@@ -277,9 +306,16 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
                     kernel = get_kernels(opts.kernel)
                 except NpmpiError as exc:
                     problem = str(exc)
+        if problem is None and role in (ROLE_TRANSMITTER, ROLE_REFLECTOR):
+            problem = huge_pages_problem(opts.huge_pages)
         if problem is None and role == ROLE_POWER:
             problem = open_power_rank(roles, opts.meter_optional, opts.sample_interval_s)
+        provided = MPI.Query_thread()
+        runs_threads = role == ROLE_POWER and bool(roles.samplers)
+        if problem is None:
+            problem = level_problem(provided, runs_threads, opts.thread_level)
         gathered_power = comm.gather(roles.power_info, root=0)
+        thread_levels = comm.gather((provided, runs_threads), root=0)
         output = None
         calibration = None
         if rank == 0 and problem is None:
@@ -310,7 +346,17 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
         power_nodes = [gathered_power[r] for r in layout.power_ranks]
         try:
             return _transmit(
-                MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes, calibration
+                MPI,
+                comm,
+                opts,
+                argv,
+                layout,
+                (kernel, kernel_note),
+                output,
+                stop,
+                power_nodes,
+                calibration,
+                thread_levels,
             )
         finally:
             # a stop signal's abandon timer must not outlive the run: at exit it would end rank 0 with
@@ -391,22 +437,26 @@ def _store_offsets(writer, offsets, which: str) -> None:
 
 
 def _transmit(
-    MPI, comm, opts, argv, layout, kernel, kernel_note, output, stop, power_nodes, calibration=None
+    MPI, comm, opts, argv, layout, kernel_info, output, stop, power_nodes, calibration, thread_levels
 ) -> int:
     from npmpi import sweep
     from npmpi.clock import measure_c_clock, measure_python_clock
     from npmpi.console import Console
     from npmpi.power import PowerCollector
     from npmpi.runfile import RunWriter
+    from npmpi.threadlevel import level_name
 
+    kernel, kernel_note = kernel_info
     clock = measure_c_clock() if opts.kernel == "c" else measure_python_clock()
     attrs = _provenance(MPI, opts, argv, layout, kernel_note, clock)
+    attrs.update(_thread_attrs(opts, layout, thread_levels))
     points = sweep.schedule_for(opts)
     console = Console(quiet=opts.quiet)
     layout_rows = {
         "host": list(layout.hosts),
         "node_index": list(layout.node_of_rank),
         "role": list(layout.roles),
+        "thread_level": [level_name(provided) for provided, _ in thread_levels],
     }
     writer = None
     transmitter = None
@@ -438,6 +488,8 @@ def _transmit(
 
         stop.mark_file = mark_file
         console.header(attrs, layout, opts, points, output)
+        if attrs["thread_level_note"]:
+            console.note(attrs["thread_level_note"])
         if collector is not None:
             _power_setup(writer, collector, layout, power_nodes, opts, console)
             if calibration is not None:

@@ -8,6 +8,13 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from npmpi.buffers import (
+    ARRANGEMENT_NETPIPE,
+    ARRANGEMENT_SEPARATE,
+    ARRANGEMENTS,
+    HUGE_PAGE_CHOICES,
+    HUGE_PAGES_SYSTEM,
+)
 from npmpi.errors import UsageError
 from npmpi.kernels import KERNEL_NAMES
 from npmpi.modes import (
@@ -33,6 +40,8 @@ DEFAULT_MAX_ROUND_TRIP_S = 1.0
 MAX_TARGET_TIME_S = 3600.0
 MAX_REPEATS = 1_000_000_000
 DEFAULT_BASELINE_S = 3.0
+THREAD_LEVEL_AUTO = "auto"
+THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 MAX_BASELINE_S = 3600.0
 
 
@@ -64,6 +73,9 @@ class Options:
     async_: bool = False
     cache_cold: bool = False
     cache_pool_bytes: int = DEFAULT_CACHE_POOL_BYTES
+    buffers: str = ARRANGEMENT_SEPARATE
+    huge_pages: str = HUGE_PAGES_SYSTEM
+    thread_level: str = THREAD_LEVEL_AUTO
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -257,6 +269,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --cache-cold: bytes of each send and receive pool per rank; make it larger than the "
         "last-level cache (default: 64M, at least two of the largest message)",
     )
+    g.add_argument(
+        "--buffers",
+        default=ARRANGEMENT_SEPARATE,
+        metavar="ARRANGEMENT",
+        help="'separate': send from one buffer, receive into another, both kept for the whole run "
+        "(OSU, IMB); 'netpipe': one buffer per size, 16 KiB-aligned, sent from and received into, so "
+        "the reflector returns what it received (NetPIPE's default). Over single-copy shared memory "
+        "the two differ by up to 2x (docs/netpipe-comparison.md) (default: %(default)s)",
+    )
+    g.add_argument(
+        "--huge-pages",
+        default=HUGE_PAGES_SYSTEM,
+        metavar="CHOICE",
+        help="message buffers on transparent huge pages: 'system' (no advice: the kernel's policy "
+        "decides, as for an application's malloc), 'on' (huge-page aligned, MADV_HUGEPAGE) or 'off' "
+        "(MADV_NOHUGEPAGE); what the kernel gave is stored per size (default: %(default)s)",
+    )
     g = p.add_argument_group("kernel and checks")
     g.add_argument(
         "--kernel",
@@ -270,6 +299,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="verify every message, not only the last of each size (slower: the run is "
         "marked as not comparable for timing)",
+    )
+    g.add_argument(
+        "--thread-level",
+        default=THREAD_LEVEL_AUTO,
+        metavar="LEVEL",
+        help="MPI thread support each rank asks for: 'auto' (MPI_THREAD_SINGLE on ranks that run no "
+        "other thread, as NetPIPE; MPI_THREAD_FUNNELED on power ranks, whose meter threads never call "
+        "MPI), or single, funneled, serialized, multiple for every rank; some libraries add a "
+        "few tens of ns per message above single. The level each rank got is stored (default: %(default)s)",
     )
     g = p.add_argument_group("power (one extra rank per node samples that node's meters)")
     g.add_argument(
@@ -378,6 +416,34 @@ def parse_options(argv: list[str]) -> Options:
         raise UsageError(
             f"--cache-pool {ns.cache_pool}: give at least 4K (it should exceed the last-level cache)"
         )
+    if ns.buffers not in ARRANGEMENTS:
+        raise UsageError(
+            f"--buffers {ns.buffers!r}: unknown arrangement; choose one of: {', '.join(ARRANGEMENTS)}"
+        )
+    if ns.buffers == ARRANGEMENT_NETPIPE:
+        clash = (
+            f"--mode {ns.mode}"
+            if ns.mode != MODE_PINGPONG
+            else "--async"
+            if ns.async_
+            else "--cache-cold"
+            if ns.cache_cold
+            else None
+        )
+        if clash:
+            raise UsageError(
+                f"--buffers netpipe does not combine with {clash}: one buffer both sent from and received "
+                "into is only defined for plain ping-pong (a pending receive may not share a send's buffer)"
+            )
+    if ns.huge_pages not in HUGE_PAGE_CHOICES:
+        raise UsageError(
+            f"--huge-pages {ns.huge_pages!r}: unknown choice; choose one of: {', '.join(HUGE_PAGE_CHOICES)}"
+        )
+    if ns.thread_level not in (THREAD_LEVEL_AUTO, *THREAD_LEVELS):
+        raise UsageError(
+            f"--thread-level {ns.thread_level!r}: unknown level; choose one of: "
+            f"{', '.join((THREAD_LEVEL_AUTO, *THREAD_LEVELS))}"
+        )
     if ns.kernel not in KERNEL_NAMES:
         raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
     for text in ns.meter:
@@ -419,6 +485,9 @@ def parse_options(argv: list[str]) -> Options:
         async_=ns.async_,
         cache_cold=ns.cache_cold,
         cache_pool_bytes=ns.cache_pool if ns.cache_pool is not None else DEFAULT_CACHE_POOL_BYTES,
+        buffers=ns.buffers,
+        huge_pages=ns.huge_pages,
+        thread_level=ns.thread_level,
     )
 
 

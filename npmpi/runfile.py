@@ -21,7 +21,9 @@ import numpy as np
 from npmpi.errors import RunFileError
 
 FORMAT_NAME = "npmpi-run"
-FORMAT_VERSION = (1, 2)  # 1.1 added the /power group; 1.2 the mode attributes and pair_trial_s
+# 1.1 added the /power group; 1.2 the mode attributes and pair_trial_s; 1.3 the buffer and thread
+# level attributes, /layout/thread_level and /pingpong/buffer_huge_page_bytes
+FORMAT_VERSION = (1, 3)
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
@@ -63,6 +65,7 @@ class SizeResult:
     trial_end_unix_s: list[float]
     data_verified: bool = True
     pair_trial_s: list[list[float]] | None = None  # [pairs][trials] with --pairs > 1
+    buffer_huge_page_bytes: int = -1  # the transmitter's buffers on transparent huge pages; -1 unknown
 
 
 def _to_attr(value: Any) -> Any:
@@ -148,6 +151,9 @@ class RunWriter:
             maxshape = (None, trials) if per_trial else (None,)
             chunks = (64, trials) if per_trial else (256,)
             pp.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks)
+        pp.create_dataset(
+            "buffer_huge_page_bytes", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(256,)
+        )
         pairs = self.pairs
         if pairs > 1:
             pp.create_dataset(
@@ -183,6 +189,9 @@ class RunWriter:
                 ds[n, :] = row
             else:
                 ds[n] = value
+        ds = pp["buffer_huge_page_bytes"]
+        ds.resize(n + 1, axis=0)
+        ds[n] = result.buffer_huge_page_bytes
         if self.pairs > 1:
             ds = pp["pair_trial_s"]
             ds.resize(n + 1, axis=0)
@@ -283,6 +292,7 @@ class PingPong:
     trial_end_unix_s: np.ndarray
     data_verified: np.ndarray
     pair_trial_s: np.ndarray | None = None  # [n, pairs, trials] with --pairs > 1 (format 1.2), else None
+    buffer_huge_page_bytes: np.ndarray | None = None  # [n] (format 1.3; -1 unknown), else None
 
     def __len__(self) -> int:
         return len(self.size_bytes)
@@ -596,6 +606,17 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
         ):
             raise RunFileError(f"{p}: /pingpong/pair_trial_s has an unexpected shape {ds.shape} or type")
         pp.pair_trial_s = np.asarray(_read_rows(ds, n, p, "/pingpong/pair_trial_s"), dtype=np.float64)
+    ds = _member(
+        g, "buffer_huge_page_bytes", p, "/pingpong/buffer_huge_page_bytes", dataset=True, required=False
+    )
+    if ds is not None:
+        if len(ds.shape) != 1 or ds.dtype.kind not in "iu" or ds.shape[0] < n:
+            raise RunFileError(
+                f"{p}: /pingpong/buffer_huge_page_bytes has an unexpected shape {ds.shape} or type"
+            )
+        pp.buffer_huge_page_bytes = np.asarray(
+            _read_rows(ds, n, p, "/pingpong/buffer_huge_page_bytes"), dtype=np.int64
+        )
     _check_values(p, pp)
     return pp
 

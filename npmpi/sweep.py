@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi import buffers
+from npmpi.buffers import ARRANGEMENT_NETPIPE
 from npmpi.errors import DataMismatch, Interrupted
 from npmpi.kernels import KernelFn, TransferFn
 from npmpi.layout import Layout
@@ -92,13 +94,6 @@ class Patterns:
         return self.base[off : off + size]
 
 
-def allocate_buffers(largest_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Send and receive buffers, touched now so page faults stay out of the timed loops."""
-    sbuf = np.zeros(max(largest_bytes, 1), dtype=np.uint8)
-    rbuf = np.zeros(max(largest_bytes, 1), dtype=np.uint8)
-    return sbuf, rbuf
-
-
 class MessageLoop:
     """One rank's side of the timed loop in the run's mode, with its send and receive pools.
 
@@ -113,8 +108,15 @@ class MessageLoop:
         self.transmitter = transmitter
         self.plain = opts.mode == MODE_PINGPONG and not opts.async_ and not opts.cache_cold
         self.pool = opts.pool_bytes
-        self.sbuf, self.rbuf = allocate_buffers(self.pool)
+        self.huge_pages = opts.huge_pages
+        self.one_buffer = opts.buffers == ARRANGEMENT_NETPIPE
+        if self.one_buffer:  # NetPIPE's: allocated per size (set_size), sent from and received into
+            self.sbuf = self.rbuf = np.zeros(1, dtype=np.uint8)
+        else:
+            self.sbuf = buffers.allocate(self.pool, self.huge_pages)
+            self.rbuf = buffers.allocate(self.pool, self.huge_pages)
         self.size, self.regions, self.stride = 0, 1, 0
+        self.own_origin = 0
 
     @property
     def receives_data(self) -> bool:
@@ -127,9 +129,23 @@ class MessageLoop:
     def set_size(self, size: int, patterns: Patterns, origin_rank: int) -> None:
         """Fill every region this size uses with this rank's pattern and clear the receive regions."""
         self.size = size
+        self.own_origin = origin_rank
+        if self.one_buffer:
+            # a fresh buffer per size, as NetPIPE allocates one; the transmitter's holds its
+            # pattern, the reflector's is cleared (it sends back what it receives)
+            self.sbuf = self.rbuf = None  # the last size's map is released before the next one
+            self.sbuf = self.rbuf = buffers.allocate(size, self.huge_pages, buffers.NETPIPE_ALIGN_BYTES)
+            self.regions, self.stride = 1, 0
+            if self.transmitter:
+                self.sbuf[:size] = patterns.expected(origin_rank, size)
+            return
         self.regions, self.stride = regions_for(self.mode, self.window, self.cache_cold, self.pool, size)
         self._send_view()[:] = patterns.expected(origin_rank, size)
         self._recv_view()[:] = 0
+
+    def huge_page_bytes(self) -> int:
+        """Bytes of this rank's message buffers' maps on transparent huge pages (-1: unknown)."""
+        return buffers.huge_page_bytes((self.sbuf,) if self.one_buffer else (self.sbuf, self.rbuf))
 
     def _send_view(self) -> np.ndarray:
         return _regions_view(self.sbuf, self.regions, self.stride, self.size)
@@ -164,13 +180,18 @@ class MessageLoop:
         return np.arange(first * per, first * per + count) % self.regions
 
     def clear_received(self, first: int, iterations: int) -> None:
+        if self.one_buffer and self.transmitter:
+            return  # its one buffer is what it sends next
         self._recv_view()[self._touched(first, iterations)] = 0
 
     def received_ok(self, patterns: Patterns, origin_rank: int, first: int, iterations: int) -> bool:
         """Every region that iterations [first, first + iterations) received into holds the sender's
-        pattern, every byte of it (a region is cleared before it receives)."""
+        pattern, every byte of it (a region is cleared before it receives). With one buffer the
+        transmitter's own pattern travels both ways, so both sides expect it."""
         if not self.receives_data:
             return True
+        if self.one_buffer and self.transmitter:
+            origin_rank = self.own_origin
         got = self._recv_view()[self._touched(first, iterations)]
         return bool(
             np.array_equal(got, np.broadcast_to(patterns.expected(origin_rank, self.size), got.shape))
@@ -178,12 +199,14 @@ class MessageLoop:
 
     def corrupt(self, after_trials: bool) -> None:
         """Fault injection: what a faulty transport would deliver (the peer's data before the
-        trials; in stream mode, where the reflector only receives, what it received after them)."""
+        trials; in stream mode, where the reflector only receives, and with one buffer, which every
+        receive overwrites, what it received after them)."""
         if self.size == 0:
             return
         if not after_trials:
-            self._send_view()[:, self.size // 2] ^= 0xFF
-        elif self.mode == MODE_STREAM and self.receives_data:
+            if not self.one_buffer:
+                self._send_view()[:, self.size // 2] ^= 0xFF
+        elif (self.mode == MODE_STREAM or self.one_buffer) and self.receives_data:
             self._recv_view()[:, self.size // 2] ^= 0xFF
 
 
@@ -328,7 +351,16 @@ class Transmitter:
                 "The MPI transport corrupted or truncated a message; the run file keeps every size "
                 "before this one"
             )
-        return SizeResult(size, iterations, warm, trial_s, starts, ends, True)
+        return SizeResult(
+            size,
+            iterations,
+            warm,
+            trial_s,
+            starts,
+            ends,
+            True,
+            buffer_huge_page_bytes=self.loop.huge_page_bytes(),
+        )
 
     def _trial(self, size: int, iterations: int) -> tuple[float, float, float, bool]:
         """One trial of this rank's pair: (seconds, wall start, wall end, received data all right)."""
@@ -394,7 +426,17 @@ class Transmitter:
                 "before this one"
             )
         slowest = np.max(np.array(times), axis=0).tolist()  # the aggregate: all pairs' data moved
-        return SizeResult(size, iterations, warm, slowest, starts, ends, True, pair_trial_s=times)
+        return SizeResult(
+            size,
+            iterations,
+            warm,
+            slowest,
+            starts,
+            ends,
+            True,
+            pair_trial_s=times,
+            buffer_huge_page_bytes=self.loop.huge_page_bytes(),
+        )
 
     def sweep(self, points: list[SizePoint]) -> SweepOutcome:
         opts = self.opts

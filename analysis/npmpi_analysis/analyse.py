@@ -191,6 +191,10 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
         "trials_per_size": options.get("trials") if isinstance(options, dict) else None,
         "timing_comparable": attrs.get("timing_comparable"),
         "stopped_early": str(attrs.get("stopped_early", "")),
+        "buffers": str(attrs.get("buffers", "")),
+        "huge_pages": str(attrs.get("huge_pages", "")),
+        "thp_policy": str(attrs.get("thp_policy", "")),
+        "thread_level_pair": str(attrs.get("thread_level_pair", "")),
     }
     k = _argmax(bw.peak_bit_s)
     out["peak_bandwidth_bit_s"] = _f(bw.peak_bit_s[k]) if k is not None else None

@@ -62,6 +62,8 @@ def mode_label(attrs: dict) -> str:
     pairs = attrs.get("pairs", 1)
     if isinstance(pairs, (int, np.integer)) and pairs > 1:
         text += f", aggregate of {int(pairs)} pairs"
+    if attrs.get("buffers") == "netpipe":
+        text += ", one buffer per size (NetPIPE's)"
     return text
 
 

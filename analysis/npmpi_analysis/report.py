@@ -100,6 +100,12 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     out.append(f"  status: {status}; {s['sizes_analysed']} sizes analysed")
     out.append(f"  kernel: {s['kernel'] or '?'}; MPI library: {s['mpi_library_version'] or '?'}")
     out.append(f"  mode: {mode_label(a.attrs)}")
+    if s["buffers"]:  # format 1.3
+        out.append(
+            f"  buffers: {s['buffers']}; huge pages: {s['huge_pages']} "
+            f"(kernel policy {s['thp_policy'] or '?'}); "
+            f"MPI thread level of the pair: {s['thread_level_pair'] or '?'}"
+        )
     out.append(
         f"  platform: {s['platform'] or '?'}; Python {s['python_version'] or '?'}; "
         f"npmpi {s['npmpi_version'] or '?'}; mpi4py {s['mpi4py_version'] or '?'}"
