@@ -300,10 +300,8 @@ class Transmitter:
         self.state = "between"
         return best / chunk
 
-    def measure_size(self, size: int, iterations: int) -> SizeResult | None:
-        """All trials of one size; None when a stop request abandoned it."""
-        if self.multi:
-            return self._measure_size_pairs(size, iterations)
+    def _start_size(self, size: int, iterations: int) -> int:
+        """Command the size, fill the buffers and run the untimed warm-up; its iteration count."""
         opts = self.opts
         warm = warmup_iterations(iterations)
         self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
@@ -311,6 +309,14 @@ class Transmitter:
         self.state = "kernel"
         self.loop.run(self.comm, self.peer, warm)
         self.state = "trials"
+        return warm
+
+    def measure_size(self, size: int, iterations: int) -> SizeResult | None:
+        """All trials of one size; None when a stop request abandoned it."""
+        if self.multi:
+            return self._measure_size_pairs(size, iterations)
+        opts = self.opts
+        warm = self._start_size(size, iterations)
         trial_s, starts, ends = [], [], []
         verified = True
         for _ in range(opts.trials):
@@ -322,18 +328,8 @@ class Transmitter:
             self.sync[0] = 1
             self.comm.Send(self.sync, self.peer, SYNC_TAG)
             self.comm.Recv(self.sync, self.peer, SYNC_TAG)
-            if opts.integrity:
-                start = time.time()
-                total = 0.0
-                for k in range(iterations):
-                    self.loop.clear_received(k, 1)
-                    total += self._run_kernel(1, k)
-                    verified &= self.loop.received_ok(self.patterns, self.peer, k, 1)
-                end = time.time()
-            else:
-                start = time.time()
-                total = self._run_kernel(iterations)
-                end = time.time()
+            total, start, end, ok = self._trial(size, iterations)
+            verified &= ok
             trial_s.append(total)
             starts.append(start)
             ends.append(end)
@@ -382,12 +378,7 @@ class Transmitter:
     def _measure_size_pairs(self, size: int, iterations: int) -> SizeResult | None:
         """All trials of one size with several pairs; rank 0 runs pair 0 and starts every trial."""
         opts = self.opts
-        warm = warmup_iterations(iterations)
-        self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
-        self._prepare(size)
-        self.state = "kernel"
-        self.loop.run(self.comm, self.peer, warm)
-        self.state = "trials"
+        warm = self._start_size(size, iterations)
         own, starts, ends = [], [], []
         verified = True
         for _ in range(opts.trials):

@@ -183,46 +183,53 @@ def _mark_flagged(ax, a: RunAnalysis, x: np.ndarray, y: np.ndarray, color: str, 
         )
 
 
+def _errorbars(ax, x, y, yerr, color: str, label: str, **extra) -> None:
+    """One run's line with error bars, as every power figure draws it."""
+    ax.errorbar(x, y, yerr=yerr, fmt="o-", ms=3, lw=1, color=color, elinewidth=0.8, label=label, **extra)
+
+
+def _finish_power_plot(figure: tuple, runs: list[RunAnalysis], ylabel: str, title: str, text: str) -> Plot:
+    """Size axis, the y label (marked estimated/simulated where so), title, legend and caveats of a
+    power figure over message size; `figure` is (name, fig, ax, legend location)."""
+    name, fig, ax, legend_loc = figure
+    caveats = [a.caveat for a in runs]
+    _size_axis(ax, [a.bw.size_bytes for a in runs])
+    ax.set_ylabel(_power_ylabel(ylabel, caveats))
+    _title(ax, title, runs)
+    ax.legend(fontsize=8, loc=legend_loc)
+    _caveat_text(fig, caveats)
+    return Plot(name, fig, text, "; ".join(sorted({c for c in caveats if c})))
+
+
+def _twin_figure(runs: list[RunAnalysis]):
+    """A figure with a second y axis (the bandwidth, dashed): fig, ax, ax2, several runs."""
+    fig, (ax,) = _figure()
+    return fig, ax, ax.twinx(), len(runs) > 1
+
+
 def plot_power_bandwidth(runs: list[RunAnalysis]) -> Plot | None:
     """The job's mean power ± sigma_p and the bandwidth vs size (paper figs 3, 7-10)."""
     runs = [a for a in runs if a.power is not None]
     if not runs:
         return None
-    fig, (ax,) = _figure()
-    ax2 = ax.twinx()
-    several = len(runs) > 1
-    caveats = [a.caveat for a in runs]
+    fig, ax, ax2, several = _twin_figure(runs)
     for i, a in enumerate(runs):
         c = COLORS[i % len(COLORS)]
         x = a.bw.size_bytes
-        ax.errorbar(
-            x,
-            a.power.job_w,
-            yerr=a.power.job_sigma_w,
-            fmt="o-",
-            ms=3,
-            lw=1,
-            color=c,
-            elinewidth=0.8,
-            label=_legend_label(a, "power ± σ_p", several),
-        )
+        _errorbars(ax, x, a.power.job_w, a.power.job_sigma_w, c, _legend_label(a, "power ± σ_p", several))
         _mark_flagged(ax, a, x, a.power.job_w, "black", several)
         ax2.plot(x, a.bw.mean_bit_s / 1e9, "--", lw=1, color=c, alpha=0.8)
         if np.isfinite(a.power.idle_w):
             ax.axhline(
                 a.power.idle_w, color=c, ls=":", lw=1, label=_legend_label(a, "idle baseline", several)
             )
-    _size_axis(ax, [a.bw.size_bytes for a in runs])
-    ax.set_ylabel(_power_ylabel("power of all nodes (W)", caveats))
     ax2.set_ylabel("bandwidth, dashed (Gbit/s)")
-    _title(ax, "Power and bandwidth vs message size", runs)
-    ax.legend(fontsize=8, loc="upper left")
-    _caveat_text(fig, caveats)
-    return Plot(
-        "power_bandwidth",
-        fig,
+    return _finish_power_plot(
+        ("power_bandwidth", fig, ax, "upper left"),
+        runs,
+        "power of all nodes (W)",
+        "Power and bandwidth vs message size",
         "Mean power of all nodes in each size's window (± σ_p, solid) and the mean bandwidth (dashed).",
-        "; ".join(sorted({c for c in caveats if c})),
     )
 
 
@@ -231,43 +238,26 @@ def plot_energy_rate(runs: list[RunAnalysis]) -> Plot | None:
     runs = [a for a in runs if a.power is not None]
     if not runs:
         return None
-    fig, (ax,) = _figure()
-    ax2 = ax.twinx()
-    several = len(runs) > 1
-    caveats = [a.caveat for a in runs]
+    fig, ax, ax2, several = _twin_figure(runs)
     for i, a in enumerate(runs):
         c = COLORS[i % len(COLORS)]
         x = a.bw.size_bytes
         r = a.rate.rate_bit_j / 1e6
         lo = np.where(np.isfinite(a.rate.low_bit_j), r - a.rate.low_bit_j / 1e6, 0.0)
         hi = np.where(np.isfinite(a.rate.high_bit_j), a.rate.high_bit_j / 1e6 - r, 0.0)
-        ax.errorbar(
-            x,
-            r,
-            yerr=np.vstack([np.maximum(lo, 0), np.maximum(hi, 0)]),
-            fmt="o-",
-            ms=3,
-            lw=1,
-            color=c,
-            elinewidth=0.8,
-            capsize=1.5,
-            label=_legend_label(a, "energy rate (bounds (b∓σ_b)/(p±σ_p))", several),
-        )
+        label = _legend_label(a, "energy rate (bounds (b∓σ_b)/(p±σ_p))", several)
+        _errorbars(ax, x, r, np.vstack([np.maximum(lo, 0), np.maximum(hi, 0)]), c, label, capsize=1.5)
         _mark_flagged(ax, a, x, r, "black", several)
         ax2.plot(x, a.bw.mean_bit_s / 1e9, "--", lw=1, color=c, alpha=0.8)
-    _size_axis(ax, [a.bw.size_bytes for a in runs])
-    ax.set_ylabel(_power_ylabel("energy rate (Mbit/J)", caveats))
     ax2.set_ylabel("bandwidth, dashed (Gbit/s)")
     corr = "; ".join(f"{a.label}: r = {a.correlation:.4f}" for a in runs if np.isfinite(a.correlation))
-    _title(ax, "Energy rate and bandwidth vs message size" + (f" (corrcoef {corr})" if corr else ""), runs)
-    ax.legend(fontsize=8, loc="upper left")
-    _caveat_text(fig, caveats)
-    return Plot(
-        "energy_rate",
-        fig,
+    return _finish_power_plot(
+        ("energy_rate", fig, ax, "upper left"),
+        runs,
+        "energy rate (Mbit/J)",
+        "Energy rate and bandwidth vs message size" + (f" (corrcoef {corr})" if corr else ""),
         "Energy rate r = b/p (bits per joule) with the bounds (b+σ_b)/(p−σ_p) and (b−σ_b)/(p+σ_p), "
         "and the mean bandwidth (dashed).",
-        "; ".join(sorted({c for c in caveats if c})),
     )
 
 
@@ -278,35 +268,20 @@ def plot_energy_per_bit(runs: list[RunAnalysis]) -> Plot | None:
         return None
     fig, (ax,) = _figure()
     several = len(runs) > 1
-    caveats = [a.caveat for a in runs]
     for i, a in enumerate(runs):
         c = COLORS[i % len(COLORS)]
         x = a.bw.size_bytes
-        ax.errorbar(
-            x,
-            a.energy_pj_bit,
-            yerr=a.energy_sigma_pj_bit,
-            fmt="o-",
-            ms=3,
-            lw=1,
-            color=c,
-            elinewidth=0.8,
-            label=_legend_label(a, "total ± σ", several),
-        )
+        _errorbars(ax, x, a.energy_pj_bit, a.energy_sigma_pj_bit, c, _legend_label(a, "total ± σ", several))
         if a.dynamic_pj_bit is not None:
             dyn = np.where(a.dynamic_pj_bit > 0, a.dynamic_pj_bit, np.nan)
             ax.plot(x, dyn, "s--", ms=3, lw=1, color=c, alpha=0.7, label=_legend_label(a, "dynamic", several))
-    _size_axis(ax, [a.bw.size_bytes for a in runs])
     ax.set_yscale("log")
-    ax.set_ylabel(_power_ylabel("energy per bit (pJ/bit)", caveats))
-    _title(ax, "Energy per bit vs message size (dynamic: power above the idle baseline)", runs)
-    ax.legend(fontsize=8)
-    _caveat_text(fig, caveats)
-    return Plot(
-        "energy_per_bit",
-        fig,
+    return _finish_power_plot(
+        ("energy_per_bit", fig, ax, "best"),
+        runs,
+        "energy per bit (pJ/bit)",
+        "Energy per bit vs message size (dynamic: power above the idle baseline)",
         "Energy per bit moved, p/b, and its dynamic part (p − idle)/b, in picojoules per bit.",
-        "; ".join(sorted({c for c in caveats if c})),
     )
 
 
