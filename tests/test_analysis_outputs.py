@@ -423,6 +423,21 @@ def test_nan_and_negative_sample_times_are_reported_and_skipped(tmp_path, capsys
     assert "40 ± 0" in out
 
 
+def test_nan_negative_and_implausible_power_is_reported_and_skipped(tmp_path, capsys):
+    t = T0 + 0.1 * np.arange(300)
+    p = np.full(len(t), 40.0)
+    p[[7, 8, 9]] = [1e300, -1.0, np.nan]
+    nodes = [SynthNode([SynthChannel(t, p, sample_interval_s=0.1)], host="a")]
+    path = write_run(tmp_path / "r.h5", [1], [10], [[1.0]], [[T0 + 2]], nodes=nodes)
+    code, out, err = run_cli(capsys, path, "--json", tmp_path / "r.json")
+    assert code == 1 and err.count("\n") == 1
+    assert "/power/node0/channel0/power_w: 3 NaN, negative or implausible (above 1e+06 W)" in err
+    assert "(first at sample 7: 1e+300 W)" in err
+    assert "40 ± 0" in out
+    size = json.loads((tmp_path / "r.json").read_text())["runs"][0]["sizes"][0]
+    assert size["power_w"] == pytest.approx(40.0)
+
+
 def test_broken_power_part_still_gives_bandwidth(tmp_path, capsys):
     path = make_run(tmp_path / "a.h5")
     with h5py.File(path, "r+") as f:

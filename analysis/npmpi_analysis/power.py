@@ -20,6 +20,10 @@ from npmpi_analysis.compute import FLAG_NONE, WindowStats
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
 
+# No meter channel of one node (a wall meter, a PDU outlet, a BMC, RAPL, a GPU) reads a megawatt: such a
+# value is a corrupt sample or a unit mix-up (mW or µW stored as W), not power.
+MAX_PLAUSIBLE_CHANNEL_W = 1e6
+
 
 @dataclass
 class ChannelInfo:
@@ -130,11 +134,12 @@ def _channel_series(ch, where: str, delay_override: float | None, align, problem
             f"{where}/time_unix_s: {int(bad_t.sum())} NaN or negative time(s) (first at sample {k}): "
             "those samples are ignored"
         )
-    bad_p = ~bad_t & (~np.isfinite(p) | (p < 0))
+    bad_p = ~bad_t & (~np.isfinite(p) | (p < 0) | (p > MAX_PLAUSIBLE_CHANNEL_W))
     if bad_p.any():
         k = int(np.argmax(bad_p))
         problems.append(
-            f"{where}/power_w: {int(bad_p.sum())} NaN or negative power value(s) (first at sample {k}): "
+            f"{where}/power_w: {int(bad_p.sum())} NaN, negative or implausible (above "
+            f"{MAX_PLAUSIBLE_CHANNEL_W:.0e} W) power value(s) (first at sample {k}: {p[k]:g} W): "
             "those samples are ignored"
         )
     if bad_t.any() or bad_p.any():
