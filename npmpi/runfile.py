@@ -312,11 +312,11 @@ class PowerChannel:
     """One meter channel of one node: its attributes, samples (node-local wall clock) and faults."""
 
     attrs: dict[str, Any]
-    time_unix_s: np.ndarray
-    power_w: np.ndarray
-    energy_j: np.ndarray
-    volts: np.ndarray
-    amps: np.ndarray
+    time_unix_s: np.ndarray | None  # None: not read (load_run's sample_fields)
+    power_w: np.ndarray | None
+    energy_j: np.ndarray | None
+    volts: np.ndarray | None
+    amps: np.ndarray | None
     fault_time_unix_s: np.ndarray
     fault_message: list[str]
 
@@ -375,8 +375,11 @@ def _parse_version(text: str, p: Path) -> tuple[int, int]:
         raise RunFileError(f"{p}: format_version attribute {text!r} is not of the form MAJOR.MINOR") from None
 
 
-def load_run(path: str | os.PathLike) -> Run:
-    """Read a run file into plain arrays; RunFileError says what is wrong and where."""
+def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:
+    """Read a run file into plain arrays; RunFileError says what is wrong and where.
+
+    `sample_fields`: the per-sample datasets of the power channels to read (every one's shape is
+    still checked); the others are None. The analysis reads ("time_unix_s", "power_w") only."""
     import h5py
 
     p = Path(path)
@@ -398,7 +401,7 @@ def load_run(path: str | os.PathLike) -> Run:
         ) from None
     with f:
         try:
-            return _read_run(f, p)
+            return _read_run(f, p, sample_fields)
         except RunFileError:
             raise
         except MemoryError:
@@ -409,7 +412,7 @@ def load_run(path: str | os.PathLike) -> Run:
             raise RunFileError(f"{p}: cannot be read ({exc}); the file may be truncated or corrupt") from None
 
 
-def _read_run(f, p: Path) -> Run:
+def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:
     attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
     if attrs.get("format") != FORMAT_NAME:
         raise RunFileError(
@@ -434,7 +437,7 @@ def _read_run(f, p: Path) -> Run:
         notices.append(f"the run is {status}{': ' + msg if msg else ''}; completed sizes are analysed")
     layout = _read_layout(f, p)
     pingpong = _read_pingpong(f, p, attrs, notices)
-    power_attrs, power = _read_power(f, p, notices)
+    power_attrs, power = _read_power(f, p, notices, sample_fields)
     return Run(
         path=p,
         attrs=attrs,
@@ -489,7 +492,9 @@ def _numbered(group, prefix: str) -> list[str]:
     return sorted(names, key=lambda k: int(k[len(prefix) :]))
 
 
-def _read_power(f, p: Path, notices: list[str]) -> tuple[dict[str, Any], list[PowerNode]]:
+def _read_power(
+    f, p: Path, notices: list[str], sample_fields: tuple[str, ...] = SAMPLE_FIELDS
+) -> tuple[dict[str, Any], list[PowerNode]]:
     g = _member(f, "power", p, "/power", dataset=False, required=False)
     if g is None:
         return {}, []
@@ -526,6 +531,8 @@ def _read_power(f, p: Path, notices: list[str]) -> tuple[dict[str, Any], list[Po
             try:
                 data = {
                     name: np.asarray(_read_rows(ds, n, p, f"{where}/{name}"), dtype=np.float64)
+                    if name in sample_fields
+                    else None
                     for name, ds in arrays.items()
                 }
                 if fg is not None:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from npmpi.errors import RunFileError
-from npmpi.runfile import FORMAT_VERSION, RunWriter, SizeResult, load_run
+from npmpi.runfile import FORMAT_VERSION, SAMPLE_FIELDS, RunWriter, SizeResult, load_run
 
 LAYOUT = {"host": ["a", "a"], "node_index": [0, 0], "role": ["transmitter", "reflector"]}
 
@@ -114,3 +114,17 @@ def test_bad_files_give_clear_errors(tmp_path, setup, fragment):
     with pytest.raises(RunFileError) as e:
         load_run(p)
     assert fragment in str(e.value)
+
+
+def test_load_run_reads_only_the_sample_fields_asked_for(tmp_path):
+    from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
+
+    t = 1.7e9 + np.arange(10.0)
+    nodes = [SynthNode([SynthChannel(t, np.full(10, 50.0), sample_interval_s=1.0)])]
+    path = write_run(tmp_path / "r.h5", [1], [10], [[1.0]], [[1.7e9 + 2]], nodes=nodes)
+    full = load_run(path)
+    ch = full.power[0].channels[0]
+    assert all(getattr(ch, name) is not None and len(getattr(ch, name)) == 10 for name in SAMPLE_FIELDS)
+    part = load_run(path, ("time_unix_s", "power_w")).power[0].channels[0]
+    assert np.array_equal(part.power_w, ch.power_w) and np.array_equal(part.time_unix_s, ch.time_unix_s)
+    assert part.energy_j is None and part.volts is None and part.amps is None
