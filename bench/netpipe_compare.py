@@ -147,8 +147,8 @@ def in_debian_venv() -> bool:
     return Path(sys.prefix).resolve() == VENV.resolve()
 
 
-def setup_and_reexec(argv: list[str]) -> None:
-    """Run the set-up helper, then continue in .venv-debian-mpi (numpy, h5py, mpi4py, npmpi)."""
+def setup_and_reexec(argv: list[str], script: Path | None = None) -> None:
+    """Run the set-up helper, then continue script (default: this one) in .venv-debian-mpi."""
     say("== set-up: bench/setup-debian-mpi.sh")
     env = dict(os.environ, NPMPI_DEBIAN_VENV=str(VENV))
     rc = subprocess.run(["bash", str(ROOT / "bench" / "setup-debian-mpi.sh")], env=env, check=False)
@@ -156,7 +156,8 @@ def setup_and_reexec(argv: list[str]) -> None:
         raise SystemExit(f"netpipe_compare: set-up failed (exit {rc.returncode}); see the messages above")
     python = VENV / "bin" / "python"
     if not in_debian_venv():
-        os.execv(str(python), [str(python), str(Path(__file__).resolve()), *argv, "--no-setup"])
+        script = (script or Path(__file__)).resolve()
+        os.execv(str(python), [str(python), str(script), *argv, "--no-setup"])
 
 
 def mpi_env() -> dict[str, str]:
@@ -214,17 +215,30 @@ def run_netpipe(
 
 
 def run_npmpi(
-    kernel: str, transport: str, args, work: Path, tag: str, lower: int = 1, mca: tuple[str, ...] = ()
+    kernel: str,
+    transport: str,
+    args,
+    work: Path,
+    tag: str,
+    lower: int = 1,
+    mca: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
 ) -> tuple[Curve, float]:
+    """One npmpi sweep; extra: more npmpi options (e.g. --mode stream). Returns one message's time per
+    size (pingpong: round trip / 2; stream: per message; bidir: one exchange), best trial."""
     from npmpi.runfile import load_run
 
     out = work / f"npmpi-{tag}.h5"
     prog = [str(VENV / "bin" / "python"), "-m", "npmpi", "-p", "0", "-l", str(lower), "-u", str(args.upper)]
     prog += ["--trials", str(args.trials), "--target-time", str(args.target_time)]
-    prog += ["--kernel", kernel, "-q", "-o", str(out)]
+    prog += ["--kernel", kernel, *extra, "-q", "-o", str(out)]
     _, took = run(mpirun(transport, args.bind_to, prog, mca), work, f"npmpi --kernel {kernel} ({tag})")
-    pp = load_run(out).pingpong
-    return {int(s): float(t) for s, t in zip(pp.size_bytes, pp.one_way_s, strict=True)}, took
+    run_file = load_run(out)
+    pp = run_file.pingpong
+    # not pp.one_way_s, which is a ping-pong's (trial / 2 iterations): the file's one_way_divisor is
+    # 2 for pingpong, the window for stream, 1 for bidir (docs/file-format.md)
+    times = pp.best_trial_s / (float(run_file.attrs.get("one_way_divisor", 2)) * pp.iterations)
+    return {int(s): float(t) for s, t in zip(pp.size_bytes, times, strict=True)}, took
 
 
 def run_mpi4py_bench(transport: str, args, work: Path, tag: str) -> tuple[Curve, float]:
