@@ -471,8 +471,14 @@ def _member(group, name: str, p: Path, where: str, dataset: bool, required: bool
 
 
 def _read_rows(ds, n: int, p: Path, where: str) -> np.ndarray:
-    """The first n rows of a dataset, after checking that the file holds them (a file may claim any
-    shape: reading unallocated data would fill memory with nothing)."""
+    """The first n rows of a dataset, after checking that the file holds them."""
+    _check_stored(ds, n, p, where)
+    return ds[:n]
+
+
+def _check_stored(ds, n: int, p: Path, where: str) -> None:
+    """Refuse a dataset whose file does not hold its first n rows (a file may claim any shape:
+    reading unallocated data would fill memory with nothing). Costs no read of the data."""
     plist = ds.id.get_create_plist()
     if ds.is_virtual or plist.get_external_count() > 0:
         raise RunFileError(f"{p}: {where} keeps its data in another file; a run file keeps its own")
@@ -484,7 +490,6 @@ def _read_rows(ds, n: int, p: Path, where: str) -> np.ndarray:
             f"{p}: {where} claims shape {ds.shape} but the file holds {stored} bytes of it, "
             f"not the {need} bytes of its first {n} rows; the file is damaged or forged"
         )
-    return ds[:n]
 
 
 def _numbered(group, prefix: str) -> list[str]:
@@ -529,12 +534,11 @@ def _read_power(
                 ):
                     raise RunFileError(f"{p}: {where}/faults has an unexpected shape or type")
             try:
-                data = {
-                    name: np.asarray(_read_rows(ds, n, p, f"{where}/{name}"), dtype=np.float64)
-                    if name in sample_fields
-                    else None
-                    for name, ds in arrays.items()
-                }
+                data = {}
+                for name, ds in arrays.items():
+                    # every field is checked, so a damaged file is refused whatever a reader uses
+                    _check_stored(ds, n, p, f"{where}/{name}")
+                    data[name] = np.asarray(ds[:n], dtype=np.float64) if name in sample_fields else None
                 if fg is not None:
                     nf = min(ft_ds.shape[0], fm_ds.shape[0])
                     ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)

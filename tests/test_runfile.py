@@ -128,3 +128,18 @@ def test_load_run_reads_only_the_sample_fields_asked_for(tmp_path):
     part = load_run(path, ("time_unix_s", "power_w")).power[0].channels[0]
     assert np.array_equal(part.power_w, ch.power_w) and np.array_equal(part.time_unix_s, ch.time_unix_s)
     assert part.energy_j is None and part.volts is None and part.amps is None
+
+
+def test_fields_not_read_are_still_checked_for_forged_shapes(tmp_path):
+    import h5py
+    from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
+
+    t = 1.7e9 + np.arange(10.0)
+    nodes = [SynthNode([SynthChannel(t, np.full(10, 50.0), sample_interval_s=1.0)])]
+    path = write_run(tmp_path / "r.h5", [1], [10], [[1.0]], [[1.7e9 + 2]], nodes=nodes)
+    with h5py.File(path, "r+") as f:  # volts claims more rows than the file holds (no data written)
+        del f["power/node0/channel0/volts"]
+        name = "power/node0/channel0/volts"
+        f.create_dataset(name, shape=(10**8,), maxshape=(None,), chunks=(1024,), dtype="f8")
+    with pytest.raises(RunFileError, match="/power/node0/channel0/volts claims shape"):
+        load_run(path, ("time_unix_s", "power_w"))
