@@ -19,7 +19,10 @@ set -euo pipefail
 ACTION=${1:-}
 DIR=${2:-${NPMPI_SLURM_DIR:-/tmp/npmpi-slurm}}
 NODE_CPUS=${NPMPI_SLURM_CPUS:-4}
-PACKAGES=(slurmctld slurmd slurm-client munge)
+# libpmix-dev: slurmd loads its mpi/pmix plugin when it starts, and that plugin dlopens libpmix.so
+# (the -dev package's name); without it `srun --mpi=pmix` steps fail for the daemons' lifetime,
+# even once an MPI that brings PMIx is installed later
+PACKAGES=(slurmctld slurmd slurm-client munge libpmix-dev)
 
 die() { echo "slurm-local: $*" >&2; exit 1; }
 say() { echo "slurm-local: $*" >&2; }
