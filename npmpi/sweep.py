@@ -45,6 +45,7 @@ CMD_PROBE = 2
 
 PROBE_ROUND_TRIPS = 200
 PROBE_CHUNKS = 5
+PROBE_BUDGET_S = 0.5
 MIN_ITERATIONS = 3
 IDLE_POLL_S = 0.05
 
@@ -85,9 +86,15 @@ class Patterns:
         off = self._offset(origin_rank, size)
         buf[:size] = self.base[off : off + size]
 
+    CHECK_CHUNK_BYTES = 64 << 20  # compared piece by piece: no size-long temporary for a 2 GiB message
+
     def matches(self, buf: np.ndarray, origin_rank: int, size: int) -> bool:
         off = self._offset(origin_rank, size)
-        return bool(np.array_equal(buf[:size], self.base[off : off + size]))
+        step = self.CHECK_CHUNK_BYTES
+        return all(
+            np.array_equal(buf[at : min(at + step, size)], self.base[off + at : off + min(at + step, size)])
+            for at in range(0, size, step)
+        )
 
     def expected(self, origin_rank: int, size: int) -> np.ndarray:
         off = self._offset(origin_rank, size)
@@ -288,14 +295,24 @@ class Transmitter:
         self.loop.set_size(size, self.patterns, 0)
 
     def probe_round_trip_s(self) -> float:
-        """Mean round trip of the smallest size, to seed the iteration rule (NetPIPE's latency run)."""
+        """Round trip of the smallest size, to seed the iteration rule (NetPIPE's latency run).
+
+        A first look of a few single round trips; the full probe only when it takes at most
+        PROBE_BUDGET_S (a 2 GiB smallest size would otherwise spend minutes here)."""
         size = self.opts.lower_bytes
-        self._command(CMD_PROBE, size, PROBE_ROUND_TRIPS)
+        rt = self._probe(size, PROBE_CHUNKS)
+        if rt * PROBE_ROUND_TRIPS <= PROBE_BUDGET_S:
+            rt = self._probe(size, PROBE_ROUND_TRIPS)
+        return rt
+
+    def _probe(self, size: int, round_trips: int) -> float:
+        """A warm-up chunk, then the fastest of PROBE_CHUNKS chunks (one scheduling hiccup must not
+        shrink the first size's iterations): seconds per round trip."""
+        self._command(CMD_PROBE, size, round_trips)
         self._prepare(size)
         self.state = "kernel"
-        chunk = PROBE_ROUND_TRIPS // PROBE_CHUNKS
-        self.loop.run(self.comm, self.peer, chunk)  # warm-up
-        # the fastest chunk: one scheduling hiccup must not shrink the first size's iterations
+        chunk = round_trips // PROBE_CHUNKS
+        self.loop.run(self.comm, self.peer, chunk)
         best = min(self.loop.run(self.comm, self.peer, chunk) for _ in range(PROBE_CHUNKS))
         self.state = "between"
         return best / chunk
@@ -433,7 +450,8 @@ class Transmitter:
         opts = self.opts
         outcome = SweepOutcome(status="complete")
         prev_size = opts.lower_bytes
-        prev_rt = self.probe_round_trip_s()
+        # fixed --repeats need no estimate of the time per round trip
+        prev_rt = self.probe_round_trip_s() if opts.repeats is None else 0.0
         for index, point in enumerate(points):
             if self.stop:
                 break

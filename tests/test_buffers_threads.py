@@ -249,3 +249,16 @@ def test_thread_levels_single_for_the_pair_funneled_for_the_power_rank(npmpi_run
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("npmpi: error:")]
     assert len(lines) == 1 and "at least MPI_THREAD_FUNNELED" in lines[0], proc.stderr
     assert not (tmp_path / "s.h5").exists()
+
+
+@pytest.mark.parametrize("size", [1, 999, 1000, 1001, 4096])
+def test_pattern_check_in_pieces_finds_a_wrong_byte_anywhere(monkeypatch, size):
+    monkeypatch.setattr(Patterns, "CHECK_CHUNK_BYTES", 100)  # many pieces, and a short last one
+    patterns = Patterns(4096)
+    buf = np.zeros(4096, dtype=np.uint8)
+    patterns.fill(buf, 1, size)
+    assert patterns.matches(buf, 1, size) and not patterns.matches(buf, 0, size)
+    for at in {0, size // 2, size - 1}:
+        bad = buf.copy()
+        bad[at] ^= 1
+        assert not patterns.matches(bad, 1, size)
