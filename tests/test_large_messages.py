@@ -1,0 +1,96 @@
+"""Messages past 2 GiB - 1 bytes, for real, on an MPI 4 library (PyPI's MPICH wheel).
+
+The default environment's Open MPI 5 is an MPI 3.1 library: there npmpi refuses such sizes with
+the limit named (test_modes.py). Here a separate environment, .venv-mpich, is built by
+`NPMPI_VENV=.venv-mpich NPMPI_MPI=mpich scripts/setup.sh` (pip's `mpich` and `mpi4py` wheels, the C
+kernel built with the wheel's mpicc), and both kernels carry a 2 GiB + 8 B message through
+MPI_Send_c/MPI_Recv_c, every byte checked. Each rank holds a send and a receive buffer of that size
+and the reference pattern the check compares against: about 13 GiB in all; the test is skipped,
+saying so, when the machine has less free memory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from npmpi.runfile import load_run
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = REPO / ".venv-mpich"
+PYTHON = os.environ.get("PYTHON", "python3")  # the interpreter scripts/setup.sh builds venvs from
+SIZE = 2**31 + 8  # past the 2 GiB - 1 of an int count
+NEEDED_BYTES = 2 * 3 * SIZE + (1 << 30)  # two ranks x (send, receive, reference pattern), and room
+
+
+def _available_bytes() -> int:
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture(scope="module")
+def mpich_venv() -> Path:
+    """.venv-mpich with npmpi on PyPI's MPICH (an MPI 4.1 library); built once per machine."""
+    env = dict(os.environ, NPMPI_VENV=VENV.name, NPMPI_MPI="mpich", PYTHON=PYTHON)
+    for name in ("MPICC", "PYTHONPATH"):
+        env.pop(name, None)
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "setup.sh")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, f"setup of {VENV.name} failed:\n{proc.stdout}\n{proc.stderr}"
+    return VENV
+
+
+def _mpiexec(venv: Path, args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
+    env.pop("PYTHONPATH", None)
+    cmd = [str(venv / "bin" / "mpiexec"), "-n", "2", str(venv / "bin" / "python"), "-m", "npmpi", *args]
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"mpiexec hung for more than {timeout} s: {' '.join(cmd)}\n{exc.stdout}\n{exc.stderr}")
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_mpich_environment_is_an_mpi4_library_for_both_kernels(mpich_venv, tmp_path):
+    proc = _mpiexec(mpich_venv, ["--quick", "-u", "4K", "--kernel", "c", "-o", "r.h5"], tmp_path, 120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_run(tmp_path / "r.h5")
+    assert run.status == "complete"
+    assert "MPICH" in run.attrs["mpi_library_version"]
+    assert int(run.attrs["mpi_standard_version"].split(".")[0]) >= 4
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("kernel", ["python", "c"])
+def test_a_message_past_2_gib_is_carried_and_checked(mpich_venv, tmp_path, kernel):
+    if _available_bytes() < NEEDED_BYTES:
+        pytest.skip(
+            f"a {SIZE} B ping-pong needs about {NEEDED_BYTES / 2**30:.0f} GiB of free memory; "
+            f"{_available_bytes() / 2**30:.1f} GiB is free"
+        )
+    args = ["-l", str(SIZE), "-u", str(SIZE), "-p", "0", "--repeats", "1", "--trials", "2"]
+    args += ["--integrity", "--kernel", kernel, "-o", "big.h5"]
+    proc = _mpiexec(mpich_venv, args, tmp_path, 600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_run(tmp_path / "big.h5")
+    assert run.status == "complete"
+    pp = run.pingpong
+    assert list(pp.size_bytes) == [SIZE]
+    assert list(pp.iterations) == [1]
+    assert run.attrs["kernel"] == kernel
+    # one round trip of 2 GiB each way: at least the time to copy it twice at 100 GB/s
+    assert pp.best_trial_s[0] > 2 * SIZE / 100e9
+    assert pp.one_way_s[0] == pytest.approx(pp.best_trial_s[0] / 2)
