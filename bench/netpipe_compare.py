@@ -273,30 +273,40 @@ def run_mpi4py_bench(transport: str, args, work: Path, tag: str) -> tuple[Curve,
     return curve, took
 
 
+def run_alternating(
+    transport: str, args, work: Path, short, tools: tuple[str, ...], count: int, label: str
+) -> tuple[dict[str, list[Curve]], float]:
+    """`count` short runs of each tool in turn (NPopenmpi, an NPMPI_RUNS entry, or the standalone C
+    program "c-single"/"c-funneled"), on the sizes of `short` (its lower and upper)."""
+    runs: dict[str, list[Curve]] = {t: [] for t in tools}
+    lower = getattr(short, "lower", 1)
+    total = 0.0
+    for i in range(count):
+        for tool in tools:
+            tag = f"{label}-{transport}-{tool}-{i}"
+            if tool == "netpipe":
+                curve, took = run_netpipe(transport, short, work, tag)
+            elif tool.startswith("c-"):
+                exe, level = work / "pingpong_c", tool.split("-")[1]
+                stdout, took = run(mpirun(transport, args.bind_to, [str(exe), level, "1", "8"]), work, tag)
+                curve = {int(a): float(b) for a, b in (line.split() for line in stdout.split("\n") if line)}
+            else:
+                kernel, extra = NPMPI_RUNS[tool]
+                curve, took = run_npmpi(kernel, transport, short, work, tag, lower=lower, extra=extra)
+            runs[tool].append(curve)
+            total += took
+    return runs, total
+
+
 def run_latency_duel(transport: str, args, work: Path) -> tuple[dict[str, list[Curve]], float]:
     """Short runs, 1 B to 8 B, alternating NPopenmpi, npmpi C, npmpi Python: many samples of latency."""
-    short = argparse.Namespace(**{**vars(args), "upper": 8})
     tools = ("netpipe", "c", "python", *(("c-single", "c-funneled") if args.standalone else ()))
-    runs: dict[str, list[Curve]] = {t: [] for t in tools}
     exe = work / "pingpong_c"
     if args.standalone and not exe.exists():
         (work / "pingpong_c.c").write_text(STANDALONE_C)
         subprocess.run(["/usr/bin/mpicc", "-O2", "-o", str(exe), str(work / "pingpong_c.c")], check=True)
-    total = 0.0
-    for i in range(args.latency_runs):
-        for tool in runs:
-            tag = f"lat-{transport}-{tool}-{i}"
-            if tool == "netpipe":
-                curve, took = run_netpipe(transport, short, work, tag)
-            elif tool.startswith("c-"):
-                level = tool.split("-")[1]
-                stdout, took = run(mpirun(transport, args.bind_to, [str(exe), level, "1", "8"]), work, tag)
-                curve = {int(a): float(b) for a, b in (line.split() for line in stdout.split("\n") if line)}
-            else:
-                curve, took = run_npmpi(tool, transport, short, work, tag)
-            runs[tool].append(curve)
-            total += took
-    return runs, total
+    short = argparse.Namespace(**{**vars(args), "lower": 1, "upper": 8})
+    return run_alternating(transport, args, work, short, tools, args.latency_runs, "lat")
 
 
 PEAK_RUN_SIZES = (256 * KIB, 2 * MIB)  # where NetPIPE's buffer arrangement peaks here, both transports
@@ -307,19 +317,7 @@ def run_peak_runs(transport: str, args, work: Path) -> tuple[dict[str, list[Curv
     of each tool, so that each reaches the machine's fast state for the bandwidth targets."""
     lower, upper = PEAK_RUN_SIZES
     short = argparse.Namespace(**{**vars(args), "lower": lower, "upper": min(upper, args.upper)})
-    runs: dict[str, list[Curve]] = {t: [] for t in ("netpipe", "cnb", "pnb")}
-    total = 0.0
-    for i in range(args.peak_runs):
-        for tool in runs:
-            tag = f"peak-{transport}-{tool}-{i}"
-            if tool == "netpipe":
-                curve, took = run_netpipe(transport, short, work, tag)
-            else:
-                kernel, extra = NPMPI_RUNS[tool]
-                curve, took = run_npmpi(kernel, transport, short, work, tag, lower=lower, extra=extra)
-            runs[tool].append(curve)
-            total += took
-    return runs, total
+    return run_alternating(transport, args, work, short, ("netpipe", "cnb", "pnb"), args.peak_runs, "peak")
 
 
 def run_probe(
