@@ -31,7 +31,6 @@ def python_pingpong(
     comm, peer: int, sendbuf, recvbuf, nbytes: int, iterations: int, transmitter: bool
 ) -> float:
     """Blocking mpi4py Send/Recv on preallocated buffers; lookups hoisted out of the loop."""
-
     send, recv = comm.Send, comm.Recv
     smsg, rmsg = message_spec(sendbuf[:nbytes]), message_spec(recvbuf[:nbytes])
     tag = DATA_TAG
@@ -72,7 +71,6 @@ def _sequences(sendbuf, recvbuf, nbytes: int, regions: int, stride: int, window:
     """Per iteration, what it sends and receives ([buf, MPI.BYTE] specs of the pools' regions):
     (send, receive) pairs, or for a stream the window's messages of this side. Built once per size
     and kept, so no trial's start is delayed by building them."""
-
     key = (id(sendbuf), id(recvbuf), nbytes, regions, stride, window, transmitter)
     found = _messages_cache.get(key)
     if found is None or found[0] is not sendbuf or found[1] is not recvbuf:

@@ -62,7 +62,7 @@ def _mpiexec(venv: Path, args: list[str], cwd: Path, timeout: float) -> subproce
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_the_mpich_environment_is_an_mpi4_library_for_both_kernels(mpich_venv, tmp_path):
+def test_the_mpich_environment_is_an_mpi4_library_with_the_c_kernel_on_it(mpich_venv, tmp_path):
     proc = _mpiexec(mpich_venv, ["--quick", "-u", "4K", "--kernel", "c", "-o", "r.h5"], tmp_path, 120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = load_run(tmp_path / "r.h5")
