@@ -364,19 +364,42 @@ def load_calibration(path: str) -> dict:
     return doc
 
 
+def _calibration_match(usable: list[dict], host: str, desc: dict) -> dict | None:
+    """The calibration result for one channel: matched by host and spec, else host and kind."""
+    match = next((r for r in usable if r.get("host") == host and r.get("spec") == desc.get("spec")), None)
+    return match or next(
+        (r for r in usable if r.get("host") == host and r.get("kind") == desc.get("kind")), None
+    )
+
+
+def _usable_results(doc: dict) -> list[dict]:
+    return [r for r in doc["results"] if isinstance(r, dict) and r.get("delay_s") is not None]
+
+
+def largest_delay_s(doc: dict | None, layout, power_nodes: list[dict]) -> float:
+    """The largest calibrated delay plus three times its uncertainty over this run's channels (0 if none)."""
+    if doc is None:
+        return 0.0
+    usable = _usable_results(doc)
+    worst = 0.0
+    for node, info in enumerate(power_nodes):
+        host = layout.hosts[layout.power_ranks[node]]
+        for desc in info["channels"]:
+            match = _calibration_match(usable, host, desc)
+            if match is not None:
+                delay = float(match["delay_s"]) + 3.0 * abs(float(match.get("uncertainty_s") or 0.0))
+                worst = max(worst, delay)
+    return worst
+
+
 def apply_calibration(writer, doc: dict, layout, power_nodes: list[dict], source: str) -> list[str]:
     """Store each channel's calibrated delay (matched by host and spec, else host and kind)."""
     notes = []
-    usable = [r for r in doc["results"] if isinstance(r, dict) and r.get("delay_s") is not None]
+    usable = _usable_results(doc)
     for node, info in enumerate(power_nodes):
         host = layout.hosts[layout.power_ranks[node]]
         for channel, desc in enumerate(info["channels"]):
-            match = next(
-                (r for r in usable if r.get("host") == host and r.get("spec") == desc.get("spec")), None
-            )
-            match = match or next(
-                (r for r in usable if r.get("host") == host and r.get("kind") == desc.get("kind")), None
-            )
+            match = _calibration_match(usable, host, desc)
             where = f"node {node} ({host}) {desc.get('spec')}"
             if match is None:
                 notes.append(f"calibration: no delay for {where} in {source}; its delay is taken as 0")

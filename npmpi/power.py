@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.baseline import CMD_BASELINE, take_part
 from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
 from npmpi.runfile import SAMPLE_FIELDS
@@ -190,6 +191,10 @@ def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
                 quiet_s = 0.5 * int(ctrl[1]) / 1000.0
             elif cmd == CMD_CLOCK:
                 answer_pings(comm, int(ctrl[1]))
+            elif cmd == CMD_BASELINE:  # an idle baseline: report this process's CPU and the node's
+                code = take_part(comm, ctrl, node_stat=True)
+                if code is not None:
+                    return code
             else:  # CMD_STOP: the exit code travels in the second field
                 return int(ctrl[1])
     finally:
@@ -252,10 +257,11 @@ class PowerCollector:
             self.writer.flush()
         return added
 
-    def baseline(self, seconds: float) -> tuple[float, float]:
-        """Sleep (no spinning) while the power ranks sample the idle node; returns the window."""
-        start = time.time()
-        time.sleep(seconds)
-        end = time.time()
+    def baseline(self, seconds: float, stop=None):
+        """Hold every rank quiet (npmpi.baseline) while the power ranks sample the idle nodes, then
+        collect; returns the BaselineWindow (its span on rank 0's clock and each rank's CPU use)."""
+        from npmpi.baseline import run_baseline
+
+        window = run_baseline(self.comm, seconds, stop)
         self.collect()
-        return start, end
+        return window

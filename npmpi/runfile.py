@@ -22,8 +22,13 @@ from npmpi.errors import RunFileError
 
 FORMAT_NAME = "npmpi-run"
 # 1.1 added the /power group; 1.2 the mode attributes and pair_trial_s; 1.3 the buffer and thread
-# level attributes, /layout/thread_level and /pingpong/buffer_huge_page_bytes
-FORMAT_VERSION = (1, 3)
+# level attributes, /layout/thread_level and /pingpong/buffer_huge_page_bytes; 1.4 the baseline after
+# the sweep (/power baseline_after_* attributes), /layout/baseline_cpu_s, the nodes' baseline CPU
+# utilisation and the channels' reading attributes (averaging, resolutions, energy_counter)
+FORMAT_VERSION = (1, 4)
+# /layout datasets holding one row per rank and one column per baseline (before, after)
+LAYOUT_BASELINE_CPU = "baseline_cpu_s"
+BASELINE_COLUMNS = ("before", "after")
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
@@ -254,6 +259,16 @@ class RunWriter:
             fg["message"].resize(n + len(faults), axis=0)
             fg["time_unix_s"][n:] = [t for t, _ in faults]
             fg["message"][n:] = np.array([m for _, m in faults], dtype=object)
+
+    def set_baseline_cpu(self, column: int, cpu_s: list[float] | np.ndarray) -> None:
+        """Store each rank's CPU seconds during baseline `column` (0 before, 1 after the sweep)."""
+        lay = self._file["layout"]
+        if LAYOUT_BASELINE_CPU not in lay:
+            ds = lay.create_dataset(
+                LAYOUT_BASELINE_CPU, data=np.full((len(cpu_s), len(BASELINE_COLUMNS)), np.nan)
+            )
+            ds.attrs["columns"] = list(BASELINE_COLUMNS)
+        lay[LAYOUT_BASELINE_CPU][:, column] = np.asarray(cpu_s, dtype=np.float64)
 
     def set_group_attrs(self, group: str, **attrs: Any) -> None:
         g = self._file.require_group(group)
@@ -564,6 +579,10 @@ def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
     out = {}
     for key in g:
         ds = _member(g, key, p, f"/layout/{key}", dataset=True)
+        if key == LAYOUT_BASELINE_CPU and _baseline_cpu_shape_ok(ds):
+            # (ranks, baselines) since format 1.4
+            out[key] = np.asarray(_read_rows(ds, ds.shape[0], p, f"/layout/{key}"), dtype=np.float64)
+            continue
         if len(ds.shape) != 1 or ds.shape[0] > MAX_ROWS:
             raise RunFileError(f"{p}: /layout/{key} has an unexpected shape")
         data = _read_rows(ds, ds.shape[0], p, f"/layout/{key}")
@@ -571,6 +590,15 @@ def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
             data = np.array([_attr(v) for v in data], dtype=object)
         out[key] = data
     return out
+
+
+def _baseline_cpu_shape_ok(ds) -> bool:
+    return (
+        len(ds.shape) == 2
+        and ds.shape[0] <= MAX_ROWS
+        and ds.shape[1] == len(BASELINE_COLUMNS)
+        and ds.dtype.kind == "f"
+    )
 
 
 def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:

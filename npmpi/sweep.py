@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi import buffers
+from npmpi.baseline import CMD_BASELINE, take_part
 from npmpi.buffers import ARRANGEMENT_NETPIPE
 from npmpi.errors import DataMismatch, Interrupted
 from npmpi.kernels import KernelFn, TransferFn
@@ -522,6 +523,11 @@ def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, Transf
         cmd, size, iterations, packed = (int(x) for x in ctrl)
         if cmd == CMD_STOP:
             return size  # the exit code travels in the size field
+        if cmd == CMD_BASELINE:  # an idle baseline: wait without spinning until it ends
+            code = take_part(comm, ctrl, node_stat=False)
+            if code is not None:
+                return code
+            continue
         loop.set_size(size, patterns, me)
         if cmd == CMD_PROBE:
             chunk = iterations // PROBE_CHUNKS
@@ -578,6 +584,11 @@ def pair_member(
         cmd, size, iterations, packed = (int(x) for x in ctrl)
         if cmd == CMD_STOP:
             return size  # the exit code travels in the size field
+        if cmd == CMD_BASELINE:  # an idle baseline: wait without spinning until it ends
+            code = take_part(comm, ctrl, node_stat=False)
+            if code is not None:
+                return code
+            continue
         loop.set_size(size, patterns, me)
         if cmd == CMD_PROBE:
             chunk = iterations // PROBE_CHUNKS
@@ -622,12 +633,18 @@ def pair_member(
 
 
 def wait_quietly(comm, stop: StopFlag) -> int:
-    """Ranks with no role: wait for rank 0's stop without spinning a core in a blocking MPI call."""
+    """Ranks with no role: wait for rank 0's stop without spinning a core in a blocking MPI call
+    (taking part in the idle baselines on the way)."""
     ctrl = np.zeros(4, dtype=np.int64)
-    req = comm.Irecv(ctrl, 0, CTRL_TAG)
-    while not req.Test():
-        time.sleep(IDLE_POLL_S)
-    return int(ctrl[1])
+    while True:
+        req = comm.Irecv(ctrl, 0, CTRL_TAG)
+        while not req.Test():
+            time.sleep(IDLE_POLL_S)
+        if int(ctrl[0]) != CMD_BASELINE:
+            return int(ctrl[1])
+        code = take_part(comm, ctrl, node_stat=False)
+        if code is not None:
+            return code
 
 
 def interrupted_error(stop: StopFlag) -> Interrupted:

@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 # the per-sample datasets the analysis uses: energy, volts and amps are not read (half the memory)
-ANALYSED_SAMPLE_FIELDS = ("time_unix_s", "power_w")
+ANALYSED_SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j")
 
 
 def build_parser() -> argparse.ArgumentParser:

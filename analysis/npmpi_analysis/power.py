@@ -1,10 +1,12 @@
 """Power samples on rank 0's time line: alignment, per-size windows, the multi-node sum.
 
 Each channel's sample times are moved onto rank 0's clock (the node's clock offset, interpolated
-between its start and end measurements) and earlier by the meter's reporting delay. A node's
-channels are summed on common times; each node's samples inside a message size's window give its
-mean power and sigma_p; the job's power is the sum of the nodes' means with their sigmas added in
-quadrature. The nodes' series are also summed on one time line for the plots.
+between its start and end measurements) and earlier by the meter's reporting delay. Each channel
+gives every window (a message size, the baselines before and after the sweep, the whole sweep) its
+mean power and sigma_p from an energy counter, its averaging spans or its instantaneous samples
+(npmpi_analysis.energy_windows); a node's power is the sum of its channels', the job's the sum of
+the nodes', sigmas added in quadrature. The nodes' series are also summed on one time line for
+the plots.
 """
 
 from __future__ import annotations
@@ -14,8 +16,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npmpi_analysis import compute
+from npmpi_analysis import baselines, compute
 from npmpi_analysis.compute import FLAG_NONE, WindowStats
+from npmpi_analysis.energy_windows import (
+    METHOD_AVERAGE,
+    METHOD_COUNTER,
+    METHOD_INSTANT,
+    ChannelReadings,
+    average_spans,
+    counter_spans,
+    segment_breaks,
+    window_power,
+)
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
@@ -40,6 +52,8 @@ class ChannelInfo:
     delay_uncertainty_s: float | None
     samples: int
     faults: list[tuple[float, str]]
+    method: str = METHOD_INSTANT  # how a window's power is taken: counter, average or instant
+    resolution_w: float = 0.0
 
 
 @dataclass
@@ -53,10 +67,12 @@ class NodePower:
     samples: int
     offset_note: str
     sizes: WindowStats  # one element per message size
-    idle: WindowStats  # one element: the baseline window (NaN without one)
+    idle: WindowStats  # one element: both baselines combined (NaN without one)
     active: WindowStats  # one element: first trial start to last trial end
     plot_t: np.ndarray  # rank 0's time line, thinned to PLOT_POINTS bins
     plot_w: np.ndarray
+    idle_before: WindowStats | None = None  # one element each: the baselines before and after
+    idle_after: WindowStats | None = None
 
 
 @dataclass
@@ -80,6 +96,12 @@ class PowerResult:
     series_max_w: np.ndarray
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    baseline_after: tuple[float, float] | None = None
+    idle_before_w: float = math.nan  # the job's idle power in each baseline
+    idle_before_sigma_w: float = math.nan
+    idle_after_w: float = math.nan
+    idle_after_sigma_w: float = math.nan
+    idle_drift: bool = False  # after minus before exceeds their combined sigma
 
 
 def caveat_for(labels: list[str]) -> str:
@@ -120,13 +142,42 @@ def _align_node(node_attrs: dict, where: str, notices: list[str]):
     return (lambda t: compute.node_to_rank0(t, a, m, b, n)), note
 
 
-def _channel_series(ch, where: str, delay_override: float | None, align, problems: list[str]):
-    """(t on rank 0's time line, power, info) of one channel, invalid samples dropped and reported."""
-    attrs = ch.attrs
+# Files older than format 1.4 do not say how a reading relates to time: what these meters do
+KIND_AVERAGING = {"rapl": "previous", "estimate": "previous"}
+COUNTER_KINDS = ("rapl", "nvml")
+
+
+def _offset_sigma(node_attrs: dict) -> float:
+    """The clock-offset uncertainty of a node: the larger of its start and end measurements'."""
+    values = [_float_attr(node_attrs, f"clock_offset_{which}_uncertainty_s") for which in ("start", "end")]
+    return max((abs(v) for v in values if v is not None), default=0.0)
+
+
+def _method(attrs: dict, e: np.ndarray) -> tuple[str, str, float]:
+    """(method, averaging, averaging_s) of a channel from its attributes (by kind for old files)."""
+    kind = str(attrs.get("kind", ""))
+    averaging = str(attrs.get("averaging", KIND_AVERAGING.get(kind, "instant")))
+    averaging_s = _float_attr(attrs, "averaging_s") or 0.0
+    counter = attrs.get("energy_from_counter")
+    counter = bool(counter) if counter is not None else kind in COUNTER_KINDS
+    if counter and np.isfinite(e).sum() >= 2:
+        return METHOD_COUNTER, averaging, averaging_s
+    if averaging == "previous" or (averaging == "fixed" and averaging_s > 0):
+        return METHOD_AVERAGE, averaging, averaging_s
+    return METHOD_INSTANT, "instant", 0.0
+
+
+def _valid_samples(ch, where: str, problems: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(time, power, energy) of one channel, invalid samples dropped and reported."""
     t = np.asarray(ch.time_unix_s, dtype=float)
     p = np.asarray(ch.power_w, dtype=float)
+    energy = getattr(ch, "energy_j", None)
     n = min(len(t), len(p))
     t, p = t[:n], p[:n]
+    e = np.full(n, np.nan)
+    if energy is not None:
+        energy = np.asarray(energy, dtype=float)[:n]
+        e[: len(energy)] = energy
     bad_t = ~np.isfinite(t) | (t < 0)
     if bad_t.any():
         k = int(np.argmax(bad_t))
@@ -142,9 +193,17 @@ def _channel_series(ch, where: str, delay_override: float | None, align, problem
             f"{MAX_PLAUSIBLE_CHANNEL_W:.0e} W) power value(s) (first at sample {k}: {p[k]:g} W): "
             "those samples are ignored"
         )
-    if bad_t.any() or bad_p.any():
-        keep = ~(bad_t | bad_p)
-        t, p = t[keep], p[keep]
+    keep = ~(bad_t | bad_p)
+    return t[keep], p[keep], e[keep]
+
+
+def _channel_series(
+    ch, where: str, delay_override: float | None, align, problems: list[str], offset_sigma_s: float = 0.0
+) -> tuple[ChannelReadings, ChannelInfo]:
+    """One channel's readings on rank 0's time line (invalid samples dropped and reported), with
+    their spans for windows, and what the summary says about the channel."""
+    attrs = ch.attrs
+    t, p, e = _valid_samples(ch, where, problems)
     interval = _float_attr(attrs, "sample_interval_s")
     if interval is None or interval <= 0:
         interval = _float_attr(attrs, "natural_interval_s")
@@ -162,8 +221,31 @@ def _channel_series(ch, where: str, delay_override: float | None, align, problem
     t = align(t) - delay
     if len(t) > 1 and np.any(np.diff(t) < 0):
         order = np.argsort(t, kind="stable")
-        t, p = t[order], p[order]
-    faults = list(zip(np.asarray(ch.fault_time_unix_s, dtype=float).tolist(), ch.fault_message, strict=False))
+        t, p, e = t[order], p[order], e[order]
+    fault_t = np.asarray(ch.fault_time_unix_s, dtype=float)
+    faults = list(zip(fault_t.tolist(), ch.fault_message, strict=False))
+    method, averaging, averaging_s = _method(attrs, e)
+    breaks = segment_breaks(t, align(fault_t) - delay if len(fault_t) else fault_t)
+    if method == METHOD_COUNTER:
+        lo, hi, pw = counter_spans(t, e, breaks)
+    elif method == METHOD_AVERAGE:
+        lo, hi, pw = average_spans(t, p, averaging, averaging_s, interval, breaks)
+    else:
+        lo = hi = pw = np.zeros(0)
+    delay_sigma = _float_attr(attrs, "meter_delay_uncertainty_s") if source == "calibrated" else None
+    readings = ChannelReadings(
+        t=t,
+        p=p,
+        method=method,
+        interval_s=float(max(interval, averaging_s)),
+        lo=lo,
+        hi=hi,
+        pw=pw,
+        resolution_w=abs(_float_attr(attrs, "power_resolution_w") or 0.0),
+        energy_resolution_j=abs(_float_attr(attrs, "energy_resolution_j") or 0.0),
+        sigma_delay_s=abs(delay_sigma or 0.0),
+        sigma_offset_s=offset_sigma_s,
+    )
     info = ChannelInfo(
         index=0,
         kind=str(attrs.get("kind", "")),
@@ -173,13 +255,13 @@ def _channel_series(ch, where: str, delay_override: float | None, align, problem
         sample_interval_s=float(interval),
         delay_s=float(delay),
         delay_source=source,
-        delay_uncertainty_s=_float_attr(attrs, "meter_delay_uncertainty_s")
-        if source == "calibrated"
-        else None,
+        delay_uncertainty_s=delay_sigma,
         samples=len(t),
         faults=faults,
+        method=method,
+        resolution_w=readings.resolution_w,
     )
-    return t, p, info
+    return readings, info
 
 
 def _empty_stats(n: int) -> WindowStats:
@@ -188,8 +270,127 @@ def _empty_stats(n: int) -> WindowStats:
     )
 
 
-def _take(stats: WindowStats, k: slice) -> WindowStats:
-    return WindowStats(stats.mean[k], stats.sigma[k], stats.count[k], stats.flag[k])
+def _sum_channels(parts: list[WindowStats]) -> WindowStats:
+    """A node's windows from its channels': powers summed, sigmas in quadrature, the fewest samples
+    and the most serious flag."""
+    if len(parts) == 1:
+        return parts[0]
+    return WindowStats(
+        np.sum([s.mean for s in parts], axis=0),
+        np.sqrt(np.sum([s.sigma**2 for s in parts], axis=0)),
+        np.min([s.count for s in parts], axis=0),
+        np.max([s.flag for s in parts], axis=0).astype(np.int8),
+    )
+
+
+def _merged_instant(readings: list[ChannelReadings], t: np.ndarray, p: np.ndarray) -> ChannelReadings:
+    """Instantaneous channels of one node summed on the densest channel's times (as one channel:
+    its samples' mean and spread per window, the coarsest interval, resolutions in quadrature)."""
+    z = np.zeros(0)
+    return ChannelReadings(
+        t=t,
+        p=p,
+        method=METHOD_INSTANT,
+        interval_s=max(r.interval_s for r in readings),
+        lo=z,
+        hi=z,
+        pw=z,
+        resolution_w=math.sqrt(sum(r.resolution_w**2 for r in readings)),
+        sigma_delay_s=max(r.sigma_delay_s for r in readings),
+        sigma_offset_s=max(r.sigma_offset_s for r in readings),
+    )
+
+
+def _window(readings: list[ChannelReadings], delays: list[float], window, after: bool) -> WindowStats:
+    """A node's power over one baseline window. After the sweep the window ends `delay` seconds
+    early for each channel: the samples describing its last seconds were never taken."""
+    if window is None or not readings:
+        return _empty_stats(1)
+    parts = []
+    for r, delay in zip(readings, delays, strict=True):
+        end = window[1] - max(delay, 0.0) if after else window[1]
+        if end <= window[0]:
+            return _empty_stats(1)
+        parts.append(window_power(r, np.array([window[0]]), np.array([end])))
+    return _sum_channels(parts)
+
+
+def _node_power(i: int, node, run, starts, ends, windows, delay_override, notices, problems) -> tuple:
+    """One node's NodePower and its summed series (t, p) for the job's plot (None when empty)."""
+    baseline, after, sweep = windows
+    where = f"{run.path.name}: /power/node{i}"
+    host = str(node.attrs.get("host", "")) or f"node{i}"
+    align, offset_note = _align_node(node.attrs, f"{where} ({host})", notices)
+    offset_sigma = _offset_sigma(node.attrs)
+    readings, infos, counted = [], [], []
+    for j, ch in enumerate(node.channels):
+        r, info = _channel_series(ch, f"{where}/channel{j}", delay_override, align, problems, offset_sigma)
+        info.index = j
+        infos.append(info)
+        if len(r.t):
+            readings.append(r)
+            counted.append(info)
+    if not node.channels:
+        problems.append(f"{where} ({host}): no meter channel: the node is left out of the job's power")
+    elif not readings:
+        problems.append(f"{where} ({host}): no power samples: the node is left out of the job's power")
+    series = None
+    if len(readings) > 1:
+        t, p = compute.resample_sum([(r.t, r.p) for r in readings])
+        if not len(t):
+            problems.append(
+                f"{where} ({host}): its channels' sample times do not overlap: the node is left out"
+            )
+            readings, counted = [], []
+        series = (t, p)
+    elif readings:
+        series = (readings[0].t, readings[0].p)
+    delays = [c.delay_s for c in counted]
+    if len(readings) > 1 and all(r.method == METHOD_INSTANT for r in readings):
+        readings, delays = [_merged_instant(readings, *series)], [max(delays)]
+    interval = max((c.sample_interval_s for c in infos), default=1.0)
+    if readings:
+        sizes = _sum_channels([window_power(r, starts, ends) for r in readings])
+        active = _sum_channels(
+            [window_power(r, np.array([sweep[0]]), np.array([sweep[1]])) for r in readings]
+        )
+        before = _window(readings, delays, baseline, after=False)
+        later = _window(readings, delays, after, after=True)
+        plot_t, plot_w, _, _ = compute.decimate(series[0], series[1], PLOT_POINTS)
+    else:
+        sizes, active, before, later = (
+            _empty_stats(len(starts)),
+            _empty_stats(1),
+            _empty_stats(1),
+            _empty_stats(1),
+        )
+        plot_t, plot_w, series = np.zeros(0), np.zeros(0), None
+    for label, window, stats in (("", baseline, before), (" after the sweep", after, later)):
+        if window and readings and stats.flag[0] == FLAG_NONE:
+            problems.append(
+                f"{where} ({host}): no sample in or near the baseline window{label}: no idle power"
+            )
+    node_power = NodePower(
+        index=i,
+        host=host,
+        channels=infos,
+        interval_s=interval,
+        samples=sum(len(r.t) for r in readings),
+        offset_note=offset_note,
+        sizes=sizes,
+        idle=baselines.combine_stats(before, later),
+        active=active,
+        plot_t=np.asarray(plot_t, dtype=float),
+        plot_w=np.asarray(plot_w, dtype=float),
+        idle_before=before,
+        idle_after=later,
+    )
+    return node_power, series
+
+
+def _job_idle(counted: list[NodePower], which: str) -> tuple[float, float]:
+    stats = [getattr(n, which) for n in counted]
+    return float(np.sum([s.mean[0] for s in stats])), float(np.sqrt(np.sum([s.sigma[0] ** 2 for s in stats])))
 
 
 def analyse_power(
@@ -201,9 +402,7 @@ def analyse_power(
     notices: list[str] = []
     problems: list[str] = []
     nsizes = len(starts)
-    pa = run.power_attrs
-    bs, be = _float_attr(pa, "baseline_start_unix_s"), _float_attr(pa, "baseline_end_unix_s")
-    baseline = (bs, be) if bs is not None and be is not None and be > bs else None
+    baseline, after = baselines.baseline_windows(run.power_attrs)
     finite_starts = starts[np.isfinite(starts)]
     finite_ends = ends[np.isfinite(ends)]
     sweep = (
@@ -215,75 +414,35 @@ def analyse_power(
     full_series: list[tuple[np.ndarray, np.ndarray]] = []
     labels: list[str] = []
     for i, node in enumerate(run.power):
-        where = f"{run.path.name}: /power/node{i}"
-        host = str(node.attrs.get("host", "")) or f"node{i}"
-        align, offset_note = _align_node(node.attrs, f"{where} ({host})", notices)
-        series, infos = [], []
-        for j, ch in enumerate(node.channels):
-            t, p, info = _channel_series(ch, f"{where}/channel{j}", delay_override, align, problems)
-            info.index = j
-            infos.append(info)
-            labels.append(info.label)
-            if len(t):
-                series.append((t, p))
-        if not node.channels:
-            problems.append(f"{where} ({host}): no meter channel: the node is left out of the job's power")
-        elif not series:
-            problems.append(f"{where} ({host}): no power samples: the node is left out of the job's power")
-        if len(series) > 1:
-            t, p = compute.resample_sum(series)
-            if not len(t):
-                problems.append(
-                    f"{where} ({host}): its channels' sample times do not overlap: the node is left out"
-                )
-        elif series:
-            t, p = series[0]
-        else:
-            t, p = np.zeros(0), np.zeros(0)
-        interval = max((c.sample_interval_s for c in infos), default=1.0)
-        if len(t):
-            # one pass over the samples for every window: the sizes', the baseline, the whole sweep
-            all_starts = np.concatenate([starts, [baseline[0] if baseline else np.nan, sweep[0]]])
-            all_ends = np.concatenate([ends, [baseline[1] if baseline else np.nan, sweep[1]]])
-            stats = compute.window_stats(t, p, all_starts, all_ends, interval)
-            sizes, idle, active = (
-                _take(stats, k) for k in (slice(0, nsizes), slice(nsizes, nsizes + 1), slice(-1, None))
-            )
-            full_series.append((t, p))
-            plot_t, plot_w, _, _ = compute.decimate(t, p, PLOT_POINTS)
-        else:
-            sizes, idle, active = _empty_stats(nsizes), _empty_stats(1), _empty_stats(1)
-            plot_t, plot_w = np.zeros(0), np.zeros(0)
-        if baseline and len(t) and idle.flag[0] == FLAG_NONE:
-            problems.append(f"{where} ({host}): no sample in or near the baseline window: no idle power")
-        nodes.append(
-            NodePower(
-                index=i,
-                host=host,
-                channels=infos,
-                interval_s=interval,
-                samples=len(t),
-                offset_note=offset_note,
-                sizes=sizes,
-                idle=idle,
-                active=active,
-                plot_t=np.asarray(plot_t, dtype=float),
-                plot_w=np.asarray(plot_w, dtype=float),
-            )
+        node_power, series = _node_power(
+            i, node, run, starts, ends, (baseline, after, sweep), delay_override, notices, problems
         )
+        nodes.append(node_power)
+        labels.extend(c.label for c in node_power.channels)
+        if series is not None:
+            full_series.append(series)
+    notices.extend(
+        baselines.disturbed_notices(
+            run.layout, [n.attrs for n in run.power], (baseline, after), run.path.name
+        )
+    )
     counted = [n for n in nodes if n.samples]
+    idle_before = idle_after = (math.nan, math.nan)
     if counted:
         job_w = np.sum([n.sizes.mean for n in counted], axis=0)
         job_sigma = np.sqrt(np.sum([n.sizes.sigma**2 for n in counted], axis=0))
         job_flag = np.max([n.sizes.flag for n in counted], axis=0).astype(np.int8)
-        idle_w = float(np.sum([n.idle.mean[0] for n in counted]))
-        idle_sigma = float(np.sqrt(np.sum([n.idle.sigma[0] ** 2 for n in counted])))
+        idle_before, idle_after = _job_idle(counted, "idle_before"), _job_idle(counted, "idle_after")
+        idle_w, idle_sigma = baselines.combine_idle(idle_before, idle_after)
         active_w = float(np.sum([n.active.mean[0] for n in counted]))
         active_sigma = float(np.sqrt(np.sum([n.active.sigma[0] ** 2 for n in counted])))
     else:
         job_w, job_sigma = np.full(nsizes, np.nan), np.full(nsizes, np.nan)
         job_flag = np.full(nsizes, FLAG_NONE, np.int8)
         idle_w = idle_sigma = active_w = active_sigma = math.nan
+    drift = baselines.drift_notice(idle_before, idle_after, run.path.name)
+    if drift:
+        notices.append(drift)
     st, sw = compute.resample_sum(full_series)
     if len(full_series) > 1 and not len(st):
         notices.append("the nodes' sample times do not overlap: no summed power over time")
@@ -307,4 +466,10 @@ def analyse_power(
         series_max_w=np.asarray(series_max, dtype=float),
         notices=notices,
         problems=problems,
+        baseline_after=after,
+        idle_before_w=idle_before[0],
+        idle_before_sigma_w=idle_before[1],
+        idle_after_w=idle_after[0],
+        idle_after_sigma_w=idle_after[1],
+        idle_drift=drift is not None,
     )

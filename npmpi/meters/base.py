@@ -29,6 +29,9 @@ LABEL_MEASURED = "measured"  # a real instrument's reading
 LABEL_ESTIMATED = "estimated"  # a model's guess (e.g. from CPU utilisation)
 LABEL_SIMULATED = "simulated"  # replayed or synthetic: never a measurement of this run
 LABELS = (LABEL_MEASURED, LABEL_ESTIMATED, LABEL_SIMULATED)
+AVERAGING_INSTANT = "instant"
+AVERAGING_PREVIOUS = "previous"
+AVERAGING_FIXED = "fixed"
 
 NAN = math.nan
 
@@ -85,6 +88,15 @@ class Meter(ABC):
     # class defaults that a backend may refine per instance (e.g. from the device's update interval)
     natural_interval_s: float = 1.0
     quantities: tuple[str, ...] = ("power_w",)
+    # How a reading relates to time (docs/meters.md, "What a reading covers"): AVERAGING_INSTANT, the
+    # value when read; AVERAGING_PREVIOUS, the average since the previous reading (counter or tick
+    # differences); AVERAGING_FIXED, the average over the `averaging_s` before the reading.
+    averaging: str = "instant"
+    averaging_s: float = 0.0
+    # energy_j is a cumulative counter fine enough to give a window's energy (restarts at 0 on reopen)
+    energy_from_counter: bool = False
+    power_resolution_w: float = 0.0  # smallest step of power_w (0: finer than anything that matters)
+    energy_resolution_j: float = 0.0  # smallest step of energy_j
 
     def __init__(self, spec: MeterSpec) -> None:
         self.spec = spec
@@ -113,6 +125,11 @@ class Meter(ABC):
             "label": self.label,
             "natural_interval_s": self.natural_interval_s,
             "quantities": list(self.quantities),
+            "averaging": self.averaging,
+            "averaging_s": self.averaging_s,
+            "energy_from_counter": self.energy_from_counter,
+            "power_resolution_w": self.power_resolution_w,
+            "energy_resolution_j": self.energy_resolution_j,
         }
 
 

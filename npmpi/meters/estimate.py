@@ -7,6 +7,7 @@ as *estimated*. Spec: `estimate[:idle_w=40,max_w=120,stat=/proc/stat]`.
 
 from __future__ import annotations
 
+import os
 import time
 
 from npmpi.meters.base import LABEL_ESTIMATED, Meter, MeterError, MeterFault, Reading
@@ -33,6 +34,7 @@ class EstimateMeter(Meter):
     kind = "estimate"
     label = LABEL_ESTIMATED
     natural_interval_s = 0.1
+    averaging = "previous"  # utilisation from the CPU ticks since the previous read
 
     def __init__(self, spec) -> None:
         super().__init__(spec)
@@ -80,4 +82,7 @@ class EstimateMeter(Meter):
     def describe(self) -> dict[str, object]:
         d = super().describe()
         d.update({"estimate_idle_w": self.idle_w, "estimate_max_w": self.max_w})
+        # one clock tick of one CPU in a read every natural interval: the model's smallest power step
+        ticks = (os.cpu_count() or 1) * os.sysconf("SC_CLK_TCK") * self.natural_interval_s
+        d["power_resolution_w"] = (self.max_w - self.idle_w) / ticks if ticks > 0 else 0.0
         return d

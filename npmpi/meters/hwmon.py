@@ -196,4 +196,7 @@ class HwmonMeter(Meter):
     def describe(self) -> dict[str, object]:
         d = super().describe()
         d.update({"root": str(self.root), "files": [str(f) for f in self.files], "use": self.use})
+        d["power_resolution_w"] = 1e-6  # microwatts
+        if self.use == "average":  # power*_average: the mean over the sensor's averaging interval
+            d.update({"averaging": "fixed", "averaging_s": self.natural_interval_s})
         return d

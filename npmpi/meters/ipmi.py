@@ -62,6 +62,7 @@ class IpmiMeter(Meter):
     kind = "ipmi"
     natural_interval_s = 1.0
     quantities = ("power_w",)
+    power_resolution_w = 1.0  # DCMI reports whole watts
 
     def __init__(self, spec: MeterSpec) -> None:
         super().__init__(spec)

@@ -55,6 +55,8 @@ class NvmlMeter(Meter):
     kind = "nvml"
     natural_interval_s = ENERGY_INTERVAL_S
     quantities = ("power_w", "energy_j")
+    power_resolution_w = 1e-3  # milliwatts
+    energy_resolution_j = 1e-3  # millijoules
 
     def __init__(self, spec: MeterSpec, monotonic: Callable[[], float] = time.monotonic) -> None:
         super().__init__(spec)
@@ -151,9 +153,11 @@ class NvmlMeter(Meter):
         if all(g.energy_counter for g in gpus):
             self.natural_interval_s = ENERGY_INTERVAL_S
             self.quantities = ("power_w", "energy_j")
+            self.averaging, self.averaging_s, self.energy_from_counter = "previous", 0.0, True
         else:
             self.natural_interval_s = POWER_INTERVAL_S
             self.quantities = ("power_w",)
+            self.averaging, self.averaging_s, self.energy_from_counter = "fixed", POWER_INTERVAL_S, False
 
     def close(self) -> None:
         nvml, self._nvml = self._nvml, None

@@ -112,6 +112,9 @@ class RaplMeter(Meter):
     kind = "rapl"
     natural_interval_s = 0.1
     quantities = ("power_w", "energy_j")
+    averaging = "previous"  # power_w is the counter difference since the previous read
+    energy_from_counter = True
+    energy_resolution_j = 2.0**-16  # the usual RAPL energy status unit (15.3 µJ; sysfs shows µJ)
 
     def __init__(self, spec: MeterSpec, monotonic: Callable[[], float] = time.monotonic) -> None:
         super().__init__(spec)

@@ -167,6 +167,7 @@ class WattsUpMeter(Meter):
     streaming = True
     natural_interval_s = 1.0
     quantities = ("power_w", "volts", "amps", "energy_j")
+    power_resolution_w = 0.1  # watts arrive in tenths; energy_j moves in 360 J steps: not a counter to use
 
     def __init__(
         self,

@@ -1,0 +1,109 @@
+"""Idle baselines: every rank waits without spinning while the power ranks sample the idle nodes.
+
+Open MPI's blocking receive busy-polls a core, so a rank waiting in `comm.Recv` during a baseline
+makes the "idle" power that of a busy core. Rank 0 therefore starts a baseline by sending
+CMD_BASELINE (phase start) to every other rank on the control tag, sleeps through it and ends it
+with CMD_BASELINE (phase end). In between each rank waits on a non-blocking receive checked every
+POLL_S, asleep otherwise. At the end each rank sends rank 0 the CPU seconds its process used
+(all its threads: a power rank's meter threads count) and, on a power rank, the node's
+whole-system CPU utilisation from /proc/stat over the same span, so a disturbed baseline shows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+CTRL_TAG = 10  # the control tag every rank listens on (npmpi.sweep, npmpi.power)
+BASELINE_TAG = 16  # replies: (CPU seconds, node utilisation or NaN)
+CMD_BASELINE = 5  # a command number used neither by the sweep (0-2) nor by the power ranks (0, 3, 4)
+PHASE_END = 0
+PHASE_START = 1
+POLL_S = 0.01
+SLEEP_SLICE_S = 0.1  # rank 0 checks for a stop request this often while it sleeps
+PROC_STAT = "/proc/stat"
+
+# Thresholds of a disturbed baseline (the analysis flags them; docs/power.md)
+MAX_RANK_CPU_FRACTION = 0.05  # any rank using more than 5 % of a core
+MAX_SYSTEM_BUSY_FRACTION = 0.10  # the node's CPUs more than 10 % busy (other processes)
+
+
+def system_ticks(path: str = PROC_STAT) -> tuple[int, int] | None:
+    """(busy, total) jiffies of the node's aggregate cpu line; None when unreadable."""
+    from npmpi.meters.estimate import read_cpu_ticks
+
+    try:
+        return read_cpu_ticks(path)
+    except (OSError, ValueError):
+        return None
+
+
+def busy_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
+    """The fraction of all the node's CPU time that was busy between two reads (NaN if unknown)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return math.nan
+    return min(max((after[0] - before[0]) / (after[1] - before[1]), 0.0), 1.0)
+
+
+def take_part(comm, ctrl: np.ndarray, node_stat: bool, root: int = 0) -> int | None:
+    """On a rank that just received a baseline's start: wait quietly for its end and report.
+
+    Returns None when the baseline ended normally, or the exit code when rank 0 sent a stop
+    instead (it failed or was interrupted during the baseline)."""
+    cpu0 = time.process_time()
+    ticks0 = system_ticks() if node_stat else None
+    req = comm.Irecv(ctrl, root, CTRL_TAG)
+    while not req.Test():
+        time.sleep(POLL_S)
+    if int(ctrl[0]) != CMD_BASELINE:
+        return int(ctrl[1])  # a stop: the exit code travels in the second field
+    cpu_s = time.process_time() - cpu0
+    busy = busy_fraction(ticks0, system_ticks()) if node_stat else math.nan
+    comm.Send(np.array([cpu_s, busy], dtype=np.float64), root, BASELINE_TAG)
+    return None
+
+
+@dataclass
+class BaselineWindow:
+    """One baseline as rank 0 saw it: its window on rank 0's clock and every rank's report."""
+
+    start_unix_s: float
+    end_unix_s: float
+    cpu_s: np.ndarray  # per rank of the world (rank 0 included)
+    system_busy: np.ndarray  # per rank: the node's utilisation as its power rank measured, else NaN
+
+    @property
+    def seconds(self) -> float:
+        return self.end_unix_s - self.start_unix_s
+
+
+def run_baseline(comm, seconds: float, stop=None) -> BaselineWindow:
+    """Rank 0: hold every other rank quiet for `seconds` (less if a stop request comes)."""
+    size = comm.Get_size()
+    others = range(1, size)
+    ctrl = np.array([CMD_BASELINE, PHASE_START, 0, 0], dtype=np.int64)
+    for rank in others:
+        comm.Send(ctrl, rank, CTRL_TAG)
+    cpu0 = time.process_time()
+    start = time.time()
+    deadline = time.monotonic() + seconds
+    while not stop:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(left, SLEEP_SLICE_S))
+    end = time.time()
+    cpu = np.full(size, np.nan)
+    busy = np.full(size, np.nan)
+    cpu[0] = time.process_time() - cpu0
+    ctrl[1] = PHASE_END
+    for rank in others:
+        comm.Send(ctrl, rank, CTRL_TAG)
+    reply = np.zeros(2, dtype=np.float64)
+    for rank in others:
+        comm.Recv(reply, rank, BASELINE_TAG)
+        cpu[rank], busy[rank] = reply
+    return BaselineWindow(start, end, cpu, busy)
