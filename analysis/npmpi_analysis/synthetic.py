@@ -26,6 +26,8 @@ class SynthChannel:
     sample_interval_s: float = 1.0
     meter_delay_s: float | None = None
     faults: list[tuple[float, str]] = field(default_factory=list)
+    energy_j: np.ndarray | None = None  # a cumulative counter, where the meter has one
+    attrs: dict = field(default_factory=dict)  # more channel attributes (averaging, resolutions, ...)
 
 
 @dataclass
@@ -50,6 +52,7 @@ def write_run(
     nodes: list[SynthNode] | None = None,
     baseline: tuple[float, float] | None = None,
     status: str = "complete",
+    baseline_after: tuple[float, float] | None = None,
     attrs: dict | None = None,
     overwrite: bool = False,
 ) -> Path:
@@ -81,6 +84,10 @@ def write_run(
         power_attrs: dict = {"baseline_requested_s": (baseline[1] - baseline[0]) if baseline else 0.0}
         if baseline:
             power_attrs.update(baseline_start_unix_s=baseline[0], baseline_end_unix_s=baseline[1])
+        if baseline_after:
+            power_attrs.update(
+                baseline_after_start_unix_s=baseline_after[0], baseline_after_end_unix_s=baseline_after[1]
+            )
         node_attrs = []
         for i, n in enumerate(nodes):
             a: dict = {"host": hosts[i], "node_index": i, "power_rank": 2 + i, "meter_specs": ["synthetic"]}
@@ -112,6 +119,7 @@ def write_run(
                 }
                 if c.meter_delay_s is not None:
                     ca["meter_delay_s"] = c.meter_delay_s
+                ca.update(c.attrs)
                 chans.append(ca)
             channel_attrs.append(chans)
         w.create_power(power_attrs, node_attrs, channel_attrs)
@@ -125,7 +133,7 @@ def write_run(
                     {
                         "time_unix_s": t,
                         "power_w": np.asarray(c.power_w, dtype=float),
-                        "energy_j": nan,
+                        "energy_j": nan if c.energy_j is None else np.asarray(c.energy_j, dtype=float),
                         "volts": nan,
                         "amps": nan,
                     },
