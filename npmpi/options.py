@@ -332,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_seconds,
         default=None,
         metavar="SECONDS",
-        help=f"idle power recorded before the sweep while the pair waits; 0 turns it off "
+        help=f"idle power recorded before and after the sweep while every rank waits asleep; 0 "
+        f"turns off the one before (the one after still covers the meters' delay) "
         f"(default: {DEFAULT_BASELINE_S:g} s when a meter is given)",
     )
     g.add_argument(

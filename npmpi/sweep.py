@@ -11,6 +11,8 @@ trial every one of them tells rank 0 it is ready and waits for its go (1 run, 0 
 pairs start together; after the size each reports its data check, and each transmitter its own
 trial times. A trial's aggregate time is the slowest pair's.
 
+During an idle baseline (npmpi.baseline) every rank waits asleep, never in a blocking receive.
+
 The mode (pingpong, stream, bidir), --async and --cache-cold only change what one iteration of
 the timed loop does (MessageLoop); the protocol around the loops is the same for all of them.
 """

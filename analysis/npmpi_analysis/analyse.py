@@ -224,6 +224,12 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     out["active_power_w"] = _f(pw.active_w)
     out["active_power_sigma_w"] = _f(pw.active_sigma_w)
     out["baseline_unix_s"] = list(pw.baseline) if pw.baseline else None
+    out["baseline_after_unix_s"] = list(pw.baseline_after) if pw.baseline_after else None
+    out["idle_before_power_w"] = _f(pw.idle_before_w)
+    out["idle_before_power_sigma_w"] = _f(pw.idle_before_sigma_w)
+    out["idle_after_power_w"] = _f(pw.idle_after_w)
+    out["idle_after_power_sigma_w"] = _f(pw.idle_after_sigma_w)
+    out["idle_drift"] = bool(pw.idle_drift)
     flags = a.flag_names()
     out["flagged_sizes"] = {
         name: sum(1 for f in flags if f == name) for name in FLAG_NAMES[1:] if name in flags
@@ -252,6 +258,8 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
                     "meter_delay_s": c.delay_s,
                     "meter_delay_source": c.delay_source,
                     "meter_delay_uncertainty_s": _f(c.delay_uncertainty_s),
+                    "power_method": c.method,
+                    "power_resolution_w": _f(c.resolution_w),
                     "samples": c.samples,
                     "faults": [{"time_unix_s": _f(t), "message": str(m)} for t, m in c.faults],
                 }

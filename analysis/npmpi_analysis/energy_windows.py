@@ -147,6 +147,11 @@ def distinct(p: np.ndarray) -> np.ndarray:
 
 def _spread(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(std with ddof 0, count) of values[first:last] for each pair of indices, by prefix sums."""
+    first = np.clip(first, 0, len(values))
+    last = np.clip(np.maximum(last, first), 0, len(values))
+    if len(first):  # only the part of the series the windows reach
+        low, high = int(first.min()), int(last.max())
+        values, first, last = values[low:high], first - low, last - low
     ref = float(np.mean(values)) if len(values) else 0.0
     d = values - ref
     c0 = np.arange(len(values) + 1, dtype=float)
@@ -182,10 +187,13 @@ def _reading_spread(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray):
         first = np.searchsorted(hi_of, s, side="right")
         last = np.searchsorted(lo_of, e, side="left")
         spread, count = _spread(v, first, last)
-    wide_first = np.searchsorted(hi_of, s - ch.interval_s, side="left")
-    wide_last = np.searchsorted(lo_of, e + ch.interval_s, side="right")
-    wide, _ = _spread(v, wide_first, wide_last)
-    return np.where(count < 2, wide, spread), count
+    lonely = count < 2
+    if lonely.any():  # the neighbourhood of the windows with fewer than two distinct readings
+        wide_first = np.searchsorted(hi_of, s[lonely] - ch.interval_s, side="left")
+        wide_last = np.searchsorted(lo_of, e[lonely] + ch.interval_s, side="right")
+        spread = spread.copy()
+        spread[lonely] = _spread(v, wide_first, wide_last)[0]
+    return spread, count
 
 
 def window_means(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> WindowStats:
@@ -209,14 +217,25 @@ def window_means(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> W
     return WindowStats(mean, np.zeros(len(starts)), nearest.count, flag)
 
 
-def _shift_term(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray, sigma_s: float) -> np.ndarray:
-    """Half the change of the window's mean when the window moves by -sigma and +sigma."""
-    if not sigma_s > 0:
-        return np.zeros(len(starts))
-    up = window_means(ch, starts + sigma_s, ends + sigma_s).mean
-    down = window_means(ch, starts - sigma_s, ends - sigma_s).mean
-    term = 0.5 * np.abs(up - down)
-    return np.where(np.isfinite(term), term, 0.0)
+def _means_and_shift_terms(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray):
+    """The windows' WindowStats and, for the delay's and the clock offset's sigma, half the change
+    of each window's mean when it moves by -sigma and +sigma (one pass over the readings)."""
+    n = len(starts)
+    sigmas = [ch.sigma_delay_s, ch.sigma_offset_s]
+    shifts = [0.0] + [k for s in sigmas if s > 0 for k in (s, -s)]
+    stats = window_means(
+        ch, np.concatenate([starts + k for k in shifts]), np.concatenate([ends + k for k in shifts])
+    )
+    own = WindowStats(stats.mean[:n], stats.sigma[:n], stats.count[:n], stats.flag[:n])
+    terms, k = [], 1
+    for s in sigmas:
+        if s > 0:
+            term = 0.5 * np.abs(stats.mean[k * n : (k + 1) * n] - stats.mean[(k + 1) * n : (k + 2) * n])
+            terms.append(np.where(np.isfinite(term), term, 0.0))
+            k += 2
+        else:
+            terms.append(np.zeros(n))
+    return own, terms[0], terms[1]
 
 
 def window_power(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> WindowStats:
@@ -225,9 +244,7 @@ def window_power(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> W
     its resolution at both edges, and no spread: the counter integrates every reading's power)."""
     starts = np.asarray(starts, dtype=float)
     ends = np.asarray(ends, dtype=float)
-    stats = window_means(ch, starts, ends)
-    delay = _shift_term(ch, starts, ends, ch.sigma_delay_s)
-    offset = _shift_term(ch, starts, ends, ch.sigma_offset_s)
+    stats, delay, offset = _means_and_shift_terms(ch, starts, ends)
     spread, count = _reading_spread(ch, starts, ends)
     floor = ch.resolution_w / SQRT12
     if ch.method == METHOD_COUNTER:

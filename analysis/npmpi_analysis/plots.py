@@ -369,8 +369,9 @@ def plot_power_time(a: RunAnalysis, several: bool) -> Plot | None:
             )
     for ax in (ax1, ax2):
         _size_marks(ax, a, t0)
-        if pw.baseline:
-            ax.axvspan(pw.baseline[0] - t0, pw.baseline[1] - t0, color="gold", alpha=0.3, lw=0)
+        for window in (pw.baseline, pw.baseline_after):  # the idle baselines before and after the sweep
+            if window:
+                ax.axvspan(window[0] - t0, window[1] - t0, color="gold", alpha=0.3, lw=0)
         ax.grid(True, alpha=0.3)
     ax1.axvspan(0, 0, color="gold", alpha=0.3, label="idle baseline")
     ax1.plot([], [], color="0.6", lw=0.6, label="start of each message size")
@@ -389,7 +390,8 @@ def plot_power_time(a: RunAnalysis, several: bool) -> Plot | None:
         f"power_time{_suffix(a, several)}",
         fig,
         f"{a.label}: power of all nodes (top, band = min-max per plotted bin) and of each node (bottom) over "
-        "time; grey lines mark the start of each message size, the shaded span is the idle baseline.",
+        "time; grey lines mark the start of each message size, the shaded spans are the idle baselines "
+        "before and after the sweep.",
         a.caveat,
     )
 

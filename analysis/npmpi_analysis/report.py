@@ -154,6 +154,11 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
         idle = _pm(s["idle_power_w"], _nan(s["idle_power_sigma_w"]), pm)
         active = _pm(s["active_power_w"], _nan(s["active_power_sigma_w"]), pm)
         out.append(f"  all nodes: idle {idle} W, active {active} W")
+        if s.get("idle_before_power_w") is not None or s.get("idle_after_power_w") is not None:
+            before = _pm(s["idle_before_power_w"], _nan(s["idle_before_power_sigma_w"]), pm)
+            after = _pm(s["idle_after_power_w"], _nan(s["idle_after_power_sigma_w"]), pm)
+            drift = " (drifted more than their uncertainty)" if s.get("idle_drift") else ""
+            out.append(f"  idle before the sweep {before} W, after it {after} W{drift}")
         for n in s["nodes"]:
             chans = ", ".join(
                 f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
