@@ -6,7 +6,8 @@ CMD_BASELINE (phase start) to every other rank on the control tag, sleeps throug
 with CMD_BASELINE (phase end). In between each rank waits on a non-blocking receive checked every
 POLL_S, asleep otherwise. At the end each rank sends rank 0 the CPU seconds its process used
 (all its threads: a power rank's meter threads count) and, on a power rank, the node's
-whole-system CPU utilisation from /proc/stat over the same span, so a disturbed baseline shows.
+whole-system CPU utilisation from /proc/stat over the same span, so a disturbed baseline shows;
+rank 0 stores both in the run file (docs/file-format.md).
 """
 
 from __future__ import annotations
@@ -25,10 +26,6 @@ PHASE_START = 1
 POLL_S = 0.01
 SLEEP_SLICE_S = 0.1  # rank 0 checks for a stop request this often while it sleeps
 PROC_STAT = "/proc/stat"
-
-# Thresholds of a disturbed baseline (the analysis flags them; docs/power.md)
-MAX_RANK_CPU_FRACTION = 0.05  # any rank using more than 5 % of a core
-MAX_SYSTEM_BUSY_FRACTION = 0.10  # the node's CPUs more than 10 % busy (other processes)
 
 
 def system_ticks(path: str = PROC_STAT) -> tuple[int, int] | None:
@@ -107,3 +104,33 @@ def run_baseline(comm, seconds: float, stop=None) -> BaselineWindow:
         comm.Recv(reply, rank, BASELINE_TAG)
         cpu[rank], busy[rank] = reply
     return BaselineWindow(start, end, cpu, busy)
+
+
+def after_baseline_s(baseline_s: float, power_nodes, largest_delay_s: float) -> float:
+    """How long the baseline after the sweep lasts: --baseline, but at least the largest meter delay
+    plus two sample (or averaging) intervals, so the samples describing the last sizes are taken."""
+    longest = max(
+        (
+            max(float(c.get("sample_interval_s") or 0.0), float(c.get("averaging_s") or 0.0))
+            for p in power_nodes
+            for c in p["channels"]
+        ),
+        default=0.0,
+    )
+    return max(baseline_s, largest_delay_s + 2.0 * longest)
+
+
+def store_baseline(writer, layout, window, after: bool) -> None:
+    """A baseline's window (/power attributes), each rank's CPU seconds (/layout/baseline_cpu_s)
+    and each node's whole-system CPU utilisation (its power rank's /proc/stat)."""
+    prefix = "baseline_after" if after else "baseline"
+    writer.set_group_attrs(
+        "power",
+        **{f"{prefix}_start_unix_s": window.start_unix_s, f"{prefix}_end_unix_s": window.end_unix_s},
+    )
+    writer.set_baseline_cpu(1 if after else 0, window.cpu_s)
+    for node, rank in enumerate(layout.power_ranks):
+        writer.set_group_attrs(
+            f"power/node{node}", **{f"{prefix}_system_busy_fraction": float(window.system_busy[rank])}
+        )
+    writer.flush()

@@ -389,6 +389,8 @@ def _abort(comm, message: str, code: int) -> None:
 
 def _power_setup(writer, collector, layout, power_nodes, opts, console, stop=None) -> float:
     """Create the power groups, measure clock offsets, record the idle baseline; returns baseline s."""
+    from npmpi.baseline import store_baseline
+
     node_attrs, channels = [], []
     for node, (rank, info) in enumerate(zip(layout.power_ranks, power_nodes, strict=True)):
         node_attrs.append(
@@ -417,43 +419,14 @@ def _power_setup(writer, collector, layout, power_nodes, opts, console, stop=Non
     console.power_header(node_attrs, channels)
     if baseline_s > 0:
         console.note(f"recording {baseline_s:g} s of idle baseline power")
-        _store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
+        store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
     return baseline_s
-
-
-def after_baseline_s(baseline_s: float, power_nodes, largest_delay_s: float) -> float:
-    """How long the baseline after the sweep lasts: --baseline, but at least the largest meter delay
-    plus two sample (or averaging) intervals, so the samples describing the last sizes are taken."""
-    longest = max(
-        (
-            max(float(c.get("sample_interval_s") or 0.0), float(c.get("averaging_s") or 0.0))
-            for p in power_nodes
-            for c in p["channels"]
-        ),
-        default=0.0,
-    )
-    return max(baseline_s, largest_delay_s + 2.0 * longest)
-
-
-def _store_baseline(writer, layout, window, after: bool) -> None:
-    """A baseline's window (/power attributes), each rank's CPU seconds (/layout/baseline_cpu_s)
-    and each node's whole-system CPU utilisation (its power rank's /proc/stat)."""
-    prefix = "baseline_after" if after else "baseline"
-    writer.set_group_attrs(
-        "power",
-        **{f"{prefix}_start_unix_s": window.start_unix_s, f"{prefix}_end_unix_s": window.end_unix_s},
-    )
-    writer.set_baseline_cpu(1 if after else 0, window.cpu_s)
-    for node, rank in enumerate(layout.power_ranks):
-        writer.set_group_attrs(
-            f"power/node{node}", **{f"{prefix}_system_busy_fraction": float(window.system_busy[rank])}
-        )
-    writer.flush()
 
 
 def _final_power(writer, collector, layout, power_nodes, opts, calibration, outcome, console, stop) -> None:
     """After the sweep: the baseline after it (not when interrupted: mpirun may kill the job at
     any moment), the last samples, the clock offsets at the end."""
+    from npmpi.baseline import after_baseline_s, store_baseline
     from npmpi.calibrate_run import largest_delay_s
 
     collector.collect()
@@ -462,7 +435,7 @@ def _final_power(writer, collector, layout, power_nodes, opts, calibration, outc
         seconds = after_baseline_s(baseline_s, power_nodes, largest_delay_s(calibration, layout, power_nodes))
         if seconds > 0:
             console.note(f"recording {seconds:g} s of idle power after the sweep")
-            _store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
+            store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
     _store_offsets(writer, collector.clock_offsets(), "end")
 
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from npmpi_analysis.compute import FLAG_NONE, WindowStats
 
-MAX_RANK_CPU_FRACTION = 0.05  # as npmpi.baseline (the analysis imports nothing from the runner's MPI side)
-MAX_SYSTEM_BUSY_FRACTION = 0.10
+MAX_RANK_CPU_FRACTION = 0.05  # a disturbed baseline: a rank used more than 5 % of a core
+MAX_SYSTEM_BUSY_FRACTION = 0.10  # or the node's CPUs were more than 10 % busy (other processes)
 NAMES = ("before", "after")
 
 
