@@ -286,3 +286,22 @@ def test_flag_none_when_no_reading_is_near():
     ch = ChannelReadings(t, p, METHOD_AVERAGE, 0.1, lo, hi, pw)
     got = window_power(ch, np.array([50.0]), np.array([51.0]))
     assert got.flag[0] == FLAG_NONE and math.isnan(got.mean[0]) and got.count[0] == 0
+
+
+def test_an_after_baseline_shorter_than_the_delay_gives_a_notice_not_idle(tmp_path):
+    t = np.arange(0.0, 13.0, 0.1)
+    ch = SynthChannel(T0 + t + 2.0, np.where(t < 5, 40.0, 90.0), sample_interval_s=0.1)  # 2 s late
+    path = write_run(
+        tmp_path / "s.h5",
+        [1],
+        [1],
+        [[4.0]],
+        [[T0 + 6.0]],
+        nodes=[SynthNode([ch])],
+        baseline=(T0 + 1.0, T0 + 4.0),
+        baseline_after=(T0 + 10.5, T0 + 11.0),  # 0.5 s: recorded without a calibrated delay
+    )
+    a = analyse_run(load_run(path), "s", meter_delay_s=2.0)  # analysed with a 2 s delay
+    assert a.problems == []
+    assert any("not longer than the meter delay" in n for n in a.notices)
+    assert a.power.idle_w == pytest.approx(40.0) and math.isnan(a.power.idle_after_w)

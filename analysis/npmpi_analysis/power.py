@@ -365,6 +365,13 @@ def _node_power(i: int, node, run, starts, ends, windows, delay_override, notice
             _empty_stats(1),
         )
         plot_t, plot_w, series = np.zeros(0), np.zeros(0), None
+    if after and readings and after[1] - max(delays) <= after[0]:
+        notices.append(
+            f"{where} ({host}): the baseline after the sweep ({after[1] - after[0]:.3g} s) is not longer "
+            f"than the meter delay ({max(delays):.3g} s): its samples all describe the last sizes, "
+            "so the idle power comes from the baseline before the sweep"
+        )
+        after = None
     for label, window, stats in (("", baseline, before), (" after the sweep", after, later)):
         if window and readings and stats.flag[0] == FLAG_NONE:
             problems.append(
