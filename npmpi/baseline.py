@@ -87,22 +87,26 @@ def run_baseline(comm, seconds: float, stop=None) -> BaselineWindow:
     cpu0 = time.process_time()
     start = time.time()
     deadline = time.monotonic() + seconds
-    while not stop:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        time.sleep(min(left, SLEEP_SLICE_S))
-    end = time.time()
     cpu = np.full(size, np.nan)
     busy = np.full(size, np.nan)
-    cpu[0] = time.process_time() - cpu0
-    ctrl[1] = PHASE_END
-    for rank in others:
-        comm.Send(ctrl, rank, CTRL_TAG)
-    reply = np.zeros(2, dtype=np.float64)
-    for rank in others:
-        comm.Recv(reply, rank, BASELINE_TAG)
-        cpu[rank], busy[rank] = reply
+    try:
+        while not stop:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, SLEEP_SLICE_S))
+    finally:
+        # even when a second stop signal raises here: every rank leaves the baseline and replies, so
+        # the next command (a flush, a stop) finds each of them in its own loop again
+        end = time.time()
+        cpu[0] = time.process_time() - cpu0
+        ctrl[1] = PHASE_END
+        for rank in others:
+            comm.Send(ctrl, rank, CTRL_TAG)
+        reply = np.zeros(2, dtype=np.float64)
+        for rank in others:
+            comm.Recv(reply, rank, BASELINE_TAG)
+            cpu[rank], busy[rank] = reply
     return BaselineWindow(start, end, cpu, busy)
 
 

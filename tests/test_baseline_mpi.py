@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import time
 
 import numpy as np
 import pytest
 from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.compute import FLAG_NONE
 
+from npmpi.launcher import local_mpi_env, npmpi_command
 from npmpi.runfile import load_run
 
 pytestmark = pytest.mark.mpi
@@ -112,3 +116,28 @@ def test_a_delayed_meter_gives_every_size_its_own_samples(npmpi_run, tmp_path):
     assert a.power.idle_after_w == pytest.approx(idle.mean(), rel=1e-9)
     first = ch.power_w[(stamps >= after0) & (stamps < after0 + delay)]
     assert len(first) >= 10 and not np.isclose(a.power.idle_after_w, ch.power_w[stamps >= after0].mean())
+
+
+def test_a_stop_during_the_baseline_ends_every_rank(tmp_path):
+    cmd = npmpi_command(3, ["--quick", "--meter", "estimate", "--baseline", "20", "-o", "r.h5"])
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=local_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if "idle baseline power" in proc.stdout.readline():
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the job did not end within 30 s of SIGTERM during the baseline")
+    run = load_run(tmp_path / "r.h5")
+    assert run.status == "interrupted" and len(run.pingpong) == 0
+    pa = run.power_attrs
+    # the baseline ended at the signal, every rank reported, and no baseline followed
+    assert pa["baseline_end_unix_s"] - pa["baseline_start_unix_s"] < 10
+    assert np.all(np.isfinite(run.layout["baseline_cpu_s"][:, 0]))
+    assert "baseline_after_start_unix_s" not in pa
