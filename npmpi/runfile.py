@@ -49,6 +49,10 @@ PINGPONG_DATASETS = (
 
 # per-sample datasets of a power channel (NaN where the meter does not give the quantity)
 SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
+# in load_run's sample_fields: read energy_j only of channels whose counter gives a window's energy
+# (attribute energy_from_counter; before format 1.4, the rapl and nvml kinds)
+ENERGY_OF_COUNTERS = "energy_j_of_counters"
+COUNTER_KINDS = ("rapl", "nvml")
 
 # A file claiming more rows or trials than this is refused before anything is allocated.
 MAX_ROWS = 10_000_000
@@ -507,6 +511,13 @@ def _check_stored(ds, n: int, p: Path, where: str) -> None:
         )
 
 
+def _is_counter(attrs) -> bool:
+    """Whether a channel's energy_j is a counter to take a window's energy from."""
+    if "energy_from_counter" in attrs:
+        return bool(attrs["energy_from_counter"])
+    return _attr(attrs.get("kind", "")) in COUNTER_KINDS
+
+
 def _numbered(group, prefix: str) -> list[str]:
     names = [k for k in group if k.startswith(prefix) and k[len(prefix) :].isdigit()]
     return sorted(names, key=lambda k: int(k[len(prefix) :]))
@@ -553,7 +564,10 @@ def _read_power(
                 for name, ds in arrays.items():
                     # every field is checked, so a damaged file is refused whatever a reader uses
                     _check_stored(ds, n, p, f"{where}/{name}")
-                    data[name] = np.asarray(ds[:n], dtype=np.float64) if name in sample_fields else None
+                    wanted = name in sample_fields or (
+                        name == "energy_j" and ENERGY_OF_COUNTERS in sample_fields and _is_counter(cg.attrs)
+                    )
+                    data[name] = np.asarray(ds[:n], dtype=np.float64) if wanted else None
                 if fg is not None:
                     nf = min(ft_ds.shape[0], fm_ds.shape[0])
                     ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)

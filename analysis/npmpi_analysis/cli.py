@@ -29,8 +29,13 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-# the per-sample datasets the analysis uses: energy, volts and amps are not read (half the memory)
-ANALYSED_SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j")
+# the per-sample datasets the analysis uses: energy only of counter channels (RAPL, NVML energy),
+# volts and amps never (half the memory)
+ANALYSED_SAMPLE_FIELDS = (
+    "time_unix_s",
+    "power_w",
+    "energy_j_of_counters",
+)  # npmpi.runfile.ENERGY_OF_COUNTERS
 
 
 def build_parser() -> argparse.ArgumentParser:

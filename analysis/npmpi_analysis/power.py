@@ -270,6 +270,10 @@ def _empty_stats(n: int) -> WindowStats:
     )
 
 
+def _take(stats: WindowStats, k: slice) -> WindowStats:
+    return WindowStats(stats.mean[k], stats.sigma[k], stats.count[k], stats.flag[k])
+
+
 def _sum_channels(parts: list[WindowStats]) -> WindowStats:
     """A node's windows from its channels': powers summed, sigmas in quadrature, the fewest samples
     and the most serious flag."""
@@ -301,18 +305,24 @@ def _merged_instant(readings: list[ChannelReadings], t: np.ndarray, p: np.ndarra
     )
 
 
-def _window(readings: list[ChannelReadings], delays: list[float], window, after: bool) -> WindowStats:
-    """A node's power over one baseline window. After the sweep the window ends `delay` seconds
-    early for each channel: the samples describing its last seconds were never taken."""
-    if window is None or not readings:
-        return _empty_stats(1)
+def _all_windows(readings: list[ChannelReadings], delays: list[float], starts, ends, sweep, baseline, after):
+    """A node's (sizes, whole sweep, baseline before, baseline after), one pass per channel. After
+    the sweep the window ends `delay` seconds early for each channel: the samples describing its
+    last seconds were never taken."""
+    n = len(starts)
     parts = []
     for r, delay in zip(readings, delays, strict=True):
-        end = window[1] - max(delay, 0.0) if after else window[1]
-        if end <= window[0]:
-            return _empty_stats(1)
-        parts.append(window_power(r, np.array([window[0]]), np.array([end])))
-    return _sum_channels(parts)
+        extra_s = [sweep[0], baseline[0] if baseline else np.nan, after[0] if after else np.nan]
+        extra_e = [
+            sweep[1],
+            baseline[1] if baseline else np.nan,
+            after[1] - max(delay, 0.0) if after else np.nan,
+        ]
+        parts.append(window_power(r, np.concatenate([starts, extra_s]), np.concatenate([ends, extra_e])))
+    total = _sum_channels(parts)
+    return tuple(
+        _take(total, k) for k in (slice(0, n), slice(n, n + 1), slice(n + 1, n + 2), slice(n + 2, n + 3))
+    )
 
 
 def _node_power(i: int, node, run, starts, ends, windows, delay_override, notices, problems) -> tuple:
@@ -349,22 +359,6 @@ def _node_power(i: int, node, run, starts, ends, windows, delay_override, notice
     if len(readings) > 1 and all(r.method == METHOD_INSTANT for r in readings):
         readings, delays = [_merged_instant(readings, *series)], [max(delays)]
     interval = max((c.sample_interval_s for c in infos), default=1.0)
-    if readings:
-        sizes = _sum_channels([window_power(r, starts, ends) for r in readings])
-        active = _sum_channels(
-            [window_power(r, np.array([sweep[0]]), np.array([sweep[1]])) for r in readings]
-        )
-        before = _window(readings, delays, baseline, after=False)
-        later = _window(readings, delays, after, after=True)
-        plot_t, plot_w, _, _ = compute.decimate(series[0], series[1], PLOT_POINTS)
-    else:
-        sizes, active, before, later = (
-            _empty_stats(len(starts)),
-            _empty_stats(1),
-            _empty_stats(1),
-            _empty_stats(1),
-        )
-        plot_t, plot_w, series = np.zeros(0), np.zeros(0), None
     if after and readings and after[1] - max(delays) <= after[0]:
         notices.append(
             f"{where} ({host}): the baseline after the sweep ({after[1] - after[0]:.3g} s) is not longer "
@@ -372,6 +366,13 @@ def _node_power(i: int, node, run, starts, ends, windows, delay_override, notice
             "so the idle power comes from the baseline before the sweep"
         )
         after = None
+    if readings:
+        sizes, active, before, later = _all_windows(readings, delays, starts, ends, sweep, baseline, after)
+        plot_t, plot_w, _, _ = compute.decimate(series[0], series[1], PLOT_POINTS)
+    else:
+        sizes = _empty_stats(len(starts))
+        active, before, later = _empty_stats(1), _empty_stats(1), _empty_stats(1)
+        plot_t, plot_w, series = np.zeros(0), np.zeros(0), None
     for label, window, stats in (("", baseline, before), (" after the sweep", after, later)):
         if window and readings and stats.flag[0] == FLAG_NONE:
             problems.append(
