@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
+from npmpi.faultlog import FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
 from npmpi.runfile import SAMPLE_FIELDS
 
@@ -45,10 +46,11 @@ def node_meter_specs(default_specs: list[str]) -> list[str]:
 
 @dataclass
 class ChannelBuffer:
-    """Readings and faults gathered since rank 0 last asked."""
+    """Readings, faults (new or counted again) and heartbeat ticks gathered since rank 0 last asked."""
 
     readings: list[Reading] = field(default_factory=list)
-    faults: list[tuple[float, str]] = field(default_factory=list)
+    faults: list[FaultRecord] = field(default_factory=list)
+    ticks: list[float] = field(default_factory=list)  # wall-clock time of every pass of the sampling loop
 
 
 class ChannelSampler(threading.Thread):
@@ -62,26 +64,44 @@ class ChannelSampler(threading.Thread):
         self.stop_event = threading.Event()
         self._lock = threading.Lock()
         self._buffer = ChannelBuffer()
+        self._faults = FaultLog()
         self._broken = False
         self._stalled = False
         self._last_good = time.monotonic()
 
     def _fault(self, message: str) -> None:
+        """Record a fault; print it the first time only (repeats are counted in the run file)."""
         with self._lock:
-            self._buffer.faults.append((time.time(), message))
-        print(
-            f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}",
-            file=sys.stderr,
-            flush=True,
-        )
+            new = self._faults.record(message, time.time())
+        if new:
+            print(
+                f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _tick(self) -> None:
+        with self._lock:
+            self._buffer.ticks.append(time.time())
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep (waking for stop), ticking at least every half second: a waiting loop is alive."""
+        end = time.monotonic() + seconds
+        while not self.stop_event.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self.stop_event.wait(min(left, 0.5))
+            self._tick()
 
     def _sample_once(self) -> None:
+        self._tick()
         if self._broken:
             try:
                 self.meter.open()
             except (MeterError, MeterFault, OSError) as exc:
                 del exc  # still gone: try again later, the fault was recorded once
-                self.stop_event.wait(REOPEN_AFTER_S)
+                self._wait(REOPEN_AFTER_S)
                 return
             self._broken = False
             self._last_good = time.monotonic()
@@ -122,11 +142,13 @@ class ChannelSampler(threading.Thread):
                 if delay < 0:  # fell behind (a slow device): do not try to catch up in a burst
                     next_t = time.monotonic()
                     delay = 0
-                self.stop_event.wait(delay)
+                self._wait(delay)
 
     def drain(self) -> ChannelBuffer:
+        """What was gathered since the last drain (faults: the new ones and those counted again)."""
         with self._lock:
             out, self._buffer = self._buffer, ChannelBuffer()
+            out.faults = self._faults.drain()
         return out
 
     def stop(self) -> None:
@@ -157,7 +179,9 @@ def sample_interval_for(meter: Meter, requested_s: float | None) -> float:
     natural = float(meter.describe().get("natural_interval_s") or meter.natural_interval_s)
     if requested_s is None:
         return natural
-    return max(requested_s, natural) if meter.streaming else requested_s
+    if meter.streaming:
+        return max(requested_s, natural)
+    return min(requested_s, meter.max_interval_s)  # a counter that must be read this often
 
 
 def _pack(readings: list[Reading]) -> dict[str, np.ndarray]:
@@ -185,7 +209,7 @@ def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
                 batch = []
                 for s in samplers:
                     buf = s.drain()
-                    batch.append((_pack(buf.readings), buf.faults))
+                    batch.append((_pack(buf.readings), buf.faults, np.asarray(buf.ticks, dtype=np.float64)))
                 comm.send(batch, 0, DATA_TAG)
                 quiet_s = 0.5 * int(ctrl[1]) / 1000.0
             elif cmd == CMD_CLOCK:
@@ -209,6 +233,13 @@ class PowerCollector:
         self.faults_total = 0
         self.writer = None
         self.kept: dict[tuple[int, int], list] = {}
+        self.heartbeats = {
+            (node, j): Heartbeat(
+                float(ch.get("sample_interval_s") or 1.0), f"{ch.get('spec', '?')} on node {node}"
+            )
+            for node, channels in enumerate(channel_attrs)
+            for j, ch in enumerate(channels)
+        }
 
     def stop_all(self, exit_code: int) -> None:
         """Tell every power rank to exit (between sizes only)."""
@@ -240,7 +271,8 @@ class PowerCollector:
         for node, rank in enumerate(self.power_ranks):
             status = MPI.Status()
             batch = self.comm.recv(source=rank, tag=DATA_TAG, status=status)
-            for channel, (samples, faults) in enumerate(batch):
+            for channel, (samples, faults, ticks) in enumerate(batch):
+                faults = faults + self._gaps(node, channel, ticks)
                 if self.writer is not None:
                     self.writer.append_samples(node, channel, samples, faults)
                 else:  # no run file (calibration): keep the batches for the caller
@@ -251,6 +283,16 @@ class PowerCollector:
         if self.writer is not None:
             self.writer.flush()
         return added
+
+    def _gaps(self, node: int, channel: int, ticks) -> list[FaultRecord]:
+        """Gap faults from a sampler's heartbeat: spans its loop did not run (see npmpi.faultlog)."""
+        beat = self.heartbeats.get((node, channel))
+        if beat is None:
+            beat = self.heartbeats[(node, channel)] = Heartbeat(1.0, f"channel {channel} on node {node}")
+        gaps = beat.observe(ticks)
+        for g in gaps:
+            print(f"npmpi: {g.message}", file=sys.stderr, flush=True)
+        return gaps
 
     def baseline(self, seconds: float) -> tuple[float, float]:
         """Sleep (no spinning) while the power ranks sample the idle node; returns the window."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from npmpi import faultlog
 from npmpi.errors import RunFileError
 
 FORMAT_NAME = "npmpi-run"
@@ -112,6 +113,7 @@ class RunWriter:
         self.path = Path(path)
         self.trials = trials
         self.pairs = pairs
+        self._fault_rows: dict[tuple[int, int], dict[int, int]] = {}  # (node, channel): fault id -> row
         if not overwrite and self.path.exists():
             raise FileExistsError(errno.EEXIST, "the run file exists", str(self.path))
         # Built under a hidden name and renamed once its structure is on disk: a writer killed while
@@ -208,8 +210,6 @@ class RunWriter:
         self, attrs: dict[str, Any], nodes: list[dict[str, Any]], channels: list[list[dict[str, Any]]]
     ) -> None:
         """Create the power groups: one per node (attrs), one per channel of that node (attrs)."""
-        import h5py
-
         g = self._file.require_group("power")
         for key, value in attrs.items():
             g.attrs[key] = _to_attr(value)
@@ -223,11 +223,7 @@ class RunWriter:
                     cg.attrs[key] = _to_attr(value)
                 for name in SAMPLE_FIELDS:
                     cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
-                fg = cg.create_group("faults")
-                fg.create_dataset("time_unix_s", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(64,))
-                fg.create_dataset(
-                    "message", shape=(0,), maxshape=(None,), dtype=h5py.string_dtype(), chunks=(64,)
-                )
+                faultlog.create_datasets(cg.create_group("faults"))
         self._file.flush()
 
     def append_samples(
@@ -235,9 +231,10 @@ class RunWriter:
         node: int,
         channel: int,
         samples: dict[str, np.ndarray],
-        faults: list[tuple[float, str]] | None = None,
+        faults: list | None = None,
     ) -> None:
-        """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults; no flush."""
+        """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults (FaultRecords: repeats
+        update their row); no flush."""
         cg = self._file[f"power/node{node}/channel{channel}"]
         count = len(samples["time_unix_s"])
         if count:
@@ -248,12 +245,8 @@ class RunWriter:
                 ds[n:] = samples[name]
             cg.attrs["samples_completed"] = n + count
         if faults:
-            fg = cg["faults"]
-            n = fg["time_unix_s"].shape[0]
-            fg["time_unix_s"].resize(n + len(faults), axis=0)
-            fg["message"].resize(n + len(faults), axis=0)
-            fg["time_unix_s"][n:] = [t for t, _ in faults]
-            fg["message"][n:] = np.array([m for _, m in faults], dtype=object)
+            rows = self._fault_rows.setdefault((node, channel), {})
+            faultlog.write_records(cg["faults"], faultlog.as_records(faults), rows)
 
     def set_group_attrs(self, group: str, **attrs: Any) -> None:
         g = self._file.require_group(group)
@@ -319,6 +312,8 @@ class PowerChannel:
     amps: np.ndarray | None
     fault_time_unix_s: np.ndarray
     fault_message: list[str]
+    # per fault: last occurrence (a gap's end), how many times, kind (npmpi.faultlog); see load_run
+    fault_extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -552,6 +547,7 @@ def _read_power(
                     {k: _attr(cg.attrs[k]) for k in cg.attrs},
                     fault_time_unix_s=ft,
                     fault_message=fm[: len(ft)],
+                    fault_extra=faultlog.read_extras(fg, len(ft)),
                     **data,
                 )
             )

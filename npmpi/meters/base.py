@@ -84,6 +84,8 @@ class Meter(ABC):
     streaming: ClassVar[bool] = False
     # class defaults that a backend may refine per instance (e.g. from the device's update interval)
     natural_interval_s: float = 1.0
+    # the longest interval between reads the device allows (e.g. a counter that must not wrap twice)
+    max_interval_s: float = math.inf
     quantities: tuple[str, ...] = ("power_w",)
 
     def __init__(self, spec: MeterSpec) -> None:
