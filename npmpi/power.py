@@ -23,7 +23,7 @@ import numpy as np
 from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
 from npmpi.faultlog import FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
-from npmpi.runfile import SAMPLE_FIELDS
+from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
 
 CTRL_TAG = 10  # shared with npmpi.sweep: every rank without a pair role listens here
 DATA_TAG = 14
@@ -185,7 +185,10 @@ def sample_interval_for(meter: Meter, requested_s: float | None) -> float:
 
 
 def _pack(readings: list[Reading]) -> dict[str, np.ndarray]:
-    return {name: np.array([getattr(r, name) for r in readings], dtype=np.float64) for name in SAMPLE_FIELDS}
+    return {
+        name: np.array([getattr(r, name) for r in readings], dtype=np.float64)
+        for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS)
+    }
 
 
 def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
@@ -209,7 +212,8 @@ def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
                 batch = []
                 for s in samplers:
                     buf = s.drain()
-                    batch.append((_pack(buf.readings), buf.faults, np.asarray(buf.ticks, dtype=np.float64)))
+                    ticks = np.asarray(buf.ticks, dtype=np.float64)
+                    batch.append((_pack(buf.readings), buf.faults, ticks, s.meter.counters()))
                 comm.send(batch, 0, DATA_TAG)
                 quiet_s = 0.5 * int(ctrl[1]) / 1000.0
             elif cmd == CMD_CLOCK:
@@ -271,8 +275,10 @@ class PowerCollector:
         for node, rank in enumerate(self.power_ranks):
             status = MPI.Status()
             batch = self.comm.recv(source=rank, tag=DATA_TAG, status=status)
-            for channel, (samples, faults, ticks) in enumerate(batch):
+            for channel, (samples, faults, ticks, counters) in enumerate(batch):
                 faults = faults + self._gaps(node, channel, ticks)
+                if counters and self.writer is not None:
+                    self.writer.set_group_attrs(f"power/node{node}/channel{channel}", **counters)
                 if self.writer is not None:
                     self.writer.append_samples(node, channel, samples, faults)
                 else:  # no run file (calibration): keep the batches for the caller

@@ -45,6 +45,8 @@ PINGPONG_DATASETS = (
 
 # per-sample datasets of a power channel (NaN where the meter does not give the quantity)
 SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
+# per-sample datasets only channels that name them in their `extra_sample_fields` attribute have
+EXTRA_SAMPLE_FIELDS = ("time_spaced_unix_s",)
 
 # A file claiming more rows or trials than this is refused before anything is allocated.
 MAX_ROWS = 10_000_000
@@ -221,7 +223,8 @@ class RunWriter:
                 cg = ng.create_group(f"channel{j}")
                 for key, value in ch_attrs.items():
                     cg.attrs[key] = _to_attr(value)
-                for name in SAMPLE_FIELDS:
+                extra = [n for n in EXTRA_SAMPLE_FIELDS if n in (ch_attrs.get("extra_sample_fields") or ())]
+                for name in (*SAMPLE_FIELDS, *extra):
                     cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
                 faultlog.create_datasets(cg.create_group("faults"))
         self._file.flush()
@@ -239,10 +242,11 @@ class RunWriter:
         count = len(samples["time_unix_s"])
         if count:
             n = cg["time_unix_s"].shape[0]
-            for name in SAMPLE_FIELDS:
-                ds = cg[name]
-                ds.resize(n + count, axis=0)
-                ds[n:] = samples[name]
+            for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS):
+                if name in samples and (name in SAMPLE_FIELDS or name in cg):
+                    ds = cg[name]
+                    ds.resize(n + count, axis=0)
+                    ds[n:] = samples[name]
             cg.attrs["samples_completed"] = n + count
         if faults:
             rows = self._fault_rows.setdefault((node, channel), {})

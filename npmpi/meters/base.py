@@ -52,6 +52,8 @@ class Reading:
     energy_j: float = NAN  # cumulative energy since the meter was opened, where the meter gives it
     volts: float = NAN
     amps: float = NAN
+    # records that arrived together, spaced one meter interval apart (newest at receipt); NaN elsewhere
+    time_spaced_unix_s: float = NAN
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,10 @@ class Meter(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional for backends with nothing to release
         """Release the device (idempotent)."""
+
+    def counters(self) -> dict[str, int]:
+        """Running counts stored as channel attributes at every collection (e.g. packets, bytes)."""
+        return {}
 
     def description(self) -> str:
         """Model, device path or other identification for the run file."""
