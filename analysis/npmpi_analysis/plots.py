@@ -179,7 +179,9 @@ def _mark_flagged(ax, a: RunAnalysis, x: np.ndarray, y: np.ndarray, color: str, 
             "x",
             color=color,
             ms=5,
-            label=_legend_label(a, "flagged: window shorter than the sample interval, or a gap", several),
+            label=_legend_label(
+                a, "flagged: window shorter than the sample interval, a gap, or a recorded gap", several
+            ),
         )
 
 
@@ -409,7 +411,9 @@ def _mark_faults(a: RunAnalysis, axes, t0: float) -> None:
         if lines:
             ax.vlines(lines, 0, 1, transform=ax.get_xaxis_transform(), colors="red", lw=0.8, linestyles="--")
     if gaps:
-        axes[0].axvspan(0, 0, color="red", alpha=0.2, label=f"recorded sampling gap ({len(gaps)})")
+        axes[0].fill_between(
+            [], [], [], color="red", alpha=0.2, lw=0, label=f"recorded sampling gap ({len(gaps)})"
+        )
     if lines:
         axes[0].plot([], [], color="red", lw=0.8, ls="--", label=f"meter fault ({len(lines)})")
 

@@ -186,10 +186,7 @@ def fault_cells(n: dict) -> list[list[str]]:
     rows = []
     for c in n["channels"]:
         for f in c["faults"]:
-            if f["count"] > 1 or f["kind"] == "gap":
-                until = f"until {_since(f['last_since_first_trial_s'])}"
-            else:
-                until = ""
+            until = _since(f["last_since_first_trial_s"]) if f["count"] > 1 or f["kind"] == "gap" else ""
             rows.append(
                 [
                     f"{c['channel']} {c['kind']}",
@@ -208,7 +205,7 @@ def fault_lines(n: dict) -> list[str]:
     out = []
     for ch, since, count, until, _kind, message in fault_cells(n):
         times = f" x{count}" if count != "1" else ""
-        span = f" {until}" if until else ""
+        span = f" until {until}" if until else ""
         out.append(f"fault, channel {ch}, at {since}{times}{span}: {message}")
     return out
 
