@@ -234,7 +234,8 @@ class PowerCollector:
         self.channel_attrs = channel_attrs
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.samples_total = 0
-        self.faults_total = 0
+        self.faults_total = 0  # distinct faults and gaps
+        self._seen_faults: set[tuple[int, int, int]] = set()
         self.writer = None
         self.kept: dict[tuple[int, int], list] = {}
         self.heartbeats = {
@@ -284,7 +285,12 @@ class PowerCollector:
                 else:  # no run file (calibration): keep the batches for the caller
                     self.kept.setdefault((node, channel), []).append((samples, faults))
                 added += len(samples["time_unix_s"])
-                self.faults_total += len(faults)
+                # distinct faults: a repeat sent again with a grown count is not a new one
+                for f in faults:
+                    key = (node, channel, f.fault_id)
+                    if f.fault_id < 0 or key not in self._seen_faults:
+                        self._seen_faults.add(key)
+                        self.faults_total += 1
         self.samples_total += added
         if self.writer is not None:
             self.writer.flush()

@@ -56,11 +56,16 @@ def _channel(tmp_path: Path, name: str):
 
 
 def _first_fault(ch, fragments: str | tuple[str, ...], after: float = 0.0) -> float:
-    """Time of the first fault whose message holds one of `fragments`, at or after `after`."""
+    """Time of the first fault whose message holds one of `fragments`, at or after `after` (a repeat
+    is stored once with its first and last time: its last time, if only that is after `after`)."""
     fragments = (fragments,) if isinstance(fragments, str) else fragments
-    for t, message in zip(ch.fault_time_unix_s, ch.fault_message, strict=True):
-        if any(f in message for f in fragments) and t >= after:
-            return float(t)
+    last = ch.fault_extra["last_time_unix_s"]
+    for t, t_last, message in zip(ch.fault_time_unix_s, last, ch.fault_message, strict=True):
+        if any(f in message for f in fragments):
+            if t >= after:
+                return float(t)
+            if t_last >= after:
+                return float(t_last)
     faults = list(zip(ch.fault_time_unix_s.tolist(), ch.fault_message, strict=True))
     pytest.fail(f"no fault {fragments!r} after {after}: {faults}")
 
