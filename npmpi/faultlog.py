@@ -98,8 +98,9 @@ def as_records(faults) -> list[FaultRecord]:
 class Heartbeat:
     """Rank 0's watch over one sampler: the spans its loop did not run, from the ticks it hands over."""
 
-    def __init__(self, interval_s: float, where: str) -> None:
-        self.threshold_s = max(GAP_INTERVALS * interval_s, GAP_MIN_S)
+    def __init__(self, interval_s: float, where: str, longest_call_s: float = 0.0) -> None:
+        # a loop blocked in a slow device call (an ipmitool timeout) is not a stopped power rank
+        self.threshold_s = max(GAP_INTERVALS * interval_s, GAP_MIN_S) + max(longest_call_s, 0.0)
         self.where = where
         self.last_tick: float | None = None
 

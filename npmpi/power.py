@@ -240,7 +240,9 @@ class PowerCollector:
         self.kept: dict[tuple[int, int], list] = {}
         self.heartbeats = {
             (node, j): Heartbeat(
-                float(ch.get("sample_interval_s") or 1.0), f"{ch.get('spec', '?')} on node {node}"
+                float(ch.get("sample_interval_s") or 1.0),
+                f"{ch.get('spec', '?')} on node {node}",
+                float(ch.get("longest_call_s") or 0.0),
             )
             for node, channels in enumerate(channel_attrs)
             for j, ch in enumerate(channels)

@@ -88,6 +88,8 @@ class Meter(ABC):
     natural_interval_s: float = 1.0
     # the longest interval between reads the device allows (e.g. a counter that must not wrap twice)
     max_interval_s: float = math.inf
+    # the longest a call into the device may block (open or read): a sampling loop is not stalled then
+    longest_call_s: float = 0.0
     quantities: tuple[str, ...] = ("power_w",)
 
     def __init__(self, spec: MeterSpec) -> None:
@@ -120,6 +122,7 @@ class Meter(ABC):
             "description": self.description(),
             "label": self.label,
             "natural_interval_s": self.natural_interval_s,
+            "longest_call_s": self.longest_call_s,
             "quantities": list(self.quantities),
         }
 

@@ -73,6 +73,7 @@ class IpmiMeter(Meter):
         if not self.argv:
             raise MeterError(f"--meter {spec.text}: cmd= is empty")
         self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S)
+        self.longest_call_s = self.timeout_s
         if self.timeout_s <= 0:
             raise MeterError(f"--meter {spec.text}: timeout must be positive (seconds)")
         self.executable: str | None = None

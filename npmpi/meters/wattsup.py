@@ -187,6 +187,7 @@ class WattsUpMeter(Meter):
         self.baud = int(baud)
         self.interval_s = int(interval)
         self.natural_interval_s = float(self.interval_s)  # the device's period, not the class default
+        self.longest_call_s = HEADER_TIMEOUT_S + VERSION_TIMEOUT_S  # open waits for both
         self.device: str | None = spec.target
         self._given_port = port  # an already-open port belongs to the caller: never closed here
         self._port: SerialLike | None = None
