@@ -152,7 +152,7 @@ def test_slow_bmc_times_out(ipmitool):
 
 
 def test_the_whole_stderr_is_kept_bounded(ipmitool):
-    from npmpi.meters.ipmi import MAX_STDERR_CHARS, _stderr_text
+    from npmpi.meters.ipmi import MAX_STDERR_CHARS, stderr_text
 
     ipmitool(mode="no-device")
     with pytest.raises(MeterError) as err:
@@ -161,5 +161,5 @@ def test_the_whole_stderr_is_kept_bounded(ipmitool):
     assert "Could not open device at /dev/ipmi0" in str(err.value)
     assert "Unable to get DCMI information" in str(err.value)
     long = subprocess.CompletedProcess([], 1, "", "first line\n" + "x" * 5000 + "\nlast line\n")
-    text = _stderr_text(long)
+    text = stderr_text(long)
     assert len(text) < MAX_STDERR_CHARS + 60 and text.startswith("first line") and text.endswith("last line")

@@ -125,7 +125,7 @@ class IpmiMeter(Meter):
             raise MeterError(f"--meter {self.spec.text}: cannot run {exe}: {exc}") from None
         if result.returncode != 0:
             raise MeterError(
-                f"--meter {self.spec.text}: {self._shown_command()} failed ({_stderr_text(result)}). "
+                f"--meter {self.spec.text}: {self._shown_command()} failed ({stderr_text(result)}). "
                 + ACCESS_HINT
             )
         try:
@@ -146,7 +146,7 @@ class IpmiMeter(Meter):
             raise MeterFault(f"cannot run {self.executable}: {exc}") from None
         stamp = time.time()
         if result.returncode != 0:
-            raise MeterFault(f"ipmitool failed with status {result.returncode}: {_stderr_text(result)}")
+            raise MeterFault(f"ipmitool failed with status {result.returncode}: {stderr_text(result)}")
         try:
             watts = parse_power_reading(result.stdout)
         except ReadingError as exc:
@@ -180,7 +180,7 @@ def _redact(text: str) -> str:
 MAX_STDERR_CHARS = 1000
 
 
-def _stderr_text(result: subprocess.CompletedProcess[str]) -> str:
+def stderr_text(result: subprocess.CompletedProcess[str]) -> str:
     """ipmitool's whole message (stderr, else stdout), one line, bounded."""
     lines = [ln.strip() for ln in (result.stderr or result.stdout or "").splitlines() if ln.strip()]
     if not lines:
