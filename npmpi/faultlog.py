@@ -29,7 +29,8 @@ GAP_INTERVALS = 5
 GAP_MIN_S = 1.0
 MAX_MESSAGE_CHARS = 2000
 
-_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
+# a value or a time: a number standing alone, not part of a name (intel-rapl:1, /dev/ipmi0, GPU 1)
+_NUMBER = re.compile(r"(?<![\w:/.\-])(?<!GPU )[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?(?![\w:/])")
 
 
 def fault_key(message: str) -> str:

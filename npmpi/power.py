@@ -7,7 +7,10 @@ call: it waits for rank 0's commands with a non-blocking receive checked every f
 message sizes, never while a trial is timed.
 
 Rank 0's side (`PowerCollector`) asks every power rank at once, receives their batches, and
-appends them to the run file with the node's faults.
+appends them to the run file with the node's faults. Each batch also carries every sampling
+loop's heartbeat ticks: rank 0 turns a pause in them into a recorded `gap` fault
+(npmpi.faultlog), and the meter's running counters (e.g. a Watts Up?'s packets) into channel
+attributes.
 """
 
 from __future__ import annotations

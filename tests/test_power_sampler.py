@@ -139,3 +139,22 @@ def test_heartbeat_ticks_find_a_stopped_sampler():
     assert "did not run for 10.0 s" in gap.message
     (gap,) = beat.observe([later[-1] + 0.1, later[-1] + 3.0])  # within one batch, too
     assert gap.last_unix_s - gap.first_unix_s == pytest.approx(2.9)
+
+
+def test_what_makes_two_faults_the_same():
+    from npmpi.faultlog import fault_key
+
+    same = [
+        "the counter of intel-rapl:0 (package-0) jumped back from 279931790 to 1748792 µJ (2.547e+06 W)",
+        "the counter of intel-rapl:0 (package-0) jumped back from 5 to 17 µJ (-3.1 W)",
+    ]
+    assert fault_key(same[0]) == fault_key(same[1])
+    different = [
+        "cannot read /sys/class/powercap/intel-rapl:0/energy_uj",
+        "cannot read /sys/class/powercap/intel-rapl:1/energy_uj",
+        "Could not open device at /dev/ipmi0",
+        "Could not open device at /dev/ipmi1",
+        "GPU 0 (NVIDIA H100) is lost",
+        "GPU 1 (NVIDIA H100) is lost",
+    ]
+    assert len({fault_key(m) for m in different}) == len(different)
