@@ -238,7 +238,8 @@ class PowerCollector:
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.samples_total = 0
         self.faults_total = 0  # distinct faults and gaps
-        self._seen_faults: set[tuple[int, int, int]] = set()
+        self.fault_events_total = 0  # every occurrence, repeats included
+        self._fault_counts: dict[tuple[int, int, int], int] = {}  # count so far of each sampler's fault
         self.writer = None
         self.kept: dict[tuple[int, int], list] = {}
         self.heartbeats = {
@@ -293,9 +294,13 @@ class PowerCollector:
                 # distinct faults: a repeat sent again with a grown count is not a new one
                 for f in faults:
                     key = (node, channel, f.fault_id)
-                    if f.fault_id < 0 or key not in self._seen_faults:
-                        self._seen_faults.add(key)
+                    if f.fault_id < 0 or key not in self._fault_counts:
                         self.faults_total += 1
+                    if f.fault_id < 0:
+                        self.fault_events_total += f.count
+                    else:
+                        self.fault_events_total += f.count - self._fault_counts.get(key, 0)
+                        self._fault_counts[key] = f.count
         self.samples_total += added
         if self.writer is not None:
             self.writer.flush()
