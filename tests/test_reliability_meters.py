@@ -306,6 +306,7 @@ def test_power_rank_stopped_mid_sweep_gives_a_recorded_gap_and_flagged_sizes(tmp
     )
     assert stopped_at - 1.0 < start <= stopped_at + 0.05 and resumed_at - 0.05 <= end < resumed_at + 1.0
     assert "did not run for" in ch.fault_message[gaps[0]] and "did not run for" in job.stderr
+    assert "1 distinct meter fault(s), 1 occurrence(s)" in job.stdout, job.stdout[-2000:]
     assert _samples_between(ch, start + 0.01, end - 0.01) == 0
     code, out, err = analyze_in_process(capsys, tmp_path / name)
     assert code == 0 and "Traceback" not in out + err, err
