@@ -95,7 +95,8 @@ class ChannelSampler(threading.Thread):
             if left <= 0:
                 return
             self.stop_event.wait(min(left, 0.5))
-            self._tick()
+            if end - time.monotonic() > 0:  # still waiting: the loop's next pass will tick itself
+                self._tick()
 
     def _sample_once(self) -> None:
         self._tick()

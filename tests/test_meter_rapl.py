@@ -316,7 +316,7 @@ def test_reset_anywhere_in_the_range_never_gives_a_high_sample(tmp_path, positio
     tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=0, max_power_uw=60_000_000)
     clock = Clock()
     meter = meter_for(tree, clock)
-    assert meter.zones[0].bound_w == pytest.approx(120.0)  # twice the constraint's max power
+    assert meter.zones[0].bound_w == pytest.approx(180.0)  # three times the constraint's max power
     steady(meter, tree, clock)  # the recent history: 50 W
     tree.zone("package-0").set_energy_uj(round(position_j * 1e6))
     reopen(meter)  # the counter was moved by hand: take it as the reference (the history stays)
@@ -376,7 +376,9 @@ def test_single_and_double_wraps(tmp_path):
     assert wraps == 2 and r.energy_j == pytest.approx(total)
     # two wraps between reads (reads 2.5 s apart at 80 W): how many is unknown, a fault
     assert zone.advance_j(200.0) == 2
-    with pytest.raises(MeterFault, match=r"2.5 s since the last read .* shortest wrap period \(833 ms"):
+    with pytest.raises(
+        MeterFault, match=r"2.5 s since the last read .* shortest wrap period \(556 ms at 180 W"
+    ):
         step(meter, clock, 2.5)
 
 
@@ -399,8 +401,8 @@ def test_a_counter_that_wraps_too_often_shortens_the_interval_or_is_refused(tmp_
     from npmpi.power import open_meters, sample_interval_for
 
     # 10 J at up to 100 W: a wrap every 0.1 s, so a read every 0.05 s at the latest
-    tree = FakePowercap(tmp_path / "a", max_range_uj=10_000_000, max_power_uw=50_000_000)
-    meter = meter_for(tree, Clock())
+    tree = FakePowercap(tmp_path / "a", max_range_uj=10_000_000)
+    meter = meter_for(tree, Clock(), ",max_w=100")
     assert meter.natural_interval_s == pytest.approx(0.05)
     assert sample_interval_for(meter, None) == pytest.approx(0.05)
     assert sample_interval_for(meter, 1.0) == pytest.approx(0.05)  # --sample-interval 1 is too slow

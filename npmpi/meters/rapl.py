@@ -8,7 +8,7 @@ into joules and power, and counts every wrap of a counter at `max_energy_range_u
 A counter can wrap between two reads without anyone seeing it if they are too far apart: at most
 one wrap can be counted, so reads must come more often than max_energy_range_uj / power (about
 22 minutes for 262 kJ at 200 W; a few minutes on older parts). The highest power a domain can
-draw is `max_w`, or twice its largest `constraint_*_max_power_uw` where sysfs gives one. At open,
+draw is `max_w`, or three times its largest `constraint_*_max_power_uw` where sysfs gives one. At open,
 a counter that could wrap more than once in two sample intervals at that power shortens the
 meter's interval to what is needed (`max_interval_s`), or is refused with MeterError when that is
 below what a power rank can keep (MIN_INTERVAL_S). The meter refuses to guess: when the time since
@@ -45,9 +45,10 @@ DEFAULT_MAX_W = 1000.0
 UPDATE_SLACK_S = 0.01
 # A counting domain always draws some power: a counter that stays still this long is stuck.
 STUCK_AFTER_S = 2.0
-# A domain's power limits cap it, but only on average (short-term limits allow more): the hard bound
-# on its power is this many times its largest constraint_*_max_power_uw.
-MAX_POWER_FACTOR = 2.0
+# A domain's power limits cap it, but only on average: short-term limits allow more (PL2 is about
+# twice PL1 on recent desktop parts, and max_power_uw is often PL1). The hard bound on its power is
+# this many times its largest constraint_*_max_power_uw.
+MAX_POWER_FACTOR = 3.0
 # A wrap is believed only if the power it implies agrees with the domain's recent readings: at most
 # the highest of the last HISTORY readings (of the last HISTORY_MAX_AGE_S) plus 10 % (at least 1 W).
 # A counter reset just below the top of the range looks like a wrap; beyond this bound it is refused
@@ -377,7 +378,7 @@ class RaplMeter(Meter):
                 "zones": [z.label for z in self.zones],
                 "max_energy_range_uj": [z.max_range_uj if z.max_range_uj else -1 for z in self.zones],
                 "max_w": self.max_w,
-                # the most each zone can draw: max_w, or twice its largest constraint_*_max_power_uw
+                # the most each zone can draw: max_w, or 3x its largest constraint_*_max_power_uw
                 "zone_bound_w": [z.bound_w for z in self.zones],
                 "max_interval_s": self.max_interval_s,
                 # reads must come more often than this, or a second wrap could go unseen
