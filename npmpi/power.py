@@ -292,20 +292,23 @@ class PowerCollector:
                 else:  # no run file (calibration): keep the batches for the caller
                     self.kept.setdefault((node, channel), []).append((samples, faults))
                 added += len(samples["time_unix_s"])
-                # distinct faults: a repeat sent again with a grown count is not a new one
-                for f in faults:
-                    key = (node, channel, f.fault_id)
-                    if f.fault_id < 0 or key not in self._fault_counts:
-                        self.faults_total += 1
-                    if f.fault_id < 0:
-                        self.fault_events_total += f.count
-                    else:
-                        self.fault_events_total += f.count - self._fault_counts.get(key, 0)
-                        self._fault_counts[key] = f.count
+                self._count_faults(node, channel, faults)
         self.samples_total += added
         if self.writer is not None:
             self.writer.flush()
         return added
+
+    def _count_faults(self, node: int, channel: int, faults: list[FaultRecord]) -> None:
+        """Distinct faults and all their occurrences: a repeat sent again with a grown count is not new."""
+        for f in faults:
+            key = (node, channel, f.fault_id)
+            if f.fault_id < 0 or key not in self._fault_counts:
+                self.faults_total += 1
+            if f.fault_id < 0:
+                self.fault_events_total += f.count
+            else:
+                self.fault_events_total += f.count - self._fault_counts.get(key, 0)
+                self._fault_counts[key] = f.count
 
     def _gaps(self, node: int, channel: int, ticks) -> list[FaultRecord]:
         """Gap faults from a sampler's heartbeat: spans its loop did not run (see npmpi.faultlog)."""
