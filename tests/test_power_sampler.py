@@ -158,3 +158,17 @@ def test_what_makes_two_faults_the_same():
         "GPU 1 (NVIDIA H100) is lost",
     ]
     assert len({fault_key(m) for m in different}) == len(different)
+
+
+def test_rank_0_counts_distinct_faults_and_every_occurrence():
+    from npmpi.faultlog import FaultRecord, gap_record
+    from npmpi.power import PowerCollector
+
+    c = PowerCollector(None, [2], [[{"sample_interval_s": 0.1}]])
+    c._count_faults(
+        0, 0, [FaultRecord(1, 1, 1, "reset", fault_id=0), FaultRecord(1, 2, 3, "gone", fault_id=1)]
+    )
+    c._count_faults(0, 0, [FaultRecord(1, 5, 40, "reset", fault_id=0), gap_record(6, 16, "x")])
+    assert (c.faults_total, c.fault_events_total) == (3, 1 + 3 + 39 + 1)
+    c._count_faults(1, 0, [FaultRecord(1, 1, 1, "reset", fault_id=0)])  # another node's fault 0
+    assert (c.faults_total, c.fault_events_total) == (4, 45)
