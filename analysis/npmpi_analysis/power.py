@@ -336,5 +336,9 @@ def no_power_notice(run) -> str | None:
         if isinstance(skipped, str):
             skipped = [skipped] if skipped else []
         reasons += [str(r) for r in skipped or []]
-    why = "; ".join(reasons) if reasons else "no node recorded a meter channel"
-    return f"no power: every meter was skipped (--meter-optional): {why}. Bandwidth and latency only"
+    if not reasons:  # no channel and no reason: a damaged power part, reported as such
+        return None
+    return (
+        f"no power: every meter was skipped (--meter-optional): {'; '.join(reasons)}. "
+        "Bandwidth and latency only"
+    )
