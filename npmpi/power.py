@@ -54,6 +54,7 @@ class ChannelBuffer:
     readings: list[Reading] = field(default_factory=list)
     faults: list[FaultRecord] = field(default_factory=list)
     ticks: list[float] = field(default_factory=list)  # wall-clock time of every pass of the sampling loop
+    counters: dict[str, int] = field(default_factory=dict)  # the meter's counts as of the last read
 
 
 class ChannelSampler(threading.Thread):
@@ -82,6 +83,14 @@ class ChannelSampler(threading.Thread):
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _keep(self, readings: list[Reading]) -> None:
+        """Buffer readings with the meter's counters as of them, so a batch's counts match its samples."""
+        counters = self.meter.counters()
+        with self._lock:
+            self._buffer.readings.extend(readings)
+            if counters:
+                self._buffer.counters = counters
 
     def _tick(self) -> None:
         with self._lock:
@@ -113,23 +122,24 @@ class ChannelSampler(threading.Thread):
         try:
             readings = self.meter.read(self.interval_s if self.meter.streaming else 0.0)
         except MeterFault as exc:
+            self._keep([])
             self._broken = True
             self.meter.close()
             self._fault(f"{exc} (sampling resumes when the device answers again)")
             return
         except Exception as exc:
+            self._keep([])
             self._broken = True
             self.meter.close()
             self._fault(f"unexpected error {type(exc).__name__}: {exc}")
             return
         now = time.monotonic()
+        self._keep(readings)
         if readings:
             self._last_good = now
             if self._stalled:
                 self._stalled = False
                 self._fault("readings resumed after a stall")
-            with self._lock:
-                self._buffer.readings.extend(readings)
         elif not self._stalled and now - self._last_good > STALL_INTERVALS * max(
             self.interval_s, self.meter.natural_interval_s
         ):
@@ -217,7 +227,7 @@ def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
                 for s in samplers:
                     buf = s.drain()
                     ticks = np.asarray(buf.ticks, dtype=np.float64)
-                    batch.append((_pack(buf.readings), buf.faults, ticks, s.meter.counters()))
+                    batch.append((_pack(buf.readings), buf.faults, ticks, buf.counters))
                 comm.send(batch, 0, DATA_TAG)
                 quiet_s = 0.5 * int(ctrl[1]) / 1000.0
             elif cmd == CMD_CLOCK:
