@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
-from npmpi.faultlog import FaultLog, FaultRecord, Heartbeat
+from npmpi.faultlog import GAP_MIN_S, FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
 from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
 
@@ -285,14 +285,11 @@ class PowerCollector:
 
         `next_gap_s` is how long the next message size is expected to take (its trials).
         """
-        from mpi4py import MPI
-
         for rank in self.power_ranks:
             self._command(rank, CMD_FLUSH, int(max(next_gap_s, 0.0) * 1000))
         added = 0
         for node, rank in enumerate(self.power_ranks):
-            status = MPI.Status()
-            batch = self.comm.recv(source=rank, tag=DATA_TAG, status=status)
+            batch = self._receive(node, rank)
             for channel, (samples, faults, ticks, counters) in enumerate(batch):
                 faults = faults + self._gaps(node, channel, ticks)
                 if counters and self.writer is not None:
@@ -307,6 +304,38 @@ class PowerCollector:
         if self.writer is not None:
             self.writer.flush()
         return added
+
+    def _receive(self, node: int, rank: int):
+        """A power rank's batch; says so on stderr if it does not answer within a few sample intervals.
+
+        Rank 0 still waits (between sizes: the pair idles, nothing is timed); the span the power rank
+        did not sample is recorded from its heartbeat when it answers (see _gaps).
+        """
+        beats = [b for (n, _), b in self.heartbeats.items() if n == node]
+        patience_s = max((b.threshold_s for b in beats), default=GAP_MIN_S)
+        start = time.monotonic()
+        warned = False
+        pause = 0.0005
+        while not self.comm.Iprobe(source=rank, tag=DATA_TAG):
+            time.sleep(pause)  # not a blocking receive: it would spin a core for as long as this lasts
+            pause = min(2 * pause, COMMAND_POLL_S)
+            if not warned and time.monotonic() - start > patience_s:
+                warned = True
+                print(
+                    f"npmpi: the power rank of node {node} (rank {rank}) has not answered for "
+                    f"{time.monotonic() - start:.1f} s (stopped or hung?): the sweep waits for it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        batch = self.comm.recv(source=rank, tag=DATA_TAG)
+        if warned:
+            print(
+                f"npmpi: the power rank of node {node} (rank {rank}) answered after "
+                f"{time.monotonic() - start:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        return batch
 
     def _count_faults(self, node: int, channel: int, faults: list[FaultRecord]) -> None:
         """Distinct faults and all their occurrences: a repeat sent again with a grown count is not new."""

@@ -11,6 +11,7 @@ the file keeps every completed size and mpirun says which rank died and how.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -307,6 +308,12 @@ def test_power_rank_stopped_mid_sweep_gives_a_recorded_gap_and_flagged_sizes(tmp
     assert stopped_at - 1.0 < start <= stopped_at + 0.05 and resumed_at - 0.05 <= end < resumed_at + 1.0
     assert "did not run for" in ch.fault_message[gaps[0]] and "did not run for" in job.stderr
     assert "1 distinct meter fault(s), 1 occurrence(s)" in job.stdout, job.stdout[-2000:]
+    # rank 0 noticed while it waited, before the power rank answered
+    assert re.search(r"the power rank of node 0 \(rank 2\) has not answered for 1\.\d s", job.stderr), (
+        job.stderr
+    )
+    waited = re.search(r"the power rank of node 0 \(rank 2\) answered after (\d+\.\d) s", job.stderr)
+    assert waited and 1.0 < float(waited.group(1)) <= stop_s + 0.5, job.stderr
     assert _samples_between(ch, start + 0.01, end - 0.01) == 0
     code, out, err = analyze_in_process(capsys, tmp_path / name)
     assert code == 0 and "Traceback" not in out + err, err
