@@ -314,6 +314,7 @@ def test_power_rank_stopped_mid_sweep_gives_a_recorded_gap_and_flagged_sizes(tmp
     )
     waited = re.search(r"the power rank of node 0 \(rank 2\) answered after (\d+\.\d) s", job.stderr)
     assert waited and 1.0 < float(waited.group(1)) <= stop_s + 0.5, job.stderr
+    _report(capsys, f"rank 0 waited {waited.group(1)} s for the stopped power rank's answer")
     assert _samples_between(ch, start + 0.01, end - 0.01) == 0
     code, out, err = analyze_in_process(capsys, tmp_path / name)
     assert code == 0 and "Traceback" not in out + err, err
