@@ -134,7 +134,9 @@ class Console:
         if collector is not None:
             self._print(
                 f"power: {collector.samples_total} samples from {len(collector.power_ranks)} node(s), "
-                f"{collector.faults_total} meter fault event(s)"
+                f"{collector.faults_total} distinct meter fault(s), "
+                f"{collector.fault_events_total} occurrence(s) "
+                "(each printed once; counts in the file)"
             )
         if outcome.stopped_early:
             self._print(f"stopped early: {outcome.stopped_early}")

@@ -18,13 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from npmpi import faultlog
 from npmpi.errors import RunFileError
 
 FORMAT_NAME = "npmpi-run"
 # 1.1 added the /power group; 1.2 the mode attributes and pair_trial_s; 1.3 the buffer and thread
 # level attributes, /layout/thread_level and /pingpong/buffer_huge_page_bytes; 1.4 the baseline after
 # the sweep (/power baseline_after_* attributes), /layout/baseline_cpu_s, the nodes' baseline CPU
-# utilisation and the channels' reading attributes (averaging, resolutions, energy_counter)
+# utilisation, the channels' reading attributes (averaging, resolutions, energy_from_counter), the
+# faults' last_time_unix_s, count and kind, and a Watts Up?'s time_spaced_unix_s
 FORMAT_VERSION = (1, 4)
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
@@ -53,6 +55,8 @@ SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
 # (attribute energy_from_counter; before format 1.4, the rapl and nvml kinds)
 ENERGY_OF_COUNTERS = "energy_j_of_counters"
 COUNTER_KINDS = ("rapl", "nvml")
+# per-sample datasets only channels that name them in their `extra_sample_fields` attribute have
+EXTRA_SAMPLE_FIELDS = ("time_spaced_unix_s",)
 
 # A file claiming more rows or trials than this is refused before anything is allocated.
 MAX_ROWS = 10_000_000
@@ -121,6 +125,7 @@ class RunWriter:
         self.path = Path(path)
         self.trials = trials
         self.pairs = pairs
+        self._fault_rows: dict[tuple[int, int], dict[int, int]] = {}  # (node, channel): fault id -> row
         if not overwrite and self.path.exists():
             raise FileExistsError(errno.EEXIST, "the run file exists", str(self.path))
         # Built under a hidden name and renamed once its structure is on disk: a writer killed while
@@ -217,8 +222,6 @@ class RunWriter:
         self, attrs: dict[str, Any], nodes: list[dict[str, Any]], channels: list[list[dict[str, Any]]]
     ) -> None:
         """Create the power groups: one per node (attrs), one per channel of that node (attrs)."""
-        import h5py
-
         g = self._file.require_group("power")
         for key, value in attrs.items():
             g.attrs[key] = _to_attr(value)
@@ -230,13 +233,10 @@ class RunWriter:
                 cg = ng.create_group(f"channel{j}")
                 for key, value in ch_attrs.items():
                     cg.attrs[key] = _to_attr(value)
-                for name in SAMPLE_FIELDS:
+                extra = [n for n in EXTRA_SAMPLE_FIELDS if n in (ch_attrs.get("extra_sample_fields") or ())]
+                for name in (*SAMPLE_FIELDS, *extra):
                     cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
-                fg = cg.create_group("faults")
-                fg.create_dataset("time_unix_s", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(64,))
-                fg.create_dataset(
-                    "message", shape=(0,), maxshape=(None,), dtype=h5py.string_dtype(), chunks=(64,)
-                )
+                faultlog.create_datasets(cg.create_group("faults"))
         self._file.flush()
 
     def append_samples(
@@ -244,25 +244,23 @@ class RunWriter:
         node: int,
         channel: int,
         samples: dict[str, np.ndarray],
-        faults: list[tuple[float, str]] | None = None,
+        faults: list | None = None,
     ) -> None:
-        """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults; no flush."""
+        """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults (FaultRecords: repeats
+        update their row); no flush."""
         cg = self._file[f"power/node{node}/channel{channel}"]
         count = len(samples["time_unix_s"])
         if count:
             n = cg["time_unix_s"].shape[0]
-            for name in SAMPLE_FIELDS:
-                ds = cg[name]
-                ds.resize(n + count, axis=0)
-                ds[n:] = samples[name]
+            for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS):
+                if name in samples and (name in SAMPLE_FIELDS or name in cg):
+                    ds = cg[name]
+                    ds.resize(n + count, axis=0)
+                    ds[n:] = samples[name]
             cg.attrs["samples_completed"] = n + count
         if faults:
-            fg = cg["faults"]
-            n = fg["time_unix_s"].shape[0]
-            fg["time_unix_s"].resize(n + len(faults), axis=0)
-            fg["message"].resize(n + len(faults), axis=0)
-            fg["time_unix_s"][n:] = [t for t, _ in faults]
-            fg["message"][n:] = np.array([m for _, m in faults], dtype=object)
+            rows = self._fault_rows.setdefault((node, channel), {})
+            faultlog.write_records(cg["faults"], faultlog.as_records(faults), rows)
 
     def set_baseline_cpu(self, column: int, cpu_s: list[float] | np.ndarray) -> None:
         """Store each rank's CPU seconds during baseline `column` (0 before, 1 after the sweep)."""
@@ -338,6 +336,8 @@ class PowerChannel:
     amps: np.ndarray | None
     fault_time_unix_s: np.ndarray
     fault_message: list[str]
+    # per fault: last occurrence (a gap's end), how many times, kind (npmpi.faultlog); see load_run
+    fault_extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -581,6 +581,7 @@ def _read_power(
                     {k: _attr(cg.attrs[k]) for k in cg.attrs},
                     fault_time_unix_s=ft,
                     fault_message=fm[: len(ft)],
+                    fault_extra=faultlog.read_extras(fg, len(ft)),
                     **data,
                 )
             )

@@ -258,3 +258,46 @@ def window_power(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> W
     sigma = np.where(np.isfinite(stats.mean), sigma, np.nan)
     count = np.where(stats.flag == FLAG_NONE, 0, count)
     return WindowStats(stats.mean, sigma, count.astype(np.int64), stats.flag)
+
+
+def empty_stats(n: int) -> WindowStats:
+    """n windows without power (NaN, no samples, flagged none)."""
+    return WindowStats(
+        np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.int64), np.full(n, FLAG_NONE, np.int8)
+    )
+
+
+def take(stats: WindowStats, k: slice) -> WindowStats:
+    """The windows k of stats."""
+    return WindowStats(stats.mean[k], stats.sigma[k], stats.count[k], stats.flag[k])
+
+
+def sum_channels(parts: list[WindowStats]) -> WindowStats:
+    """A node's windows from its channels': powers summed, sigmas in quadrature, the fewest samples
+    and the most serious flag."""
+    if len(parts) == 1:
+        return parts[0]
+    return WindowStats(
+        np.sum([s.mean for s in parts], axis=0),
+        np.sqrt(np.sum([s.sigma**2 for s in parts], axis=0)),
+        np.min([s.count for s in parts], axis=0),
+        np.max([s.flag for s in parts], axis=0).astype(np.int8),
+    )
+
+
+def merged_instant(readings: list[ChannelReadings], t: np.ndarray, p: np.ndarray) -> ChannelReadings:
+    """Instantaneous channels of one node summed on the densest channel's times (as one channel:
+    its samples' mean and spread per window, the coarsest interval, resolutions in quadrature)."""
+    z = np.zeros(0)
+    return ChannelReadings(
+        t=t,
+        p=p,
+        method=METHOD_INSTANT,
+        interval_s=max(r.interval_s for r in readings),
+        lo=z,
+        hi=z,
+        pw=z,
+        resolution_w=math.sqrt(sum(r.resolution_w**2 for r in readings)),
+        sigma_delay_s=max(r.sigma_delay_s for r in readings),
+        sigma_offset_s=max(r.sigma_offset_s for r in readings),
+    )

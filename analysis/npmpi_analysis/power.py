@@ -25,9 +25,14 @@ from npmpi_analysis.energy_windows import (
     ChannelReadings,
     average_spans,
     counter_spans,
+    empty_stats,
+    merged_instant,
     segment_breaks,
+    sum_channels,
+    take,
     window_power,
 )
+from npmpi_analysis.faults import KIND_GAP, FaultInfo, channel_faults, flag_recorded_gaps
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
@@ -54,6 +59,7 @@ class ChannelInfo:
     faults: list[tuple[float, str]]
     method: str = METHOD_INSTANT  # how a window's power is taken: counter, average or instant
     resolution_w: float = 0.0
+    fault_records: list[FaultInfo] = field(default_factory=list)  # on rank 0's time line, with counts
 
 
 @dataclass
@@ -102,6 +108,7 @@ class PowerResult:
     idle_after_w: float = math.nan
     idle_after_sigma_w: float = math.nan
     idle_drift: bool = False  # after minus before exceeds their combined sigma
+    gap_reasons: list[str] = field(default_factory=list)  # per size: why it is flagged 'recorded gap'
 
 
 def caveat_for(labels: list[str]) -> str:
@@ -225,7 +232,10 @@ def _channel_series(
     fault_t = np.asarray(ch.fault_time_unix_s, dtype=float)
     faults = list(zip(fault_t.tolist(), ch.fault_message, strict=False))
     method, averaging, averaging_s = _method(attrs, e)
-    breaks = segment_breaks(t, align(fault_t) - delay if len(fault_t) else fault_t)
+    records = channel_faults(ch, align, float(delay))
+    # a meter fault (the meter is reopened, its counter restarts) ends a stretch; a gap does not
+    reopen_t = [x for f in records if f.kind != KIND_GAP for x in (f.first_unix_s, f.last_unix_s)]
+    breaks = segment_breaks(t, np.asarray(reopen_t, dtype=float))
     if method == METHOD_COUNTER:
         lo, hi, pw = counter_spans(t, e, breaks)
     elif method == METHOD_AVERAGE:
@@ -260,49 +270,9 @@ def _channel_series(
         faults=faults,
         method=method,
         resolution_w=readings.resolution_w,
+        fault_records=records,
     )
     return readings, info
-
-
-def _empty_stats(n: int) -> WindowStats:
-    return WindowStats(
-        np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.int64), np.full(n, FLAG_NONE, np.int8)
-    )
-
-
-def _take(stats: WindowStats, k: slice) -> WindowStats:
-    return WindowStats(stats.mean[k], stats.sigma[k], stats.count[k], stats.flag[k])
-
-
-def _sum_channels(parts: list[WindowStats]) -> WindowStats:
-    """A node's windows from its channels': powers summed, sigmas in quadrature, the fewest samples
-    and the most serious flag."""
-    if len(parts) == 1:
-        return parts[0]
-    return WindowStats(
-        np.sum([s.mean for s in parts], axis=0),
-        np.sqrt(np.sum([s.sigma**2 for s in parts], axis=0)),
-        np.min([s.count for s in parts], axis=0),
-        np.max([s.flag for s in parts], axis=0).astype(np.int8),
-    )
-
-
-def _merged_instant(readings: list[ChannelReadings], t: np.ndarray, p: np.ndarray) -> ChannelReadings:
-    """Instantaneous channels of one node summed on the densest channel's times (as one channel:
-    its samples' mean and spread per window, the coarsest interval, resolutions in quadrature)."""
-    z = np.zeros(0)
-    return ChannelReadings(
-        t=t,
-        p=p,
-        method=METHOD_INSTANT,
-        interval_s=max(r.interval_s for r in readings),
-        lo=z,
-        hi=z,
-        pw=z,
-        resolution_w=math.sqrt(sum(r.resolution_w**2 for r in readings)),
-        sigma_delay_s=max(r.sigma_delay_s for r in readings),
-        sigma_offset_s=max(r.sigma_offset_s for r in readings),
-    )
 
 
 def _all_windows(readings: list[ChannelReadings], delays: list[float], starts, ends, sweep, baseline, after):
@@ -319,9 +289,9 @@ def _all_windows(readings: list[ChannelReadings], delays: list[float], starts, e
             after[1] - max(delay, 0.0) if after else np.nan,
         ]
         parts.append(window_power(r, np.concatenate([starts, extra_s]), np.concatenate([ends, extra_e])))
-    total = _sum_channels(parts)
+    total = sum_channels(parts)
     return tuple(
-        _take(total, k) for k in (slice(0, n), slice(n, n + 1), slice(n + 1, n + 2), slice(n + 2, n + 3))
+        take(total, k) for k in (slice(0, n), slice(n, n + 1), slice(n + 1, n + 2), slice(n + 2, n + 3))
     )
 
 
@@ -357,7 +327,7 @@ def _node_power(i: int, node, run, starts, ends, windows, delay_override, notice
         series = (readings[0].t, readings[0].p)
     delays = [c.delay_s for c in counted]
     if len(readings) > 1 and all(r.method == METHOD_INSTANT for r in readings):
-        readings, delays = [_merged_instant(readings, *series)], [max(delays)]
+        readings, delays = [merged_instant(readings, *series)], [max(delays)]
     interval = max((c.sample_interval_s for c in infos), default=1.0)
     if after and readings and after[1] - max(delays) <= after[0]:
         notices.append(
@@ -370,8 +340,8 @@ def _node_power(i: int, node, run, starts, ends, windows, delay_override, notice
         sizes, active, before, later = _all_windows(readings, delays, starts, ends, sweep, baseline, after)
         plot_t, plot_w, _, _ = compute.decimate(series[0], series[1], PLOT_POINTS)
     else:
-        sizes = _empty_stats(len(starts))
-        active, before, later = _empty_stats(1), _empty_stats(1), _empty_stats(1)
+        sizes = empty_stats(len(starts))
+        active, before, later = empty_stats(1), empty_stats(1), empty_stats(1)
         plot_t, plot_w, series = np.zeros(0), np.zeros(0), None
     for label, window, stats in (("", baseline, before), (" after the sweep", after, later)):
         if window and readings and stats.flag[0] == FLAG_NONE:
@@ -396,16 +366,41 @@ def _node_power(i: int, node, run, starts, ends, windows, delay_override, notice
     return node_power, series
 
 
-def _job_idle(counted: list[NodePower], which: str) -> tuple[float, float]:
+def _job_one(counted: list[NodePower], which: str) -> tuple[float, float]:
+    """The job's (power, sigma) in one window: the nodes' sum, sigmas in quadrature."""
     stats = [getattr(n, which) for n in counted]
     return float(np.sum([s.mean[0] for s in stats])), float(np.sqrt(np.sum([s.sigma[0] ** 2 for s in stats])))
+
+
+def _job_figures(nodes: list[NodePower], nsizes: int) -> tuple:
+    """(power, sigma and flag per size, idle before, idle after, active) of the job, from the nodes
+    with samples; NaN without any."""
+    counted = [n for n in nodes if n.samples]
+    if not counted:
+        nan = (math.nan, math.nan)
+        return (
+            np.full(nsizes, np.nan),
+            np.full(nsizes, np.nan),
+            np.full(nsizes, FLAG_NONE, np.int8),
+            nan,
+            nan,
+            nan,
+        )
+    return (
+        np.sum([n.sizes.mean for n in counted], axis=0),
+        np.sqrt(np.sum([n.sizes.sigma**2 for n in counted], axis=0)),
+        np.max([n.sizes.flag for n in counted], axis=0).astype(np.int8),
+        _job_one(counted, "idle_before"),
+        _job_one(counted, "idle_after"),
+        _job_one(counted, "active"),
+    )
 
 
 def analyse_power(
     run, starts: np.ndarray, ends: np.ndarray, delay_override: float | None = None
 ) -> PowerResult | None:
     """Per-size power of every node and of the job; None when the run has no power groups."""
-    if not run.power:
+    if not run.power or no_power_notice(run):
         return None
     notices: list[str] = []
     problems: list[str] = []
@@ -434,20 +429,8 @@ def analyse_power(
             run.layout, [n.attrs for n in run.power], (baseline, after), run.path.name
         )
     )
-    counted = [n for n in nodes if n.samples]
-    idle_before = idle_after = (math.nan, math.nan)
-    if counted:
-        job_w = np.sum([n.sizes.mean for n in counted], axis=0)
-        job_sigma = np.sqrt(np.sum([n.sizes.sigma**2 for n in counted], axis=0))
-        job_flag = np.max([n.sizes.flag for n in counted], axis=0).astype(np.int8)
-        idle_before, idle_after = _job_idle(counted, "idle_before"), _job_idle(counted, "idle_after")
-        idle_w, idle_sigma = baselines.combine_idle(idle_before, idle_after)
-        active_w = float(np.sum([n.active.mean[0] for n in counted]))
-        active_sigma = float(np.sqrt(np.sum([n.active.sigma[0] ** 2 for n in counted])))
-    else:
-        job_w, job_sigma = np.full(nsizes, np.nan), np.full(nsizes, np.nan)
-        job_flag = np.full(nsizes, FLAG_NONE, np.int8)
-        idle_w = idle_sigma = active_w = active_sigma = math.nan
+    job_w, job_sigma, job_flag, idle_before, idle_after, active = _job_figures(nodes, nsizes)
+    idle_w, idle_sigma = baselines.combine_idle(idle_before, idle_after)
     drift = baselines.drift_notice(idle_before, idle_after, run.path.name)
     if drift:
         notices.append(drift)
@@ -456,6 +439,17 @@ def analyse_power(
         notices.append("the nodes' sample times do not overlap: no summed power over time")
     series_t, series_w, series_min, series_max = compute.decimate(st, sw, PLOT_POINTS)
     del full_series
+    gap_reasons = flag_recorded_gaps(
+        [
+            (f"node {n.index} ({n.host}) {c.kind}", f)
+            for n in nodes
+            for c in n.channels
+            for f in c.fault_records
+        ],
+        starts,
+        ends,
+        job_flag,
+    )
     return PowerResult(
         nodes=nodes,
         job_w=job_w,
@@ -463,8 +457,8 @@ def analyse_power(
         job_flag=job_flag,
         idle_w=idle_w,
         idle_sigma_w=idle_sigma,
-        active_w=active_w,
-        active_sigma_w=active_sigma,
+        active_w=active[0],
+        active_sigma_w=active[1],
         baseline=baseline,
         labels=labels,
         caveat=caveat_for(labels),
@@ -480,4 +474,23 @@ def analyse_power(
         idle_after_w=idle_after[0],
         idle_after_sigma_w=idle_after[1],
         idle_drift=drift is not None,
+        gap_reasons=gap_reasons,
+    )
+
+
+def no_power_notice(run) -> str | None:
+    """Why a run with power groups has no power at all (every meter skipped), or None."""
+    if not run.power or any(node.channels for node in run.power):
+        return None
+    reasons = []
+    for node in run.power:
+        skipped = node.attrs.get("meters_skipped")
+        if isinstance(skipped, str):
+            skipped = [skipped] if skipped else []
+        reasons += [str(r) for r in skipped or []]
+    if not reasons:  # no channel and no reason: a damaged power part, reported as such
+        return None
+    return (
+        f"no power: every meter was skipped (--meter-optional): {'; '.join(reasons)}. "
+        "Bandwidth and latency only"
     )

@@ -21,6 +21,7 @@ FLAG_TEXT = {
     "short": "window shorter than the meter's sample interval: power from the nearest samples",
     "gap": "no sample inside the window: power from the nearest samples",
     "none": "no sample in or near the window: no power",
+    "recorded gap": "the window overlaps a recorded gap in sampling (a stopped power rank): see the reasons",
 }
 
 
@@ -171,11 +172,47 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
                 f"active {_pm(n['active_power_w'], _nan(n['active_power_sigma_w']), pm)} W, "
                 f"{n['samples']} samples, {n['faults']} fault(s); clock offset {n['clock_offset']}; {chans}"
             )
+            out += [f"    {line}" for line in fault_lines(n)]
         for name, count in s["flagged_sizes"].items():
             out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
+        for g in s["recorded_gaps"]:
+            out.append(f"    {g['size_bytes']} B: {g['reason']}")
     for note in a.notices:
         out.append(f"  notice: {note}")
     return "\n".join(out)
+
+
+def _since(x: float | None) -> str:
+    return f"{x:+.1f} s" if x is not None else "?"
+
+
+def fault_cells(n: dict) -> list[list[str]]:
+    """One row per fault record of a node: channel, time since the first trial, count, kind, message."""
+    rows = []
+    for c in n["channels"]:
+        for f in c["faults"]:
+            until = _since(f["last_since_first_trial_s"]) if f["count"] > 1 or f["kind"] == "gap" else ""
+            rows.append(
+                [
+                    f"{c['channel']} {c['kind']}",
+                    _since(f["since_first_trial_s"]),
+                    str(f["count"]),
+                    until,
+                    f["kind"],
+                    f["message"],
+                ]
+            )
+    return rows
+
+
+def fault_lines(n: dict) -> list[str]:
+    """The node's faults as text lines: when (since the first trial), how often, what."""
+    out = []
+    for ch, since, count, until, _kind, message in fault_cells(n):
+        times = f" x{count}" if count != "1" else ""
+        span = f" until {until}" if until else ""
+        out.append(f"fault, channel {ch}, at {since}{times}{span}: {message}")
+    return out
 
 
 def comparison_text(analyses: list[RunAnalysis]) -> str:
@@ -282,6 +319,18 @@ def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _fault_table(a: RunAnalysis) -> str:
+    """The run's meter faults and sampling gaps as an HTML table ('' without power)."""
+    s = a.summary()
+    if not s.get("has_power"):
+        return ""
+    rows = [[f"{n['node']} {n['host']}", *r] for n in s["nodes"] for r in fault_cells(n)]
+    headers = ["node", "channel", "since first trial", "count", "until", "kind", "message"]
+    if not rows:
+        return "<p id=faults>Meter faults: none recorded.</p>"
+    return "<h4>Meter faults</h4><div id=faults>" + _html_table(headers, rows, left=7) + "</div>"
+
+
 def html_report(
     analyses: list[RunAnalysis], figures: list[tuple[str, str, bytes, str]], problems: list[str]
 ) -> bytes:
@@ -303,6 +352,7 @@ def html_report(
         if a.caveat:
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         parts.append(f"<pre>{_e(summary_text(a))}</pre>")
+        parts.append(_fault_table(a))
     if len(analyses) > 1:
         parts.append("<h2>Comparison</h2>")
         rows = compare([a.summary() for a in analyses])
