@@ -105,7 +105,9 @@ def run_baseline(comm, seconds: float, stop=None) -> BaselineWindow:
             comm.Send(ctrl, rank, CTRL_TAG)
         reply = np.zeros(2, dtype=np.float64)
         for rank in others:
-            comm.Recv(reply, rank, BASELINE_TAG)
+            req = comm.Irecv(reply, rank, BASELINE_TAG)
+            while not req.Test():  # asleep, not spinning, should a rank be slow to answer
+                time.sleep(POLL_S / 10)
             cpu[rank], busy[rank] = reply
     return BaselineWindow(start, end, cpu, busy)
 
