@@ -6,7 +6,10 @@ with 2 and 4 ranks and both kernels, checking the stored attributes, byte accoun
 
 from __future__ import annotations
 
+import csv
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -318,3 +321,37 @@ def test_c_kernel_large_count_branch_compiles(tmp_path):
     cmd += [f"-I{mpi4py.get_include()}", str(shim)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=50, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(2 * MPI_TIMEOUT)
+@pytest.mark.parametrize(
+    "mode,np_,extra",
+    [("pingpong", 2, []), ("stream", 2, []), ("bidir", 2, []), ("pingpong", 4, ["--pairs", "2"])],
+    ids=["pingpong", "stream", "bidir", "pairs2"],
+)
+def test_np_out_matches_the_csv_column_by_column(npmpi_run, tmp_path, mode, np_, extra):
+    proc = npmpi_run(
+        ["--quick", "-u", "64K", "-p", "0", "-q", "--mode", mode, *extra, "-o", "r.h5"],
+        np=np_,
+        timeout=MPI_TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = subprocess.run(
+        [sys.executable, "-m", "npmpi_analysis", str(tmp_path / "r.h5"), "-q"]
+        + ["--csv", str(tmp_path / "r.csv"), "--np-out", str(tmp_path / "np.out")],
+        capture_output=True,
+        text=True,
+        timeout=MPI_TIMEOUT,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.DictReader((tmp_path / "r.csv").read_text().splitlines()))
+    lines = [ln.split() for ln in (tmp_path / "np.out").read_text().splitlines()]
+    assert len(rows) == len(lines) == len(netpipe_schedule(1, 64 << 10, 0))
+    doubled = 2 if mode == "bidir" else 1  # NetPIPE -2 writes twice the message size
+    for row, (nbytes, mbps, seconds) in zip(rows, lines, strict=True):
+        assert int(nbytes) == doubled * int(row["size_bytes"])
+        # Mbps (2^20 bit/s, six decimals) is the CSV's bandwidth of the same size
+        assert float(mbps) == pytest.approx(float(row["bandwidth_peak_bit_s"]) / 2**20, abs=1e-6)
+        assert float(seconds) == pytest.approx(float(row["one_way_s"]), abs=5e-9)
