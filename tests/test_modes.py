@@ -337,9 +337,9 @@ def test_np_out_matches_the_csv_column_by_column(npmpi_run, tmp_path, mode, np_,
         timeout=MPI_TIMEOUT,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    outputs = ["--csv", str(tmp_path / "r.csv"), "--np-out", str(tmp_path / "np.out")]
     res = subprocess.run(
-        [sys.executable, "-m", "npmpi_analysis", str(tmp_path / "r.h5"), "-q"]
-        + ["--csv", str(tmp_path / "r.csv"), "--np-out", str(tmp_path / "np.out")],
+        [sys.executable, "-m", "npmpi_analysis", str(tmp_path / "r.h5"), "-q", *outputs],
         capture_output=True,
         text=True,
         timeout=MPI_TIMEOUT,

@@ -110,7 +110,7 @@ def test_stop_rule_is_on_the_one_way_time_after_a_whole_perturbation_group():
 def test_stop_rule_and_iterations_use_a_streams_time_per_message():
     # a window of 4 messages per iteration: NetPIPE's nrepeat counts messages, so iterations are
     # nrepeat / 4; the stop compares the time of one message
-    opts, _, got = sweep(["--mode", "stream", "--window", "4", "-u", "64", "-p", "0"])
+    _, _, got = sweep(["--mode", "stream", "--window", "4", "-u", "64", "-p", "0"])
     want = netpipe_37_loop(1, 64, 0, 0.05 / 4, 7, 1.0, one_way_model(1), one_way_model)
     assert got == want
     _, outcome, got = sweep(
