@@ -4,13 +4,18 @@ defaults that make npmpi's method NetPIPE's (buffers, STOPTM, the --max-round-tr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from npmpi.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
 from npmpi.errors import UsageError
 from npmpi.options import DEFAULT_MAX_ONE_WAY_S, parse_options
 from npmpi.runfile import SizeResult
+from npmpi.schedule import netpipe_repeats, netpipe_schedule
 from npmpi.sweep import StopFlag, Transmitter, schedule_for
+
+DATA = Path(__file__).parent / "data"
 
 MAXINT = 1_000_000_000
 
@@ -83,6 +88,32 @@ def test_iterations_are_netpipes_nrepeat_size_by_size(argv, start, end, p, runtm
     want = netpipe_37_loop(start, end, p, runtm, trials, 1.0, one_way_model(start), one_way_model)
     assert got == want
     assert outcome.stopped_early == "" and len(got) == len(schedule_for(opts))
+
+
+def npopenmpi_record() -> list[tuple[int, float, int]]:
+    """(bytes, best one-way seconds from the Mbps column, repetitions printed) of a real NPopenmpi run."""
+    rows = []
+    for line in (DATA / "npopenmpi37_shm_nrepeat.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            nbytes, mbps, _seconds, repeats = line.split()
+            rows.append((int(nbytes), int(nbytes) * 8 / (float(mbps) * 2**20), int(repeats)))
+    return rows
+
+
+def test_repetitions_are_those_debians_npopenmpi_printed():
+    # Debian's build: RUNTM 0.10 s, TRIALS 3; each count from the size before it (the first one
+    # follows NetPIPE's own latency probe, which np.out does not record)
+    rows = npopenmpi_record()
+    points = netpipe_schedule(1, 1 << 20, 3)
+    assert [n for n, _, _ in rows] == [p.size_bytes for p in points[: len(rows)]]
+    for k in range(1, len(rows)):
+        prev_bytes, prev_t, _ = rows[k - 1]
+        assert netpipe_repeats(0.1, prev_bytes, points[k].increment_bytes, prev_t, 3, MAXINT) == rows[k][2]
+    # and the sweep itself, with NPopenmpi's times as the transport
+    times = {n: t for n, t, _ in rows}
+    upper = rows[-2][0] - 3  # the record ends inside the group 8189, 8192, 8195
+    _, _, got = sweep(["--trials", "3", "--target-time", "0.1", "-u", str(upper)], model=times.__getitem__)
+    assert got[1:] == [(n, r) for n, _, r in rows[1:-1]]
 
 
 def test_the_floor_is_the_number_of_trials():
