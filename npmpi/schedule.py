@@ -6,6 +6,9 @@ import math
 from dataclasses import dataclass
 
 
+ZERO_TIME_S = 1e-6  # NetPIPE: `if (bwdata[n].t == 0.0) bwdata[n].t = 0.000001;`
+
+
 @dataclass(frozen=True)
 class SizePoint:
     """One message size of the sweep and the increment in force when it was generated.
@@ -66,10 +69,11 @@ def netpipe_repeats(
     As in NetPIPE's netpipe.c, b is the size measured last (the first size itself before the
     first one), inc the increment of the size to come, tlast the last size's best time per
     message in NetPIPE's unit (one way for a ping-pong) and RUNTM the run time; TRIALS is the
-    floor. A denominator that is not positive counts as 1; the result never exceeds `maximum`.
+    floor. A time that is zero (or not a number) counts as 1 us, NetPIPE's guard; a denominator
+    that is not positive counts as 1; the result never exceeds `maximum`.
     """
-    if previous_time_s <= 0 or not math.isfinite(previous_time_s):
-        return maximum
+    if not previous_time_s > 0 or not math.isfinite(previous_time_s):
+        previous_time_s = ZERO_TIME_S
     b = max(previous_size_bytes, 1)
     factor = b / max(b - increment_bytes + 1.0, 1.0)
     estimate = run_time_s / (factor * previous_time_s)

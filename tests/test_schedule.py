@@ -112,9 +112,10 @@ def test_netpipe_repeats_hand_computed():
     # the floor is TRIALS (the number of trials), not 1
     assert netpipe_repeats(0.1, 1 << 20, 1 << 19, 0.2, 7, 10**9) == 7
     assert netpipe_repeats(0.1, 1 << 20, 1 << 19, 0.2, 3, 10**9) == 3
-    # capped; a broken previous time falls back to the cap rather than dividing by zero
+    # capped; a zero time counts as 1 us as in NetPIPE (factor 8 / 5: 0.05 / 1.6e-6 = 31250)
     assert netpipe_repeats(10.0, 1, 1, 1e-9, 3, 1000) == 1000
-    assert netpipe_repeats(0.05, 8, 4, 0.0, 3, 777) == 777
+    assert netpipe_repeats(0.05, 8, 4, 0.0, 3, 10**9) == 31250
+    assert netpipe_repeats(0.05, 8, 4, float("nan"), 3, 10**9) == 31250
     # a denominator that is not positive counts as 1 (never reached by NetPIPE's schedule, below)
     assert netpipe_repeats(0.1, 4, 8, 1e-3, 3, 10**9) == int(0.1 / (4 * 1e-3))
 
