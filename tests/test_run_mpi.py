@@ -166,13 +166,14 @@ def test_signal_marks_the_file_interrupted(tmp_path, sig):
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=local_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    # wait for a few sizes to complete
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("  5:"):
-            break
+    # wait for a few sizes to complete (NetPIPE's rule gives the first sizes trials of about
+    # 2 x RUNTM: some 5 s on an idle 2-core machine, several times that under load)
+    deadline = time.monotonic() + 120
+    seen = False
+    while not seen and time.monotonic() < deadline:
+        seen = proc.stdout.readline().startswith("  5:")
     proc.send_signal(sig)
+    assert seen, "six sizes did not complete within 120 s"
     t0 = time.monotonic()
     try:
         _out, err = proc.communicate(timeout=30)
