@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
 ZERO_TIME_S = 1e-6  # NetPIPE: `if (bwdata[n].t == 0.0) bwdata[n].t = 0.000001;`
 
 
