@@ -233,8 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_seconds,
         default=None,
         metavar="SECONDS",
-        help="the former name, still accepted: a round-trip limit, so it sets --max-one-way to "
-        "SECONDS/2 (a ping-pong stops where it did before the rename)",
+        help="the former name, still accepted and still a round-trip limit: it sets --max-one-way "
+        "to SECONDS/2, so a script that gave it keeps its ping-pong's limit (now tested, as NetPIPE "
+        "does, after each group of sizes n-p, n, n+p)",
     )
     g = p.add_argument_group("mode (what moves during an iteration)")
     g.add_argument(
