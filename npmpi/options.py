@@ -193,8 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_count,
         default=None,
         metavar="N",
-        help=f"trials per size; the best one is NetPIPE's figure, and no trial has fewer iterations "
-        f"(NetPIPE's TRIALS) (default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
+        help=f"trials per size; the best one is NetPIPE's figure, and no trial has fewer repeats "
+        "(NetPIPE's TRIALS: round trips, exchanges, or messages of a stream) "
+        f"(default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
     )
     g.add_argument(
         "--target-time",

@@ -450,21 +450,18 @@ class Transmitter:
         """Iterations per trial of the next size: --repeats, or NetPIPE 3.7's nrepeat rule.
 
         prev_t is the last size's best time in NetPIPE's unit (one way for a ping-pong, one
-        message of a stream, one exchange of bidir). NetPIPE's nrepeat counts messages in a
-        stream, where an iteration here is a window of them: the budget is divided by the window.
-        The floor is the number of trials, NetPIPE's TRIALS."""
+        message of a stream, one exchange of bidir), and nrepeat counts NetPIPE's repeats: round
+        trips, exchanges, or in a stream messages, where an iteration here is a window of them,
+        so a stream runs ceil(nrepeat / window) iterations (at least nrepeat messages). The floor
+        is the number of trials, NetPIPE's TRIALS."""
         opts = self.opts
         if opts.repeats is not None:
             return opts.repeats
-        per_iteration = opts.window if opts.mode == MODE_STREAM else 1
-        return netpipe_repeats(
-            opts.target_time_s / per_iteration,
-            prev_size,
-            point.increment_bytes,
-            prev_t,
-            opts.trials,
-            MAX_ITERATIONS,
+        repeats = netpipe_repeats(
+            opts.target_time_s, prev_size, point.increment_bytes, prev_t, opts.trials, MAX_ITERATIONS
         )
+        per_iteration = opts.window if opts.mode == MODE_STREAM else 1
+        return -(-repeats // per_iteration)
 
     def sweep(self, points: list[SizePoint]) -> SweepOutcome:
         opts = self.opts

@@ -139,11 +139,14 @@ def test_stop_rule_is_on_the_one_way_time_after_a_whole_perturbation_group():
 
 
 def test_stop_rule_and_iterations_use_a_streams_time_per_message():
-    # a window of 4 messages per iteration: NetPIPE's nrepeat counts messages, so iterations are
-    # nrepeat / 4; the stop compares the time of one message
+    # a window of 4 messages per iteration: NetPIPE's nrepeat counts messages (its floor too), so
+    # iterations are nrepeat / 4 rounded up; the stop compares the time of one message
     _, _, got = sweep(["--mode", "stream", "--window", "4", "-u", "64", "-p", "0"])
-    want = netpipe_37_loop(1, 64, 0, 0.05 / 4, 7, 1.0, one_way_model(1), one_way_model)
-    assert got == want
+    want = netpipe_37_loop(1, 64, 0, 0.05, 7, 1.0, one_way_model(1), one_way_model)
+    assert got == [(n, -(-r // 4)) for n, r in want]
+    # where NetPIPE sends its floor of 7 messages, 2 windows of 4 carry them
+    _, _, got = sweep(["--mode", "stream", "--window", "4", "-u", "8", "-p", "0"], model=lambda n: 0.05)
+    assert {i for _, i in got} == {2}
     _, outcome, got = sweep(
         ["--mode", "stream", "--window", "4", "-u", "64", "-p", "0", "--max-one-way", "0.5"],
         model=lambda n: 0.3 if n < 8 else 0.6,
