@@ -65,7 +65,7 @@ class Console:
         reps = (
             f"{opts.repeats} {unit} per trial"
             if opts.repeats
-            else f"target {opts.target_time_s:g} s per trial"
+            else f"iterations by NetPIPE's rule, run time {opts.target_time_s:g} s per trial"
         )
         self._print(
             f"sizes: {len(points)} from {format_size_bytes(points[0].size_bytes)}B to "

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.units import mbps_netpipe
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import FLAG_NAMES, mode_label
 
@@ -281,12 +280,22 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
     return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
 
 
+NP_OUT_MBPS_BIT_S = 1024.0 * 1024.0  # NetPIPE 3.7's Mbps: 2^20 bit/s
+
+
 def np_out_bytes(a: RunAnalysis) -> bytes:
-    """NetPIPE 3.7's np.out: `%8d %lf %12.8lf` = bytes, Mbps (bits / 2^20 / s), one-way seconds."""
+    """NetPIPE 3.7's np.out, `%8d %lf %12.8lf`: bytes, Mbps (2^20 bit/s), seconds per message.
+
+    As NetPIPE writes it: for bidir (NetPIPE -2) the bytes column is twice the message size and
+    Mbps counts both directions ("the combined bandwidth"), the seconds one exchange; for several
+    pairs Mbps is the aggregate of all pairs (NetPIPE 5's rule; 3.7 measures one pair only) and
+    the seconds one pair's (the slowest pair's best trial). Mbps is the CSV's
+    bandwidth_peak_bit_s / 2^20 in every mode."""
+    doubled = 2 if str(a.attrs.get("mode", "pingpong")) == "bidir" else 1
     lines = []
-    for size, t in zip(a.bw.size_bytes, a.bw.one_way_s, strict=True):
-        if math.isfinite(t) and t > 0:
-            lines.append(f"{int(size):8d} {mbps_netpipe(int(size), float(t)):f} {float(t):12.8f}\n")
+    for size, t, bit_s in zip(a.bw.size_bytes, a.bw.one_way_s, a.bw.peak_bit_s, strict=True):
+        if math.isfinite(t) and t > 0 and math.isfinite(bit_s):
+            lines.append(f"{int(size) * doubled:8d} {float(bit_s) / NP_OUT_MBPS_BIT_S:f} {float(t):12.8f}\n")
     return "".join(lines).encode()
 
 
