@@ -185,6 +185,8 @@ def reserve_output(
             os.unlink(temp)
         os.close(fd)
         if lock_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink(lock_path)  # while still holding it: see _lock_name
             os.close(lock_fd)
         raise
 
