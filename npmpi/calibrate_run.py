@@ -179,6 +179,7 @@ def main(argv: list[str]) -> int:
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
+    output = None
     try:
         roles = discover_roles(MPI, comm, list(ns.meter))
         layout = roles.layout

@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
 MAX_ROWS = 10_000_000
 MAX_TRIALS = 100_000
 MAX_SAMPLES = 2_000_000_000
+MAX_TRIAL_S = 1e9  # 30 years: a longer trial time is damage, and would overflow the figures
 # Uncompressed data must be stored in the file; compressed data (after h5repack) at most this much larger.
 MAX_COMPRESSION_RATIO = 1000
 
@@ -455,11 +457,15 @@ def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FI
     import h5py
 
     p = Path(path)
-    if not p.exists():
-        raise RunFileError(f"{p}: no such file")
-    if p.is_dir():
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: no such file") from None
+    except (OSError, ValueError) as exc:  # a link loop, a name too long, a NUL byte
+        raise RunFileError(f"{p}: cannot be opened ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
         raise RunFileError(f"{p}: is a directory, not a run file")
-    if not p.is_file():  # a pipe would block the open, a device never ends
+    if not stat.S_ISREG(st.st_mode):  # a pipe would block the open, a device never ends
         raise RunFileError(f"{p}: is not a regular file (a pipe or a device?), not a run file")
     try:
         if not h5py.is_hdf5(p):
@@ -497,6 +503,9 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
             f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
             f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
         )
+    from npmpi.runfile_checks import check_root_attrs
+
+    check_root_attrs(attrs, p)
     notices: list[str] = []
     status = attrs.get("status")
     if status == STATUS_RUNNING:
@@ -707,16 +716,17 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
 def _check_values(p: Path, pp: PingPong) -> None:
     if len(pp) == 0:
         return
-    if np.any(pp.size_bytes < 0):
-        raise RunFileError(f"{p}: /pingpong/size_bytes holds negative sizes")
+    if np.any(pp.size_bytes < 1):
+        raise RunFileError(f"{p}: /pingpong/size_bytes holds sizes below 1 byte (a run measures 1 B and up)")
     if np.any(pp.iterations < 1):
         raise RunFileError(f"{p}: /pingpong/iterations holds values below 1")
     t = pp.trial_s
-    bad = np.isfinite(t) & (t <= 0) | np.isinf(t)
+    bad = np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)) | np.isinf(t)
     if np.any(bad):
         row = int(np.argwhere(bad)[0][0])
         raise RunFileError(
-            f"{p}: /pingpong/trial_s has a non-positive or infinite time at row {row} "
+            f"{p}: /pingpong/trial_s has a non-positive, infinite or impossible (over {MAX_TRIAL_S:.0e} s) "
+            f"time at row {row} "
             f"(size {int(pp.size_bytes[row])} B)"
         )
     if np.any(np.all(np.isnan(t), axis=1)):

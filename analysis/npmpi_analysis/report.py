@@ -8,10 +8,12 @@ import html
 import io
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
 
+from npmpi.safetext import printable_lines
 from npmpi.units import mbps_netpipe
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import FLAG_NAMES, mode_label
@@ -154,7 +156,10 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
         idle = _pm(s["idle_power_w"], _nan(s["idle_power_sigma_w"]), pm)
         active = _pm(s["active_power_w"], _nan(s["active_power_sigma_w"]), pm)
         out.append(f"  all nodes: idle {idle} W, active {active} W")
-        for n in s["nodes"]:
+        shown, empty = _nodes_to_show(s["nodes"])
+        if empty:
+            out.append(f"  {len(empty)} node(s) without power samples: {_first_and_last(empty)}")
+        for n in shown:
             chans = ", ".join(
                 f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
                 f"delay {_delay_text(c, pm)})"
@@ -166,11 +171,44 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
                 f"active {_pm(n['active_power_w'], _nan(n['active_power_sigma_w']), pm)} W, "
                 f"{n['samples']} samples, {n['faults']} fault(s); clock offset {n['clock_offset']}; {chans}"
             )
+        if len(shown) < len(s["nodes"]) - len(empty):
+            out.append(
+                f"  … and {len(s['nodes']) - len(empty) - len(shown)} more node(s): see the JSON output"
+            )
         for name, count in s["flagged_sizes"].items():
             out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
-    for note in a.notices:
+    for note in summarise_alike(a.notices):
         out.append(f"  notice: {note}")
     return "\n".join(out)
+
+
+MAX_NODE_LINES = 64
+MAX_ALIKE = 3  # problems or notices of one kind printed before "and N more like it"
+
+
+def summarise_alike(lines: list[str], keep: int = MAX_ALIKE) -> list[str]:
+    """`lines` (problems, notices) with long runs of one kind, the same text but for its numbers (one
+    per node or channel), cut to the first `keep` and a count of the rest; linear time."""
+    groups: dict[str, list[str]] = {}
+    for line in lines:
+        groups.setdefault(re.sub(r"[0-9]+", "#", line), []).append(line)
+    out = []
+    for items in groups.values():
+        out += items[:keep]
+        if len(items) > keep:
+            out.append(f"… and {len(items) - keep} more like the last one")
+    return out
+
+
+def _nodes_to_show(nodes: list[dict]) -> tuple[list[dict], list[str]]:
+    """The nodes given a line of their own (those with samples, at most MAX_NODE_LINES) and the
+    names of those without samples (one line for all)."""
+    empty = [f"node {n['node']} {n['host']}" for n in nodes if not n["samples"]]
+    return [n for n in nodes if n["samples"]][:MAX_NODE_LINES], empty
+
+
+def _first_and_last(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]}, … {names[-1]}"
 
 
 def comparison_text(analyses: list[RunAnalysis]) -> str:
@@ -209,9 +247,7 @@ def _clean(x: Any) -> Any:
 def csv_bytes(analyses: list[RunAnalysis]) -> bytes:
     """One row per run and size; empty cells where a figure is undefined."""
     rows = [r for a in analyses for r in size_rows(a)]
-    fields: list[str] = []
-    for r in rows:
-        fields += [k for k in r if k not in fields]
+    fields = list(dict.fromkeys(k for r in rows for k in r))  # first-seen order, linear time
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     w.writeheader()
@@ -263,7 +299,8 @@ img{max-width:100%}
 
 
 def _e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
+    """HTML-escaped text, control characters shown escaped (npmpi.safetext) except line breaks."""
+    return html.escape(printable_lines(x), quote=True)
 
 
 def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
