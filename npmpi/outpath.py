@@ -237,8 +237,8 @@ def free_ballast(res: Reservation) -> bool:
     return True
 
 
-def publish(res: Reservation) -> None:
-    """Give the temporary file the target's name (see the module docstring); UsageError if it may not."""
+def check_temporary(res: Reservation) -> None:
+    """UsageError unless the temporary's name still leads to the reserved (open) file."""
     own = os.fstat(res.fd)
     try:
         if not os.path.samestat(own, os.lstat(res.temp)):
@@ -249,6 +249,12 @@ def publish(res: Reservation) -> None:
         raise UsageError(
             f"{res.what} {res.target}: its temporary file {res.temp} was removed; not published"
         ) from None
+
+
+def publish(res: Reservation) -> None:
+    """Give the temporary file the target's name (see the module docstring); UsageError if it may not."""
+    check_temporary(res)
+    own = os.fstat(res.fd)
     _check_target(res.target, res.force, res.what)
     try:
         if res.force:

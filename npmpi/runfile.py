@@ -95,7 +95,7 @@ class RunWriter:
     ) -> None:
         import h5py
 
-        from npmpi.outpath import publish, release, reserve_output
+        from npmpi.outpath import check_temporary, publish, release, reserve_output
 
         self.path = Path(path)
         self.trials = trials
@@ -109,6 +109,7 @@ class RunWriter:
         # cannot be opened (npmpi/outpath.py)
         self._res = reservation if reservation is not None else reserve_output(self.path, overwrite)
         try:
+            check_temporary(self._res)
             self._file = h5py.File(self._res.fd_path, "w", locking=False)
         except BaseException:
             release(self._res)
