@@ -156,10 +156,7 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
         idle = _pm(s["idle_power_w"], _nan(s["idle_power_sigma_w"]), pm)
         active = _pm(s["active_power_w"], _nan(s["active_power_sigma_w"]), pm)
         out.append(f"  all nodes: idle {idle} W, active {active} W")
-        shown, empty = _nodes_to_show(s["nodes"])
-        if empty:
-            out.append(f"  {len(empty)} node(s) without power samples: {_first_and_last(empty)}")
-        for n in shown:
+        for n in _nodes_to_show(s["nodes"], out):
             chans = ", ".join(
                 f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
                 f"delay {_delay_text(c, pm)})"
@@ -170,10 +167,6 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
                 f"{_pm(n['idle_power_w'], _nan(n['idle_power_sigma_w']), pm)} W, "
                 f"active {_pm(n['active_power_w'], _nan(n['active_power_sigma_w']), pm)} W, "
                 f"{n['samples']} samples, {n['faults']} fault(s); clock offset {n['clock_offset']}; {chans}"
-            )
-        if len(shown) < len(s["nodes"]) - len(empty):
-            out.append(
-                f"  … and {len(s['nodes']) - len(empty) - len(shown)} more node(s): see the JSON output"
             )
         for name, count in s["flagged_sizes"].items():
             out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
@@ -200,11 +193,16 @@ def summarise_alike(lines: list[str], keep: int = MAX_ALIKE) -> list[str]:
     return out
 
 
-def _nodes_to_show(nodes: list[dict]) -> tuple[list[dict], list[str]]:
-    """The nodes given a line of their own (those with samples, at most MAX_NODE_LINES) and the
-    names of those without samples (one line for all)."""
+def _nodes_to_show(nodes: list[dict], out: list[str]) -> list[dict]:
+    """The nodes given a line of their own (those with samples, at most MAX_NODE_LINES); one line
+    for the others is added to `out` (thousands of nodes must not print thousands of lines)."""
     empty = [f"node {n['node']} {n['host']}" for n in nodes if not n["samples"]]
-    return [n for n in nodes if n["samples"]][:MAX_NODE_LINES], empty
+    sampled = [n for n in nodes if n["samples"]]
+    if empty:
+        out.append(f"  {len(empty)} node(s) without power samples: {_first_and_last(empty)}")
+    if len(sampled) > MAX_NODE_LINES:
+        out.append(f"  {len(sampled) - MAX_NODE_LINES} node(s) after the first {MAX_NODE_LINES}: see --json")
+    return sampled[:MAX_NODE_LINES]
 
 
 def _first_and_last(names: list[str]) -> str:
