@@ -21,6 +21,7 @@ import hashlib
 import os
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,7 @@ class Reservation:
     lock_path: Path
     lock_fd: int
     ballast: Path | None = None
+    ballast_fd: int = -1
     published: bool = False
 
     @property
@@ -160,6 +162,7 @@ def reserve_output(
     _check_target(target, force, what)
     if not directory.is_dir():
         raise UsageError(f"{what} {target}: directory {directory} does not exist; create it first")
+    _sweep(directory)
     try:
         fd, temp_name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=".tmp")
     except OSError as exc:
@@ -178,7 +181,7 @@ def reserve_output(
         res = Reservation(target, temp, fd, force, what, lock_path, lock_fd)
         _check_target(target, force, what)  # again, now that the name is ours
         if ballast_bytes > 0:
-            res.ballast = _make_ballast(directory, ballast_bytes, target, what)
+            res.ballast, res.ballast_fd = _make_ballast(directory, ballast_bytes, target, what)
         return res
     except BaseException:
         with contextlib.suppress(OSError):
@@ -191,40 +194,29 @@ def reserve_output(
         raise
 
 
-def _make_ballast(directory: Path, size: int, target: Path, what: str) -> Path:
+def _make_ballast(directory: Path, size: int, target: Path, what: str) -> tuple[Path, int]:
+    """A hidden file holding `size` bytes of disk space, locked while the run lives (see _sweep)."""
     fd, name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=BALLAST_SUFFIX)
     try:
-        os.posix_fallocate(fd, 0, size)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            block = b"\0" * 65536  # no fallocate here: write the bytes
+            left = size
+            while left > 0:
+                left -= os.write(fd, block[: min(left, len(block))])
+            os.fsync(fd)
     except OSError as exc:
-        os.close(fd)
         os.unlink(name)
-        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate here: write the bytes
-            return _write_ballast(directory, size, target, what)
+        os.close(fd)
         raise UsageError(
             f"{what} {target}: {directory} has less than {size // 1024} KiB free ({_why(exc)}); "
             "free some space or choose another location"
         ) from None
-    os.close(fd)
-    return Path(name)
-
-
-def _write_ballast(directory: Path, size: int, target: Path, what: str) -> Path:
-    fd, name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=BALLAST_SUFFIX)
-    try:
-        block = b"\0" * 65536
-        left = size
-        while left > 0:
-            left -= os.write(fd, block[: min(left, len(block))])
-        os.fsync(fd)
-    except OSError as exc:
-        os.close(fd)
-        os.unlink(name)
-        raise UsageError(
-            f"{what} {target}: {directory} has less than {size // 1024} KiB free ({_why(exc)}); "
-            "free some space or choose another location"
-        ) from None
-    os.close(fd)
-    return Path(name)
+    return Path(name), fd
 
 
 def free_ballast(res: Reservation) -> bool:
@@ -233,8 +225,34 @@ def free_ballast(res: Reservation) -> bool:
         return False
     with contextlib.suppress(OSError):
         os.unlink(res.ballast)
-    res.ballast = None
+    os.close(res.ballast_fd)
+    res.ballast, res.ballast_fd = None, -1
     return True
+
+
+STALE_AFTER_S = 60.0
+
+
+def _sweep(directory: Path) -> None:
+    """Remove what runs killed outright (SIGKILL, a node crash) left here: npmpi's hidden temporary,
+    reserve and lock files that no live run holds locked and that are older than a minute."""
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.startswith(TEMP_PREFIX)]
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        stale_kind = entry.name.endswith((".tmp", BALLAST_SUFFIX)) or entry.name.startswith(LOCK_PREFIX)
+        with contextlib.suppress(OSError):
+            if not stale_kind or now - entry.stat(follow_symlinks=False).st_mtime < STALE_AFTER_S:
+                continue
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a live run: BlockingIOError
+                if os.path.samestat(os.fstat(fd), os.lstat(entry.path)):
+                    os.unlink(entry.path)
+            finally:
+                os.close(fd)
 
 
 def check_temporary(res: Reservation) -> None:

@@ -234,3 +234,30 @@ def test_calibrate_refuses_an_unwritable_output_before_measuring(tmp_path):
         job.stderr
     )
     assert time.monotonic() - t0 < 30  # the measurement alone takes 60 s
+
+
+def test_what_a_killed_run_left_is_removed_by_the_next_but_never_a_live_runs(tmp_path):
+    live = reserve_output(tmp_path / "live.h5", False, ballast_bytes=65536)
+    old = time.time() - 3600
+    stale = [
+        tmp_path / ".npmpi-abcd1234.tmp",
+        tmp_path / ".npmpi-abcd1234.reserve",
+        tmp_path / ".npmpi-lock-0123456789abcdef",
+    ]
+    for p in stale:
+        p.write_bytes(b"\0" * 100)
+    young = tmp_path / ".npmpi-young123.reserve"
+    young.write_bytes(b"")
+    other = tmp_path / ".npmpi-notes.txt"  # not a name npmpi makes
+    other.write_text("keep")
+    for p in [*stale, other, live.temp, live.ballast, live.lock_path]:
+        os.utime(p, (old, old), follow_symlinks=False)
+    second = reserve_output(tmp_path / "next.h5", False)
+    try:
+        assert not any(p.exists() for p in stale)
+        assert young.exists() and other.exists()
+        assert live.temp.exists() and live.ballast.exists() and live.lock_path.exists()
+    finally:
+        release(second)
+        release(live)
+    assert names(tmp_path) == sorted([young.name, other.name])
