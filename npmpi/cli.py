@@ -370,6 +370,10 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
             # a stop signal's abandon timer must not outlive the run: at exit it would end rank 0 with
             # SIGALRM (exit 142, "Alarm clock") after the file was closed
             signal.setitimer(signal.ITIMER_REAL, 0)
+    if reservation is not None:  # only rank 0 as the transmitter writes a file
+        from npmpi.outpath import release
+
+        release(reservation)
     try:
         if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
             return sweep.reflect(comm, layout, opts, kernel, stop)
