@@ -310,3 +310,24 @@ def test_unknown_meter_parameters_are_refused_naming_the_known_ones(spec, known)
 def test_known_meter_parameters_are_accepted():
     assert parse_meter_spec("estimate:idle_w=30,max_w=90").params == {"idle_w": "30", "max_w": "90"}
     assert parse_meter_spec("replay:t.csv,loop=0,scale=2,interval=0.1").target == "t.csv"
+
+
+def test_analysis_outputs_never_replace_devices_links_or_loops(base, tmp_path, capsys):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop.name)
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    for args, fragment in [
+        (["--csv", "/dev/null", "--force"], "not a regular file"),
+        (["--csv", str(fifo), "--force"], "not a regular file"),
+        (["--json", str(loop), "--force"], "symbolic link"),
+        (["--plots", str(loop), "--csv", str(loop / "x.csv")], "--plots"),
+    ]:
+        code, _out, err = analyze(capsys, str(base), "-q", *args)
+        assert code == 2 and fragment in err and "internal error" not in err, (args, err)
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    assert names_in(tmp_path) == ["fifo.csv", "loop"]
+
+
+def names_in(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())

@@ -32,7 +32,9 @@ def check_free(path: Path, force: bool, will_create: Path | None = None) -> None
     if path.exists() and not force:
         raise UsageError(f"{path} exists: choose another name or add --force to overwrite it")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir() and (will_create is None or parent.resolve() != will_create.resolve()):
+    if not parent.is_dir() and (
+        will_create is None or os.path.realpath(parent) != os.path.realpath(will_create)
+    ):
         raise UsageError(f"{path}: directory {parent} does not exist")
 
 
