@@ -53,7 +53,12 @@ class Reservation:
 
     @property
     def fd_path(self) -> str:
-        """A path that opens this very file whatever happens to its names (Linux /proc), else its name."""
+        """A path that opens this very file: its published name while that still leads to it, else
+        /proc/self/fd/N (Linux: whatever happens to the temporary's name), else that name."""
+        if self.published:
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.fstat(self.fd), os.lstat(self.target)):
+                    return str(self.target)
         proc = f"/proc/self/fd/{self.fd}"
         return proc if os.path.exists(proc) else str(self.temp)
 

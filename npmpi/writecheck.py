@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import re
 from pathlib import Path
@@ -96,8 +97,35 @@ def salvage(f, res, error: RunFileWriteError, rows: int, shrink: list[tuple]) ->
         f.close()
     if res.fd >= 0:
         with contextlib.suppress(Exception), h5py.File(res.fd_path, "r+", locking=False) as g:
+            rows = min(rows, _trim_to_stored(g))
             if g.attrs.get("status") != "failed" or g.attrs.get("sizes_completed") != rows:
                 g.attrs["sizes_completed"] = rows
                 g.attrs["status"] = "failed"
                 g.attrs["status_message"] = message
     return rows
+
+
+def _trim_to_stored(g) -> int:
+    """Cut every appended dataset to the rows its file storage holds; returns /pingpong's rows.
+
+    When a write fails inside HDF5 (the space check did not foresee it), the chunk being written
+    can lose its entry in the dataset's chunk index: the rows it held are gone, and a dataset that
+    claims them would make the whole file unreadable. What is stored stays readable."""
+    import h5py
+
+    rows = []
+
+    def trim(name: str, obj) -> None:
+        if not isinstance(obj, h5py.Dataset) or obj.chunks is None or obj.maxshape[0] is not None:
+            return
+        if obj.id.get_create_plist().get_nfilters():
+            return  # compressed chunks have no fixed size: left to the reader's own check
+        row_bytes = obj.dtype.itemsize * math.prod(obj.shape[1:])
+        stored = obj.id.get_storage_size() // row_bytes if row_bytes else obj.shape[0]
+        if stored < obj.shape[0]:
+            obj.resize(stored, axis=0)
+        if name.startswith("pingpong/"):
+            rows.append(obj.shape[0])
+
+    g.visititems(trim)
+    return min(rows, default=0)

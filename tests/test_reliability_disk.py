@@ -221,3 +221,29 @@ def test_a_run_without_room_to_start_exits_2(tmpfs):
     lines = [ln for ln in job.err if ln.startswith("npmpi: error:")]
     assert job.proc.returncode == 2 and len(lines) == 1 and "KiB free" in lines[0], job.stderr
     assert [p.name for p in tmpfs.iterdir()] == ["filler"]
+
+
+def test_a_write_that_fails_inside_hdf5_still_leaves_a_readable_file(tmpfs, monkeypatch):
+    """Without the space check (another process filling the disk between the check and the write,
+    a quota): HDF5's write fails, the chunk being written may lose its index entry, and the writer
+    cuts every dataset to what is stored: the file stays readable, short of at most one chunk."""
+    import npmpi.writecheck
+
+    monkeypatch.setattr(npmpi.writecheck, "check_space", lambda *args: None)
+    results = []
+    for leave in (60_000, 100_000, 180_000, 260_000, 340_000, 500_000):
+        for p in tmpfs.iterdir():
+            p.unlink()
+        fill(tmpfs, RESERVED_BYTES + leave)
+        path = tmpfs / "run.h5"
+        w = new_writer(path, power=False)
+        flushed = append_until_full(w, 0)
+        with pytest.raises(RunFileWriteError, match=NO_SPACE):
+            w.finish("complete")
+        run = load_run(path)  # never refused
+        kept = len(run.pingpong)
+        assert run.status == "failed" and NO_SPACE in run.attrs["status_message"]
+        assert flushed - 256 <= kept <= flushed, (leave, flushed, kept)  # a chunk of 256 rows at most
+        assert run.pingpong.size_bytes.tolist() == list(range(1, kept + 1))
+        results.append((flushed, kept))
+    print(f"\nwrites failing inside HDF5: (sizes flushed, sizes readable) {results}")
