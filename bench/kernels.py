@@ -51,7 +51,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per kernel (default 3)")
     ap.add_argument("--upper", default="8M", help="largest size (default 8M)")
-    ap.add_argument("--target-time", default="0.02", help="seconds per trial (default 0.02)")
+    ap.add_argument(
+        "--target-time", default="0.02", help="npmpi --target-time, NetPIPE's RUNTM (default 0.02)"
+    )
     ap.add_argument("--tcp", action="store_true", help="use Open MPI's TCP transport (btl tcp,self)")
     args = ap.parse_args()
     extra = {"OMPI_MCA_btl": "tcp,self"} if args.tcp else None

@@ -12,10 +12,10 @@ missing; a separate .venv-debian-mpi whose mpi4py and npmpi C kernel are built w
 /usr/bin/mpirun with the same binding, round after round (interleaved, so noise hits all alike):
 
     NPopenmpi -p 0 -u 8388608                        NetPIPE 3.7.2 (Debian), default "cache" mode
-    python -m npmpi -p 0 -u 8M --kernel c --buffers netpipe        npmpi's C kernel, NetPIPE's buffers
-    python -m npmpi -p 0 -u 8M --kernel python --buffers netpipe   npmpi's Python kernel, the same
-    python -m npmpi -p 0 -u 8M --kernel c           npmpi's C kernel, its default separate buffers
+    python -m npmpi -p 0 -u 8M --kernel c           npmpi's C kernel, its defaults (NetPIPE's buffers)
     python -m npmpi -p 0 -u 8M --kernel python      npmpi's Python kernel, the same
+    python -m npmpi -p 0 -u 8M --kernel c --buffers separate       npmpi's C kernel, OSU's and IMB's buffers
+    python -m npmpi -p 0 -u 8M --kernel python --buffers separate  npmpi's Python kernel, the same
     python -m mpi4py.bench pingpong -n 8388608      mpi4py's own Python ping-pong
 
 on NetPIPE's size schedule without perturbation (1, 2, 3, 4, 6, 8, 12, 16, 24, … 8 MiB: every
@@ -58,22 +58,23 @@ TOOL_LABEL = {
     "netpipe": "NPopenmpi",
     "cnb": "npmpi C netpipe-buf",
     "pnb": "npmpi Py netpipe-buf",
-    "c": "npmpi C",
-    "python": "npmpi Python",
+    "c": "npmpi C separate",
+    "python": "npmpi Py separate",
     "mpi4py": "mpi4py.bench",
     "netpipe-I": "NPopenmpi -I",
     "c-single": "standalone SINGLE",
     "c-funneled": "standalone FUNNELED",
 }
-# npmpi runs: tool -> (kernel, more npmpi options). "cnb" and "pnb" are NetPIPE's method in full: its
-# buffer arrangement (one buffer per size, sent from and received into), where "c" and "python" run
-# npmpi's default (separate long-lived send and receive buffers, as OSU and IMB)
-NETPIPE_BUFFERS = ("--buffers", "netpipe")
+# npmpi runs: tool -> (kernel, more npmpi options). "cnb" and "pnb" run npmpi's defaults, which are
+# NetPIPE's method in full: its buffer arrangement (one buffer per size, sent from and received into),
+# its nrepeat rule and stop rule; "c" and "python" the arrangement of OSU and IMB (separate long-lived
+# send and receive buffers, --buffers separate)
+SEPARATE_BUFFERS = ("--buffers", "separate")
 NPMPI_RUNS = {
-    "cnb": ("c", NETPIPE_BUFFERS),
-    "pnb": ("python", NETPIPE_BUFFERS),
-    "c": ("c", ()),
-    "python": ("python", ()),
+    "cnb": ("c", ()),
+    "pnb": ("python", ()),
+    "c": ("c", SEPARATE_BUFFERS),
+    "python": ("python", SEPARATE_BUFFERS),
 }
 KIB, MIB = 1 << 10, 1 << 20
 # (label, kind, size): latency = one-way time in us, bandwidth = decimal Gbit/s of one message
@@ -382,9 +383,9 @@ def transport_table(name: str, results: dict, args) -> list[str]:
     lines = [
         f"== {label}: {' '.join(mca)}, --bind-to {args.bind_to}; {n} interleaved rounds "
         f"({', '.join(TOOL_LABEL[t] for t in TOOLS)})",
-        "   netpipe-buf: --buffers netpipe (NetPIPE's one buffer per size, sent from and received into);",
-        "   npmpi C, npmpi Python: npmpi's default separate send and receive buffers. Each figure: median",
-        "   over rounds [min-max]",
+        "   netpipe-buf: npmpi's defaults (NetPIPE's one buffer per size, sent from and received into);",
+        "   separate: --buffers separate (OSU's and IMB's separate send and receive buffers). Each figure:",
+        "   median over rounds [min-max]",
     ]
     shown = ("netpipe", "cnb", "pnb", "c", "python")
     head = f"{'metric':26s}" + "".join(f"{TOOL_LABEL[t]:>24s}" for t in shown)
@@ -485,7 +486,7 @@ def targets(
             if duel and duel.get("c-single") and duel.get("c-funneled")
             else []
         ),
-        "  npmpi C peak bandwidth within 5 % of NPopenmpi, on NetPIPE's buffers (--buffers netpipe): "
+        "  npmpi C peak bandwidth within 5 % of NPopenmpi, on its defaults (NetPIPE's buffers): "
         f"Cnb/NP {peak_c_best:.3f} ({max(peaks['cnb']):.2f} vs {max(peaks['netpipe']):.2f} Gbit/s; "
         f"sweeps {rng(peak_c)}) -> {verdict(abs(peak_c_best - 1) <= 0.05)}",
         f"  Python kernel's added one-way latency over C at 1 B < 0.5 us: {added_best:.3f} us "
@@ -493,7 +494,7 @@ def targets(
         f"-> {verdict(added_best < 0.5)}",
         "  Python kernel's peak bandwidth within 3 % of C, on NetPIPE's buffers: "
         f"Pnb/Cnb {peak_py_best:.3f} (sweeps {rng(peak_py)}) -> {verdict(peak_py_best >= 0.97)}",
-        f"  npmpi's default buffers (separate, long-lived), for comparison: peak C/NP {default_c:.3f}, "
+        f"  OSU's and IMB's buffers (--buffers separate), for comparison: peak C/NP {default_c:.3f}, "
         f"Py/C {default_py:.3f}",
         "    (where a single-copy transport serves unchanged data from cache: docs/netpipe-comparison.md)",
     ]
@@ -549,7 +550,7 @@ def peer_table(name: str, results: dict) -> list[str]:
         f"== mpi4py.bench pingpong vs npmpi's Python kernel, {TRANSPORTS[name][0]} (same rounds; "
         "mpi4py.bench: mean of individually timed round trips, powers of two)",
     ]
-    head = f"{'metric':26s}{'mpi4py.bench':>24s}{'npmpi Python':>24s}{'npmpi/bench':>21s}"
+    head = f"{'metric':26s}{'mpi4py.bench':>24s}{'npmpi Py separate':>24s}{'npmpi/bench':>21s}"
     lines += [head, "-" * len(head)]
     for mlabel, kind, size in PEER_METRICS:
         d = digits_for(kind)
@@ -588,8 +589,8 @@ def best_curve(curves: list[Curve]) -> Curve:
 
 
 PROBE_LEGEND = [
-    "   layouts: two = separate send and receive buffers (npmpi's default); one = send from and receive",
-    "   into one buffer (NetPIPE's default, npmpi --buffers netpipe); mixed = rank 0 one, rank 1 two.",
+    "   layouts: two = separate send and receive buffers (npmpi --buffers separate); one = send from and",
+    "   receive into one buffer (NetPIPE's default and npmpi's); mixed = rank 0 one, rank 1 two.",
     "   allocations: big = allocated once for the largest size with numpy (numpy advises huge pages from",
     "   4 MiB); exact = per size, 16 KiB-aligned, no huge pages (NetPIPE). NPopenmpi, npmpi: the best",
     "   round of the sweeps above.",
@@ -691,8 +692,8 @@ def main() -> int:
     ap.add_argument(
         "--target-time",
         type=float,
-        default=0.05,
-        help="npmpi --target-time, seconds per trial (default 0.05)",
+        default=0.1,
+        help="npmpi --target-time, NetPIPE's RUNTM (default 0.1, that of Debian's NPopenmpi)",
     )
     ap.add_argument(
         "--latency-runs",
@@ -798,7 +799,7 @@ def main() -> int:
             default = "default MCA settings"
             refs: dict[str, Curve] = {
                 "NPopenmpi": best_curve(results["netpipe"]),
-                "npmpi C": best_curve(results["c"]),
+                "npmpi C separate": best_curve(results["c"]),
                 "npmpi C netpipe-buf": best_curve(results["cnb"]),
             }
             if args.netpipe_nocache:

@@ -144,7 +144,10 @@ def main() -> int:
     ap.add_argument("--upper", type=int, default=8 * MIB, help="largest size in bytes (default 8388608)")
     ap.add_argument("--trials", type=int, default=3, help="npmpi --trials (default 3, NPopenmpi's count)")
     ap.add_argument(
-        "--target-time", type=float, default=0.05, help="npmpi --target-time, s per trial (default 0.05)"
+        "--target-time",
+        type=float,
+        default=0.1,
+        help="npmpi --target-time, NetPIPE's RUNTM (default 0.1, that of Debian's NPopenmpi)",
     )
     ap.add_argument("--window", type=int, default=64, help="npmpi --window in stream mode (default 64)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON of the figures ({DEFAULT_OUT})")

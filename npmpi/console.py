@@ -65,7 +65,7 @@ class Console:
         reps = (
             f"{opts.repeats} {unit} per trial"
             if opts.repeats
-            else f"target {opts.target_time_s:g} s per trial"
+            else f"iterations by NetPIPE's rule, run time {opts.target_time_s:g} s per trial"
         )
         self._print(
             f"sizes: {len(points)} from {format_size_bytes(points[0].size_bytes)}B to "
@@ -134,7 +134,9 @@ class Console:
         if collector is not None:
             self._print(
                 f"power: {collector.samples_total} samples from {len(collector.power_ranks)} node(s), "
-                f"{collector.faults_total} meter fault event(s)"
+                f"{collector.faults_total} distinct meter fault(s), "
+                f"{collector.fault_events_total} occurrence(s) "
+                "(each printed once; counts in the file)"
             )
         if outcome.stopped_early:
             self._print(f"stopped early: {outcome.stopped_early}")

@@ -31,13 +31,15 @@ from npmpi.units import format_size_bytes, parse_size_bytes
 DEFAULT_LOWER_BYTES = 1
 DEFAULT_UPPER_BYTES = 8 << 20
 DEFAULT_PERTURBATION = 3
-DEFAULT_TRIALS = 7
-# Chosen so that a default sweep (124 sizes x 7 trials) takes about as long as Debian's
-# NPopenmpi on the same machine (about 45 s on a 2-core VM over shared memory).
-DEFAULT_TARGET_TIME_S = 0.055
+DEFAULT_TRIALS = 7  # NetPIPE 3.7's TRIALS (its release build); also the floor of iterations
+# NetPIPE's RUNTM (0.25 s in its release build, 0.10 s with 3 trials in Debian's NPopenmpi): 7 trials
+# at 0.05 s against NPopenmpi's 3 at 0.10 s keep a default sweep (124 sizes) about as long as Debian's
+# NPopenmpi's, and as the former default (0.055 s trials): about 51 s by NetPIPE's rule for a transport
+# of 0.3 us and 4 GB/s
+DEFAULT_TARGET_TIME_S = 0.05
 QUICK_TRIALS = 3
 QUICK_TARGET_TIME_S = 0.004
-DEFAULT_MAX_ROUND_TRIP_S = 1.0
+DEFAULT_MAX_ONE_WAY_S = 1.0  # NetPIPE 3.7's STOPTM
 MAX_TARGET_TIME_S = 3600.0
 MAX_REPEATS = 1_000_000_000
 DEFAULT_BASELINE_S = 3.0
@@ -57,7 +59,7 @@ class Options:
     target_time_s: float
     repeats: int | None
     quick: bool
-    max_round_trip_s: float
+    max_one_way_s: float
     kernel: str
     integrity: bool
     output: str | None
@@ -74,7 +76,7 @@ class Options:
     async_: bool = False
     cache_cold: bool = False
     cache_pool_bytes: int = DEFAULT_CACHE_POOL_BYTES
-    buffers: str = ARRANGEMENT_SEPARATE
+    buffers: str = ARRANGEMENT_NETPIPE
     huge_pages: str = HUGE_PAGES_SYSTEM
     thread_level: str = THREAD_LEVEL_AUTO
 
@@ -199,16 +201,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=_count,
         default=None,
         metavar="N",
-        help=f"trials per size; the best one is NetPIPE's figure (default: {DEFAULT_TRIALS}, "
-        f"{QUICK_TRIALS} with --quick)",
+        help=f"trials per size; the best one is NetPIPE's figure, and no trial has fewer repeats "
+        "(NetPIPE's TRIALS: round trips, exchanges, or messages of a stream) "
+        f"(default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
     )
     g.add_argument(
         "--target-time",
         type=_seconds,
         default=None,
         metavar="SECONDS",
-        help="target duration of one trial; round trips per trial follow from the previous "
-        f"size's time (default: {DEFAULT_TARGET_TIME_S} s, {QUICK_TARGET_TIME_S} s with --quick)",
+        help="NetPIPE's RUNTM: iterations per trial = max(SECONDS / ((b/(b-inc+1)) x t), trials), with "
+        "t the previous size b's best one-way time and inc the schedule's increment, as NetPIPE 3.7 "
+        "computes nrepeat; a ping-pong trial then lasts 0.7-2 x SECONDS (NetPIPE's release build: "
+        f"0.25 s, Debian's NPopenmpi: 0.1 s with --trials 3) (default: {DEFAULT_TARGET_TIME_S} s, "
+        f"{QUICK_TARGET_TIME_S} s with --quick)",
     )
     g.add_argument(
         "--repeats",
@@ -223,12 +229,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run of a few seconds: same sizes, fewer trials, shorter target time",
     )
     g.add_argument(
+        "--max-one-way",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="stop the sweep, as NetPIPE 3.7 does (STOPTM), after the first group of sizes n-p, n, n+p "
+        "whose last size's one-way time (best trial; a stream's time per message, bidir's per "
+        f"exchange) reaches this (default: {DEFAULT_MAX_ONE_WAY_S:g} s, NetPIPE's STOPTM)",
+    )
+    g.add_argument(
         "--max-round-trip",
         type=_seconds,
-        default=DEFAULT_MAX_ROUND_TRIP_S,
+        default=None,
         metavar="SECONDS",
-        help="stop the sweep early, as NetPIPE does, once one round trip takes longer than "
-        "this (default: %(default)s s)",
+        help="the former name, still accepted and still a round-trip limit: it sets --max-one-way "
+        "to SECONDS/2, so a script that gave it keeps its ping-pong's limit (now tested, as NetPIPE "
+        "does, after each group of sizes n-p, n, n+p)",
     )
     g = p.add_argument_group("mode (what moves during an iteration)")
     g.add_argument(
@@ -279,12 +295,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--buffers",
-        default=ARRANGEMENT_SEPARATE,
+        default=None,
         metavar="ARRANGEMENT",
-        help="'separate': send from one buffer, receive into another, both kept for the whole run "
-        "(OSU, IMB); 'netpipe': one buffer per size, 16 KiB-aligned, sent from and received into, so "
-        "the reflector returns what it received (NetPIPE's default). Over single-copy shared memory "
-        "the two differ by up to 2x (docs/netpipe-comparison.md) (default: %(default)s)",
+        help="'netpipe': one buffer per size, 16 KiB-aligned, sent from and received into, so the "
+        "reflector returns what it received (NetPIPE's default); 'separate': send from one buffer, "
+        "receive into another, both kept for the whole run (as OSU and IMB do). Over single-copy "
+        "shared memory the two differ by up to 2-3x (docs/netpipe-comparison.md) (default: netpipe "
+        "for a plain ping-pong; separate with --mode stream or bidir, --async or --cache-cold, where "
+        "one buffer would be sent from while a receive into it is pending, which MPI forbids, or "
+        "where NetPIPE too uses separate buffers)",
     )
     g.add_argument(
         "--huge-pages",
@@ -404,8 +423,7 @@ def parse_options(argv: list[str]) -> Options:
     )
     if not 0 < target <= MAX_TARGET_TIME_S:
         raise UsageError(f"--target-time {target}: give a time above 0 and at most {MAX_TARGET_TIME_S:.0f} s")
-    if not ns.max_round_trip > 0:
-        raise UsageError(f"--max-round-trip {ns.max_round_trip}: give a time above 0 s")
+    max_one_way = _max_one_way(ns.max_one_way, ns.max_round_trip)
     if ns.mode not in MODES:
         raise UsageError(f"--mode {ns.mode!r}: unknown mode; choose one of: {', '.join(MODES)}")
     if ns.window is not None and ns.mode != MODE_STREAM:
@@ -424,6 +442,9 @@ def parse_options(argv: list[str]) -> Options:
         raise UsageError(
             f"--cache-pool {ns.cache_pool}: give at least 4K (it should exceed the last-level cache)"
         )
+    if ns.buffers is None:
+        plain = ns.mode == MODE_PINGPONG and not ns.async_ and not ns.cache_cold
+        ns.buffers = ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE
     if ns.buffers not in ARRANGEMENTS:
         raise UsageError(
             f"--buffers {ns.buffers!r}: unknown arrangement; choose one of: {', '.join(ARRANGEMENTS)}"
@@ -476,7 +497,7 @@ def parse_options(argv: list[str]) -> Options:
         target_time_s=target,
         repeats=ns.repeats,
         quick=ns.quick,
-        max_round_trip_s=ns.max_round_trip,
+        max_one_way_s=max_one_way,
         kernel=ns.kernel,
         integrity=ns.integrity,
         output=ns.output,
@@ -497,6 +518,24 @@ def parse_options(argv: list[str]) -> Options:
         huge_pages=ns.huge_pages,
         thread_level=ns.thread_level,
     )
+
+
+def _max_one_way(max_one_way: float | None, max_round_trip: float | None) -> float:
+    """The stop limit on the one-way time: --max-one-way, or the former --max-round-trip halved."""
+    if max_one_way is not None and max_round_trip is not None:
+        raise UsageError(
+            "--max-one-way and --max-round-trip set the same limit: give --max-one-way only "
+            "(--max-round-trip X means --max-one-way X/2)"
+        )
+    if max_round_trip is not None:
+        if not max_round_trip > 0:
+            raise UsageError(f"--max-round-trip {max_round_trip}: give a time above 0 s")
+        return max_round_trip / 2
+    if max_one_way is None:
+        return DEFAULT_MAX_ONE_WAY_S
+    if not max_one_way > 0:
+        raise UsageError(f"--max-one-way {max_one_way}: give a time above 0 s")
+    return max_one_way
 
 
 def check_output_path(path: str, force: bool) -> str | None:

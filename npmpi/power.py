@@ -7,7 +7,10 @@ call: it waits for rank 0's commands with a non-blocking receive checked every f
 message sizes, never while a trial is timed.
 
 Rank 0's side (`PowerCollector`) asks every power rank at once, receives their batches, and
-appends them to the run file with the node's faults.
+appends them to the run file with the node's faults. Each batch also carries every sampling
+loop's heartbeat ticks: rank 0 turns a pause in them into a recorded `gap` fault
+(npmpi.faultlog), and the meter's running counters (e.g. a Watts Up?'s packets) into channel
+attributes.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
+from npmpi.faultlog import GAP_MIN_S, FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
-from npmpi.runfile import SAMPLE_FIELDS
+from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
 
 CTRL_TAG = 10  # shared with npmpi.sweep: every rank without a pair role listens here
 DATA_TAG = 14
@@ -45,10 +49,12 @@ def node_meter_specs(default_specs: list[str]) -> list[str]:
 
 @dataclass
 class ChannelBuffer:
-    """Readings and faults gathered since rank 0 last asked."""
+    """Readings, faults (new or counted again) and heartbeat ticks gathered since rank 0 last asked."""
 
     readings: list[Reading] = field(default_factory=list)
-    faults: list[tuple[float, str]] = field(default_factory=list)
+    faults: list[FaultRecord] = field(default_factory=list)
+    ticks: list[float] = field(default_factory=list)  # wall-clock time of every pass of the sampling loop
+    counters: dict[str, int] = field(default_factory=dict)  # the meter's counts as of the last read
 
 
 class ChannelSampler(threading.Thread):
@@ -62,26 +68,53 @@ class ChannelSampler(threading.Thread):
         self.stop_event = threading.Event()
         self._lock = threading.Lock()
         self._buffer = ChannelBuffer()
+        self._faults = FaultLog()
         self._broken = False
         self._stalled = False
         self._last_good = time.monotonic()
 
     def _fault(self, message: str) -> None:
+        """Record a fault; print it the first time only (repeats are counted in the run file)."""
         with self._lock:
-            self._buffer.faults.append((time.time(), message))
-        print(
-            f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}",
-            file=sys.stderr,
-            flush=True,
-        )
+            new = self._faults.record(message, time.time())
+        if new:
+            print(
+                f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _keep(self, readings: list[Reading]) -> None:
+        """Buffer readings with the meter's counters as of them, so a batch's counts match its samples."""
+        counters = self.meter.counters()
+        with self._lock:
+            self._buffer.readings.extend(readings)
+            if counters:
+                self._buffer.counters = counters
+
+    def _tick(self) -> None:
+        with self._lock:
+            self._buffer.ticks.append(time.time())
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep (waking for stop), ticking at least every half second: a waiting loop is alive."""
+        end = time.monotonic() + seconds
+        while not self.stop_event.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self.stop_event.wait(min(left, 0.5))
+            if end - time.monotonic() > 0:  # still waiting: the loop's next pass will tick itself
+                self._tick()
 
     def _sample_once(self) -> None:
+        self._tick()
         if self._broken:
             try:
                 self.meter.open()
             except (MeterError, MeterFault, OSError) as exc:
                 del exc  # still gone: try again later, the fault was recorded once
-                self.stop_event.wait(REOPEN_AFTER_S)
+                self._wait(REOPEN_AFTER_S)
                 return
             self._broken = False
             self._last_good = time.monotonic()
@@ -89,23 +122,24 @@ class ChannelSampler(threading.Thread):
         try:
             readings = self.meter.read(self.interval_s if self.meter.streaming else 0.0)
         except MeterFault as exc:
+            self._keep([])
             self._broken = True
             self.meter.close()
             self._fault(f"{exc} (sampling resumes when the device answers again)")
             return
         except Exception as exc:
+            self._keep([])
             self._broken = True
             self.meter.close()
             self._fault(f"unexpected error {type(exc).__name__}: {exc}")
             return
         now = time.monotonic()
+        self._keep(readings)
         if readings:
             self._last_good = now
             if self._stalled:
                 self._stalled = False
                 self._fault("readings resumed after a stall")
-            with self._lock:
-                self._buffer.readings.extend(readings)
         elif not self._stalled and now - self._last_good > STALL_INTERVALS * max(
             self.interval_s, self.meter.natural_interval_s
         ):
@@ -122,11 +156,13 @@ class ChannelSampler(threading.Thread):
                 if delay < 0:  # fell behind (a slow device): do not try to catch up in a burst
                     next_t = time.monotonic()
                     delay = 0
-                self.stop_event.wait(delay)
+                self._wait(delay)
 
     def drain(self) -> ChannelBuffer:
+        """What was gathered since the last drain (faults: the new ones and those counted again)."""
         with self._lock:
             out, self._buffer = self._buffer, ChannelBuffer()
+            out.faults = self._faults.drain()
         return out
 
     def stop(self) -> None:
@@ -157,11 +193,16 @@ def sample_interval_for(meter: Meter, requested_s: float | None) -> float:
     natural = float(meter.describe().get("natural_interval_s") or meter.natural_interval_s)
     if requested_s is None:
         return natural
-    return max(requested_s, natural) if meter.streaming else requested_s
+    if meter.streaming:
+        return max(requested_s, natural)
+    return min(requested_s, meter.max_interval_s)  # a counter that must be read this often
 
 
 def _pack(readings: list[Reading]) -> dict[str, np.ndarray]:
-    return {name: np.array([getattr(r, name) for r in readings], dtype=np.float64) for name in SAMPLE_FIELDS}
+    return {
+        name: np.array([getattr(r, name) for r in readings], dtype=np.float64)
+        for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS)
+    }
 
 
 def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
@@ -185,7 +226,8 @@ def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
                 batch = []
                 for s in samplers:
                     buf = s.drain()
-                    batch.append((_pack(buf.readings), buf.faults))
+                    ticks = np.asarray(buf.ticks, dtype=np.float64)
+                    batch.append((_pack(buf.readings), buf.faults, ticks, buf.counters))
                 comm.send(batch, 0, DATA_TAG)
                 quiet_s = 0.5 * int(ctrl[1]) / 1000.0
             elif cmd == CMD_CLOCK:
@@ -206,9 +248,20 @@ class PowerCollector:
         self.channel_attrs = channel_attrs
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.samples_total = 0
-        self.faults_total = 0
+        self.faults_total = 0  # distinct faults and gaps
+        self.fault_events_total = 0  # every occurrence, repeats included
+        self._fault_counts: dict[tuple[int, int, int], int] = {}  # count so far of each sampler's fault
         self.writer = None
         self.kept: dict[tuple[int, int], list] = {}
+        self.heartbeats = {
+            (node, j): Heartbeat(
+                float(ch.get("sample_interval_s") or 1.0),
+                f"{ch.get('spec', '?')} on node {node}",
+                float(ch.get("longest_call_s") or 0.0),
+            )
+            for node, channels in enumerate(channel_attrs)
+            for j, ch in enumerate(channels)
+        }
 
     def stop_all(self, exit_code: int) -> None:
         """Tell every power rank to exit (between sizes only)."""
@@ -232,25 +285,79 @@ class PowerCollector:
 
         `next_gap_s` is how long the next message size is expected to take (its trials).
         """
-        from mpi4py import MPI
-
         for rank in self.power_ranks:
             self._command(rank, CMD_FLUSH, int(max(next_gap_s, 0.0) * 1000))
         added = 0
         for node, rank in enumerate(self.power_ranks):
-            status = MPI.Status()
-            batch = self.comm.recv(source=rank, tag=DATA_TAG, status=status)
-            for channel, (samples, faults) in enumerate(batch):
+            batch = self._receive(node, rank)
+            for channel, (samples, faults, ticks, counters) in enumerate(batch):
+                faults = faults + self._gaps(node, channel, ticks)
+                if counters and self.writer is not None:
+                    self.writer.set_group_attrs(f"power/node{node}/channel{channel}", **counters)
                 if self.writer is not None:
                     self.writer.append_samples(node, channel, samples, faults)
                 else:  # no run file (calibration): keep the batches for the caller
                     self.kept.setdefault((node, channel), []).append((samples, faults))
                 added += len(samples["time_unix_s"])
-                self.faults_total += len(faults)
+                self._count_faults(node, channel, faults)
         self.samples_total += added
         if self.writer is not None:
             self.writer.flush()
         return added
+
+    def _receive(self, node: int, rank: int):
+        """A power rank's batch; says so on stderr if it does not answer within a few sample intervals.
+
+        Rank 0 still waits (between sizes: the pair idles, nothing is timed); the span the power rank
+        did not sample is recorded from its heartbeat when it answers (see _gaps).
+        """
+        beats = [b for (n, _), b in self.heartbeats.items() if n == node]
+        patience_s = max((b.threshold_s for b in beats), default=GAP_MIN_S)
+        start = time.monotonic()
+        warned = False
+        pause = 0.0005
+        while not self.comm.Iprobe(source=rank, tag=DATA_TAG):
+            time.sleep(pause)  # not a blocking receive: it would spin a core for as long as this lasts
+            pause = min(2 * pause, COMMAND_POLL_S)
+            if not warned and time.monotonic() - start > patience_s:
+                warned = True
+                print(
+                    f"npmpi: the power rank of node {node} (rank {rank}) has not answered for "
+                    f"{time.monotonic() - start:.1f} s (stopped or hung?): the sweep waits for it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        batch = self.comm.recv(source=rank, tag=DATA_TAG)
+        if warned:
+            print(
+                f"npmpi: the power rank of node {node} (rank {rank}) answered after "
+                f"{time.monotonic() - start:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        return batch
+
+    def _count_faults(self, node: int, channel: int, faults: list[FaultRecord]) -> None:
+        """Distinct faults and all their occurrences: a repeat sent again with a grown count is not new."""
+        for f in faults:
+            key = (node, channel, f.fault_id)
+            if f.fault_id < 0 or key not in self._fault_counts:
+                self.faults_total += 1
+            if f.fault_id < 0:
+                self.fault_events_total += f.count
+            else:
+                self.fault_events_total += f.count - self._fault_counts.get(key, 0)
+                self._fault_counts[key] = f.count
+
+    def _gaps(self, node: int, channel: int, ticks) -> list[FaultRecord]:
+        """Gap faults from a sampler's heartbeat: spans its loop did not run (see npmpi.faultlog)."""
+        beat = self.heartbeats.get((node, channel))
+        if beat is None:
+            beat = self.heartbeats[(node, channel)] = Heartbeat(1.0, f"channel {channel} on node {node}")
+        gaps = beat.observe(ticks)
+        for g in gaps:
+            print(f"npmpi: {g.message}", file=sys.stderr, flush=True)
+        return gaps
 
     def baseline(self, seconds: float) -> tuple[float, float]:
         """Sleep (no spinning) while the power ranks sample the idle node; returns the window."""

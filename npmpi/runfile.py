@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from npmpi import faultlog
 from npmpi.errors import RunFileError, RunFileWriteError
 
 FORMAT_NAME = "npmpi-run"
@@ -45,6 +46,8 @@ PINGPONG_DATASETS = (
 
 # per-sample datasets of a power channel (NaN where the meter does not give the quantity)
 SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
+# per-sample datasets only channels that name them in their `extra_sample_fields` attribute have
+EXTRA_SAMPLE_FIELDS = ("time_spaced_unix_s",)
 
 # A file claiming more rows or trials than this is refused before anything is allocated.
 MAX_ROWS = 10_000_000
@@ -100,6 +103,7 @@ class RunWriter:
         self.path = Path(path)
         self.trials = trials
         self.pairs = pairs
+        self._fault_rows: dict[tuple[int, int], dict[int, int]] = {}  # (node, channel): fault id -> row
         self._error: RunFileWriteError | None = None  # the first write error: every later write raises it
         self._handles: dict[str, Any] = {}  # open groups and datasets, closed with the file
         self._unflushed: dict[str, tuple] = {}  # datasets grown since the last flush: their shape then
@@ -255,8 +259,6 @@ class RunWriter:
             self._flush()
 
     def _create_power(self, attrs, nodes, channels) -> None:
-        import h5py
-
         g = self._file.require_group("power")
         for key, value in attrs.items():
             g.attrs[key] = _to_attr(value)
@@ -268,40 +270,44 @@ class RunWriter:
                 cg = ng.create_group(f"channel{j}")
                 for key, value in ch_attrs.items():
                     cg.attrs[key] = _to_attr(value)
-                for name in SAMPLE_FIELDS:
+                extra = [n for n in EXTRA_SAMPLE_FIELDS if n in (ch_attrs.get("extra_sample_fields") or ())]
+                for name in (*SAMPLE_FIELDS, *extra):
                     cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
-                fg = cg.create_group("faults")
-                fg.create_dataset("time_unix_s", shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(64,))
-                fg.create_dataset(
-                    "message", shape=(0,), maxshape=(None,), dtype=h5py.string_dtype(), chunks=(64,)
-                )
+                faultlog.create_datasets(cg.create_group("faults"))
 
     def append_samples(
         self,
         node: int,
         channel: int,
         samples: dict[str, np.ndarray],
-        faults: list[tuple[float, str]] | None = None,
+        faults: list | None = None,
     ) -> None:
-        """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults; no flush.
+        """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults (FaultRecords: repeats
+        update their row); no flush.
 
         A write error is kept, not raised: the flush that follows every batch raises it (so that
         the caller first receives every node's batch)."""
         with contextlib.suppress(RunFileWriteError), self._checked(f"appending samples of node {node}"):
-            self._append_samples(f"power/node{node}/channel{channel}", samples, faults)
+            self._append_samples(node, channel, samples, faults)
 
-    def _append_samples(self, where: str, samples: dict[str, np.ndarray], faults) -> None:
+    def _append_samples(self, node: int, channel: int, samples: dict[str, np.ndarray], faults) -> None:
+        where = f"power/node{node}/channel{channel}"
+        cg = self._h(where)
         count = len(samples["time_unix_s"])
         if count:
-            for name in SAMPLE_FIELDS:
-                ds, n = self._grow(f"{where}/{name}", count)
-                ds[n:] = samples[name]
-            self._h(where).attrs["samples_completed"] = n + count
+            for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS):
+                if name in samples and (name in SAMPLE_FIELDS or name in cg):
+                    ds, n = self._grow(f"{where}/{name}", count)
+                    ds[n:] = samples[name]
+            cg.attrs["samples_completed"] = n + count
         if faults:
-            times, n = self._grow(f"{where}/faults/time_unix_s", len(faults))
-            messages, _ = self._grow(f"{where}/faults/message", len(faults))
-            times[n:] = [t for t, _ in faults]
-            messages[n:] = np.array([m for _, m in faults], dtype=object)
+            fg = self._h(f"{where}/faults")
+            for name in fg:  # held open here: faultlog's own handles then never write on closing
+                key = f"{where}/faults/{name}"
+                self._unflushed.setdefault(key, self._h(key).shape)
+            self._pending_bytes += 4096 * len(faults)
+            rows = self._fault_rows.setdefault((node, channel), {})
+            faultlog.write_records(fg, faultlog.as_records(faults), rows)
 
     def set_group_attrs(self, group: str, **attrs: Any) -> None:
         with self._checked(f"writing attributes of /{group}"):
@@ -394,6 +400,8 @@ class PowerChannel:
     amps: np.ndarray | None
     fault_time_unix_s: np.ndarray
     fault_message: list[str]
+    # per fault: last occurrence (a gap's end), how many times, kind (npmpi.faultlog); see load_run
+    fault_extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -634,6 +642,7 @@ def _read_power(
                     {k: _attr(cg.attrs[k]) for k in cg.attrs},
                     fault_time_unix_s=ft,
                     fault_message=fm[: len(ft)],
+                    fault_extra=faultlog.read_extras(fg, len(ft)),
                     **data,
                 )
             )

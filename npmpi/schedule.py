@@ -5,13 +5,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+ZERO_TIME_S = 1e-6  # NetPIPE: `if (bwdata[n].t == 0.0) bwdata[n].t = 0.000001;`
+
 
 @dataclass(frozen=True)
 class SizePoint:
-    """One message size of the sweep and the increment in force when it was generated."""
+    """One message size of the sweep and the increment in force when it was generated.
+
+    `group_end` marks the last size of a base point's perturbation group (n-p, n, n+p): NetPIPE
+    checks its stop rule only there, before the next base point."""
 
     size_bytes: int
     increment_bytes: int
+    group_end: bool = True
 
 
 def netpipe_schedule(lower: int, upper: int, perturbation: int) -> list[SizePoint]:
@@ -33,7 +39,7 @@ def netpipe_schedule(lower: int, upper: int, perturbation: int) -> list[SizePoin
             inc += inc
         perts = (-perturbation, 0, perturbation) if perturbation > 0 and inc > perturbation + 1 else (0,)
         for pert in perts:
-            points.append(SizePoint(length + pert, inc))
+            points.append(SizePoint(length + pert, inc, pert == perts[-1]))
         length += inc
         nq += 1
     return points
@@ -49,20 +55,25 @@ def powers_of_two_schedule(lower: int, upper: int) -> list[SizePoint]:
     return points
 
 
-def next_iterations(
-    target_time_s: float,
+def netpipe_repeats(
+    run_time_s: float,
     previous_size_bytes: int,
-    previous_round_trip_s: float,
-    size_bytes: int,
-    minimum: int,
+    increment_bytes: int,
+    previous_time_s: float,
+    floor: int,
     maximum: int,
 ) -> int:
-    """Round trips for the next trial: i = r·o / (t·n), the paper's eq. 1 (NetPIPE's rule).
+    """NetPIPE 3.7's nrepeat: max(RUNTM / ((b / (b - inc + 1)) * tlast), TRIALS), truncated.
 
-    r is the target trial time, o the previous size, t its mean time per round trip and n the
-    new size: the previous size's rate is assumed to hold, so the trial lasts about r.
+    As in NetPIPE's netpipe.c, b is the size measured last (the first size itself before the
+    first one), inc the increment of the size to come, tlast the last size's best time per
+    message in NetPIPE's unit (one way for a ping-pong) and RUNTM the run time; TRIALS is the
+    floor. A time that is zero (or not a number) counts as 1 us, NetPIPE's guard; a denominator
+    that is not positive counts as 1; the result never exceeds `maximum`.
     """
-    if previous_round_trip_s <= 0 or not math.isfinite(previous_round_trip_s):
-        return maximum
-    estimate = target_time_s * max(previous_size_bytes, 1) / (previous_round_trip_s * max(size_bytes, 1))
-    return int(min(max(estimate, minimum), maximum))
+    if not previous_time_s > 0 or not math.isfinite(previous_time_s):
+        previous_time_s = ZERO_TIME_S
+    b = max(previous_size_bytes, 1)
+    factor = b / max(b - increment_bytes + 1.0, 1.0)
+    estimate = run_time_s / (factor * previous_time_s)
+    return int(min(max(estimate, floor), maximum))

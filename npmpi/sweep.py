@@ -29,10 +29,10 @@ from npmpi.buffers import ARRANGEMENT_NETPIPE
 from npmpi.errors import DataMismatch, Interrupted
 from npmpi.kernels import KernelFn, TransferFn
 from npmpi.layout import Layout
-from npmpi.modes import MODE_PINGPONG, MODE_STREAM, regions_for
+from npmpi.modes import MODE_PINGPONG, MODE_STREAM, mode_factors, regions_for
 from npmpi.options import Options
 from npmpi.runfile import SizeResult
-from npmpi.schedule import SizePoint, next_iterations, powers_of_two_schedule
+from npmpi.schedule import SizePoint, netpipe_repeats, powers_of_two_schedule
 
 CTRL_TAG = 10
 SYNC_TAG = 11
@@ -46,7 +46,7 @@ CMD_PROBE = 2
 PROBE_ROUND_TRIPS = 200
 PROBE_CHUNKS = 5
 PROBE_BUDGET_S = 0.5
-MIN_ITERATIONS = 3
+MAX_ITERATIONS = 1_000_000_000
 IDLE_POLL_S = 0.05
 
 
@@ -446,34 +446,48 @@ class Transmitter:
             buffer_huge_page_bytes=self.loop.huge_page_bytes(),
         )
 
+    def _iterations(self, point: SizePoint, prev_size: int, prev_t: float) -> int:
+        """Iterations per trial of the next size: --repeats, or NetPIPE 3.7's nrepeat rule.
+
+        prev_t is the last size's best time in NetPIPE's unit (one way for a ping-pong, one
+        message of a stream, one exchange of bidir), and nrepeat counts NetPIPE's repeats: round
+        trips, exchanges, or in a stream messages, where an iteration here is a window of them,
+        so a stream runs ceil(nrepeat / window) iterations (at least nrepeat messages). The floor
+        is the number of trials, NetPIPE's TRIALS."""
+        opts = self.opts
+        if opts.repeats is not None:
+            return opts.repeats
+        repeats = netpipe_repeats(
+            opts.target_time_s, prev_size, point.increment_bytes, prev_t, opts.trials, MAX_ITERATIONS
+        )
+        per_iteration = opts.window if opts.mode == MODE_STREAM else 1
+        return -(-repeats // per_iteration)
+
     def sweep(self, points: list[SizePoint]) -> SweepOutcome:
         opts = self.opts
         outcome = SweepOutcome(status="complete")
+        unit = mode_factors(opts.mode, opts.window).one_way_factor  # iteration time / NetPIPE's time
         prev_size = opts.lower_bytes
-        # fixed --repeats need no estimate of the time per round trip
-        prev_rt = self.probe_round_trip_s() if opts.repeats is None else 0.0
+        # fixed --repeats need no estimate of the time per message
+        prev_t = self.probe_round_trip_s() / unit if opts.repeats is None else 0.0
         for index, point in enumerate(points):
             if self.stop:
                 break
             size = point.size_bytes
-            if opts.repeats is not None:
-                iterations = opts.repeats
-            else:
-                iterations = next_iterations(
-                    opts.target_time_s, prev_size, prev_rt, size, MIN_ITERATIONS, 1_000_000_000
-                )
+            iterations = self._iterations(point, prev_size, prev_t)
             row = self.measure_size(size, iterations)
             if row is None:
                 break
             outcome.rows.append(row)
             self.on_row(index, row)
-            # the median trial: robust to one disturbed trial, close to the paper's average
-            prev_size, prev_rt = size, float(np.median(row.trial_s)) / iterations
-            best_rt = min(row.trial_s) / iterations
-            if best_rt > opts.max_round_trip_s:
+            # NetPIPE's tlast: the best trial's time per message (one way for a ping-pong)
+            prev_size, prev_t = size, min(row.trial_s) / (iterations * unit)
+            # NetPIPE 3.7 tests its stop rule (tlast < STOPTM) before each base point, so a base
+            # point's perturbed sizes are all measured
+            if point.group_end and prev_t >= opts.max_one_way_s:
                 outcome.stopped_early = (
-                    f"one round trip of {size} B took {best_rt:.3g} s, above --max-round-trip "
-                    f"{opts.max_round_trip_s:g} s"
+                    f"the one-way time of {size} B (best trial, NetPIPE's time per message) was "
+                    f"{prev_t:.3g} s, at least --max-one-way {opts.max_one_way_s:g} s"
                 )
                 break
         if self.stop:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
@@ -148,3 +149,17 @@ def test_slow_bmc_times_out(ipmitool):
     assert time.monotonic() - t0 < 2.5
     with pytest.raises(MeterError, match=r"no answer in 0.5 s"):
         opened("ipmi:timeout=0.5")
+
+
+def test_the_whole_stderr_is_kept_bounded(ipmitool):
+    from npmpi.meters.ipmi import MAX_STDERR_CHARS, stderr_text
+
+    ipmitool(mode="no-device")
+    with pytest.raises(MeterError) as err:
+        opened()
+    # the first line (why) and the last (what failed) both reach the user
+    assert "Could not open device at /dev/ipmi0" in str(err.value)
+    assert "Unable to get DCMI information" in str(err.value)
+    long = subprocess.CompletedProcess([], 1, "", "first line\n" + "x" * 5000 + "\nlast line\n")
+    text = stderr_text(long)
+    assert len(text) < MAX_STDERR_CHARS + 60 and text.startswith("first line") and text.endswith("last line")

@@ -30,8 +30,15 @@ def nvml(monkeypatch):
 
 def open_meter(target: str = "all", clock: Clock | None = None) -> NvmlMeter:
     meter = NvmlMeter(parse_meter_spec(f"nvml:{target}"), monotonic=clock or Clock())
-    meter.open()
+    reopen(meter)
     return meter
+
+
+def reopen(meter: NvmlMeter) -> None:
+    """Open; with an energy counter the first read only takes its reference (no power from 0 s)."""
+    meter.open()
+    if any(g.energy_counter for g in meter.gpus):
+        assert meter.read(0.0) == []
 
 
 def test_fake_module_behaves_like_nvidia_ml_py():
@@ -166,7 +173,7 @@ def test_gpu_lost_mid_run_is_a_fault_and_reopen_resumes():
     meter.close()
     assert fake.machine.init_count == 0
     gpu.error = None
-    meter.open()
+    reopen(meter)
     gpu.run(1.0, watts=42.0)
     clock.t += 1.0
     (r,) = meter.read(0.0)
@@ -194,3 +201,19 @@ def test_name_as_bytes_and_init_shutdown_pairing():
     assert fake.machine.calls.count("nvmlInit") == fake.machine.calls.count("nvmlShutdown") == 1
     with pytest.raises(MeterFault, match="not open"):
         meter.read(0.0)
+
+
+def test_reopen_gives_no_zero_and_no_spike():
+    gpu = fake.FakeGpu(energy_mj=5_000_000)
+    fake.setup([gpu])
+    clock = Clock()
+    meter = open_meter("0", clock)
+    meter.close()
+    meter.open()
+    gpu.run(0.2, watts=100.0)  # the counter ticks between open and the first read (20 J)
+    clock.t += 20e-6  # 20 µs later: as power, 1 MW
+    assert meter.read(0.0) == []
+    gpu.run(0.5, watts=100.0)
+    clock.t += 0.5
+    (r,) = meter.read(0.0)
+    assert r.power_w == pytest.approx(100.0) and r.energy_j == pytest.approx(50.0)

@@ -30,8 +30,14 @@ class Clock:
 
 def meter_for(tree: FakePowercap, clock: Clock, extra: str = "") -> RaplMeter:
     meter = RaplMeter(parse_meter_spec(f"rapl:{tree.root}{extra}"), monotonic=clock)
-    meter.open()
+    reopen(meter)
     return meter
+
+
+def reopen(meter: RaplMeter) -> None:
+    """Open, then the first read, which only takes the counters' reference (no power from 0 s)."""
+    meter.open()
+    assert meter.read(0.0) == []
 
 
 def step(meter: RaplMeter, clock: Clock, seconds: float):
@@ -136,7 +142,7 @@ def test_gap_long_enough_for_several_wraps_is_a_fault(tmp_path):
     with pytest.raises(MeterFault, match=r"wrap period .* unknown; read more often"):
         step(meter, clock, 1.0)
     meter.close()
-    meter.open()  # the power rank reopens: counting starts again, never from a guess
+    reopen(meter)  # the power rank reopens: counting starts again, never from a guess
     tree.zone("package-0").advance_j(20.0)
     assert step(meter, clock, 0.1).energy_j == pytest.approx(20.0)
 
@@ -217,7 +223,7 @@ def test_permission_revoked_mid_run_then_restored(tmp_path, monkeypatch):
         step(meter, clock, 0.1)
     tree.allow(tree.zone("package-0").energy_file)
     meter.close()
-    meter.open()
+    reopen(meter)
     tree.zone("package-0").advance_j(2.0)
     assert step(meter, clock, 0.1).energy_j == pytest.approx(2.0)
 
@@ -265,10 +271,150 @@ def test_reopen_restarts_energy_and_describe(tmp_path):
     meter.close()
     with pytest.raises(MeterFault, match="not open"):
         meter.read(0.0)
-    meter.open()
+    reopen(meter)
     tree.zone("package-1").advance_j(1.0)
     assert step(meter, clock, 1.0).energy_j == pytest.approx(1.0)
     d = meter.describe()
     assert d["zones"] == ["intel-rapl:0 (package-0)", "intel-rapl:1 (package-1)"]
     assert d["shortest_wrap_period_s"] == pytest.approx(262.14332885)
     assert "intel-rapl:0 (package-0)" in meter.description()
+
+
+# --- resets, reopenings and tiny counters (the meter's own history decides) --------------------
+
+P_W = 50.0  # the injected power
+DT_S = 0.1
+
+
+def steady(meter: RaplMeter, tree: FakePowercap, clock: Clock, steps: int = 10) -> None:
+    """Feed P_W for a few intervals: the meter's recent history."""
+    for _ in range(steps):
+        tree.zone("package-0").advance_j(P_W * DT_S)
+        assert step(meter, clock, DT_S).power_w == pytest.approx(P_W, rel=1e-6)
+
+
+def reset_during_interval(tree: FakePowercap, before_j: float, after_j: float) -> None:
+    """Energy before_j reaches the counter, then it resets to 0 and after_j more arrives."""
+    zone = tree.zone("package-0")
+    zone.advance_j(before_j)
+    zone.reset(0)
+    zone.advance_j(after_j)
+
+
+@pytest.mark.parametrize(
+    "position_j",
+    [
+        1.0,  # bottom: as a wrap, ~99 J in 0.1 s
+        SMALL_RANGE_UJ / 2e6,  # middle
+        SMALL_RANGE_UJ / 1e6 - 8.0,  # top: as a wrap, 8 J + 2.5 J = 105 W, twice the truth
+        SMALL_RANGE_UJ / 1e6 - 3.0,  # nearer the top: 55.0 W, the edge of believable
+        SMALL_RANGE_UJ / 1e6 - 0.3,  # at the top: indistinguishable from a wrap, and below the truth
+    ],
+)
+@pytest.mark.parametrize("split", [0.0, 0.5, 1.0])  # when in the interval the reset came
+def test_reset_anywhere_in_the_range_never_gives_a_high_sample(tmp_path, position_j, split):
+    tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=0, max_power_uw=60_000_000)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    assert meter.zones[0].bound_w == pytest.approx(180.0)  # three times the constraint's max power
+    steady(meter, tree, clock)  # the recent history: 50 W
+    tree.zone("package-0").set_energy_uj(round(position_j * 1e6))
+    reopen(meter)  # the counter was moved by hand: take it as the reference (the history stays)
+    readings = []
+    faults = []
+    start = tree.zone("package-0").energy_uj
+    reset_during_interval(tree, P_W * DT_S * split, P_W * DT_S * (1 - split))
+    clock.t += DT_S
+    try:
+        readings += meter.read(0.0)
+    except MeterFault as exc:
+        faults.append(str(exc))
+        reopen(meter)
+    for _ in range(5):  # and sampling goes on at the true power
+        tree.zone("package-0").advance_j(P_W * DT_S)
+        readings.append(step(meter, clock, DT_S))
+    assert all(r.power_w <= 1.1 * P_W for r in readings), [r.power_w for r in readings]
+    assert readings[-1].power_w == pytest.approx(P_W)
+    end_j = P_W * DT_S * (1 - split)
+    backward = end_j * 1e6 < start
+    wrap_j = SMALL_RANGE_UJ / 1e6 - start / 1e6 + end_j
+    # a reset that leaves the counter higher than before reads low, never high (a lost stretch);
+    # one that sends it back and, as a wrap, would read above the truth is refused
+    if backward and wrap_j > 1.1 * P_W * DT_S + 1e-9:
+        assert len(faults) == 1 and "counter reset, not a wrap" in faults[0], faults
+
+
+def test_reset_below_the_top_of_a_real_counter_is_refused(tmp_path):
+    # the reported case: 300 W steady; a reset 85.4 J below the top of a 262 kJ counter once read
+    # as an 854 W sample (the old bound was 1 kW); the meter's own history now refuses it
+    tree = FakePowercap(tmp_path, energy_uj=0)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    zone = tree.zone("package-0")
+    zone.set_energy_uj(zone.max_range_uj - 85_400_000 - 30_000_000 * 10)
+    reopen(meter)
+    for _ in range(10):
+        zone.advance_j(30.0)
+        assert step(meter, clock, 0.1).power_w == pytest.approx(300.0)
+    zone.reset(0)
+    with pytest.raises(MeterFault, match=r"854 W, far from its recent readings \(at most 300 W\)"):
+        step(meter, clock, 0.1)
+
+
+def test_single_and_double_wraps(tmp_path):
+    tree = FakePowercap(tmp_path, max_range_uj=SMALL_RANGE_UJ, energy_uj=0, max_power_uw=60_000_000)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    zone = tree.zone("package-0")
+    total = 0.0
+    wraps = 0
+    for _ in range(50):  # 50 x 5 J through a 100 J counter: two single wraps, each counted
+        wraps += zone.advance_j(P_W * DT_S)
+        total += P_W * DT_S
+        r = step(meter, clock, DT_S)
+        assert r.power_w == pytest.approx(P_W)
+    assert wraps == 2 and r.energy_j == pytest.approx(total)
+    # two wraps between reads (reads 2.5 s apart at 80 W): how many is unknown, a fault
+    assert zone.advance_j(200.0) == 2
+    with pytest.raises(
+        MeterFault, match=r"2.5 s since the last read .* shortest wrap period \(556 ms at 180 W"
+    ):
+        step(meter, clock, 2.5)
+
+
+def test_reopen_gives_no_zero_and_no_spike(tmp_path):
+    tree = FakePowercap(tmp_path)
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    steady(meter, tree, clock, 3)
+    meter.close()
+    meter.open()
+    tree.zone("package-0").advance_j(0.2)  # the counter ticks between open and the first read
+    clock.t += 20e-6  # microseconds later: 0.2 J in 20 µs would read as 10 kW
+    assert meter.read(0.0) == []  # only the reference
+    tree.zone("package-0").advance_j(P_W * DT_S)
+    r = step(meter, clock, DT_S)
+    assert r.power_w == pytest.approx(P_W) and r.energy_j == pytest.approx(P_W * DT_S)
+
+
+def test_a_counter_that_wraps_too_often_shortens_the_interval_or_is_refused(tmp_path):
+    from npmpi.power import open_meters, sample_interval_for
+
+    # 10 J at up to 100 W: a wrap every 0.1 s, so a read every 0.05 s at the latest
+    tree = FakePowercap(tmp_path / "a", max_range_uj=10_000_000)
+    meter = meter_for(tree, Clock(), ",max_w=100")
+    assert meter.natural_interval_s == pytest.approx(0.05)
+    assert sample_interval_for(meter, None) == pytest.approx(0.05)
+    assert sample_interval_for(meter, 1.0) == pytest.approx(0.05)  # --sample-interval 1 is too slow
+    assert meter.describe()["max_interval_s"] == pytest.approx(0.05)
+    # 1 J at 1 kW: a wrap every millisecond; no power rank keeps that
+    tree = FakePowercap(tmp_path / "b", max_range_uj=1_000_000)
+    spec = f"rapl:{tree.root}"
+    with pytest.raises(MeterError) as err:
+        make_meter(spec).open()
+    message = str(err.value)
+    assert "max_energy_range_uj=1000000" in message and "every 1 ms at 1000 W" in message
+    assert "read every 0.5 ms, faster than the 20 ms a power rank can keep" in message
+    assert err.value.exit_code == 2
+    meters, skipped = open_meters([spec], optional=True)  # --meter-optional: skipped, with the reason
+    assert meters == [] and skipped == [message]

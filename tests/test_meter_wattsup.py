@@ -221,8 +221,15 @@ def test_several_records_in_one_write(emulators, meters):
     meter.open()
     readings = collect(meter, 6)
     assert [r.power_w for r in readings] == pytest.approx([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
-    stamps = [r.time_unix_s for r in readings]
-    assert all(b > a for a, b in itertools.pairwise(stamps))  # spaced, not equal
+    spaced = [r.time_spaced_unix_s for r in readings]
+    assert all(b > a for a, b in itertools.pairwise(spaced))  # spaced, not equal
+    received = [r.time_unix_s for r in readings]
+    assert received == sorted(received)
+    # three records per write: each group shares its time of receipt; its newest is stamped then
+    assert received[0] == received[1] == received[2] and received[3] == received[4] == received[5]
+    assert spaced[2] == received[2] and spaced[5] == received[5]
+    assert all(spaced[k] < received[k] for k in (0, 1, 3, 4))  # the older ones earlier
+    assert meter.counters() == {"packets_good": 6, "packets_malformed": 0, "bytes_dropped": 0}
 
 
 def test_garbage_between_packets_is_ignored(emulators, meters):

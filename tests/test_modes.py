@@ -6,7 +6,10 @@ with 2 and 4 ranks and both kernels, checking the stored attributes, byte accoun
 
 from __future__ import annotations
 
+import csv
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -239,7 +242,9 @@ def test_integrity_checks_every_message(npmpi_run, tmp_path, mode, kernel, extra
     [
         ("stream", 2, ["--kernel", "c"], "rank 1 received wrong data from rank 0"),
         ("bidir", 2, ["--cache-cold", "--cache-pool", "64K"], "rank 0 received wrong data from rank 1"),
-        ("pingpong", 4, ["--pairs", "2"], "rank 1 received wrong data from rank 2"),
+        ("pingpong", 4, ["--pairs", "2", "--buffers", "separate"], "rank 1 received wrong data from rank 2"),
+        # the default, NetPIPE's one buffer: the reflector's received data is what it checks
+        ("pingpong", 4, ["--pairs", "2"], "rank 2 received wrong data from rank 1"),
     ],
 )
 def test_corrupted_data_is_caught_in_every_mode(npmpi_run, tmp_path, mode, np_, extra, who):
@@ -318,3 +323,37 @@ def test_c_kernel_large_count_branch_compiles(tmp_path):
     cmd += [f"-I{mpi4py.get_include()}", str(shim)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=50, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(2 * MPI_TIMEOUT)
+@pytest.mark.parametrize(
+    "mode,np_,extra",
+    [("pingpong", 2, []), ("stream", 2, []), ("bidir", 2, []), ("pingpong", 4, ["--pairs", "2"])],
+    ids=["pingpong", "stream", "bidir", "pairs2"],
+)
+def test_np_out_matches_the_csv_column_by_column(npmpi_run, tmp_path, mode, np_, extra):
+    proc = npmpi_run(
+        ["--quick", "-u", "64K", "-p", "0", "-q", "--mode", mode, *extra, "-o", "r.h5"],
+        np=np_,
+        timeout=MPI_TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outputs = ["--csv", str(tmp_path / "r.csv"), "--np-out", str(tmp_path / "np.out")]
+    res = subprocess.run(
+        [sys.executable, "-m", "npmpi_analysis", str(tmp_path / "r.h5"), "-q", *outputs],
+        capture_output=True,
+        text=True,
+        timeout=MPI_TIMEOUT,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.DictReader((tmp_path / "r.csv").read_text().splitlines()))
+    lines = [ln.split() for ln in (tmp_path / "np.out").read_text().splitlines()]
+    assert len(rows) == len(lines) == len(netpipe_schedule(1, 64 << 10, 0))
+    doubled = 2 if mode == "bidir" else 1  # NetPIPE -2 writes twice the message size
+    for row, (nbytes, mbps, seconds) in zip(rows, lines, strict=True):
+        assert int(nbytes) == doubled * int(row["size_bytes"])
+        # Mbps (2^20 bit/s, six decimals) is the CSV's bandwidth of the same size
+        assert float(mbps) == pytest.approx(float(row["bandwidth_peak_bit_s"]) / 2**20, abs=1e-6)
+        assert float(seconds) == pytest.approx(float(row["one_way_s"]), abs=5e-9)

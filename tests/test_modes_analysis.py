@@ -118,3 +118,38 @@ def test_a_real_stream_run_is_analysed_as_a_stream(npmpi_run, tmp_path):
     np.testing.assert_allclose(a.bw.peak_bit_s, 8 * pp.iterations * pp.size_bytes * 8 / best)
     np.testing.assert_allclose(a.bw.one_way_s, best / (8 * pp.iterations))
     assert "one-way stream (window 8)" in summary_text(a)
+
+
+# ---------------------------------------------------------------- np.out in every mode
+
+
+@pytest.mark.parametrize(
+    "mode,window,pairs,lines",
+    [
+        # 1000 B, 10 iterations, best 0.010 s. ping-pong: one way 0.0005 s, 1000 B one way
+        # = 8000 bit / 0.0005 s = 16e6 bit/s = 15.258789 Mbps (2^20)
+        ("pingpong", 1, 1, ["    1000 15.258789   0.00050000", "    2000 15.258789   0.00100000"]),
+        # stream, window 64: 640 messages in 0.010 s, one message 15.625 us; Mbps as ping-pong x 2
+        ("stream", 64, 1, ["    1000 488.281250   0.00001563", "    2000 488.281250   0.00003125"]),
+        # bidir (NetPIPE -2): bytes column 2 x 1000, both directions: 16000 bit / 0.001 s
+        ("bidir", 1, 1, ["    2000 15.258789   0.00100000", "    4000 15.258789   0.00200000"]),
+        # two pairs of ping-pong: the aggregate (NetPIPE 5's rule), one pair's one-way time
+        ("pingpong", 1, 2, ["    1000 30.517578   0.00050000", "    2000 30.517578   0.00100000"]),
+        # two pairs of bidir: doubled bytes and both pairs' both directions
+        ("bidir", 1, 2, ["    2000 30.517578   0.00100000", "    4000 30.517578   0.00200000"]),
+    ],
+)
+def test_np_out_is_what_netpipe_writes_and_its_mbps_is_the_csv_bandwidth(
+    tmp_path, mode, window, pairs, lines
+):
+    from npmpi_analysis.analyse import size_rows
+    from npmpi_analysis.report import np_out_bytes
+
+    starts = [[1000.0 + 10 * k + j for j in range(2)] for k in range(2)]
+    trials = [[0.010, 0.012], [0.010, 0.0125]]  # 2000 B at half the iterations: the same rate
+    path = write_run(tmp_path / "r.h5", SIZES, ITERS, trials, starts, attrs=_attrs(mode, window, pairs))
+    a = analyse_run(load_run(path), "r")
+    text = np_out_bytes(a).decode()
+    assert text.splitlines() == lines
+    for line, row in zip(text.splitlines(), size_rows(a), strict=True):
+        assert float(line.split()[1]) == pytest.approx(row["bandwidth_peak_bit_s"] / 2**20, abs=1e-6)

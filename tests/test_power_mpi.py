@@ -122,3 +122,27 @@ def test_sigterm_with_a_power_rank(tmp_path):
     run = load_run(tmp_path / "r.h5")
     assert run.status == "interrupted" and len(run.pingpong) >= 6
     assert len(run.power[0].channels[0].time_unix_s) > 0
+
+
+def test_a_counter_that_cannot_be_measured_is_refused_once(npmpi_run, tmp_path, capsys):
+    """A RAPL counter of 1 J (a wrap every millisecond at 1 kW) is refused at open in one line (exit
+    2); with --meter-optional the run goes on without power and is analysed as bandwidth only."""
+    from fakes.sysfs import FakePowercap
+
+    tree = FakePowercap(tmp_path / "sys", max_range_uj=1_000_000)
+    spec = f"rapl:{tree.root}"
+    line = one_error_line(npmpi_run([*QUICK, "--meter", spec, "-o", "refused.h5"], np=3))
+    assert "max_energy_range_uj=1000000" in line and "cannot be measured" in line
+    proc = npmpi_run([*QUICK, "--meter", spec, "--meter-optional", "--baseline", "0", "-o", "r.h5"], np=3)
+    assert proc.returncode == 0, proc.stderr
+    assert sum("max_energy_range_uj" in ln for ln in (proc.stdout + proc.stderr).splitlines()) <= 1
+    run = load_run(tmp_path / "r.h5")
+    assert run.power[0].channels == [] and "cannot be measured" in run.power[0].attrs["meters_skipped"][0]
+    from npmpi_analysis.cli import main
+
+    capsys.readouterr()
+    code = main([str(tmp_path / "r.h5")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "notice: no power: every meter was skipped (--meter-optional)" in out
+    assert "cannot be measured" in out and "Traceback" not in out + err

@@ -11,6 +11,7 @@ the file keeps every completed size and mpirun says which rank died and how.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -56,11 +57,16 @@ def _channel(tmp_path: Path, name: str):
 
 
 def _first_fault(ch, fragments: str | tuple[str, ...], after: float = 0.0) -> float:
-    """Time of the first fault whose message holds one of `fragments`, at or after `after`."""
+    """Time of the first fault whose message holds one of `fragments`, at or after `after` (a repeat
+    is stored once with its first and last time: its last time, if only that is after `after`)."""
     fragments = (fragments,) if isinstance(fragments, str) else fragments
-    for t, message in zip(ch.fault_time_unix_s, ch.fault_message, strict=True):
-        if any(f in message for f in fragments) and t >= after:
-            return float(t)
+    last = ch.fault_extra["last_time_unix_s"]
+    for t, t_last, message in zip(ch.fault_time_unix_s, last, ch.fault_message, strict=True):
+        if any(f in message for f in fragments):
+            if t >= after:
+                return float(t)
+            if t_last >= after:
+                return float(t_last)
     faults = list(zip(ch.fault_time_unix_s.tolist(), ch.fault_message, strict=True))
     pytest.fail(f"no fault {fragments!r} after {after}: {faults}")
 
@@ -266,3 +272,58 @@ def test_power_rank_killed_outright_ends_the_job_and_keeps_the_sizes(tmp_path, c
     (ch,) = run.power[0].channels
     assert len(ch.time_unix_s) > 0
     assert_analysed_with_a_notice(*analyze_in_process(capsys, tmp_path / name))
+
+
+@pytest.mark.timeout(150)
+def test_power_rank_stopped_mid_sweep_gives_a_recorded_gap_and_flagged_sizes(tmp_path, capsys):
+    """SIGSTOP of the power rank for 10 s: the heartbeat in its next batch shows rank 0 the span its
+    sampling did not run; the file records a gap fault with the span, the analysis flags the sizes."""
+    name = "power-stopped.h5"
+    job = Job(
+        ["--quick", "-u", "256K", "--meter", "estimate", "--baseline", "0.3", "-o", name], 3, tmp_path, name
+    )
+    stop_s = 10.0
+    try:
+        assert job.wait_for_rows(8), job.stderr[-3000:]
+        pids = job.rank_pids()
+        stopped_at = time.time()
+        os.kill(pids[2], signal.SIGSTOP)
+        time.sleep(stop_s)
+        resumed_at = time.time()
+        os.kill(pids[2], signal.SIGCONT)
+        _finish(job)
+    finally:
+        job.close()
+    run = check_run_file(tmp_path / name, 1, 256 * 1024, 3, at_least_rows=20)
+    assert run.status == "complete"
+    (ch,) = run.power[0].channels
+    gaps = [k for k, kind in enumerate(ch.fault_extra["kind"]) if kind == "gap"]
+    assert len(gaps) == 1, list(zip(ch.fault_message, ch.fault_extra["kind"], strict=True))
+    start, end = ch.fault_time_unix_s[gaps[0]], ch.fault_extra["last_time_unix_s"][gaps[0]]
+    _report(
+        capsys,
+        f"power rank stopped {resumed_at - stopped_at:.2f} s: gap recorded from {start - stopped_at:+.2f} s "
+        f"to {end - resumed_at:+.2f} s around the stop and the resume",
+    )
+    assert stopped_at - 1.0 < start <= stopped_at + 0.05 and resumed_at - 0.05 <= end < resumed_at + 1.0
+    assert "did not run for" in ch.fault_message[gaps[0]] and "did not run for" in job.stderr
+    assert "1 distinct meter fault(s), 1 occurrence(s)" in job.stdout, job.stdout[-2000:]
+    # rank 0 noticed while it waited, before the power rank answered
+    assert re.search(r"the power rank of node 0 \(rank 2\) has not answered for 1\.\d s", job.stderr), (
+        job.stderr
+    )
+    waited = re.search(r"the power rank of node 0 \(rank 2\) answered after (\d+\.\d) s", job.stderr)
+    assert waited and 1.0 < float(waited.group(1)) <= stop_s + 0.5, job.stderr
+    _report(capsys, f"rank 0 waited {waited.group(1)} s for the stopped power rank's answer")
+    assert _samples_between(ch, start + 0.01, end - 0.01) == 0
+    code, out, err = analyze_in_process(capsys, tmp_path / name)
+    assert code == 0 and "Traceback" not in out + err, err
+    assert "flagged 'recorded gap':" in out and "did not run for" in out, out
+    from npmpi_analysis.analyse import analyse_run
+
+    a = analyse_run(run, "stopped")
+    flags = a.flag_names()
+    inside = (a.window_end_unix_s >= start) & (a.window_start_unix_s <= end)
+    assert inside.any()
+    assert all(flags[k] == "recorded gap" for k in np.flatnonzero(inside))
+    assert all(a.power.gap_reasons[k] for k in np.flatnonzero(inside))

@@ -71,6 +71,7 @@ CASES = [
         default_policy=True,
     ),
     Case("max-round-trip-zero", ["--max-round-trip", "0"], "--max-round-trip 0"),
+    Case("max-one-way-zero", ["--max-one-way", "0"], "--max-one-way 0"),
     Case("kernel-unknown", ["--kernel", "fortran"], "unknown kernel"),
     Case("option-unknown", ["--bogus"], "unrecognized arguments: --bogus"),
     # power: meter specs, their values, rank counts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -11,7 +12,7 @@ import pytest
 
 from npmpi.launcher import local_mpi_env, npmpi_command
 from npmpi.runfile import load_run
-from npmpi.schedule import netpipe_schedule
+from npmpi.schedule import netpipe_repeats, netpipe_schedule
 
 pytestmark = pytest.mark.mpi
 
@@ -56,6 +57,17 @@ def test_short_sweep_writes_a_complete_file(npmpi_run, tmp_path, kernel):
     ):
         assert a[key], key
     assert list(run.layout["role"]) == ["transmitter", "reflector"]
+    # NetPIPE's defaults are what the file says the run used
+    options = json.loads(a["options_json"])
+    assert a["buffers"] == options["buffers"] == "netpipe"
+    assert options["max_one_way_s"] == 1.0 and "max_round_trip_s" not in options
+    # every size's iterations by NetPIPE's nrepeat rule from the previous size's best one-way time
+    for k in range(1, len(expected)):
+        t_prev = pp.trial_s[k - 1].min() / (2 * pp.iterations[k - 1])
+        want = netpipe_repeats(
+            0.002, expected[k - 1], netpipe_schedule(1, 64 * 1024, 3)[k].increment_bytes, t_prev, 3, 10**9
+        )
+        assert pp.iterations[k] == want, k
     # console: header, one line per size, a summary
     out = proc.stdout
     assert f"{kernel} kernel" in out and "peak bandwidth" in out and "latency" in out
@@ -154,13 +166,14 @@ def test_signal_marks_the_file_interrupted(tmp_path, sig):
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=local_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    # wait for a few sizes to complete
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("  5:"):
-            break
+    # wait for a few sizes to complete (NetPIPE's rule gives the first sizes trials of about
+    # 2 x RUNTM: some 5 s on an idle 2-core machine, several times that under load)
+    deadline = time.monotonic() + 120
+    seen = False
+    while not seen and time.monotonic() < deadline:
+        seen = proc.stdout.readline().startswith("  5:")
     proc.send_signal(sig)
+    assert seen, "six sizes did not complete within 120 s"
     t0 = time.monotonic()
     try:
         _out, err = proc.communicate(timeout=30)
@@ -175,10 +188,11 @@ def test_signal_marks_the_file_interrupted(tmp_path, sig):
     assert len(run.pingpong) >= 6 and np.all(run.pingpong.trial_s > 0)
 
 
-def test_sweep_stops_early_when_a_round_trip_is_too_long(npmpi_run, tmp_path):
-    proc = npmpi_run([*SHORT, "--max-round-trip", "1e-9", "-o", "r.h5"])
+def test_sweep_stops_early_when_the_one_way_time_is_too_long(npmpi_run, tmp_path):
+    proc = npmpi_run([*SHORT, "--max-one-way", "1e-9", "-o", "r.h5"])
     assert proc.returncode == 0, proc.stderr
     run = load_run(tmp_path / "r.h5")
     assert run.status == "complete" and len(run.pingpong) == 1
-    assert "--max-round-trip" in run.attrs["stopped_early"]
+    assert "--max-one-way 1e-09" in run.attrs["stopped_early"]
+    assert json.loads(run.attrs["options_json"])["max_one_way_s"] == 1e-9
     assert "stopped early" in proc.stdout

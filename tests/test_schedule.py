@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from tests_support import netpipe_reference_sizes
 
-from npmpi.schedule import netpipe_schedule, next_iterations, powers_of_two_schedule
+from npmpi.schedule import netpipe_repeats, netpipe_schedule, powers_of_two_schedule
 
 
 def sizes(lower, upper, p):
@@ -89,13 +89,41 @@ def test_powers_of_two():
     assert [p.size_bytes for p in powers_of_two_schedule(1, 16)] == [1, 2, 4, 8, 16]
 
 
-def test_iteration_rule_hand_computed():
-    # i = r*o/(t*n): 0.25 s target, previous 1000 B took 1e-4 s per round trip, next 2000 B
-    assert next_iterations(0.25, 1000, 1e-4, 2000, 3, 10**9) == 1250
-    # same size: i = r/t
-    assert next_iterations(0.05, 8, 1e-6, 8, 3, 10**9) == 50000
-    # never below the minimum, never above the maximum
-    assert next_iterations(0.01, 1, 1.0, 1 << 20, 3, 10**9) == 3
-    assert next_iterations(10.0, 1 << 20, 1e-9, 1, 3, 1000) == 1000
-    # a broken previous time falls back to the cap rather than dividing by zero
-    assert next_iterations(0.05, 8, 0.0, 8, 3, 777) == 777
+def test_group_end_marks_the_last_size_of_each_perturbation_group():
+    pts = netpipe_schedule(1, 64, 3)
+    ends = [p.size_bytes for p in pts if p.group_end]
+    # every base point alone until the increment exceeds p+1 = 4, then n+p closes its group
+    assert ends == [1, 2, 3, 4, 6, 8, 12, 19, 27, 35, 51, 67]
+    assert all(p.group_end for p in netpipe_schedule(1, 64, 0))
+
+
+def test_netpipe_repeats_hand_computed():
+    # NetPIPE 3.7 (netpipe.c): nrepeat = MAX(RUNTM / (b / (b - inc + 1.0) * tlast), TRIALS) with b
+    # the size measured last, inc the coming size's increment, tlast its best one-way time
+    # first size 1 B (b = 1, inc = 1: factor 1), Debian's RUNTM 0.1 s, 0.3 us one way: 333333.3
+    assert netpipe_repeats(0.1, 1, 1, 0.3e-6, 3, 10**9) == 333333
+    # 2 B after 1 B: NPopenmpi printed 733842 times after 0.136 us (docs/netpipe-comparison.md)
+    assert netpipe_repeats(0.1, 1, 1, 0.1 / 733842.5, 3, 10**9) == 733842
+    # 13 B after 12 B with increment 8: factor 12 / 5 = 2.4; 0.1 / (2.4 * 0.5e-6) = 83333.3
+    assert netpipe_repeats(0.1, 12, 8, 0.5e-6, 3, 10**9) == 83333
+    # 8388605 B after 6291459 B, increment 2097152: factor 6291459 / 4194308 = 1.49999928...;
+    # release RUNTM 0.25 s, 1.5 ms one way: 0.25 / (1.49999928 * 1.5e-3) = 111.11116
+    assert netpipe_repeats(0.25, 6291459, 2097152, 1.5e-3, 7, 10**9) == 111
+    # the floor is TRIALS (the number of trials), not 1
+    assert netpipe_repeats(0.1, 1 << 20, 1 << 19, 0.2, 7, 10**9) == 7
+    assert netpipe_repeats(0.1, 1 << 20, 1 << 19, 0.2, 3, 10**9) == 3
+    # capped; a zero time counts as 1 us as in NetPIPE (factor 8 / 5: 0.05 / 1.6e-6 = 31250)
+    assert netpipe_repeats(10.0, 1, 1, 1e-9, 3, 1000) == 1000
+    assert netpipe_repeats(0.05, 8, 4, 0.0, 3, 10**9) == 31250
+    assert netpipe_repeats(0.05, 8, 4, float("nan"), 3, 10**9) == 31250
+    # a denominator that is not positive counts as 1 (never reached by NetPIPE's schedule, below)
+    assert netpipe_repeats(0.1, 4, 8, 1e-3, 3, 10**9) == int(0.1 / (4 * 1e-3))
+
+
+@pytest.mark.parametrize("lower,p", [(1, 3), (1, 0), (7, 3), (1000, 3), (16384, 100), (5, 1)])
+def test_netpipe_factor_denominator_stays_positive_over_the_schedule(lower, p):
+    pts = netpipe_schedule(lower, 64 << 20, p)
+    prev = lower
+    for pt in pts:
+        assert prev - pt.increment_bytes + 1 >= 1, (prev, pt)
+        prev = pt.size_bytes

@@ -83,7 +83,9 @@ def test_help_and_version_are_not_errors():
         "--output",
         "--force",
         "--quiet",
+        "--max-one-way",
         "--max-round-trip",
+        "--buffers",
     ):
         assert option in h.value.text
     assert "default" in h.value.text
@@ -107,6 +109,7 @@ BAD = [
     (["--repeats", "0"], "--repeats"),
     (["--repeats", "5", "--target-time", "0.1"], "contradict"),
     (["--max-round-trip", "0"], "--max-round-trip"),
+    (["--max-one-way", "0"], "--max-one-way"),
     (["--kernel", "fortran"], "unknown kernel"),
     (["-o", ""], "empty"),
     (["--bogus"], "unrecognized arguments"),

@@ -12,7 +12,7 @@ import numpy as np
 
 from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
-from npmpi_analysis.power import PowerResult, analyse_power
+from npmpi_analysis.power import PowerResult, analyse_power, no_power_notice
 
 
 @dataclass
@@ -93,6 +93,9 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
     if len(pp) == 0:
         problems.append(f"{name}: /pingpong holds no completed message size: nothing to analyse")
     power = analyse_power(run, starts, ends, meter_delay_s)
+    skipped = no_power_notice(run)
+    if skipped:
+        notices.append(skipped)
     no_window = np.isnan(starts)
     if power is not None and no_window.any():
         k = int(np.argmax(no_window))
@@ -228,7 +231,15 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     out["flagged_sizes"] = {
         name: sum(1 for f in flags if f == name) for name in FLAG_NAMES[1:] if name in flags
     }
+    out["recorded_gaps"] = [
+        {"size_bytes": int(bw.size_bytes[k]), "reason": reason}
+        for k, reason in enumerate(pw.gap_reasons)
+        if reason and k < a.sizes
+    ]
     out["meter_delay_override_s"] = a.meter_delay_override_s
+    finite = a.window_start_unix_s[np.isfinite(a.window_start_unix_s)]
+    t0 = float(finite.min()) if finite.size else math.nan
+    out["first_trial_unix_s"] = _f(t0)
     out["nodes"] = [
         {
             "node": n.index,
@@ -253,7 +264,7 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
                     "meter_delay_source": c.delay_source,
                     "meter_delay_uncertainty_s": _f(c.delay_uncertainty_s),
                     "samples": c.samples,
-                    "faults": [{"time_unix_s": _f(t), "message": str(m)} for t, m in c.faults],
+                    "faults": _fault_rows(c, t0),
                 }
                 for c in n.channels
             ],
@@ -261,6 +272,22 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
         for n in pw.nodes
     ]
     return out
+
+
+def _fault_rows(c, t0: float) -> list[dict[str, Any]]:
+    """A channel's fault records, times on rank 0's clock and since the first trial."""
+    return [
+        {
+            "time_unix_s": _f(f.first_unix_s),
+            "last_time_unix_s": _f(f.last_unix_s),
+            "since_first_trial_s": _f(f.first_unix_s - t0),
+            "last_since_first_trial_s": _f(f.last_unix_s - t0),
+            "count": f.count,
+            "kind": f.kind,
+            "message": f.message,
+        }
+        for f in c.fault_records
+    ]
 
 
 def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
@@ -293,6 +320,7 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
                     "power_w": float(pw.job_w[k]),
                     "power_sigma_w": float(pw.job_sigma_w[k]),
                     "power_flag": flags[k] or FLAG_NAMES[FLAG_OK],
+                    "power_flag_reason": pw.gap_reasons[k] if k < len(pw.gap_reasons) else "",
                     "energy_rate_bit_j": float(a.rate.rate_bit_j[k]),
                     "energy_rate_sigma_bit_j": float(a.rate.sigma_bit_j[k]),
                     "energy_rate_low_bit_j": float(a.rate.low_bit_j[k]),

@@ -232,7 +232,8 @@ FLAG_OK = 0
 FLAG_SHORT = 1  # window shorter than the sample interval: nearest samples used
 FLAG_GAP = 2  # window long enough but holding no sample: nearest samples used
 FLAG_NONE = 3  # no sample in or near the window: no power
-FLAG_NAMES = ("", "short", "gap", "none")  # flags are ordered: a larger code is more serious
+FLAG_RECORDED_GAP = 4  # the window overlaps a recorded sampling gap (a stopped power rank): reason kept
+FLAG_NAMES = ("", "short", "gap", "none", "recorded gap")  # ordered: a larger code is more serious
 
 
 @dataclass

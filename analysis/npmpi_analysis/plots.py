@@ -179,7 +179,9 @@ def _mark_flagged(ax, a: RunAnalysis, x: np.ndarray, y: np.ndarray, color: str, 
             "x",
             color=color,
             ms=5,
-            label=_legend_label(a, "flagged: window shorter than the sample interval, or a gap", several),
+            label=_legend_label(
+                a, "flagged: window shorter than the sample interval, a gap, or a recorded gap", several
+            ),
         )
 
 
@@ -374,6 +376,7 @@ def plot_power_time(a: RunAnalysis, several: bool) -> Plot | None:
         ax.grid(True, alpha=0.3)
     ax1.axvspan(0, 0, color="gold", alpha=0.3, label="idle baseline")
     ax1.plot([], [], color="0.6", lw=0.6, label="start of each message size")
+    _mark_faults(a, (ax1, ax2), t0)
     ax1.set_ylabel(_power_ylabel("job power (W)", [a.caveat]), fontsize=9)
     ax2.set_ylabel(_power_ylabel("node power (W)", [a.caveat]), fontsize=9)
     ax2.set_xlabel("time since the first trial, rank 0's clock (s)")
@@ -389,9 +392,30 @@ def plot_power_time(a: RunAnalysis, several: bool) -> Plot | None:
         f"power_time{_suffix(a, several)}",
         fig,
         f"{a.label}: power of all nodes (top, band = min-max per plotted bin) and of each node (bottom) over "
-        "time; grey lines mark the start of each message size, the shaded span is the idle baseline.",
+        "time; grey lines mark the start of each message size, the shaded span is the idle baseline, "
+        "red dashed lines mark meter faults and red spans recorded gaps in sampling.",
         a.caveat,
     )
+
+
+def _mark_faults(a: RunAnalysis, axes, t0: float) -> None:
+    """Meter faults as red dashed lines (first occurrence), recorded sampling gaps as red spans."""
+    faults = [f for n in a.power.nodes for c in n.channels for f in c.fault_records]
+    gaps = [
+        f for f in faults if f.kind == "gap" and np.isfinite(f.first_unix_s) and np.isfinite(f.last_unix_s)
+    ]
+    lines = [f.first_unix_s - t0 for f in faults if f.kind != "gap" and np.isfinite(f.first_unix_s)]
+    for ax in axes:
+        for g in gaps:
+            ax.axvspan(g.first_unix_s - t0, g.last_unix_s - t0, color="red", alpha=0.2, lw=0)
+        if lines:
+            ax.vlines(lines, 0, 1, transform=ax.get_xaxis_transform(), colors="red", lw=0.8, linestyles="--")
+    if gaps:
+        axes[0].fill_between(
+            [], [], [], color="red", alpha=0.2, lw=0, label=f"recorded sampling gap ({len(gaps)})"
+        )
+    if lines:
+        axes[0].plot([], [], color="red", lw=0.8, ls="--", label=f"meter fault ({len(lines)})")
 
 
 def _label_sizes(ax, a: RunAnalysis, t0: float) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NONE, WindowStats
+from npmpi_analysis.faults import FaultInfo, channel_faults, flag_recorded_gaps
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
@@ -40,6 +41,7 @@ class ChannelInfo:
     delay_uncertainty_s: float | None
     samples: int
     faults: list[tuple[float, str]]
+    fault_records: list[FaultInfo] = field(default_factory=list)  # on rank 0's time line, with counts
 
 
 @dataclass
@@ -80,6 +82,7 @@ class PowerResult:
     series_max_w: np.ndarray
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    gap_reasons: list[str] = field(default_factory=list)  # per size: why it is flagged 'recorded gap'
 
 
 def caveat_for(labels: list[str]) -> str:
@@ -178,6 +181,7 @@ def _channel_series(ch, where: str, delay_override: float | None, align, problem
         else None,
         samples=len(t),
         faults=faults,
+        fault_records=channel_faults(ch, align, float(delay)),
     )
     return t, p, info
 
@@ -196,7 +200,7 @@ def analyse_power(
     run, starts: np.ndarray, ends: np.ndarray, delay_override: float | None = None
 ) -> PowerResult | None:
     """Per-size power of every node and of the job; None when the run has no power groups."""
-    if not run.power:
+    if not run.power or no_power_notice(run):
         return None
     notices: list[str] = []
     problems: list[str] = []
@@ -289,6 +293,17 @@ def analyse_power(
         notices.append("the nodes' sample times do not overlap: no summed power over time")
     series_t, series_w, series_min, series_max = compute.decimate(st, sw, PLOT_POINTS)
     del full_series
+    gap_reasons = flag_recorded_gaps(
+        [
+            (f"node {n.index} ({n.host}) {c.kind}", f)
+            for n in nodes
+            for c in n.channels
+            for f in c.fault_records
+        ],
+        starts,
+        ends,
+        job_flag,
+    )
     return PowerResult(
         nodes=nodes,
         job_w=job_w,
@@ -307,4 +322,23 @@ def analyse_power(
         series_max_w=np.asarray(series_max, dtype=float),
         notices=notices,
         problems=problems,
+        gap_reasons=gap_reasons,
+    )
+
+
+def no_power_notice(run) -> str | None:
+    """Why a run with power groups has no power at all (every meter skipped), or None."""
+    if not run.power or any(node.channels for node in run.power):
+        return None
+    reasons = []
+    for node in run.power:
+        skipped = node.attrs.get("meters_skipped")
+        if isinstance(skipped, str):
+            skipped = [skipped] if skipped else []
+        reasons += [str(r) for r in skipped or []]
+    if not reasons:  # no channel and no reason: a damaged power part, reported as such
+        return None
+    return (
+        f"no power: every meter was skipped (--meter-optional): {'; '.join(reasons)}. "
+        "Bandwidth and latency only"
     )

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from npmpi.safetext import printable_lines
-from npmpi.units import mbps_netpipe
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import FLAG_NAMES, mode_label
 
@@ -23,6 +22,7 @@ FLAG_TEXT = {
     "short": "window shorter than the meter's sample interval: power from the nearest samples",
     "gap": "no sample inside the window: power from the nearest samples",
     "none": "no sample in or near the window: no power",
+    "recorded gap": "the window overlaps a recorded gap in sampling (a stopped power rank): see the reasons",
 }
 
 
@@ -168,8 +168,11 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
                 f"active {_pm(n['active_power_w'], _nan(n['active_power_sigma_w']), pm)} W, "
                 f"{n['samples']} samples, {n['faults']} fault(s); clock offset {n['clock_offset']}; {chans}"
             )
+            out += [f"    {line}" for line in fault_lines(n)]
         for name, count in s["flagged_sizes"].items():
             out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
+        for g in s["recorded_gaps"]:
+            out.append(f"    {g['size_bytes']} B: {g['reason']}")
     for note in summarise_alike(a.notices):
         out.append(f"  notice: {note}")
     return "\n".join(out)
@@ -207,6 +210,39 @@ def _nodes_to_show(nodes: list[dict], out: list[str]) -> list[dict]:
 
 def _first_and_last(names: list[str]) -> str:
     return ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]}, … {names[-1]}"
+
+
+def _since(x: float | None) -> str:
+    return f"{x:+.1f} s" if x is not None else "?"
+
+
+def fault_cells(n: dict) -> list[list[str]]:
+    """One row per fault record of a node: channel, time since the first trial, count, kind, message."""
+    rows = []
+    for c in n["channels"]:
+        for f in c["faults"]:
+            until = _since(f["last_since_first_trial_s"]) if f["count"] > 1 or f["kind"] == "gap" else ""
+            rows.append(
+                [
+                    f"{c['channel']} {c['kind']}",
+                    _since(f["since_first_trial_s"]),
+                    str(f["count"]),
+                    until,
+                    f["kind"],
+                    f["message"],
+                ]
+            )
+    return rows
+
+
+def fault_lines(n: dict) -> list[str]:
+    """The node's faults as text lines: when (since the first trial), how often, what."""
+    out = []
+    for ch, since, count, until, _kind, message in fault_cells(n):
+        times = f" x{count}" if count != "1" else ""
+        span = f" until {until}" if until else ""
+        out.append(f"fault, channel {ch}, at {since}{times}{span}: {message}")
+    return out
 
 
 def comparison_text(analyses: list[RunAnalysis]) -> str:
@@ -273,12 +309,22 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
     return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
 
 
+NP_OUT_MBPS_BIT_S = 1024.0 * 1024.0  # NetPIPE 3.7's Mbps: 2^20 bit/s
+
+
 def np_out_bytes(a: RunAnalysis) -> bytes:
-    """NetPIPE 3.7's np.out: `%8d %lf %12.8lf` = bytes, Mbps (bits / 2^20 / s), one-way seconds."""
+    """NetPIPE 3.7's np.out, `%8d %lf %12.8lf`: bytes, Mbps (2^20 bit/s), seconds per message.
+
+    As NetPIPE writes it: for bidir (NetPIPE -2) the bytes column is twice the message size and
+    Mbps counts both directions ("the combined bandwidth"), the seconds one exchange; for several
+    pairs Mbps is the aggregate of all pairs (NetPIPE 5's rule; 3.7 measures one pair only) and
+    the seconds one pair's (the slowest pair's best trial). Mbps is the CSV's
+    bandwidth_peak_bit_s / 2^20 in every mode."""
+    doubled = 2 if str(a.attrs.get("mode", "pingpong")) == "bidir" else 1
     lines = []
-    for size, t in zip(a.bw.size_bytes, a.bw.one_way_s, strict=True):
-        if math.isfinite(t) and t > 0:
-            lines.append(f"{int(size):8d} {mbps_netpipe(int(size), float(t)):f} {float(t):12.8f}\n")
+    for size, t, bit_s in zip(a.bw.size_bytes, a.bw.one_way_s, a.bw.peak_bit_s, strict=True):
+        if math.isfinite(t) and t > 0 and math.isfinite(bit_s):
+            lines.append(f"{int(size) * doubled:8d} {float(bit_s) / NP_OUT_MBPS_BIT_S:f} {float(t):12.8f}\n")
     return "".join(lines).encode()
 
 
@@ -312,6 +358,18 @@ def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _fault_table(a: RunAnalysis) -> str:
+    """The run's meter faults and sampling gaps as an HTML table ('' without power)."""
+    s = a.summary()
+    if not s.get("has_power"):
+        return ""
+    rows = [[f"{n['node']} {n['host']}", *r] for n in s["nodes"] for r in fault_cells(n)]
+    headers = ["node", "channel", "since first trial", "count", "until", "kind", "message"]
+    if not rows:
+        return "<p id=faults>Meter faults: none recorded.</p>"
+    return "<h4>Meter faults</h4><div id=faults>" + _html_table(headers, rows, left=7) + "</div>"
+
+
 def html_report(
     analyses: list[RunAnalysis], figures: list[tuple[str, str, bytes, str]], problems: list[str]
 ) -> bytes:
@@ -333,6 +391,7 @@ def html_report(
         if a.caveat:
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         parts.append(f"<pre>{_e(summary_text(a))}</pre>")
+        parts.append(_fault_table(a))
     if len(analyses) > 1:
         parts.append("<h2>Comparison</h2>")
         rows = compare([a.summary() for a in analyses])

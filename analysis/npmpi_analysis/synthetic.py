@@ -25,7 +25,7 @@ class SynthChannel:
     kind: str = "replay"
     sample_interval_s: float = 1.0
     meter_delay_s: float | None = None
-    faults: list[tuple[float, str]] = field(default_factory=list)
+    faults: list = field(default_factory=list)  # (time, message) pairs or npmpi.faultlog.FaultRecords
 
 
 @dataclass

@@ -52,6 +52,8 @@ class Reading:
     energy_j: float = NAN  # cumulative energy since the meter was opened, where the meter gives it
     volts: float = NAN
     amps: float = NAN
+    # records that arrived together, spaced one meter interval apart (newest at receipt); NaN elsewhere
+    time_spaced_unix_s: float = NAN
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,10 @@ class Meter(ABC):
     parameters: ClassVar[tuple[str, ...]] = ()
     # class defaults that a backend may refine per instance (e.g. from the device's update interval)
     natural_interval_s: float = 1.0
+    # the longest interval between reads the device allows (e.g. a counter that must not wrap twice)
+    max_interval_s: float = math.inf
+    # the longest a call into the device may block (open or read): a sampling loop is not stalled then
+    longest_call_s: float = 0.0
     quantities: tuple[str, ...] = ("power_w",)
 
     def __init__(self, spec: MeterSpec) -> None:
@@ -102,6 +108,10 @@ class Meter(ABC):
     def close(self) -> None:  # noqa: B027 - optional for backends with nothing to release
         """Release the device (idempotent)."""
 
+    def counters(self) -> dict[str, int]:
+        """Running counts stored as channel attributes at every collection (e.g. packets, bytes)."""
+        return {}
+
     def description(self) -> str:
         """Model, device path or other identification for the run file."""
         return self.spec.text or self.kind
@@ -114,6 +124,7 @@ class Meter(ABC):
             "description": self.description(),
             "label": self.label,
             "natural_interval_s": self.natural_interval_s,
+            "longest_call_s": self.longest_call_s,
             "quantities": list(self.quantities),
         }
 

@@ -74,6 +74,7 @@ class IpmiMeter(Meter):
         if not self.argv:
             raise MeterError(f"--meter {spec.text}: cmd= is empty")
         self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S)
+        self.longest_call_s = self.timeout_s
         if self.timeout_s <= 0:
             raise MeterError(f"--meter {spec.text}: timeout must be positive (seconds)")
         self.executable: str | None = None
@@ -125,7 +126,7 @@ class IpmiMeter(Meter):
             raise MeterError(f"--meter {self.spec.text}: cannot run {exe}: {exc}") from None
         if result.returncode != 0:
             raise MeterError(
-                f"--meter {self.spec.text}: {self._shown_command()} failed ({_last_line(result)}). "
+                f"--meter {self.spec.text}: {self._shown_command()} failed ({stderr_text(result)}). "
                 + ACCESS_HINT
             )
         try:
@@ -146,7 +147,7 @@ class IpmiMeter(Meter):
             raise MeterFault(f"cannot run {self.executable}: {exc}") from None
         stamp = time.time()
         if result.returncode != 0:
-            raise MeterFault(f"ipmitool failed with status {result.returncode}: {_last_line(result)}")
+            raise MeterFault(f"ipmitool failed with status {result.returncode}: {stderr_text(result)}")
         try:
             watts = parse_power_reading(result.stdout)
         except ReadingError as exc:
@@ -175,6 +176,18 @@ def _redact(text: str) -> str:
     return PASSWORD_OPTION.sub(r"\1***", text)
 
 
-def _last_line(result: subprocess.CompletedProcess[str]) -> str:
+# ipmitool's stderr kept in an error: all of it (its first line often says why, e.g. "Could not open
+# device at /dev/ipmi0 ..."), joined with " | ", cut in the middle beyond this many characters
+MAX_STDERR_CHARS = 1000
+
+
+def stderr_text(result: subprocess.CompletedProcess[str]) -> str:
+    """ipmitool's whole message (stderr, else stdout), one line, bounded."""
     lines = [ln.strip() for ln in (result.stderr or result.stdout or "").splitlines() if ln.strip()]
-    return lines[-1] if lines else f"exit status {result.returncode}, no message"
+    if not lines:
+        return f"exit status {result.returncode}, no message"
+    text = _redact(" | ".join(lines))
+    if len(text) > MAX_STDERR_CHARS:
+        half = MAX_STDERR_CHARS // 2
+        text = f"{text[:half]} [... {len(text) - 2 * half} characters ...] {text[-half:]}"
+    return text

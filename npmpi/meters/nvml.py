@@ -148,6 +148,9 @@ class NvmlMeter(Meter):
         self.gpus = gpus
         self._energy_j = 0.0
         self._last_t = self._monotonic()
+        # the first read after an open only takes the energy counters' reference: a read microseconds
+        # after open would give 0 W, or a spike if a counter ticked in between
+        self._referenced = not any(g.energy_counter for g in gpus)
         # energy_j only when every GPU counts it; power readings are 1 s averages: no faster sampling
         if all(g.energy_counter for g in gpus):
             self.natural_interval_s = ENERGY_INTERVAL_S
@@ -172,6 +175,16 @@ class NvmlMeter(Meter):
         now_t = self._monotonic()
         stamp = time.time()
         dt_s = now_t - self._last_t
+        if not self._referenced:
+            for gpu in self.gpus:
+                if gpu.energy_counter:
+                    what = f"GPU {gpu.index} ({gpu.name}) energy"
+                    gpu.last_mj = int(
+                        self._call(what, nvml.nvmlDeviceGetTotalEnergyConsumption, gpu.handle, fatal=False)
+                    )
+            self._last_t = now_t
+            self._referenced = True
+            return []
         counters: list[int | None] = []
         power_w = 0.0
         for gpu in self.gpus:

@@ -188,11 +188,15 @@ class WattsUpMeter(Meter):
         self.baud = int(baud)
         self.interval_s = int(interval)
         self.natural_interval_s = float(self.interval_s)  # the device's period, not the class default
+        self.longest_call_s = HEADER_TIMEOUT_S + VERSION_TIMEOUT_S  # open waits for both
         self.device: str | None = spec.target
         self._given_port = port  # an already-open port belongs to the caller: never closed here
         self._port: SerialLike | None = None
         self._monotonic = monotonic
         self._buffer = PacketBuffer()
+        self._dropped_before = 0
+        self._packets_good = 0
+        self._packets_malformed = 0
         self._fields: tuple[str, ...] = DEFAULT_FIELDS
         self._version: str | None = None
         self._port_timeout: float | None = None
@@ -213,6 +217,7 @@ class WattsUpMeter(Meter):
                 self.device = default_device()
             self._port = self._open_serial(self.device)
         where = self._where()
+        self._dropped_before += self._buffer.dropped_bytes  # counts last the whole run
         self._buffer = PacketBuffer()
         self._fields = DEFAULT_FIELDS
         self._pending_fault = None
@@ -331,7 +336,9 @@ class WattsUpMeter(Meter):
             for body in bodies:
                 try:
                     values.append(parse_record(body, self._fields))
+                    self._packets_good += 1
                 except ValueError as exc:
+                    self._packets_malformed += 1
                     fault = f"garbage from the Watts Up? on {self._where()}: {exc}"
                     break
             if values:
@@ -369,7 +376,7 @@ class WattsUpMeter(Meter):
         for k, values in enumerate(records):
             # Records that arrive together left the meter one interval apart: stamp the newest at
             # receipt and space the others back, never before the previous stamp.
-            stamp = received_at
+            stamp = received_at  # the spaced time; time_unix_s is always the time of receipt
             if k < n - 1:
                 floor = self._last_stamp + (received_at - self._last_stamp) * (k + 1) / n
                 stamp = max(received_at - (n - 1 - k) * self.interval_s, floor)
@@ -388,7 +395,8 @@ class WattsUpMeter(Meter):
             self._last_stamp = stamp
             out.append(
                 Reading(
-                    time_unix_s=stamp,
+                    time_unix_s=received_at,
+                    time_spaced_unix_s=stamp,
                     power_w=_field(values, "W") / 10.0,
                     energy_j=energy_j,
                     volts=_field(values, "V") / 10.0,
@@ -410,10 +418,21 @@ class WattsUpMeter(Meter):
             text += f" (version record {self._version})"
         return text
 
+    def counters(self) -> dict[str, int]:
+        """Records parsed, records refused as malformed, bytes outside packets, since the meter was built."""
+        return {
+            "packets_good": self._packets_good,
+            "packets_malformed": self._packets_malformed,
+            "bytes_dropped": self._dropped_before + self._buffer.dropped_bytes,
+        }
+
     def describe(self) -> dict[str, object]:
         d = super().describe()
         d.update(
             {
+                # records that arrive together are also given times one interval apart, newest at receipt
+                "extra_sample_fields": ["time_spaced_unix_s"],
+                **self.counters(),
                 "device": self._where(),
                 "baud": self.baud,
                 "interval_s": self.interval_s,

@@ -111,9 +111,11 @@ class FakePowercap(_Denials):
         mmio: bool = False,
         max_range_uj: int = DEFAULT_MAX_RANGE_UJ,
         energy_uj: int = 1_000_000,
+        max_power_uw: int | None = None,
     ) -> None:
         super().__init__()
         self.base = base
+        self.max_power_uw = max_power_uw  # constraint_0_max_power_uw of every zone (absent when None)
         self.root = base / "class" / "powercap"
         self.root.mkdir(parents=True)
         control = base / "devices" / "virtual" / "powercap" / "intel-rapl"
@@ -148,6 +150,8 @@ class FakePowercap(_Denials):
         write_attr(directory / "enabled", 1)
         write_attr(directory / "constraint_0_name", "long_term")
         write_attr(directory / "constraint_0_power_limit_uw", 65_000_000)
+        if self.max_power_uw is not None:
+            write_attr(directory / "constraint_0_max_power_uw", self.max_power_uw)
         link = self.root / directory.name
         link.symlink_to(directory)
         zone = RaplZone(directory=directory, link=link, name=name, max_range_uj=max_range_uj)
