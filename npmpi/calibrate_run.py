@@ -13,10 +13,8 @@ import argparse
 import datetime as _dt
 import json
 import math
-import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -174,13 +172,14 @@ def main(argv: list[str]) -> int:
     from mpi4py import MPI
 
     from npmpi.layout import ROLE_POWER
-    from npmpi.options import check_output_path
+    from npmpi.outpath import release, reserve_output
     from npmpi.power import power_rank_main
     from npmpi.ranks import discover_roles, open_power_rank
     from npmpi.sweep import StopFlag
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
+    output = None
     try:
         roles = discover_roles(MPI, comm, list(ns.meter))
         layout = roles.layout
@@ -200,11 +199,16 @@ def main(argv: list[str]) -> int:
         if rank == 0 and problem is None:
             stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
             output = ns.output or f"npmpi-calibration-{stamp}.json"
-            problem = check_output_path(output, ns.force)
+            try:  # checked by creating its temporary file now, not after the measurement
+                output = reserve_output(output, ns.force)
+            except UsageError as exc:
+                problem = str(exc)
         gathered = comm.gather(roles.power_info, root=0)
         _collective_check(comm, problem)
     except UsageError as exc:
         if rank == 0:
+            if output is not None and not isinstance(output, str):
+                release(output)
             _say(_error_line(str(exc)), sys.stderr)
         return 2
 
@@ -218,6 +222,8 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # end the whole job with one message
         from npmpi.cli import _abort, _describe
 
+        if output is not None:
+            release(output)
         _abort(comm, f"calibration failed on rank {rank}: {_describe(exc)}", 1)
         return 1
 
@@ -286,28 +292,28 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
         "load_ranks": comm.Get_size() - len(layout.power_ranks),
         "results": results,
     }
-    write_new_file(Path(output), json.dumps(document, indent=2) + "\n", ns.force)
+    write_reserved(output, json.dumps(document, indent=2) + "\n")
     if not ns.quiet:
         print(format_table(results))
-        print(f"calibration written to {output}; use it with: python -m npmpi --calibration {output} …")
+        print(
+            f"calibration written to {output.target}; use it with: "
+            f"python -m npmpi --calibration {output.target} …"
+        )
     return 0
 
 
-def write_new_file(path: Path, text: str, force: bool) -> None:
-    """Write under a temporary name, then link it into place: an existing file is replaced only
-    with --force, and a crash never leaves a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
+def write_reserved(res, text: str) -> None:
+    """Write the calibration into the temporary file reserved at start-up, then give it its name: an
+    existing file is replaced only with --force, and a crash never leaves a half-written file."""
+    from npmpi.outpath import publish, release, write_whole
+
     try:
-        if force:
-            tmp.replace(path)
-            return
-        try:
-            os.link(tmp, path)  # fails if a file appeared since the start-up check
-        except FileExistsError:
-            raise UsageError(f"--output {path}: the file exists; add --force to overwrite it") from None
+        write_whole(res, text.encode())
+        publish(res)
+    except OSError as exc:
+        raise UsageError(f"--output {res.target}: cannot be written ({exc.strerror or exc})") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        release(res)
 
 
 def _result_row(node: int, host: str, channel: int, desc: dict, est: DelayEstimate, clock_unc: float) -> dict:
@@ -345,22 +351,18 @@ def format_table(results: list[dict]) -> str:
 
 
 def load_calibration(path: str) -> dict:
-    """Read a calibration file; UsageError says what is wrong with it."""
-    p = Path(path)
+    """Read and check a calibration file (npmpi/inputfiles.py); UsageError says what is wrong with it."""
+    from npmpi.inputfiles import parse_json, read_regular_file
+
+    what = f"--calibration {path}"
+    data = read_regular_file(path, what, UsageError)
     try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"--calibration {path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"--calibration {path}: not a readable calibration file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("format") != CALIBRATION_FORMAT:
+        doc = parse_json(data, what, ValueError)
+    except ValueError as exc:
         raise UsageError(
-            f"--calibration {path}: not an npmpi calibration file (write one with python -m npmpi calibrate)"
-        )
-    if int(doc.get("version", 0)) > CALIBRATION_VERSION:
-        raise UsageError(f"--calibration {path}: written by a newer npmpi; upgrade to read it")
-    if not isinstance(doc.get("results"), list):
-        raise UsageError(f"--calibration {path}: has no results list")
+            f"{what}: not a readable calibration file ({str(exc).removeprefix(what + ': ')})"
+        ) from None
+    check_calibration(doc, what)
     return doc
 
 
@@ -390,6 +392,56 @@ def largest_delay_s(doc: dict | None, layout, power_nodes: list[dict]) -> float:
                 delay = float(match["delay_s"]) + 3.0 * abs(float(match.get("uncertainty_s") or 0.0))
                 worst = max(worst, delay)
     return worst
+
+
+# (key, what it must be, may it be null?) of each entry of a calibration's results
+_RESULT_FIELDS = (
+    ("host", "a host name", False),
+    ("spec", "a meter spec", True),
+    ("kind", "a meter kind", True),
+    ("delay_s", "a delay in seconds from 0 to 3600", True),
+    ("uncertainty_s", "a number of seconds, 0 or more", True),
+    ("quality", "a number", True),
+)
+
+
+def _field_problem(key: str, value) -> bool:
+    from npmpi.inputfiles import is_number
+
+    if key in ("host", "spec", "kind"):
+        return not isinstance(value, str)
+    if key == "delay_s":
+        return not (is_number(value) and 0 <= value <= 3600)
+    if key == "uncertainty_s":
+        return not (is_number(value) and value >= 0)
+    return not is_number(value)
+
+
+def check_calibration(doc, what: str) -> None:
+    """The one place a calibration document's shape and types are checked: UsageError naming the
+    first wrong field, so that a run never starts with a file it would fail on later."""
+    if not isinstance(doc, dict) or doc.get("format") != CALIBRATION_FORMAT:
+        raise UsageError(f"{what}: not an npmpi calibration file (write one with python -m npmpi calibrate)")
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UsageError(
+            f"{what}: version {version!r:.40} is not a whole number from 1 up; the file is damaged"
+        )
+    if version > CALIBRATION_VERSION:
+        raise UsageError(f"{what}: written by a newer npmpi (version {version}); upgrade to read it")
+    results = doc.get("results")
+    if not isinstance(results, list):
+        raise UsageError(f"{what}: has no results list")
+    if not isinstance(doc.get("created_utc", ""), str):
+        raise UsageError(f"{what}: created_utc is not text")
+    for i, r in enumerate(results):
+        if not isinstance(r, dict):
+            raise UsageError(f"{what}: results[{i}] is not an object")
+        for key, expected, nullable in _RESULT_FIELDS:
+            value = r.get(key)
+            if (value is None and nullable) or not _field_problem(key, value):
+                continue
+            raise UsageError(f"{what}: results[{i}].{key} is {value!r:.40}, expected {expected}")
 
 
 def apply_calibration(writer, doc: dict, layout, power_nodes: list[dict], source: str) -> list[str]:

@@ -23,7 +23,6 @@ from npmpi.options import (
     DEFAULT_BASELINE_S,
     HelpRequested,
     Options,
-    check_output_path,
     default_output_name,
     parse_options,
 )
@@ -318,21 +317,29 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
         thread_levels = comm.gather((provided, runs_threads), root=0)
         output = None
         calibration = None
+        reservation = None
         if rank == 0 and problem is None:
             if opts.output is None:
                 stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
                 output = default_output_name(stamp)
             else:
                 output = opts.output
-                problem = check_output_path(output, opts.force)
-            if problem is None and opts.calibration is not None:
-                from npmpi.calibrate_run import load_calibration
+            try:
+                if opts.calibration is not None:
+                    from npmpi.calibrate_run import load_calibration
 
-                try:
                     calibration = load_calibration(opts.calibration)
-                except UsageError as exc:
-                    problem = str(exc)
-        _collective_check(comm, problem)
+                reservation = _reserve_output(output, opts.force)
+            except UsageError as exc:
+                problem = str(exc)
+        try:
+            _collective_check(comm, problem)
+        except UsageError:
+            if reservation is not None:
+                from npmpi.outpath import release
+
+                release(reservation)
+            raise
         if kernel is not None and opts.kernel == "c":
             from npmpi.kernels import c_kernel_status
 
@@ -357,11 +364,16 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
                 power_nodes,
                 calibration,
                 thread_levels,
+                reservation,
             )
         finally:
             # a stop signal's abandon timer must not outlive the run: at exit it would end rank 0 with
             # SIGALRM (exit 142, "Alarm clock") after the file was closed
             signal.setitimer(signal.ITIMER_REAL, 0)
+    if reservation is not None:  # only rank 0 as the transmitter writes a file
+        from npmpi.outpath import release
+
+        release(reservation)
     try:
         if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
             return sweep.reflect(comm, layout, opts, kernel, stop)
@@ -453,8 +465,28 @@ def _store_offsets(writer, offsets, which: str) -> None:
     writer.flush()
 
 
+def _reserve_output(output: str, force: bool):
+    """The run file's temporary, created and locked now (npmpi/outpath.py), with disk space held back
+    to close the file properly if the disk fills up during the run."""
+    from npmpi.outpath import reserve_output
+    from npmpi.writecheck import RESERVED_BYTES
+
+    return reserve_output(output, force, ballast_bytes=RESERVED_BYTES)
+
+
 def _transmit(
-    MPI, comm, opts, argv, layout, kernel_info, output, stop, power_nodes, calibration, thread_levels
+    MPI,
+    comm,
+    opts,
+    argv,
+    layout,
+    kernel_info,
+    output,
+    stop,
+    power_nodes,
+    calibration,
+    thread_levels,
+    reservation,
 ) -> int:
     from npmpi import sweep
     from npmpi.clock import measure_c_clock, measure_python_clock
@@ -496,7 +528,13 @@ def _transmit(
     try:
         transmitter = sweep.Transmitter(comm, layout, opts, kernel, stop, on_row)
         writer = RunWriter(
-            output, attrs, layout_rows, opts.trials, overwrite=opts.force, pairs=len(layout.pairs)
+            output,
+            attrs,
+            layout_rows,
+            opts.trials,
+            overwrite=opts.force,
+            pairs=len(layout.pairs),
+            reservation=reservation,
         )
 
         def mark_file(message: str) -> None:
@@ -546,7 +584,12 @@ def _transmit(
             try:
                 writer.finish(status, message, elapsed_s=time.monotonic() - started)
             except Exception as werr:
-                message += f" (and the run file could not be closed: {werr})"
+                if werr is not exc:
+                    message += f" (and the run file could not be closed: {werr})"
+        elif reservation is not None:
+            from npmpi.outpath import release
+
+            release(reservation)
         kept = f"; {writer.rows} completed sizes are in {output}" if writer is not None else ""
         if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
             message = f"internal error, please report: {message}"

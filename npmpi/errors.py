@@ -36,3 +36,7 @@ class Interrupted(NpmpiError):
         super().__init__(f"interrupted by {name}")
         self.signum = signum
         self.exit_code = 128 + signum
+
+
+class RunFileWriteError(NpmpiError):
+    """The run file could not be written (disk full, I/O error): the run stops, the file is failed."""

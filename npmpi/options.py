@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -118,9 +119,16 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _whole(text: str) -> int:
+    """int() of ASCII digits with an optional sign (int() alone takes any script's digits and '_')."""
+    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text, re.ASCII):
+        raise ValueError(text)
+    return int(text)
+
+
 def _count(text: str) -> int:
     try:
-        value = int(text)
+        value = _whole(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected a whole number") from None
     return value
@@ -130,7 +138,7 @@ def _pairs(text: str) -> int | str:
     if text.strip().lower() == "all":
         return "all"
     try:
-        return int(text)
+        return _whole(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"invalid pairs {text!r}: expected a whole number or 'all'"

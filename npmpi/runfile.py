@@ -8,10 +8,11 @@ are whole. The reader refuses other formats and newer major versions with a clea
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import json
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from npmpi import faultlog
-from npmpi.errors import RunFileError
+from npmpi.errors import RunFileError, RunFileWriteError
 
 FORMAT_NAME = "npmpi-run"
 # 1.1 added the /power group; 1.2 the mode attributes and pair_trial_s; 1.3 the buffer and thread
@@ -62,6 +63,7 @@ EXTRA_SAMPLE_FIELDS = ("time_spaced_unix_s",)
 MAX_ROWS = 10_000_000
 MAX_TRIALS = 100_000
 MAX_SAMPLES = 2_000_000_000
+MAX_TRIAL_S = 1e9  # 30 years: a longer trial time is damage, and would overflow the figures
 # Uncompressed data must be stored in the file; compressed data (after h5repack) at most this much larger.
 MAX_COMPRESSION_RATIO = 1000
 
@@ -91,23 +93,6 @@ def _to_attr(value: Any) -> Any:
     return value
 
 
-def _publish(creating: Path, path: Path, overwrite: bool) -> None:
-    """Give the new file its name; without `overwrite`, never over a file that appeared meanwhile."""
-    if overwrite:
-        os.replace(creating, path)
-        return
-    try:
-        os.link(creating, path)  # fails if the name is taken
-    except FileExistsError:
-        raise
-    except OSError:  # a file system without hard links
-        if path.exists():
-            raise FileExistsError(errno.EEXIST, "the run file exists", str(path)) from None
-        os.replace(creating, path)
-        return
-    os.unlink(creating)
-
-
 class RunWriter:
     """Creates the run file and appends one row per completed message size (rank 0 only)."""
 
@@ -119,25 +104,37 @@ class RunWriter:
         trials: int,
         overwrite: bool = False,
         pairs: int = 1,
+        reservation=None,
     ) -> None:
         import h5py
+
+        from npmpi.outpath import check_temporary, publish, release, reserve_output
 
         self.path = Path(path)
         self.trials = trials
         self.pairs = pairs
         self._fault_rows: dict[tuple[int, int], dict[int, int]] = {}  # (node, channel): fault id -> row
-        if not overwrite and self.path.exists():
-            raise FileExistsError(errno.EEXIST, "the run file exists", str(self.path))
-        # Built under a hidden name and renamed once its structure is on disk: a writer killed while
-        # HDF5 creates the file (a few ms) leaves no run file that cannot be opened.
-        creating = self.path.with_name(f".{self.path.name}.creating-{os.getpid()}")
-        self._file = h5py.File(creating, "w")
+        self._error: RunFileWriteError | None = None  # the first write error: every later write raises it
+        self._handles: dict[str, Any] = {}  # open groups and datasets, closed with the file
+        self._unflushed: dict[str, tuple] = {}  # datasets grown since the last flush: their shape then
+        self._pending_bytes = 0  # what the next flush may write (data and new chunks), for the space check
+        # Built in a temporary file reserved (created and locked) at start-up, named once its structure
+        # is on disk: a writer killed while HDF5 creates the file (a few ms) leaves no run file that
+        # cannot be opened (npmpi/outpath.py)
+        self._res = reservation if reservation is not None else reserve_output(self.path, overwrite)
         try:
-            self._create(attrs, layout_rows, trials)
-            _publish(creating, self.path, overwrite)
+            check_temporary(self._res)
+            self._file = h5py.File(self._res.fd_path, "w", locking=False)
         except BaseException:
-            self._file.close()
-            creating.unlink(missing_ok=True)
+            release(self._res)
+            raise
+        try:
+            with self._checked("creating it"):
+                self._create(attrs, layout_rows, trials)
+            publish(self._res)
+        except BaseException:
+            self._close_quietly()
+            release(self._res)
             raise
 
     def _create(self, attrs: dict[str, Any], layout_rows: dict[str, list], trials: int) -> None:
@@ -178,24 +175,73 @@ class RunWriter:
                 chunks=(16, pairs, trials),
             )
         self._rows = 0
-        f.flush()
+        self._flush()
 
     @property
     def rows(self) -> int:
         return self._rows
 
-    def set_attrs(self, **attrs: Any) -> None:
-        for key, value in attrs.items():
-            self._file.attrs[key] = _to_attr(value)
+    # -- every write goes through _checked, every group or dataset through _h: an HDF5 error
+    # (disk full, I/O error) raises RunFileWriteError where it happens, never later when h5py frees
+    # an object (where it would be ignored), and every later write raises it again
+    @contextlib.contextmanager
+    def _checked(self, what: str):
+        if self._error is not None:
+            raise self._error
+        try:
+            yield
+        except RunFileWriteError as exc:  # the space check
+            self._error = exc
+            raise
+        except (OSError, RuntimeError) as exc:  # what h5py raises for HDF5's errors
+            from npmpi.writecheck import write_error
+
+            self._error = write_error(self.path, what, exc)
+            raise self._error from None
+
+    def _h(self, name: str):
+        """The open group or dataset `name`, kept open until the file closes."""
+        obj = self._handles.get(name)
+        if obj is None:
+            obj = self._handles[name] = self._file[name]
+        return obj
+
+    def _grow(self, name: str, count: int):
+        """(dataset, its old length) after adding `count` rows to dataset `name` (see _checked)."""
+        ds = self._h(name)
+        n = ds.shape[0]
+        self._unflushed.setdefault(name, ds.shape)
+        ds.resize(n + count, axis=0)
+        item = ds.dtype.itemsize if ds.dtype.kind != "O" else 1024  # a string's text is stored apart
+        self._pending_bytes += item * (count * math.prod(ds.shape[1:]) + math.prod(ds.chunks or (0,)))
+        return ds, n
+
+    def _flush(self) -> None:
+        """Flush, after checking that the file system has room for it (npmpi/writecheck.py)."""
+        from npmpi.writecheck import check_space
+
+        check_space(self._res.target, self._pending_bytes, len(self._unflushed))
         self._file.flush()
+        self._unflushed.clear()
+        self._pending_bytes = 0
+
+    def set_attrs(self, **attrs: Any) -> None:
+        with self._checked("writing root attributes"):
+            for key, value in attrs.items():
+                self._file.attrs[key] = _to_attr(value)
+            self._flush()
 
     def append(self, result: SizeResult) -> None:
         """Append one size's row to every dataset, then flush."""
-        pp = self._file["pingpong"]
+        with self._checked(f"appending the row of {result.size_bytes} B"):
+            self._append(result)
+            self._flush()
+        self._rows += 1
+
+    def _append(self, result: SizeResult) -> None:
         n = self._rows
         for name, _dtype, per_trial in PINGPONG_DATASETS:
-            ds = pp[name]
-            ds.resize(n + 1, axis=0)
+            ds, _ = self._grow(f"pingpong/{name}", 1)
             value = getattr(result, name)
             if per_trial:
                 row = np.full(self.trials, np.nan)
@@ -203,25 +249,26 @@ class RunWriter:
                 ds[n, :] = row
             else:
                 ds[n] = value
-        ds = pp["buffer_huge_page_bytes"]
-        ds.resize(n + 1, axis=0)
+        ds, _ = self._grow("pingpong/buffer_huge_page_bytes", 1)
         ds[n] = result.buffer_huge_page_bytes
         if self.pairs > 1:
-            ds = pp["pair_trial_s"]
-            ds.resize(n + 1, axis=0)
+            ds, _ = self._grow("pingpong/pair_trial_s", 1)
             block = np.full((self.pairs, self.trials), np.nan)
             for i, times in enumerate(result.pair_trial_s or []):
                 block[i, : len(times)] = times
             ds[n] = block
-        self._rows = n + 1
-        self._file.attrs["sizes_completed"] = self._rows
-        self._file.flush()
+        self._file.attrs["sizes_completed"] = n + 1
 
     # -- power (schema 1.1): /power/node{i}/channel{j}
     def create_power(
         self, attrs: dict[str, Any], nodes: list[dict[str, Any]], channels: list[list[dict[str, Any]]]
     ) -> None:
         """Create the power groups: one per node (attrs), one per channel of that node (attrs)."""
+        with self._checked("creating the power groups"):
+            self._create_power(attrs, nodes, channels)
+            self._flush()
+
+    def _create_power(self, attrs, nodes, channels) -> None:
         g = self._file.require_group("power")
         for key, value in attrs.items():
             g.attrs[key] = _to_attr(value)
@@ -237,7 +284,6 @@ class RunWriter:
                 for name in (*SAMPLE_FIELDS, *extra):
                     cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
                 faultlog.create_datasets(cg.create_group("faults"))
-        self._file.flush()
 
     def append_samples(
         self,
@@ -247,51 +293,92 @@ class RunWriter:
         faults: list | None = None,
     ) -> None:
         """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults (FaultRecords: repeats
-        update their row); no flush."""
-        cg = self._file[f"power/node{node}/channel{channel}"]
+        update their row); no flush.
+
+        A write error is kept, not raised: the flush that follows every batch raises it (so that
+        the caller first receives every node's batch)."""
+        with contextlib.suppress(RunFileWriteError), self._checked(f"appending samples of node {node}"):
+            self._append_samples(node, channel, samples, faults)
+
+    def _append_samples(self, node: int, channel: int, samples: dict[str, np.ndarray], faults) -> None:
+        where = f"power/node{node}/channel{channel}"
+        cg = self._h(where)
         count = len(samples["time_unix_s"])
         if count:
-            n = cg["time_unix_s"].shape[0]
             for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS):
                 if name in samples and (name in SAMPLE_FIELDS or name in cg):
-                    ds = cg[name]
-                    ds.resize(n + count, axis=0)
+                    ds, n = self._grow(f"{where}/{name}", count)
                     ds[n:] = samples[name]
             cg.attrs["samples_completed"] = n + count
         if faults:
+            fg = self._h(f"{where}/faults")
+            for name in fg:  # held open here: faultlog's own handles then never write on closing
+                key = f"{where}/faults/{name}"
+                self._unflushed.setdefault(key, self._h(key).shape)
+            self._pending_bytes += 4096 * len(faults)
             rows = self._fault_rows.setdefault((node, channel), {})
-            faultlog.write_records(cg["faults"], faultlog.as_records(faults), rows)
+            faultlog.write_records(fg, faultlog.as_records(faults), rows)
 
     def set_baseline_cpu(self, column: int, cpu_s: list[float] | np.ndarray) -> None:
         """Store each rank's CPU seconds during baseline `column` (0 before, 1 after the sweep)."""
-        lay = self._file["layout"]
-        if LAYOUT_BASELINE_CPU not in lay:
-            ds = lay.create_dataset(
-                LAYOUT_BASELINE_CPU, data=np.full((len(cpu_s), len(BASELINE_COLUMNS)), np.nan)
-            )
-            ds.attrs["columns"] = list(BASELINE_COLUMNS)
-        lay[LAYOUT_BASELINE_CPU][:, column] = np.asarray(cpu_s, dtype=np.float64)
+        name = f"layout/{LAYOUT_BASELINE_CPU}"
+        with self._checked(f"writing /{name}"):
+            lay = self._h("layout")
+            if LAYOUT_BASELINE_CPU not in lay:
+                ds = lay.create_dataset(
+                    LAYOUT_BASELINE_CPU, data=np.full((len(cpu_s), len(BASELINE_COLUMNS)), np.nan)
+                )
+                ds.attrs["columns"] = list(BASELINE_COLUMNS)
+                self._pending_bytes += ds.size * ds.dtype.itemsize
+            self._h(name)[:, column] = np.asarray(cpu_s, dtype=np.float64)
 
     def set_group_attrs(self, group: str, **attrs: Any) -> None:
-        g = self._file.require_group(group)
-        for key, value in attrs.items():
-            g.attrs[key] = _to_attr(value)
+        with self._checked(f"writing attributes of /{group}"):
+            g = self._h(group) if group in self._file else self._file.require_group(group)
+            for key, value in attrs.items():
+                g.attrs[key] = _to_attr(value)
 
     def flush(self) -> None:
-        self._file.flush()
+        with self._checked("flushing"):
+            self._flush()
 
     def finish(self, status: str, message: str = "", **attrs: Any) -> None:
-        """Record the final status (and any last attributes), then close the file."""
+        """Record the final status (and any last attributes), then close the file.
+
+        After a write error (raised then or now) the file is closed as `failed` with that error as
+        its message, as far as the file system lets it; the error is raised again."""
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
-        if not self._file:
+        if self._res.fd < 0:
             return
-        self.set_attrs(status=status, status_message=message, **attrs)
-        self._file.close()
+        if self._error is None:
+            with contextlib.suppress(RunFileWriteError):
+                self.set_attrs(status=status, status_message=message, **attrs)
+                with self._checked("closing it"):
+                    self._file.close()  # closes every open group and dataset first
+                self._handles.clear()
+        if self._error is not None:
+            from npmpi.writecheck import salvage
+
+            shrink = [(self._handles[name], shape) for name, shape in self._unflushed.items()]
+            self._rows = salvage(self._file, self._res, self._error, self._rows, shrink)
+        self._close_quietly()
+        from npmpi.outpath import release
+
+        release(self._res)
+        if self._error is not None:
+            raise self._error
+
+    def _close_quietly(self) -> None:
+        with contextlib.suppress(Exception):
+            self._file.close()
+        self._handles.clear()
 
     def close(self) -> None:
-        if self._file:
-            self._file.close()
+        from npmpi.outpath import release
+
+        self._close_quietly()
+        release(self._res)
 
 
 # ---------------------------------------------------------------- reading
@@ -402,11 +489,15 @@ def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FI
     import h5py
 
     p = Path(path)
-    if not p.exists():
-        raise RunFileError(f"{p}: no such file")
-    if p.is_dir():
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: no such file") from None
+    except (OSError, ValueError) as exc:  # a link loop, a name too long, a NUL byte
+        raise RunFileError(f"{p}: cannot be opened ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
         raise RunFileError(f"{p}: is a directory, not a run file")
-    if not p.is_file():  # a pipe would block the open, a device never ends
+    if not stat.S_ISREG(st.st_mode):  # a pipe would block the open, a device never ends
         raise RunFileError(f"{p}: is not a regular file (a pipe or a device?), not a run file")
     try:
         if not h5py.is_hdf5(p):
@@ -444,6 +535,9 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
             f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
             f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
         )
+    from npmpi.runfile_checks import check_root_attrs
+
+    check_root_attrs(attrs, p)
     notices: list[str] = []
     status = attrs.get("status")
     if status == STATUS_RUNNING:
@@ -678,16 +772,17 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
 def _check_values(p: Path, pp: PingPong) -> None:
     if len(pp) == 0:
         return
-    if np.any(pp.size_bytes < 0):
-        raise RunFileError(f"{p}: /pingpong/size_bytes holds negative sizes")
+    if np.any(pp.size_bytes < 1):
+        raise RunFileError(f"{p}: /pingpong/size_bytes holds sizes below 1 byte (a run measures 1 B and up)")
     if np.any(pp.iterations < 1):
         raise RunFileError(f"{p}: /pingpong/iterations holds values below 1")
     t = pp.trial_s
-    bad = np.isfinite(t) & (t <= 0) | np.isinf(t)
+    bad = np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)) | np.isinf(t)
     if np.any(bad):
         row = int(np.argwhere(bad)[0][0])
         raise RunFileError(
-            f"{p}: /pingpong/trial_s has a non-positive or infinite time at row {row} "
+            f"{p}: /pingpong/trial_s has a non-positive, infinite or impossible (over {MAX_TRIAL_S:.0e} s) "
+            f"time at row {row} "
             f"(size {int(pp.size_bytes[row])} B)"
         )
     if np.any(np.all(np.isnan(t), axis=1)):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 _SIZE_SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
+# ASCII digits only: int() and \d would also take other scripts' digits (١٠٢٤, full-width ８)
+_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE | re.ASCII)
 
 
 def parse_size_bytes(text: str) -> int:

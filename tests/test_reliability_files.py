@@ -256,7 +256,7 @@ def mutate(base: Path, dst: Path, rng, kind: str) -> Mutation:
         if kind == "values":
             name, value, frag = pick(
                 [
-                    ("pingpong/size_bytes", -1, "negative sizes"),
+                    ("pingpong/size_bytes", -1, "below 1 byte"),
                     ("pingpong/iterations", 0, "below 1"),
                     ("pingpong/iterations", -5, "below 1"),
                     ("pingpong/trial_s", -1.0, "non-positive"),
@@ -311,6 +311,28 @@ def mutate(base: Path, dst: Path, rng, kind: str) -> Mutation:
             else:
                 f[name] = h5py.ExternalLink("/etc/passwd", "/x")
             return Mutation(f"{name} made a link", "error", (f"/{name}",))
+        if kind == "analysis-values":  # what once crashed the analysis (issue 15): refused at load
+            what = pick(["sizes-zero", "trial-huge", "factor", "divisor", "options-nested"])
+            if what == "sizes-zero":
+                f["pingpong/size_bytes"][...] = 0
+                return Mutation("every size_bytes 0", "error", ("below 1 byte",))
+            if what == "trial-huge":
+                f["pingpong/trial_s"][...] = 1e308
+                return Mutation("every trial_s 1e308", "error", ("impossible",))
+            if what == "options-nested":
+                depth = int(rng.integers(1000, 200_000))
+                f.attrs["options_json"] = "[" * depth + "]" * depth
+                return Mutation(f"options_json nested {depth} deep", "error", ("nested",))
+            key = "bytes_per_iteration_factor" if what == "factor" else "one_way_divisor"
+            value = pick([np.inf, -np.inf, np.nan, 0, -2, 0.5, 1e300, "two"])
+            f.attrs[key] = value
+            return Mutation(f"{key} = {value!r}", "error", (key,))
+        if kind == "hostile-text":  # terminal escapes in what the analysis prints: shown escaped
+            key = pick(["status_message", "kernel", "command_line", "mpi_library_version"])
+            f.attrs[key] = "\x1b[2J\x1b]0;title\x07\x9b31m\u202eevil"
+            if key == "status_message":
+                f.attrs["status"] = "failed"
+            return Mutation(f"escapes in {key}", "any")
         # ---- merely partial: a run cut short
         if kind == "partial-rows":
             keep = int(rng.integers(1, ROWS))
@@ -354,6 +376,8 @@ PLAN = {  # kind: how many files
     "partial-row-resized": 5,
     "partial-samples": 5,
     "partial-status": 4,
+    "analysis-values": 16,
+    "hostile-text": 4,
 }
 
 
@@ -391,6 +415,9 @@ def analyze(capsys, *args: str) -> tuple[int, str, str]:
 def check_outcome(m: Mutation, path: Path, code: int, out: str, err: str) -> None:
     where = f"{m.name}: exit {code}\n{err}"
     assert "Traceback" not in out + err, where
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", out + err), (
+        f"a control character printed: {where}"
+    )
     assert "internal error" not in err, where
     errors = [ln for ln in err.splitlines() if ln.startswith("npmpi-analyze: error:")]
     assert code in (0, 1), where

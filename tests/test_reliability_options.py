@@ -37,6 +37,8 @@ class Case:
     fragment: str
     np: int = 2
     files: dict[str, str] = field(default_factory=dict)  # made in the job's directory first
+    links: dict[str, str] = field(default_factory=dict)  # symbolic links made there: name -> target
+    fifos: tuple[str, ...] = ()  # named pipes made there (nothing ever writes to them)
     default_policy: bool = False  # also run under mpirun's default policy, checking its status
 
 
@@ -127,6 +129,123 @@ CASES = [
         np=3,
         files={"cal.json": '{"format": "x"}'},
     ),
+    # output paths checked by creating the file at start-up (docs/reliability.md, issue 15)
+    Case(
+        "output-name-too-long", ["-o", "a" * 300], "longer than the file system allows", default_policy=True
+    ),
+    Case("output-in-proc", ["-o", "/proc/x"], "cannot create a file in /proc"),
+    Case("output-in-sys", ["-o", "/sys/x.h5"], "cannot create a file in /sys"),
+    Case(
+        "output-dangling-link",
+        ["-o", "r.h5", "--force"],
+        "symbolic link (dangling)",
+        links={"r.h5": "nowhere"},
+    ),
+    Case(
+        "output-link-to-a-file",
+        ["-o", "r.h5"],
+        "symbolic link",
+        files={"v.h5": "victim"},
+        links={"r.h5": "v.h5"},
+    ),
+    Case("output-dev-null-force", ["-o", "/dev/null", "--force"], "not a regular file", default_policy=True),
+    Case("output-fifo-force", ["-o", "r.h5", "--force"], "not a regular file", fifos=("r.h5",)),
+    Case(
+        "calibrate-output-in-proc",
+        [*CALIBRATE, "-o", "/proc/cal.json"],
+        "cannot create a file in /proc",
+        np=3,
+    ),
+    Case("calibrate-output-dev-null", [*CALIBRATE, "-o", "/dev/null", "--force"], "not a regular file", np=3),
+    # hostile calibration files: refused at start-up by every rank, one line
+    *[
+        Case(
+            f"calibration-{name}",
+            ["--meter", "estimate", "--calibration", "cal.json"],
+            fragment,
+            np=3,
+            files={"cal.json": text},
+            default_policy=name == "nested",
+        )
+        for name, text, fragment in [
+            (
+                "version-text",
+                '{"format": "npmpi-calibration", "version": "abc", "results": []}',
+                "version 'abc'",
+            ),
+            (
+                "version-null",
+                '{"format": "npmpi-calibration", "version": null, "results": []}',
+                "version None",
+            ),
+            (
+                "version-bool",
+                '{"format": "npmpi-calibration", "version": true, "results": []}',
+                "version True",
+            ),
+            ("nested", "[" * 200_000, "nested 200000 levels"),
+            ("too-large", " " * ((1 << 20) + 1), "more than the 1048576 bytes"),
+            ("not-utf8", '{"format": "\udcff"}', "not a readable calibration file"),
+            (
+                "delay-text",
+                '{"format": "npmpi-calibration", "version": 1, "results": '
+                '[{"host": "h", "spec": "estimate", "kind": "estimate", "delay_s": "soon"}]}',
+                "results[0].delay_s is 'soon'",
+            ),
+            (
+                "delay-nan",
+                '{"format": "npmpi-calibration", "version": 1, "results": [{"host": "h", "delay_s": NaN}]}',
+                "not a readable calibration file",
+            ),
+            (
+                "host-number",
+                '{"format": "npmpi-calibration", "version": 1, "results": [{"host": 3, "delay_s": 1}]}',
+                "results[0].host is 3",
+            ),
+            (
+                "results-not-objects",
+                '{"format": "npmpi-calibration", "version": 1, "results": [1]}',
+                "results[0]",
+            ),
+        ]
+    ],
+    Case(
+        "calibration-fifo",
+        ["--meter", "estimate", "--calibration", "cal.json"],
+        "not a regular file",
+        np=3,
+        fifos=("cal.json",),
+        default_policy=True,
+    ),
+    Case(
+        "calibration-dev-zero",
+        ["--meter", "estimate", "--calibration", "/dev/zero"],
+        "not a regular file",
+        np=3,
+        default_policy=True,
+    ),
+    Case("calibration-directory", ["--meter", "estimate", "--calibration", "."], "is a directory", np=3),
+    # replay traces and other files a meter reads
+    Case(
+        "meter-replay-fifo", ["--meter", "replay:trace.csv"], "not a regular file", np=3, fifos=("trace.csv",)
+    ),
+    Case("meter-replay-dev-zero", ["--meter", "replay:/dev/zero"], "not a regular file", np=3),
+    Case(
+        "meter-replay-run-file-fifo", ["--meter", "replay:t.h5"], "not a regular file", np=3, fifos=("t.h5",)
+    ),
+    Case(
+        "meter-estimate-stat-fifo", ["--meter", "estimate:stat=s"], "not a regular file", np=3, fifos=("s",)
+    ),
+    # sizes in ASCII digits only, meter parameters known to the backend
+    Case("upper-arabic-indic-digits", ["-u", "\u0661\u0660\u0662\u0664"], "-u/--upper"),
+    Case("upper-full-width-digit", ["-u", "\uff18K"], "-u/--upper"),
+    Case("trials-arabic-indic-digit", ["--trials", "\u0663"], "expected a whole number"),
+    Case(
+        "meter-unknown-parameter",
+        ["--meter", "estimate:foo=1"],
+        "known parameters: idle_w, max_w, stat",
+        np=3,
+    ),
     # the calibrate subcommand
     Case("calibrate-no-meter", ["calibrate"], "calibrate needs a meter", np=3),
     Case("calibrate-duration", [*CALIBRATE, "--duration", "2"], "--duration 2", np=3, default_policy=True),
@@ -160,7 +279,11 @@ def _run_case(case: Case, root: Path, default_policy: bool, silent_tty: str) -> 
     work.mkdir()
     rc_dir.mkdir()
     for name, text in case.files.items():
-        (work / name).write_text(text)
+        (work / name).write_bytes(text.encode(errors="surrogateescape"))
+    for name, target in case.links.items():
+        (work / name).symlink_to(target)
+    for name in case.fifos:
+        os.mkfifo(work / name)
     cmd = npmpi_command(case.np, [a.replace("{silent_tty}", silent_tty) for a in case.args])
     at = cmd.index("-m")
     cmd[at - 1 : at + 2] = ["sh", "-c", RC_SCRIPT, cmd[at - 1]]  # python -m npmpi -> sh -c '…' python
@@ -184,7 +307,8 @@ def _run_case(case: Case, root: Path, default_policy: bool, silent_tty: str) -> 
     # under mpirun's default policy a rank may be killed between creating its file and writing it
     texts = {int(p.name[3:]): p.read_text().strip() for p in rc_dir.glob("rc-*")}
     codes = {rank: int(text) for rank, text in texts.items() if text}
-    left = sorted(p.name for p in work.iterdir() if p.name not in case.files)
+    given = {*case.files, *case.links, *case.fifos}
+    left = sorted(p.name for p in work.iterdir() if p.name not in given)
     return Outcome(proc.returncode, proc.stdout, proc.stderr, seconds, codes, left, work)
 
 
@@ -211,7 +335,7 @@ def _one_clear_error(got: Outcome, case: Case) -> None:
     assert got.left == [], f"files left behind: {got.left}"
     assert got.seconds < WITHIN_S
     for name, text in case.files.items():  # nothing given was touched
-        assert (got.work / name).read_text() == text
+        assert (got.work / name).read_bytes() == text.encode(errors="surrogateescape")
 
 
 def test_the_table_is_large_and_unique():

@@ -170,7 +170,7 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     hosts = list(dict.fromkeys(str(h) for h in a.layout.get("host", [])))
     try:
         options = json.loads(str(attrs.get("options_json", "{}")))
-    except ValueError:
+    except (ValueError, RecursionError):
         options = {}
     out: dict[str, Any] = {
         "label": a.label,

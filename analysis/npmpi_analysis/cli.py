@@ -74,7 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _say(text: str, stream=None) -> None:
-    print(text, file=stream or sys.stdout, flush=True)
+    """Print `text`, which may quote a run file: every control character is shown escaped."""
+    from npmpi.safetext import printable_lines
+
+    print(printable_lines(text), file=stream or sys.stdout, flush=True)
 
 
 def _error(text: str) -> None:
@@ -155,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from npmpi_analysis.analyse import analyse_run, run_label
     from npmpi_analysis.outfiles import check_free, write_atomic
+    from npmpi_analysis.report import summarise_alike
 
     args = build_parser().parse_args(argv)
     if args.meter_delay is not None and not (math.isfinite(args.meter_delay) and args.meter_delay >= 0):
@@ -165,11 +169,11 @@ def _main(argv: list[str] | None) -> int:
     files = [f for f in (args.csv, args.json, args.report) if f is not None]
     np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
     outputs = files + np_out
-    resolved = [p.resolve() for p in outputs]
+    resolved = [_real(p) for p in outputs]
     if len(set(resolved)) < len(resolved):
         raise UsageError("two outputs have the same file name")
     for p in args.runs:
-        if p.resolve() in resolved:
+        if _real(p) in resolved:
             raise UsageError(f"{p} is both a run file and an output")
     if args.plots is not None and args.plots.exists() and not args.plots.is_dir():
         raise UsageError(f"--plots {args.plots}: exists and is not a directory")
@@ -188,7 +192,7 @@ def _main(argv: list[str] | None) -> int:
         a = analyse_run(run, label, args.meter_delay)
         del run
         a.problems[:0] = load_problems
-        for problem in a.problems:
+        for problem in summarise_alike(a.problems):
             _error(problem)
         if a.sizes == 0:
             failed += 1
@@ -218,6 +222,11 @@ def _main(argv: list[str] | None) -> int:
                 check_free(f, args.force)
     _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic)
     return 1 if (failed or problems) else 0
+
+
+def _real(p: Path) -> str:
+    """The path with links resolved as far as they go (a link loop stays as it is: load says why)."""
+    return os.path.realpath(p)
 
 
 def _silence_stdout() -> None:
@@ -272,18 +281,29 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
             if label in by_label:
                 write_atomic(path, report.np_out_bytes(by_label[label]), args.force)
                 written.append(str(path))
+    from npmpi_analysis.plots import render_all
+    from npmpi_analysis.report import summarise_alike
+
     pngs: dict[str, bytes] = {}
+    skipped: list[str] = []
     if args.plots is not None:
-        for p, f in zip(plots, plot_files, strict=True):
-            data = p.render(args.format)
+        rendered, skipped = render_all(plots, args.format)
+        files = dict(zip((p.name for p in plots), plot_files, strict=True))
+        for p, data in rendered:
             if args.format == "png":
                 pngs[p.name] = data
-            write_atomic(f, data, args.force)
-        if plots:
-            written.append(f"{len(plots)} figure(s) in {args.plots}/")
+            write_atomic(files[p.name], data, args.force)
+        if rendered:
+            written.append(f"{len(rendered)} figure(s) in {args.plots}/")
     if args.report is not None:
-        figures = [(p.name, p.caption, pngs.get(p.name) or p.render("png"), p.caveat) for p in plots]
-        write_atomic(args.report, report.html_report(analyses, figures, problems), args.force)
+        if args.plots is None or args.format != "png":
+            rendered, skipped = render_all(plots, "png")
+            pngs = {p.name: data for p, data in rendered}
+        figures = [(p.name, p.caption, pngs[p.name], p.caveat) for p in plots if p.name in pngs]
+        shown = summarise_alike(problems) + skipped
+        write_atomic(args.report, report.html_report(analyses, figures, shown), args.force)
         written.append(str(args.report))
+    for note in skipped:
+        _say(f"{PROG}: note: {note}", sys.stderr)
     if written and not args.quiet:
         _say("wrote " + ", ".join(written))

@@ -45,7 +45,7 @@ def mode_factors(attrs: dict) -> tuple[int, int]:
     try:
         factor = int(attrs.get("bytes_per_iteration_factor", PINGPONG_FACTORS[0]))
         divisor = int(attrs.get("one_way_divisor", PINGPONG_FACTORS[1]))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # the reader refuses such files; never crash here
         return PINGPONG_FACTORS
     return (factor, divisor) if factor > 0 and divisor > 0 else PINGPONG_FACTORS
 

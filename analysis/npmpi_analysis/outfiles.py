@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -21,10 +22,19 @@ def check_free(path: Path, force: bool, will_create: Path | None = None) -> None
     """
     if path.is_dir():
         raise UsageError(f"{path} is a directory: give a file name for this output")
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):  # never replace /dev/null, a pipe or a link, even forced
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file (a device, pipe or socket)"
+        raise UsageError(f"{path} is {kind}: it is never replaced, even with --force; choose another name")
     if path.exists() and not force:
         raise UsageError(f"{path} exists: choose another name or add --force to overwrite it")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir() and (will_create is None or parent.resolve() != will_create.resolve()):
+    if not parent.is_dir() and (
+        will_create is None or os.path.realpath(parent) != os.path.realpath(will_create)
+    ):
         raise UsageError(f"{path}: directory {parent} does not exist")
 
 

@@ -490,3 +490,15 @@ def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
             plot_power_nodes(a, several),
         ]
     return [p for p in out if p is not None]
+
+
+def render_all(plots: list[Plot], fmt: str) -> tuple[list[tuple[Plot, bytes]], list[str]]:
+    """(plot, file bytes) of every figure that can be drawn, and a note for each that cannot (e.g.
+    nothing positive to put on a logarithmic axis): a figure never stops the other outputs."""
+    done, skipped = [], []
+    for p in plots:
+        try:
+            done.append((p, p.render(fmt)))
+        except (ValueError, OverflowError, FloatingPointError, RuntimeError) as exc:
+            skipped.append(f"figure {p.name} not drawn: {str(exc)[:200]}")
+    return done, skipped

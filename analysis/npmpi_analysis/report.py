@@ -8,10 +8,12 @@ import html
 import io
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
 
+from npmpi.safetext import printable_lines
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import FLAG_NAMES, mode_label
 
@@ -159,7 +161,7 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
             after = _pm(s["idle_after_power_w"], _nan(s["idle_after_power_sigma_w"]), pm)
             drift = " (drifted more than their uncertainty)" if s.get("idle_drift") else ""
             out.append(f"  idle before the sweep {before} W, after it {after} W{drift}")
-        for n in s["nodes"]:
+        for n in _nodes_to_show(s["nodes"], out):
             chans = ", ".join(
                 f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
                 f"delay {_delay_text(c, pm)})"
@@ -176,9 +178,43 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
             out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
         for g in s["recorded_gaps"]:
             out.append(f"    {g['size_bytes']} B: {g['reason']}")
-    for note in a.notices:
+    for note in summarise_alike(a.notices):
         out.append(f"  notice: {note}")
     return "\n".join(out)
+
+
+MAX_NODE_LINES = 64
+MAX_ALIKE = 3  # problems or notices of one kind printed before "and N more like it"
+
+
+def summarise_alike(lines: list[str], keep: int = MAX_ALIKE) -> list[str]:
+    """`lines` (problems, notices) with long runs of one kind, the same text but for its numbers (one
+    per node or channel), cut to the first `keep` and a count of the rest; linear time."""
+    groups: dict[str, list[str]] = {}
+    for line in lines:
+        groups.setdefault(re.sub(r"[0-9]+", "#", line), []).append(line)
+    out = []
+    for items in groups.values():
+        out += items[:keep]
+        if len(items) > keep:
+            out.append(f"… and {len(items) - keep} more like the last one")
+    return out
+
+
+def _nodes_to_show(nodes: list[dict], out: list[str]) -> list[dict]:
+    """The nodes given a line of their own (those with samples, at most MAX_NODE_LINES); one line
+    for the others is added to `out` (thousands of nodes must not print thousands of lines)."""
+    empty = [f"node {n['node']} {n['host']}" for n in nodes if not n["samples"]]
+    sampled = [n for n in nodes if n["samples"]]
+    if empty:
+        out.append(f"  {len(empty)} node(s) without power samples: {_first_and_last(empty)}")
+    if len(sampled) > MAX_NODE_LINES:
+        out.append(f"  {len(sampled) - MAX_NODE_LINES} node(s) after the first {MAX_NODE_LINES}: see --json")
+    return sampled[:MAX_NODE_LINES]
+
+
+def _first_and_last(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]}, … {names[-1]}"
 
 
 def _since(x: float | None) -> str:
@@ -250,9 +286,7 @@ def _clean(x: Any) -> Any:
 def csv_bytes(analyses: list[RunAnalysis]) -> bytes:
     """One row per run and size; empty cells where a figure is undefined."""
     rows = [r for a in analyses for r in size_rows(a)]
-    fields: list[str] = []
-    for r in rows:
-        fields += [k for k in r if k not in fields]
+    fields = list(dict.fromkeys(k for r in rows for k in r))  # first-seen order, linear time
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     w.writeheader()
@@ -314,7 +348,8 @@ img{max-width:100%}
 
 
 def _e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
+    """HTML-escaped text, control characters shown escaped (npmpi.safetext) except line breaks."""
+    return html.escape(printable_lines(x), quote=True)
 
 
 def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:

@@ -87,6 +87,8 @@ class Meter(ABC):
     kind: ClassVar[str] = ""
     label: ClassVar[str] = LABEL_MEASURED
     streaming: ClassVar[bool] = False
+    # the key=value parameters the backend's spec accepts: any other is a usage error naming these
+    parameters: ClassVar[tuple[str, ...]] = ()
     # class defaults that a backend may refine per instance (e.g. from the device's update interval)
     natural_interval_s: float = 1.0
     # the longest interval between reads the device allows (e.g. a counter that must not wrap twice)
@@ -187,7 +189,24 @@ def parse_meter_spec(text: str) -> MeterSpec:
                 target = item
             else:
                 raise MeterError(f"--meter {raw}: more than one positional argument ({target!r}, {item!r})")
+    known = known_parameters(kind)
+    unknown = [k for k in params if known is not None and k not in known]
+    if unknown:
+        choices = ", ".join(known) if known else "none"
+        raise MeterError(
+            f"--meter {raw}: unknown parameter {unknown[0]!r} for {kind}; known parameters: {choices}"
+        )
     return MeterSpec(kind=kind, target=target, params=params, text=raw)
+
+
+def known_parameters(kind: str) -> tuple[str, ...] | None:
+    """The parameters backend `kind` declares; None if it cannot be loaded (it fails with its reason when
+    opened)."""
+    module_name, _, class_name = _REGISTRY[kind].partition(":")
+    try:
+        return tuple(getattr(importlib.import_module(module_name), class_name).parameters)
+    except (ImportError, AttributeError):
+        return None
 
 
 def make_meter(spec: MeterSpec | str) -> Meter:

@@ -8,6 +8,7 @@ as *estimated*. Spec: `estimate[:idle_w=40,max_w=120,stat=/proc/stat]`.
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from npmpi.meters.base import LABEL_ESTIMATED, Meter, MeterError, MeterFault, Reading
@@ -18,8 +19,11 @@ DEFAULT_MAX_W = 120.0
 
 def read_cpu_ticks(path: str) -> tuple[int, int]:
     """(busy, total) jiffies of the aggregate cpu line."""
-    with open(path) as f:
-        line = f.readline()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)  # a FIFO must not block
+    with open(fd, errors="replace") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file like /proc/stat")
+        line = f.readline(4096)
     fields = line.split()
     if not fields or fields[0] != "cpu" or len(fields) < 5:
         raise ValueError(f"unexpected first line in {path}: {line[:60]!r}")
@@ -32,6 +36,7 @@ def read_cpu_ticks(path: str) -> tuple[int, int]:
 
 class EstimateMeter(Meter):
     kind = "estimate"
+    parameters = ("idle_w", "max_w", "stat")  # the key=value parameters its spec accepts
     label = LABEL_ESTIMATED
     natural_interval_s = 0.1
     averaging = "previous"  # utilisation from the CPU ticks since the previous read

@@ -27,7 +27,7 @@ USES = ("input", "average")
 def _read_text(path: Path) -> str:
     """The content of a sysfs file (one place, so tests can deny access even to root)."""
     with open(path) as f:
-        return f.read()
+        return f.read(4096)  # a sysfs value is a line; never read a device that does not end
 
 
 def _read_int(path: Path) -> int:
@@ -93,6 +93,7 @@ class HwmonMeter(Meter):
     """Sum of hwmon power channels, read on demand."""
 
     kind = "hwmon"
+    parameters = ("name", "use")  # the key=value parameters its spec accepts
     natural_interval_s = 1.0
     quantities = ("power_w",)
 

@@ -60,6 +60,7 @@ class IpmiMeter(Meter):
     """Node power from the BMC through ipmitool's DCMI power reading."""
 
     kind = "ipmi"
+    parameters = ("cmd", "timeout")  # the key=value parameters its spec accepts
     natural_interval_s = 1.0
     quantities = ("power_w",)
     power_resolution_w = 1.0  # DCMI reports whole watts

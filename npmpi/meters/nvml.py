@@ -53,6 +53,7 @@ class NvmlMeter(Meter):
     """Power and energy of one or all NVIDIA GPUs of the node."""
 
     kind = "nvml"
+    parameters = ()  # the key=value parameters its spec accepts
     natural_interval_s = ENERGY_INTERVAL_S
     quantities = ("power_w", "energy_j")
     power_resolution_w = 1e-3  # milliwatts

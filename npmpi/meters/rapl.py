@@ -139,6 +139,7 @@ class RaplMeter(Meter):
     """Sum of RAPL energy counters, read on demand."""
 
     kind = "rapl"
+    parameters = ("domains", "max_w")  # the key=value parameters its spec accepts
     natural_interval_s = 0.1
     quantities = ("power_w", "energy_j")
     averaging = "previous"  # power_w is the counter difference since the previous read

@@ -10,6 +10,7 @@ Always stored and plotted as *simulated*.
 from __future__ import annotations
 
 import csv
+import io
 import time
 from pathlib import Path
 
@@ -17,18 +18,24 @@ import numpy as np
 
 from npmpi.meters.base import LABEL_SIMULATED, Meter, MeterError, Reading
 
+MAX_TRACE_BYTES = 64 << 20  # a CSV trace of about a million samples
+
 
 def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
     """(relative seconds, watts) from a CSV or a run file; MeterError says what is wrong."""
     if not spec.target:
         raise MeterError(f"--meter {spec.text}: replay needs a file, e.g. --meter replay:trace.csv")
     path = Path(spec.target)
-    if not path.is_file():
+    if not path.exists():
         raise MeterError(f"--meter {spec.text}: trace file {path} does not exist")
     if path.suffix in (".h5", ".hdf5"):
+        from npmpi.errors import RunFileError
         from npmpi.runfile import load_run
 
-        run = load_run(path)
+        try:
+            run = load_run(path)
+        except RunFileError as exc:
+            raise MeterError(f"--meter {spec.text}: {exc}") from None
         node, channel = int(spec.number("node", 0)), int(spec.number("channel", 0))
         try:
             ch = run.power[node].channels[channel]
@@ -38,10 +45,14 @@ def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
             ) from None
         t, w = ch.time_unix_s, ch.power_w
     else:
+        from npmpi.inputfiles import read_regular_file
+
+        data = read_regular_file(
+            str(path), f"--meter {spec.text}: trace file {path}", MeterError, MAX_TRACE_BYTES
+        )
         try:
-            with open(path, newline="") as f:
-                rows = list(csv.DictReader(f))
-        except (OSError, csv.Error, UnicodeDecodeError) as exc:
+            rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
+        except (csv.Error, UnicodeDecodeError) as exc:
             raise MeterError(f"--meter {spec.text}: cannot read {path} ({exc})") from None
         if not rows or "power_w" not in rows[0]:
             raise MeterError(f"--meter {spec.text}: {path} needs a header with power_w and time_s columns")
@@ -62,6 +73,7 @@ def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
 
 class ReplayMeter(Meter):
     kind = "replay"
+    parameters = ("loop", "scale", "interval", "node", "channel")  # the key=value parameters its spec accepts
     label = LABEL_SIMULATED
     natural_interval_s = 1.0
 

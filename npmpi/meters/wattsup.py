@@ -164,6 +164,7 @@ class WattsUpMeter(Meter):
     """A Watts Up? PRO streaming watts, volts, amps and watt-hours over its serial port."""
 
     kind = "wattsup"
+    parameters = ("baud", "interval")  # the key=value parameters its spec accepts
     streaming = True
     natural_interval_s = 1.0
     quantities = ("power_w", "volts", "amps", "energy_j")
