@@ -35,9 +35,9 @@ CALIBRATION_VERSION = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.options import _Parser, _seconds
+    from npmpi.options import UsageParser, seconds_arg
 
-    p = _Parser(
+    p = UsageParser(
         prog="python -m npmpi calibrate",
         description=(
             "Measure how long each node's meter takes to report the power drawn: the ranks other than "
@@ -59,28 +59,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--meter-optional", action="store_true", help="go on without meters that cannot be opened")
     p.add_argument(
         "--sample-interval",
-        type=_seconds,
+        type=seconds_arg,
         default=None,
         metavar="SECONDS",
         help="seconds between samples (default: each meter's natural period)",
     )
     p.add_argument(
         "--duration",
-        type=_seconds,
+        type=seconds_arg,
         default=DEFAULT_DURATION_S,
         metavar="SECONDS",
         help="length of the load sequence (default: %(default)s s)",
     )
     p.add_argument(
         "--burst-min",
-        type=_seconds,
+        type=seconds_arg,
         default=DEFAULT_BURST_MIN_S,
         metavar="SECONDS",
         help="shortest load or idle burst (default: %(default)s s)",
     )
     p.add_argument(
         "--burst-max",
-        type=_seconds,
+        type=seconds_arg,
         default=DEFAULT_BURST_MAX_S,
         metavar="SECONDS",
         help="longest load or idle burst (default: %(default)s s)",
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random sequence (default: 1)")
     p.add_argument(
         "--max-delay",
-        type=_seconds,
+        type=seconds_arg,
         default=DEFAULT_MAX_DELAY_S,
         metavar="SECONDS",
         help="largest delay searched (default: %(default)s s)",
@@ -160,7 +160,7 @@ def run_load(schedule: LoadSchedule, matrix: int, start_mono: float) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from npmpi.cli import _collective_check, _error_line, _say, parse_or_exit_status
+    from npmpi.job import collective_check, error_line, parse_or_exit_status, say
 
     ns = parse_or_exit_status(parse_calibrate_options, argv)
     if isinstance(ns, int):
@@ -204,12 +204,12 @@ def main(argv: list[str]) -> int:
             except UsageError as exc:
                 problem = str(exc)
         gathered = comm.gather(roles.power_info, root=0)
-        _collective_check(comm, problem)
+        collective_check(comm, problem)
     except UsageError as exc:
         if rank == 0:
             if output is not None and not isinstance(output, str):
                 release(output)
-            _say(_error_line(str(exc)), sys.stderr)
+            say(error_line(str(exc)), sys.stderr)
         return 2
 
     is_power = roles.role == ROLE_POWER
@@ -220,11 +220,11 @@ def main(argv: list[str]) -> int:
     try:
         return _load_and_measure(comm, load_comm, ns, layout, gathered, output)
     except BaseException as exc:  # end the whole job with one message
-        from npmpi.cli import _abort, _describe
+        from npmpi.job import abort, describe
 
         if output is not None:
             release(output)
-        _abort(comm, f"calibration failed on rank {rank}: {_describe(exc)}", 1)
+        abort(comm, f"calibration failed on rank {rank}: {describe(exc)}", 1)
         return 1
 
 

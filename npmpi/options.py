@@ -97,7 +97,7 @@ class Options:
         )
 
 
-class _Parser(argparse.ArgumentParser):
+class UsageParser(argparse.ArgumentParser):
     """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
 
     def error(self, message: str):  # type: ignore[override]
@@ -145,7 +145,8 @@ def _pairs(text: str) -> int | str:
         ) from None
 
 
-def _seconds(text: str) -> float:
+def seconds_arg(text: str) -> float:
+    """An option value in seconds: a finite number (argparse type)."""
     try:
         value = float(text)
     except ValueError:
@@ -156,7 +157,7 @@ def _seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = UsageParser(
         prog="python -m npmpi",
         description=(
             "Sweep message sizes with an MPI ping-pong (NetPIPE's method) and write every trial to one "
@@ -207,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--target-time",
-        type=_seconds,
+        type=seconds_arg,
         default=None,
         metavar="SECONDS",
         help="NetPIPE's RUNTM: iterations per trial = max(SECONDS / ((b/(b-inc+1)) x t), trials), with "
@@ -230,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--max-one-way",
-        type=_seconds,
+        type=seconds_arg,
         default=None,
         metavar="SECONDS",
         help="stop the sweep, as NetPIPE 3.7 does (STOPTM), after the first group of sizes n-p, n, n+p "
@@ -239,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--max-round-trip",
-        type=_seconds,
+        type=seconds_arg,
         default=None,
         metavar="SECONDS",
         help="the former name, still accepted and still a round-trip limit: it sets --max-one-way "
@@ -348,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--sample-interval",
-        type=_seconds,
+        type=seconds_arg,
         default=None,
         metavar="SECONDS",
         help="seconds between samples (default: each meter's natural period, e.g. 1 s for a "
@@ -356,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--baseline",
-        type=_seconds,
+        type=seconds_arg,
         default=None,
         metavar="SECONDS",
         help=f"idle power recorded before and after the sweep while every rank waits asleep; 0 "

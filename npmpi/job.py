@@ -1,0 +1,127 @@
+"""The MPI job's plumbing shared by a run and `calibrate`: one-line errors, collective checks, abort, signals.
+
+Guarantees: bad usage prints one line on rank 0 and every rank exits 2; a problem found on any rank
+is seen by every rank before anything is written; an error ends the whole job with one message,
+never leaving a rank blocked; a stop signal ends the current trial (the stop handlers below).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from npmpi.errors import NpmpiError, UsageError
+from npmpi.options import HelpRequested
+
+PROG = "npmpi"
+
+_RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MPI_LOCALRANKID", "SLURM_PROCID")
+
+ABANDON_TRIAL_AFTER_S = 0.2  # mpirun kills ranks soon after forwarding a signal
+
+
+def launcher_rank() -> int | None:
+    """This process's rank as the launcher tells it, before MPI is initialised."""
+    for name in _RANK_ENV:
+        value = os.environ.get(name)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def say(message: str, stream=None) -> None:
+    """Print one line at once (to stdout unless `stream` is given)."""
+    print(message, file=stream or sys.stdout, flush=True)
+
+
+def error_line(message: str) -> str:
+    """The one line an error is reported as: `npmpi: error: MESSAGE`."""
+    return f"{PROG}: error: {message}"
+
+
+def parse_or_exit_status(parse, argv: list[str]):
+    """The parsed options, or the exit status after printing help (0) or one usage error (2)."""
+    try:
+        return parse(argv)
+    except HelpRequested as h:
+        if launcher_rank() in (None, 0):
+            sys.stdout.write(h.text)
+        return 0
+    except UsageError as e:
+        if launcher_rank() is not None:
+            return _usage_error_under_launcher(str(e))
+        say(error_line(str(e)), sys.stderr)
+        return 2
+
+
+def _usage_error_under_launcher(message: str) -> int:
+    """Rank 0 prints; no rank exits before it has (an early exit makes mpirun kill the job)."""
+    try:
+        import mpi4py
+
+        mpi4py.rc.thread_level = "funneled"
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        if comm.Get_rank() == 0:
+            say(error_line(message), sys.stderr)
+        comm.Barrier()
+    except Exception:
+        if launcher_rank() == 0:
+            say(error_line(message), sys.stderr)
+    return 2
+
+
+def collective_check(comm, local_problem: str | None) -> None:
+    """Every rank raises UsageError if any rank found a problem (rank 0 prints the first)."""
+    problems = comm.allgather(local_problem)
+    for rank, problem in enumerate(problems):
+        if problem:
+            raise UsageError(problem if rank == 0 else f"rank {rank}: {problem}")
+
+
+def install_signal_handlers(stop, writer_rank: bool) -> None:
+    """First SIGINT/SIGTERM: stop after the current trial. On rank 0, a trial still running
+    soon after is abandoned (the file is marked, the job aborted); a second signal stops at once."""
+    from npmpi.errors import Interrupted
+
+    def handler(signum, frame):
+        name = signal.Signals(signum).name
+        if stop:  # a second signal: stop now
+            raise Interrupted(signum, name)
+        stop.set(signum, name)
+        if writer_rank:
+            # say so in the file at once: mpirun may kill every rank before the trial ends
+            mark = getattr(stop, "mark_file", None)
+            if mark is not None:
+                mark(f"{name} received; the run was stopping")
+            signal.setitimer(signal.ITIMER_REAL, ABANDON_TRIAL_AFTER_S)
+
+    def abandon(signum, frame):
+        transmitter = getattr(stop, "transmitter", None)
+        if stop and (transmitter is None or transmitter.state == "kernel"):
+            raise Interrupted(
+                int(stop.signum or signum), f"{stop.name} (the trial in progress was abandoned)"
+            )
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+    if writer_rank:
+        signal.signal(signal.SIGALRM, abandon)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as the one-line message the job ends with."""
+    if isinstance(exc, NpmpiError):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def abort(comm, message: str, code: int) -> None:
+    """Print the one error line and end every rank of the job with `code`."""
+    say(error_line(message + " — aborting all ranks"), sys.stderr)
+    sys.stderr.flush()
+    comm.Abort(code)

@@ -1,0 +1,353 @@
+"""Rank 0's recording of a run: the file's attributes, the power groups and baselines, the sweep
+written row by row, and the file closed with its status whatever ends the run.
+
+`Recording(setup).run()` is what rank 0 does as the first pair's transmitter once every rank has
+agreed on the options (npmpi/cli.py); a failure still leaves every completed size in the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from npmpi.errors import NpmpiError
+from npmpi.job import abort, describe, error_line, say
+from npmpi.options import DEFAULT_BASELINE_S, Options
+
+
+@dataclass
+class RunSetup:
+    """What rank 0 records a run with, agreed on by every rank before anything is written."""
+
+    MPI: Any
+    comm: Any
+    opts: Options
+    argv: list[str]
+    layout: Any
+    kernel: Any  # the (loop, transfer) kernels of npmpi.kernels.get_kernels
+    kernel_note: str
+    output: str
+    stop: Any  # npmpi.sweep.StopFlag
+    power_nodes: list[dict]  # each power rank's meters (npmpi.ranks), in node order
+    calibration: dict | None
+    thread_levels: list[tuple[int, bool]]  # (provided level, runs threads) of every rank
+    reservation: Any  # the run file's temporary (npmpi.outpath.reserve_output)
+
+
+def provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, clock) -> dict[str, Any]:
+    """The run file's root attributes on how and where it was run (docs/file-format.md)."""
+    import h5py
+    import mpi4py
+    import numpy
+
+    from npmpi import __version__
+
+    version = MPI.Get_version()
+    return {
+        "npmpi_version": __version__,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": " ".join(["python", "-m", "npmpi", *argv]),
+        "argv": list(argv) if argv else "",
+        "options_json": opts.to_dict(),
+        **mode_attrs(opts, layout),
+        "kernel": opts.kernel,
+        "kernel_note": kernel_note,
+        "timing_comparable": not opts.integrity,
+        "world_size": layout.world_size,
+        "node_count": layout.node_count,
+        "pair_ranks": numpy.array(layout.pair, dtype=numpy.int64),
+        "pair_crosses_nodes": bool(layout.pair_crosses_nodes),
+        "all_pair_ranks": numpy.array([r for pair in layout.pairs for r in pair], dtype=numpy.int64),
+        "mpi_library_version": MPI.Get_library_version().replace("\x00", "").strip(),
+        "mpi_standard_version": f"{version[0]}.{version[1]}",
+        "mpi4py_version": mpi4py.__version__,
+        "numpy_version": numpy.__version__,
+        "h5py_version": h5py.__version__,
+        "hdf5_version": h5py.version.hdf5_version,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
+        "clock_name": clock.name,
+        "clock_resolution_s": clock.resolution_s,
+        "clock_smallest_step_s": clock.smallest_step_s,
+        "clock_read_cost_s": clock.read_cost_s,
+    }
+
+
+def thread_attrs(opts: Options, layout, thread_levels: list[tuple[int, bool]]) -> dict[str, Any]:
+    """Root attributes on the MPI thread levels: what was asked, what the pair got, and a note when
+    a rank that samples meters got MPI_THREAD_SINGLE (its launcher did not say which rank it was)."""
+    from npmpi.threadlevel import level_name
+
+    a, b = layout.pair
+    note = ""
+    short = [r for r, (provided, threads) in enumerate(thread_levels) if threads and provided < 1]
+    if short:
+        note = (
+            f"rank {short[0]} samples meters in threads but got MPI_THREAD_SINGLE (the launcher did not "
+            "tell it was a power rank); its threads never call MPI. Add --thread-level funneled to be strict"
+        )
+    return {
+        "thread_level_requested": opts.thread_level,
+        "thread_level_pair": f"{level_name(thread_levels[a][0])},{level_name(thread_levels[b][0])}",
+        "thread_level_note": note,
+    }
+
+
+def mode_attrs(opts: Options, layout) -> dict[str, Any]:
+    """The mode's root attributes (docs/file-format.md), with the number of pairs actually run."""
+    from npmpi.buffers import thp_policy
+    from npmpi.modes import mode_factors
+
+    pairs = len(layout.pairs)
+    factors = mode_factors(opts.mode, opts.window, pairs)
+    return {
+        "mode": opts.mode,
+        "window": opts.window,
+        "pairs": pairs,
+        "async": bool(opts.async_),
+        "cache_cold": bool(opts.cache_cold),
+        "cache_pool_bytes": opts.pool_bytes if opts.cache_cold else 0,
+        "buffers": opts.buffers,
+        "huge_pages": opts.huge_pages,
+        "thp_policy": thp_policy(),
+        "bytes_per_iteration_factor": factors.bytes_per_iteration_factor,
+        "one_way_divisor": factors.one_way_factor,
+    }
+
+
+def layout_rows(layout, thread_levels: list[tuple[int, bool]]) -> dict[str, list]:
+    """The per-rank rows of the file's layout table."""
+    from npmpi.threadlevel import level_name
+
+    return {
+        "host": list(layout.hosts),
+        "node_index": list(layout.node_of_rank),
+        "role": list(layout.roles),
+        "thread_level": [level_name(provided) for provided, _ in thread_levels],
+    }
+
+
+def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None) -> float:
+    """Create the power groups, measure clock offsets, record the idle baseline; returns baseline s."""
+    from npmpi.baseline import store_baseline
+
+    node_attrs, channels = [], []
+    for node, (rank, info) in enumerate(zip(layout.power_ranks, power_nodes, strict=True)):
+        node_attrs.append(
+            {
+                "host": layout.hosts[rank],
+                "node_index": node,
+                "power_rank": rank,
+                "meter_specs": list(info["specs"]),
+                "meters_skipped": list(info["skipped"]) or "",
+            }
+        )
+        channels.append(info["channels"])
+    baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
+    writer.create_power(
+        {
+            "baseline_requested_s": baseline_s,
+            "sample_interval_requested_s": opts.sample_interval_s
+            if opts.sample_interval_s is not None
+            else "natural",
+        },
+        node_attrs,
+        channels,
+    )
+    collector.writer = writer
+    store_offsets(writer, collector.clock_offsets(), "start")
+    console.power_header(node_attrs, channels)
+    if baseline_s > 0:
+        console.note(f"recording {baseline_s:g} s of idle baseline power")
+        store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
+    return baseline_s
+
+
+def final_power(writer, collector, layout, power_nodes, opts, calibration, outcome, console, stop) -> None:
+    """After the sweep: the baseline after it (not when interrupted: mpirun may kill the job at
+    any moment), the last samples, the clock offsets at the end."""
+    from npmpi.baseline import after_baseline_s, store_baseline
+    from npmpi.calibrate_run import largest_delay_s
+
+    collector.collect()
+    if outcome.status == "complete" and not stop:
+        baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
+        seconds = after_baseline_s(baseline_s, power_nodes, largest_delay_s(calibration, layout, power_nodes))
+        if seconds > 0:
+            console.note(f"recording {seconds:g} s of idle power after the sweep")
+            store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
+    store_offsets(writer, collector.clock_offsets(), "end")
+
+
+def store_offsets(writer, offsets, which: str) -> None:
+    """Each power node's clock offset from rank 0 (`which`: start or end) as its group's attributes."""
+    for node, off in enumerate(offsets):
+        writer.set_group_attrs(
+            f"power/node{node}",
+            **{
+                f"clock_offset_{which}_s": off.offset_s,
+                f"clock_offset_{which}_uncertainty_s": off.uncertainty_s,
+                f"clock_offset_{which}_round_trip_s": off.round_trip_s,
+                f"clock_offset_{which}_measured_unix_s": off.measured_unix_s,
+            },
+        )
+    writer.flush()
+
+
+def _now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Recording:
+    """Rank 0's run from the file's creation to its close; `run()` returns the exit status."""
+
+    def __init__(self, setup: RunSetup) -> None:
+        from npmpi import sweep
+        from npmpi.clock import measure_c_clock, measure_python_clock
+        from npmpi.console import Console
+        from npmpi.power import PowerCollector
+
+        s = self.setup = setup
+        opts = s.opts
+        clock = measure_c_clock() if opts.kernel == "c" else measure_python_clock()
+        self.attrs = provenance(s.MPI, opts, s.argv, s.layout, s.kernel_note, clock)
+        self.attrs.update(thread_attrs(opts, s.layout, s.thread_levels))
+        self.points = sweep.schedule_for(opts)
+        self.console = Console(quiet=opts.quiet)
+        self.writer = None
+        self.transmitter = None
+        self.collector = None
+        if s.layout.power_ranks:
+            self.collector = PowerCollector(
+                s.comm, list(s.layout.power_ranks), [p["channels"] for p in s.power_nodes]
+            )
+        self.shortest_interval = min(
+            (c["sample_interval_s"] for p in s.power_nodes for c in p["channels"]), default=None
+        )
+        self.started = time.monotonic()
+
+    def on_row(self, index, row) -> None:
+        """One size measured: into the file, the samples since collected, a line on the console."""
+        opts = self.setup.opts
+        self.writer.append(row)
+        if self.collector is not None:
+            self.collector.collect(opts.trials * opts.target_time_s if opts.repeats is None else 0.0)
+            if self.shortest_interval is not None and max(row.trial_s) < self.shortest_interval:
+                self.console.short_trials(row.size_bytes, max(row.trial_s), self.shortest_interval)
+        self.console.row(index, row)
+
+    def mark_file(self, message: str) -> None:
+        """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
+        with contextlib.suppress(Exception):  # best effort: never fail the stop itself
+            self.writer.set_attrs(status="interrupted", status_message=message)
+
+    def run(self) -> int:
+        """Record the run; on any failure close the file with its status and end every rank."""
+        try:
+            return self._record()
+        except BaseException as exc:
+            return self._end_after(exc)
+
+    def _open(self) -> None:
+        from npmpi import sweep
+        from npmpi.runfile import RunWriter
+
+        s, opts = self.setup, self.setup.opts
+        self.transmitter = sweep.Transmitter(s.comm, s.layout, opts, s.kernel, s.stop, self.on_row)
+        self.writer = RunWriter(
+            s.output,
+            self.attrs,
+            layout_rows(s.layout, s.thread_levels),
+            opts.trials,
+            overwrite=opts.force,
+            pairs=len(s.layout.pairs),
+            reservation=s.reservation,
+        )
+        s.stop.mark_file = self.mark_file
+
+    def _record(self) -> int:
+        s, opts, console = self.setup, self.setup.opts, self.console
+        self._open()
+        writer, collector = self.writer, self.collector
+        console.header(self.attrs, s.layout, opts, self.points, s.output)
+        if self.attrs["thread_level_note"]:
+            console.note(self.attrs["thread_level_note"])
+        if collector is not None:
+            power_setup(writer, collector, s.layout, s.power_nodes, opts, console, s.stop)
+            if s.calibration is not None:
+                from npmpi.calibrate_run import apply_calibration
+
+                notes = apply_calibration(writer, s.calibration, s.layout, s.power_nodes, opts.calibration)
+                for line in notes:
+                    console.note(line)
+        outcome = self.transmitter.sweep(self.points)
+        if collector is not None:
+            final_power(
+                writer, collector, s.layout, s.power_nodes, opts, s.calibration, outcome, console, s.stop
+            )
+        elapsed = time.monotonic() - self.started
+        writer.finish(
+            outcome.status,
+            outcome.message,
+            stopped_early=outcome.stopped_early,
+            elapsed_s=elapsed,
+            finished_utc=_now_utc(),
+        )
+        self.transmitter.release(outcome.exit_code)
+        console.summary(outcome, s.output, elapsed, collector)
+        return outcome.exit_code
+
+    def _end_after(self, exc: BaseException) -> int:
+        """Close the file as interrupted or failed, keeping what was measured; release or abort the job."""
+        status = (
+            "interrupted" if isinstance(exc, KeyboardInterrupt) or getattr(exc, "signum", None) else "failed"
+        )
+        message = describe(exc)
+        code = (
+            getattr(exc, "exit_code", 1)
+            if isinstance(exc, NpmpiError)
+            else (130 if status == "interrupted" else 1)
+        )
+        message += self._close_after(exc, status, message)
+        kept = ""
+        if self.writer is not None:
+            kept = f"; {self.writer.rows} completed sizes are in {self.setup.output}"
+        if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
+            message = f"internal error, please report: {message}"
+        released = False
+        if self.transmitter is not None:
+            try:
+                released = self.transmitter.release(code)
+            except Exception:
+                released = False
+        if released:
+            say(error_line(message + kept), sys.stderr)
+            return code
+        abort(self.setup.comm, message + kept, code)
+        return code
+
+    def _close_after(self, exc: BaseException, status: str, message: str) -> str:
+        """Keep the samples taken up to the failure and close the file; returns what to add to the message."""
+        writer, collector, transmitter = self.writer, self.collector, self.transmitter
+        quiet_protocol = transmitter is not None and transmitter.state != "kernel"
+        if collector is not None and writer is not None and quiet_protocol and collector.writer is not None:
+            with contextlib.suppress(Exception):  # keep the samples taken up to the failure
+                collector.collect()
+        if writer is not None:
+            try:
+                writer.finish(status, message, elapsed_s=time.monotonic() - self.started)
+            except Exception as werr:
+                if werr is not exc:
+                    return f" (and the run file could not be closed: {werr})"
+        elif self.setup.reservation is not None:
+            from npmpi.outpath import release
+
+            release(self.setup.reservation)
+        return ""
