@@ -35,7 +35,7 @@ CALIBRATION_VERSION = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.options import UsageParser, seconds_arg
+    from npmpi.arguments import UsageParser, add_meter_option, seconds_arg
 
     p = UsageParser(
         prog="python -m npmpi calibrate",
@@ -49,21 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    p.add_argument(
-        "--meter",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="meter channel(s) of every node, as for a run (NPMPI_METERS overrides per node)",
+    add_meter_option(
+        p, "--meter", "meter channel(s) of every node, as for a run (NPMPI_METERS overrides per node)"
     )
-    p.add_argument("--meter-optional", action="store_true", help="go on without meters that cannot be opened")
-    p.add_argument(
-        "--sample-interval",
-        type=seconds_arg,
-        default=None,
-        metavar="SECONDS",
-        help="seconds between samples (default: each meter's natural period)",
-    )
+    add_meter_option(p, "--meter-optional", "go on without meters that cannot be opened")
+    add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's natural period)")
     p.add_argument(
         "--duration",
         type=seconds_arg,
@@ -113,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
+    from npmpi.errors import HelpRequested
     from npmpi.meters import MeterError, parse_meter_spec
-    from npmpi.options import HelpRequested
 
     parser = build_parser()
     ns = parser.parse_args(argv)

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from npmpi.config import Options
 from npmpi.errors import NpmpiError, UsageError
 from npmpi.job import (
     abort,
@@ -26,7 +27,7 @@ from npmpi.job import (
     parse_or_exit_status,
     say,
 )
-from npmpi.options import Options, default_output_name, parse_options
+from npmpi.options import default_output_name, parse_options
 
 
 def main(argv: list[str] | None = None) -> int:

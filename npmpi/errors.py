@@ -40,3 +40,11 @@ class Interrupted(NpmpiError):
 
 class RunFileWriteError(NpmpiError):
     """The run file could not be written (disk full, I/O error): the run stops, the file is failed."""
+
+
+class HelpRequested(Exception):
+    """--help or --version was given; the text is to be printed by rank 0 only."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text

@@ -11,8 +11,7 @@ import os
 import signal
 import sys
 
-from npmpi.errors import NpmpiError, UsageError
-from npmpi.options import HelpRequested
+from npmpi.errors import HelpRequested, NpmpiError, UsageError
 
 PROG = "npmpi"
 

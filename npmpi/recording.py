@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from npmpi.config import DEFAULT_BASELINE_S, Options
 from npmpi.errors import NpmpiError
 from npmpi.job import abort, describe, error_line, say
-from npmpi.options import DEFAULT_BASELINE_S, Options
 
 
 @dataclass

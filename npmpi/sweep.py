@@ -29,11 +29,11 @@ import numpy as np
 from npmpi import buffers
 from npmpi.baseline import CMD_BASELINE, take_part
 from npmpi.buffers import ARRANGEMENT_NETPIPE
+from npmpi.config import Options
 from npmpi.errors import DataMismatch, Interrupted
 from npmpi.kernels import KernelFn, TransferFn
 from npmpi.layout import Layout
 from npmpi.modes import MODE_PINGPONG, MODE_STREAM, mode_factors, regions_for
-from npmpi.options import Options
 from npmpi.runfile import SizeResult
 from npmpi.schedule import SizePoint, netpipe_repeats, powers_of_two_schedule
 

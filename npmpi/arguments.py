@@ -1,0 +1,353 @@
+"""The command line of `python -m npmpi` declared for argparse: one function per option group, the
+value types, and the meter options shared with `python -m npmpi calibrate`. npmpi/options.py checks
+what this parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+
+from npmpi.buffers import HUGE_PAGES_SYSTEM
+from npmpi.config import (
+    DEFAULT_BASELINE_S,
+    DEFAULT_LOWER_BYTES,
+    DEFAULT_MAX_ONE_WAY_S,
+    DEFAULT_PERTURBATION,
+    DEFAULT_TARGET_TIME_S,
+    DEFAULT_TRIALS,
+    DEFAULT_UPPER_BYTES,
+    QUICK_TARGET_TIME_S,
+    QUICK_TRIALS,
+    THREAD_LEVEL_AUTO,
+)
+from npmpi.errors import UsageError
+from npmpi.modes import DEFAULT_WINDOW, MODE_PINGPONG
+from npmpi.units import parse_size_bytes
+
+
+class UsageParser(argparse.ArgumentParser):
+    """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{message} (see python -m npmpi --help)")
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _whole(text: str) -> int:
+    """int() of ASCII digits with an optional sign (int() alone takes any script's digits and '_')."""
+    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text, re.ASCII):
+        raise ValueError(text)
+    return int(text)
+
+
+def _count(text: str) -> int:
+    try:
+        value = _whole(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected a whole number") from None
+    return value
+
+
+def _pairs(text: str) -> int | str:
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        return _whole(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid pairs {text!r}: expected a whole number or 'all'"
+        ) from None
+
+
+def seconds_arg(text: str) -> float:
+    """An option value in seconds: a finite number (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid time {text!r}: expected seconds, e.g. 0.05") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"invalid time {text!r}: must be a finite number of seconds")
+    return value
+
+
+# The meter options of a run and of `calibrate`, declared once (each command words its own help)
+METER_OPTIONS = {
+    "--meter": {"action": "append", "default": [], "metavar": "SPEC"},
+    "--meter-optional": {"action": "store_true"},
+    "--sample-interval": {"type": seconds_arg, "default": None, "metavar": "SECONDS"},
+}
+
+
+def add_meter_option(group, flag: str, help_text: str) -> None:
+    """Add one of the METER_OPTIONS to a parser or argument group, with the caller's help text."""
+    group.add_argument(flag, help=help_text, **METER_OPTIONS[flag])
+
+
+def _add_size_options(p: argparse.ArgumentParser) -> None:
+    """Message sizes: --lower, --upper, --perturbation."""
+    g = p.add_argument_group("message sizes")
+    g.add_argument(
+        "-l",
+        "--lower",
+        type=_size,
+        default=DEFAULT_LOWER_BYTES,
+        metavar="SIZE",
+        help="smallest message size in bytes (default: %(default)s B)",
+    )
+    g.add_argument(
+        "-u",
+        "--upper",
+        type=_size,
+        default=DEFAULT_UPPER_BYTES,
+        metavar="SIZE",
+        help="largest base message size in bytes; perturbed sizes may pass it by up to -p "
+        "(default: 8M = 8388608 B)",
+    )
+    g.add_argument(
+        "-p",
+        "--perturbation",
+        type=_count,
+        default=DEFAULT_PERTURBATION,
+        metavar="BYTES",
+        help="also test n-p and n+p around each size n, as NetPIPE does; 0 turns it off "
+        "(default: %(default)s B)",
+    )
+
+
+def _add_repetition_options(p: argparse.ArgumentParser) -> None:
+    """Repetition: trials, target time or fixed repeats, --quick, the stop limit."""
+    g = p.add_argument_group("repetition")
+    g.add_argument(
+        "--trials",
+        type=_count,
+        default=None,
+        metavar="N",
+        help=f"trials per size; the best one is NetPIPE's figure, and no trial has fewer repeats "
+        "(NetPIPE's TRIALS: round trips, exchanges, or messages of a stream) "
+        f"(default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
+    )
+    g.add_argument(
+        "--target-time",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="NetPIPE's RUNTM: iterations per trial = max(SECONDS / ((b/(b-inc+1)) x t), trials), with "
+        "t the previous size b's best one-way time and inc the schedule's increment, as NetPIPE 3.7 "
+        "computes nrepeat; a ping-pong trial then lasts 0.7-2 x SECONDS (NetPIPE's release build: "
+        f"0.25 s, Debian's NPopenmpi: 0.1 s with --trials 3) (default: {DEFAULT_TARGET_TIME_S} s, "
+        f"{QUICK_TARGET_TIME_S} s with --quick)",
+    )
+    g.add_argument(
+        "--repeats",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="fixed number of round trips per trial instead of --target-time",
+    )
+    g.add_argument(
+        "--quick",
+        action="store_true",
+        help="a run of a few seconds: same sizes, fewer trials, shorter target time",
+    )
+    g.add_argument(
+        "--max-one-way",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="stop the sweep, as NetPIPE 3.7 does (STOPTM), after the first group of sizes n-p, n, n+p "
+        "whose last size's one-way time (best trial; a stream's time per message, bidir's per "
+        f"exchange) reaches this (default: {DEFAULT_MAX_ONE_WAY_S:g} s, NetPIPE's STOPTM)",
+    )
+    g.add_argument(
+        "--max-round-trip",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="the former name, still accepted and still a round-trip limit: it sets --max-one-way "
+        "to SECONDS/2, so a script that gave it keeps its ping-pong's limit (now tested, as NetPIPE "
+        "does, after each group of sizes n-p, n, n+p)",
+    )
+
+
+def _add_mode_options(p: argparse.ArgumentParser) -> None:
+    """Mode: what moves during an iteration, pairs, pre-posting, cache, buffers, huge pages."""
+    g = p.add_argument_group("mode (what moves during an iteration)")
+    g.add_argument(
+        "--mode",
+        default=MODE_PINGPONG,
+        metavar="MODE",
+        help="'pingpong' (a message there and back, NetPIPE's default), 'stream' (a window of "
+        "messages one way, then an acknowledgement: one-way throughput, NetPIPE -s, osu_bw) or "
+        "'bidir' (both sides send at once, both directions counted: NetPIPE -2, osu_bibw) "
+        "(default: %(default)s)",
+    )
+    g.add_argument(
+        "--window",
+        type=_count,
+        default=None,
+        metavar="N",
+        help=f"stream mode: messages per iteration before the acknowledgement (default: {DEFAULT_WINDOW}, "
+        "as osu_bw)",
+    )
+    g.add_argument(
+        "--pairs",
+        type=_pairs,
+        default=1,
+        metavar="N|all",
+        help="pairs measured at once: pair i is rank i with rank n-1-i of the n ranks that do not "
+        "sample power (NetPIPE 5), across nodes when there are several; 'all' uses every such rank. "
+        "The aggregate is reported, each pair's times are stored (default: %(default)s)",
+    )
+    g.add_argument(
+        "--async",
+        dest="async_",
+        action="store_true",
+        help="pre-post receives (MPI_Irecv) before the other side sends (NetPIPE -a)",
+    )
+    g.add_argument(
+        "--cache-cold",
+        action="store_true",
+        help="every iteration uses another region of a large buffer pool, so messages come from "
+        "memory, not cache (NetPIPE -I, IMB -off_cache)",
+    )
+    g.add_argument(
+        "--cache-pool",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="with --cache-cold: bytes of each send and receive pool per rank; make it larger than the "
+        "last-level cache (default: 64M, at least two of the largest message)",
+    )
+    g.add_argument(
+        "--buffers",
+        default=None,
+        metavar="ARRANGEMENT",
+        help="'netpipe': one buffer per size, 16 KiB-aligned, sent from and received into, so the "
+        "reflector returns what it received (NetPIPE's default); 'separate': send from one buffer, "
+        "receive into another, both kept for the whole run (as OSU and IMB do). Over single-copy "
+        "shared memory the two differ by up to 2-3x (docs/netpipe-comparison.md) (default: netpipe "
+        "for a plain ping-pong; separate with --mode stream or bidir, --async or --cache-cold, where "
+        "one buffer would be sent from while a receive into it is pending, which MPI forbids, or "
+        "where NetPIPE too uses separate buffers)",
+    )
+    g.add_argument(
+        "--huge-pages",
+        default=HUGE_PAGES_SYSTEM,
+        metavar="CHOICE",
+        help="message buffers on transparent huge pages: 'system' (no advice: the kernel's policy "
+        "decides, as for an application's malloc), 'on' (huge-page aligned, MADV_HUGEPAGE) or 'off' "
+        "(MADV_NOHUGEPAGE); what the kernel gave is stored per size (default: %(default)s)",
+    )
+
+
+def _add_kernel_options(p: argparse.ArgumentParser) -> None:
+    """Kernel and checks: the timed loop, --integrity, the MPI thread level."""
+    g = p.add_argument_group("kernel and checks")
+    g.add_argument(
+        "--kernel",
+        default="python",
+        metavar="NAME",
+        help="timed loop: 'python' (mpi4py Send/Recv on numpy buffers) or 'c' (the same loop "
+        "in C) (default: %(default)s)",
+    )
+    g.add_argument(
+        "--integrity",
+        action="store_true",
+        help="verify every message, not only the last of each size (slower: the run is "
+        "marked as not comparable for timing)",
+    )
+    g.add_argument(
+        "--thread-level",
+        default=THREAD_LEVEL_AUTO,
+        metavar="LEVEL",
+        help="MPI thread support each rank asks for: 'auto' (MPI_THREAD_SINGLE on ranks that run no "
+        "other thread, as NetPIPE; MPI_THREAD_FUNNELED on power ranks, whose meter threads never call "
+        "MPI), or single, funneled, serialized, multiple for every rank; some libraries add a "
+        "few tens of ns per message above single. The level each rank got is stored (default: %(default)s)",
+    )
+
+
+def _add_power_options(p: argparse.ArgumentParser) -> None:
+    """Power: the meters (shared with calibrate), baseline and calibration."""
+    g = p.add_argument_group("power (one extra rank per node samples that node's meters)")
+    add_meter_option(
+        g,
+        "--meter",
+        "a meter channel of every node, KIND[:TARGET,key=value,...]; repeat for several. "
+        "Kinds: wattsup, rapl, hwmon, nvml, ipmi, estimate, replay (see docs/meters.md). "
+        "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node",
+    )
+    add_meter_option(
+        g,
+        "--sample-interval",
+        "seconds between samples (default: each meter's natural period, e.g. 1 s for a "
+        "Watts Up?, 0.1 s for RAPL)",
+    )
+    g.add_argument(
+        "--baseline",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help=f"idle power recorded before and after the sweep while every rank waits asleep; 0 "
+        f"turns off the one before (the one after still covers the meters' delay) "
+        f"(default: {DEFAULT_BASELINE_S:g} s when a meter is given)",
+    )
+    add_meter_option(
+        g,
+        "--meter-optional",
+        "go on without a meter that cannot be opened (recorded in the file) instead of "
+        "stopping with an error",
+    )
+    g.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="meter delays measured by `python -m npmpi calibrate` (JSON); stored in the run file "
+        "and applied by npmpi-analyze",
+    )
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """Output: the run file, --force, --quiet."""
+    g = p.add_argument_group("output")
+    g.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="run file to write (default: npmpi-YYYYmmdd-HHMMSS[-jobID].h5 in the current "
+        "directory, never an existing name)",
+    )
+    g.add_argument("--force", action="store_true", help="overwrite an existing --output file")
+    g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `python -m npmpi`, one function per option group."""
+    p = UsageParser(
+        prog="python -m npmpi",
+        description=(
+            "Sweep message sizes with an MPI ping-pong (NetPIPE's method) and write every trial to one "
+            "HDF5 run file. Launch with two or more ranks: mpirun -np 2 python -m npmpi. "
+            "Sizes accept suffixes K, M, G (powers of two)."
+        ),
+        add_help=False,
+        allow_abbrev=False,
+    )
+    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    p.add_argument("--version", action="store_true", help="print npmpi's version and exit")
+    _add_size_options(p)
+    _add_repetition_options(p)
+    _add_mode_options(p)
+    _add_kernel_options(p)
+    _add_power_options(p)
+    _add_output_options(p)
+    return p

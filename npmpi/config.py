@@ -1,0 +1,80 @@
+"""What a run needs to know from its command line: `Options` and its defaults, with no argparse.
+
+The measuring modules (npmpi/sweep.py, npmpi/threadlevel.py, npmpi/recording.py) import these;
+npmpi/options.py parses the command line into them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from npmpi.buffers import ARRANGEMENT_NETPIPE, HUGE_PAGES_SYSTEM
+from npmpi.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG
+
+DEFAULT_LOWER_BYTES = 1
+DEFAULT_UPPER_BYTES = 8 << 20
+DEFAULT_PERTURBATION = 3
+DEFAULT_TRIALS = 7  # NetPIPE 3.7's TRIALS (its release build); also the floor of iterations
+# NetPIPE's RUNTM (0.25 s in its release build, 0.10 s with 3 trials in Debian's NPopenmpi): 7 trials
+# at 0.05 s against NPopenmpi's 3 at 0.10 s keep a default sweep (124 sizes) about as long as Debian's
+# NPopenmpi's, and as the former default (0.055 s trials): about 51 s by NetPIPE's rule for a transport
+# of 0.3 us and 4 GB/s
+DEFAULT_TARGET_TIME_S = 0.05
+QUICK_TRIALS = 3
+QUICK_TARGET_TIME_S = 0.004
+DEFAULT_MAX_ONE_WAY_S = 1.0  # NetPIPE 3.7's STOPTM
+MAX_TARGET_TIME_S = 3600.0
+MAX_REPEATS = 1_000_000_000
+DEFAULT_BASELINE_S = 3.0
+THREAD_LEVEL_AUTO = "auto"
+THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
+MAX_BASELINE_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a run needs to know from its command line, with units in the names."""
+
+    lower_bytes: int
+    upper_bytes: int
+    perturbation_bytes: int
+    trials: int
+    target_time_s: float
+    repeats: int | None
+    quick: bool
+    max_one_way_s: float
+    kernel: str
+    integrity: bool
+    output: str | None
+    force: bool
+    quiet: bool
+    meters: tuple[str, ...] = ()
+    sample_interval_s: float | None = None
+    baseline_s: float | None = None
+    meter_optional: bool = False
+    calibration: str | None = None
+    mode: str = MODE_PINGPONG
+    window: int = 1  # messages per iteration and direction: --window in stream mode, else 1
+    pairs: int | str = 1  # a number of pairs, or "all"
+    async_: bool = False
+    cache_cold: bool = False
+    cache_pool_bytes: int = DEFAULT_CACHE_POOL_BYTES
+    buffers: str = ARRANGEMENT_NETPIPE
+    huge_pages: str = HUGE_PAGES_SYSTEM
+    thread_level: str = THREAD_LEVEL_AUTO
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def largest_message_bytes(self) -> int:
+        return self.upper_bytes + self.perturbation_bytes
+
+    @property
+    def pool_bytes(self) -> int:
+        """Bytes of each of a measuring rank's send and receive buffers (pools)."""
+        from npmpi.modes import pool_bytes
+
+        return pool_bytes(
+            self.mode, self.window, self.cache_cold, self.cache_pool_bytes, self.largest_message_bytes
+        )
