@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CTRL_TAG = 10  # the control tag every rank listens on (npmpi.sweep, npmpi.power)
-BASELINE_TAG = 16  # replies: (CPU seconds, node utilisation or NaN)
-CMD_BASELINE = 5  # a command number used neither by the sweep (0-2) nor by the power ranks (0, 3, 4)
+from npmpi.protocol import BASELINE_TAG, CMD_BASELINE, CTRL_TAG
+
 PHASE_END = 0
 PHASE_START = 1
 POLL_S = 0.01

@@ -164,8 +164,8 @@ def main(argv: list[str]) -> int:
     from npmpi.layout import ROLE_POWER
     from npmpi.outpath import release, reserve_output
     from npmpi.power import power_rank_main
+    from npmpi.protocol import StopFlag
     from npmpi.ranks import discover_roles, open_power_rank
-    from npmpi.sweep import StopFlag
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()

@@ -198,9 +198,10 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
     from npmpi import sweep
     from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
     from npmpi.power import power_rank_main
+    from npmpi.protocol import StopFlag
 
     rank = comm.Get_rank()
-    stop = sweep.StopFlag()
+    stop = StopFlag()
     install_signal_handlers(stop, writer_rank=rank == 0)
     try:
         agreed = _agree(MPI, comm, opts)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CLOCK_TAG = 13
+from npmpi.protocol import CLOCK_TAG
+
 DEFAULT_EXCHANGES = 32
 
 

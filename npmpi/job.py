@@ -92,13 +92,12 @@ def install_signal_handlers(stop, writer_rank: bool) -> None:
         stop.set(signum, name)
         if writer_rank:
             # say so in the file at once: mpirun may kill every rank before the trial ends
-            mark = getattr(stop, "mark_file", None)
-            if mark is not None:
-                mark(f"{name} received; the run was stopping")
+            if stop.mark_file is not None:
+                stop.mark_file(f"{name} received; the run was stopping")
             signal.setitimer(signal.ITIMER_REAL, ABANDON_TRIAL_AFTER_S)
 
     def abandon(signum, frame):
-        transmitter = getattr(stop, "transmitter", None)
+        transmitter = stop.transmitter
         if stop and (transmitter is None or transmitter.state == "kernel"):
             raise Interrupted(
                 int(stop.signum or signum), f"{stop.name} (the trial in progress was abandoned)"

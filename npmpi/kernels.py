@@ -20,8 +20,7 @@ from time import perf_counter
 from typing import Any
 
 from npmpi.errors import KernelUnavailable
-
-DATA_TAG = 1
+from npmpi.protocol import ACK_TAG, DATA_TAG
 
 KernelFn = Callable[[Any, int, Any, Any, int, int, bool], float]
 KERNEL_NAMES = ("python", "c")
@@ -58,8 +57,6 @@ def message_spec(view) -> list:
 
     return [MPI.buffer(view), MPI.BYTE]
 
-
-ACK_TAG = 2
 
 # Everything after `transmitter`: mode, window, async_, regions, stride, first (see python_transfer)
 TransferFn = Callable[[Any, int, Any, Any, int, int, bool, str, int, bool, int, int, int], float]

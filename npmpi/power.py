@@ -23,17 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npmpi.baseline import CMD_BASELINE, take_part
+from npmpi.baseline import take_part
 from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
 from npmpi.faultlog import GAP_MIN_S, FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
+from npmpi.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
 from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
 
-CTRL_TAG = 10  # shared with npmpi.sweep: every rank without a pair role listens here
-DATA_TAG = 14
-CMD_STOP = 0
-CMD_FLUSH = 3
-CMD_CLOCK = 4
 COMMAND_POLL_S = 0.01
 REOPEN_AFTER_S = 2.0
 STALL_INTERVALS = 5
@@ -229,7 +225,7 @@ def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
                     buf = s.drain()
                     ticks = np.asarray(buf.ticks, dtype=np.float64)
                     batch.append((_pack(buf.readings), buf.faults, ticks, buf.counters))
-                comm.send(batch, 0, DATA_TAG)
+                comm.send(batch, 0, POWER_DATA_TAG)
                 quiet_s = 0.5 * int(ctrl[1]) / 1000.0
             elif cmd == CMD_CLOCK:
                 answer_pings(comm, int(ctrl[1]))
@@ -321,7 +317,7 @@ class PowerCollector:
         start = time.monotonic()
         warned = False
         pause = 0.0005
-        while not self.comm.Iprobe(source=rank, tag=DATA_TAG):
+        while not self.comm.Iprobe(source=rank, tag=POWER_DATA_TAG):
             time.sleep(pause)  # not a blocking receive: it would spin a core for as long as this lasts
             pause = min(2 * pause, COMMAND_POLL_S)
             if not warned and time.monotonic() - start > patience_s:
@@ -332,7 +328,7 @@ class PowerCollector:
                     file=sys.stderr,
                     flush=True,
                 )
-        batch = self.comm.recv(source=rank, tag=DATA_TAG)
+        batch = self.comm.recv(source=rank, tag=POWER_DATA_TAG)
         if warned:
             print(
                 f"npmpi: the power rank of node {node} (rank {rank}) answered after "

@@ -27,45 +27,32 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi import buffers
-from npmpi.baseline import CMD_BASELINE, take_part
+from npmpi.baseline import take_part
 from npmpi.buffers import ARRANGEMENT_NETPIPE
 from npmpi.config import Options
 from npmpi.errors import DataMismatch, Interrupted
 from npmpi.kernels import KernelFn, TransferFn
 from npmpi.layout import Layout
 from npmpi.modes import MODE_PINGPONG, MODE_STREAM, mode_factors, regions_for
+from npmpi.protocol import (
+    CMD_BASELINE,
+    CMD_PROBE,
+    CMD_SIZE,
+    CMD_STOP,
+    CTRL_TAG,
+    RESULT_TAG,
+    SYNC_TAG,
+    TIMES_TAG,
+    StopFlag,
+)
 from npmpi.runfile import SizeResult
 from npmpi.schedule import SizePoint, netpipe_repeats, powers_of_two_schedule
-
-CTRL_TAG = 10
-SYNC_TAG = 11
-RESULT_TAG = 12
-TIMES_TAG = 15  # a secondary transmitter's trial times (13, 14: clock sync and power)
-
-CMD_STOP = 0
-CMD_SIZE = 1
-CMD_PROBE = 2
 
 PROBE_ROUND_TRIPS = 200
 PROBE_CHUNKS = 5
 PROBE_BUDGET_S = 0.5
 MAX_ITERATIONS = 1_000_000_000
 IDLE_POLL_S = 0.05
-
-
-class StopFlag:
-    """Set by the signal handlers; rank 0 looks at it between trials."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.name = ""
-        self.transmitter = None
-
-    def set(self, signum: int, name: str) -> None:
-        self.signum, self.name = signum, name
-
-    def __bool__(self) -> bool:
-        return self.signum is not None
 
 
 def warmup_iterations(iterations: int) -> int:
@@ -522,20 +509,14 @@ def _fault_size(name: str) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag) -> int:
-    """The reflector's side: echo every message; returns the exit code rank 0 sends at the end."""
-    if len(layout.pairs) > 1:
-        return pair_member(comm, layout, opts, kernels, stop)
-    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
+def serve_commands(comm, source: int, peer: int, loop: MessageLoop, patterns: Patterns, measure) -> int:
+    """The command loop of a pair's ranks other than rank 0: stop, idle baselines and probes are
+    answered here, each size's trials by `measure(size, iterations, trials, integrity)`; returns
+    the exit code rank 0 sends at the end (`source`: the rank that commands, `peer`: the partner)."""
     me = comm.Get_rank()
-    peer = layout.pair[0]
-    patterns = Patterns(opts.largest_message_bytes)
-    loop = MessageLoop(opts, kernels, transmitter=False)
     ctrl = np.zeros(4, dtype=np.int64)
-    sync = np.zeros(1, dtype=np.int64)
-    result = np.zeros(2, dtype=np.int64)
     while True:
-        comm.Recv(ctrl, peer, CTRL_TAG)
+        comm.Recv(ctrl, source, CTRL_TAG)
         cmd, size, iterations, packed = (int(x) for x in ctrl)
         if cmd == CMD_STOP:
             return size  # the exit code travels in the size field
@@ -550,7 +531,21 @@ def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, Transf
             for _ in range(PROBE_CHUNKS + 1):
                 loop.run(comm, peer, chunk)
             continue
-        trials, integrity = packed & 0xFFFFFFFF, bool(packed >> 32)
+        measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))
+
+
+def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag) -> int:
+    """The reflector's side: echo every message; returns the exit code rank 0 sends at the end."""
+    if len(layout.pairs) > 1:
+        return pair_member(comm, layout, opts, kernels, stop)
+    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
+    peer = layout.pair[0]
+    patterns = Patterns(opts.largest_message_bytes)
+    loop = MessageLoop(opts, kernels, transmitter=False)
+    sync = np.zeros(1, dtype=np.int64)
+    result = np.zeros(2, dtype=np.int64)
+
+    def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
         if size == raise_at:
             raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
         loop.run(comm, peer, warmup_iterations(iterations))
@@ -572,12 +567,14 @@ def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, Transf
             else:
                 loop.run(comm, peer, iterations)
         if abandoned:
-            continue
+            return
         if size == corrupt_at:
             loop.corrupt(after_trials=True)
         result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
         result[1] = int(stop.signum or 0)
         comm.Send(result, peer, RESULT_TAG)
+
+    return serve_commands(comm, peer, peer, loop, patterns, measure)
 
 
 def pair_member(
@@ -592,26 +589,10 @@ def pair_member(
     peer = pair[1] if transmitter else pair[0]
     patterns = Patterns(opts.largest_message_bytes)
     loop = MessageLoop(opts, kernels, transmitter=transmitter)
-    ctrl = np.zeros(4, dtype=np.int64)
     sync = np.zeros(1, dtype=np.int64)
     result = np.zeros(2, dtype=np.int64)
-    while True:
-        comm.Recv(ctrl, 0, CTRL_TAG)
-        cmd, size, iterations, packed = (int(x) for x in ctrl)
-        if cmd == CMD_STOP:
-            return size  # the exit code travels in the size field
-        if cmd == CMD_BASELINE:  # an idle baseline: wait without spinning until it ends
-            code = take_part(comm, ctrl, node_stat=False)
-            if code is not None:
-                return code
-            continue
-        loop.set_size(size, patterns, me)
-        if cmd == CMD_PROBE:
-            chunk = iterations // PROBE_CHUNKS
-            for _ in range(PROBE_CHUNKS + 1):
-                loop.run(comm, peer, chunk)
-            continue
-        trials, integrity = packed & 0xFFFFFFFF, bool(packed >> 32)
+
+    def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
         if size == raise_at and not transmitter:
             raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
         loop.run(comm, peer, warmup_iterations(iterations))
@@ -638,7 +619,7 @@ def pair_member(
                 total = loop.run(comm, peer, iterations)
             times[t] = total
         if abandoned:
-            continue
+            return
         if faulty:
             loop.corrupt(after_trials=True)
         result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
@@ -646,6 +627,8 @@ def pair_member(
         comm.Send(result, 0, RESULT_TAG)
         if transmitter:
             comm.Send(times, 0, TIMES_TAG)
+
+    return serve_commands(comm, 0, peer, loop, patterns, measure)
 
 
 def wait_quietly(comm, stop: StopFlag) -> int:

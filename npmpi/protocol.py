@@ -1,0 +1,55 @@
+"""The messages between ranks: every MPI tag, the commands sent on the control tag, and the stop state.
+
+Rank 0 drives the job: it sends a command as four int64 (command, argument, iterations, packed
+trials and integrity flag) on CTRL_TAG to each rank in turn; a pair's reflector, the other pairs'
+ranks, the power ranks and ranks with no role each answer the commands they know.
+docs/architecture.md has the table of who sends what when. csrc/ckernel.c defines DATA_TAG and
+ACK_TAG too: change them in both places.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# tags
+DATA_TAG = 1  # the timed messages (npmpi.kernels, csrc/ckernel.c)
+ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.kernels, csrc/ckernel.c)
+CTRL_TAG = 10  # rank 0's commands: every rank listens here between sizes
+SYNC_TAG = 11  # a trial's start (1) or the size abandoned (0) (npmpi.sweep)
+RESULT_TAG = 12  # after a size: (data check passed, signal seen) (npmpi.sweep)
+CLOCK_TAG = 13  # clock-offset pings (npmpi.clocksync)
+POWER_DATA_TAG = 14  # a power rank's batch of samples, pickled (npmpi.power)
+TIMES_TAG = 15  # a secondary pair transmitter's trial times (npmpi.sweep)
+BASELINE_TAG = 16  # after an idle baseline: (CPU seconds, node utilisation or NaN) (npmpi.baseline)
+
+# commands (the first field on CTRL_TAG)
+CMD_STOP = 0  # exit; the exit code travels in the second field
+CMD_SIZE = 1  # measure one message size: size, iterations, trials | integrity << 32
+CMD_PROBE = 2  # untimed round trips to estimate the time of one at this size
+CMD_FLUSH = 3  # a power rank sends its samples; second field: ms until the next flush
+CMD_CLOCK = 4  # a power rank answers that many clock pings
+CMD_BASELINE = 5  # an idle baseline's start or end (second field: the phase)
+
+
+class StopFlag:
+    """The stop state of one rank: set by the signal handlers, looked at between trials.
+
+    On rank 0 the recording declares `transmitter` (whether a trial is in progress) and
+    `mark_file` (marks the run file interrupted at once) for the handlers to use.
+    """
+
+    __slots__ = ("mark_file", "name", "signum", "transmitter")
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.name = ""
+        self.transmitter: Any = None  # npmpi.sweep.Transmitter while rank 0 sweeps
+        self.mark_file: Callable[[str], None] | None = None
+
+    def set(self, signum: int, name: str) -> None:
+        """Record the first stop signal."""
+        self.signum, self.name = signum, name
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
