@@ -639,7 +639,11 @@ def test_code_and_pickles_in_a_file_stay_data(base, tmp_path, capsys):
 
 def test_no_code_execution_primitives_in_the_readers():
     """grep: the reader and the analysis never unpickle, eval or exec what they read."""
-    sources = [REPO / "npmpi" / "runfile.py", *sorted((REPO / "analysis" / "npmpi_analysis").glob("*.py"))]
+    readers = ("runfile.py", "runformat.py", "runreader.py", "runfile_checks.py", "inputfiles.py")
+    sources = [
+        *(REPO / "npmpi" / name for name in readers),
+        *sorted((REPO / "analysis" / "npmpi_analysis").glob("*.py")),
+    ]
     forbidden = re.compile(
         r"\b(pickle|marshal|shelve|dill|eval\s*\(|exec\s*\(|__import__|literal_eval|yaml\.load|"
         r"allow_pickle\s*=\s*True|os\.system|subprocess)"

@@ -1,0 +1,456 @@
+"""The run file's reader: load_run checks and loads a run file without MPI (format: npmpi/runformat.py).
+
+The reader refuses other formats and newer major versions with a clear message, and damaged or
+hostile files with one line, before allocating what they claim.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from npmpi import faultlog
+from npmpi.errors import RunFileError
+from npmpi.runformat import (
+    BASELINE_COLUMNS,
+    COUNTER_KINDS,
+    ENERGY_OF_COUNTERS,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    LAYOUT_BASELINE_CPU,
+    MAX_COMPRESSION_RATIO,
+    MAX_ROWS,
+    MAX_SAMPLES,
+    MAX_TRIAL_S,
+    MAX_TRIALS,
+    PINGPONG_DATASETS,
+    SAMPLE_FIELDS,
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    STATUS_RUNNING,
+)
+
+
+@dataclass
+class PingPong:
+    """The ping-pong results: one row per completed message size."""
+
+    size_bytes: np.ndarray
+    iterations: np.ndarray
+    warmup_iterations: np.ndarray
+    trial_s: np.ndarray  # [n, trials], total seconds of each trial (NaN where a trial did not run)
+    trial_start_unix_s: np.ndarray
+    trial_end_unix_s: np.ndarray
+    data_verified: np.ndarray
+    pair_trial_s: np.ndarray | None = None  # [n, pairs, trials] with --pairs > 1 (format 1.2), else None
+    buffer_huge_page_bytes: np.ndarray | None = None  # [n] (format 1.3; -1 unknown), else None
+
+    def __len__(self) -> int:
+        return len(self.size_bytes)
+
+    @property
+    def best_trial_s(self) -> np.ndarray:
+        return np.nanmin(self.trial_s, axis=1) if len(self) else np.zeros(0)
+
+    @property
+    def one_way_s(self) -> np.ndarray:
+        """NetPIPE's time: the best trial's time per round trip, halved."""
+        return self.best_trial_s / (2.0 * self.iterations) if len(self) else np.zeros(0)
+
+
+@dataclass
+class PowerChannel:
+    """One meter channel of one node: its attributes, samples (node-local wall clock) and faults."""
+
+    attrs: dict[str, Any]
+    time_unix_s: np.ndarray | None  # None: not read (load_run's sample_fields)
+    power_w: np.ndarray | None
+    energy_j: np.ndarray | None
+    volts: np.ndarray | None
+    amps: np.ndarray | None
+    fault_time_unix_s: np.ndarray
+    fault_message: list[str]
+    # per fault: last occurrence (a gap's end), how many times, kind (npmpi.faultlog); see load_run
+    fault_extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return str(self.attrs.get("label", ""))
+
+
+@dataclass
+class PowerNode:
+    """One node's power: host, clock offsets against rank 0 and its channels."""
+
+    attrs: dict[str, Any]
+    channels: list[PowerChannel]
+
+    @property
+    def host(self) -> str:
+        return str(self.attrs.get("host", ""))
+
+
+@dataclass
+class Run:
+    """A run file's contents in plain Python and numpy."""
+
+    path: Path
+    attrs: dict[str, Any]
+    layout: dict[str, np.ndarray]
+    pingpong: PingPong
+    notices: list[str] = field(default_factory=list)
+    power_attrs: dict[str, Any] = field(default_factory=dict)
+    power: list[PowerNode] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str(self.attrs.get("status", ""))
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return json.loads(self.attrs.get("options_json", "{}")).get(name, default)
+
+
+def _attr(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return [_attr(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _parse_version(text: str, p: Path) -> tuple[int, int]:
+    try:
+        major, minor = str(text).split(".")
+        return int(major), int(minor)
+    except ValueError:
+        raise RunFileError(f"{p}: format_version attribute {text!r} is not of the form MAJOR.MINOR") from None
+
+
+def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:
+    """Read a run file into plain arrays; RunFileError says what is wrong and where.
+
+    `sample_fields`: the per-sample datasets of the power channels to read (every one's shape is
+    still checked); the others are None. The analysis reads ("time_unix_s", "power_w") only."""
+    import h5py
+
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: no such file") from None
+    except (OSError, ValueError) as exc:  # a link loop, a name too long, a NUL byte
+        raise RunFileError(f"{p}: cannot be opened ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise RunFileError(f"{p}: is a directory, not a run file")
+    if not stat.S_ISREG(st.st_mode):  # a pipe would block the open, a device never ends
+        raise RunFileError(f"{p}: is not a regular file (a pipe or a device?), not a run file")
+    try:
+        if not h5py.is_hdf5(p):
+            raise RunFileError(f"{p}: not an HDF5 file (is it an npmpi run file?)")
+        f = h5py.File(p, "r", locking=False)  # a run may still be writing it: read a snapshot
+    except RunFileError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise RunFileError(
+            f"{p}: cannot be opened as HDF5 ({exc}); the file may be truncated or corrupt"
+        ) from None
+    with f:
+        try:
+            return _read_run(f, p, sample_fields)
+        except RunFileError:
+            raise
+        except MemoryError:
+            raise RunFileError(
+                f"{p}: holds more data than this machine can read; the file may be corrupt"
+            ) from None
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:  # what h5py raises
+            raise RunFileError(f"{p}: cannot be read ({exc}); the file may be truncated or corrupt") from None
+
+
+def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:
+    attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
+    if attrs.get("format") != FORMAT_NAME:
+        raise RunFileError(
+            f"{p}: not an npmpi run file (format attribute is {attrs.get('format')!r}, "
+            f"expected {FORMAT_NAME!r})"
+        )
+    major, minor = _parse_version(attrs.get("format_version", ""), p)
+    if major > FORMAT_VERSION[0]:
+        raise RunFileError(
+            f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
+            f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
+        )
+    from npmpi.runfile_checks import check_root_attrs
+
+    check_root_attrs(attrs, p)
+    notices: list[str] = []
+    status = attrs.get("status")
+    if status == STATUS_RUNNING:
+        notices.append(
+            "the run did not finish (status 'running': the writer was killed or a rank aborted); "
+            "every size completed before that is analysed"
+        )
+    elif status in (STATUS_INTERRUPTED, STATUS_FAILED):
+        msg = attrs.get("status_message") or ""
+        notices.append(f"the run is {status}{': ' + msg if msg else ''}; completed sizes are analysed")
+    layout = _read_layout(f, p)
+    pingpong = _read_pingpong(f, p, attrs, notices)
+    power_attrs, power = _read_power(f, p, notices, sample_fields)
+    return Run(
+        path=p,
+        attrs=attrs,
+        layout=layout,
+        pingpong=pingpong,
+        notices=notices,
+        power_attrs=power_attrs,
+        power=power,
+    )
+
+
+def _member(group, name: str, p: Path, where: str, dataset: bool, required: bool = True):
+    """group[name] if it is a dataset (or group) stored in this file; RunFileError otherwise.
+
+    Links are not followed: a soft link leads elsewhere in the file, an external one to another file.
+    """
+    import h5py
+
+    what = "dataset" if dataset else "group"
+    link = group.get(name, getlink=True)
+    if link is None:
+        if required:
+            raise RunFileError(f"{p}: {what} {where} is missing")
+        return None
+    if not isinstance(link, h5py.HardLink):
+        raise RunFileError(f"{p}: {where} is a {type(link).__name__}, not a {what} stored in this file")
+    obj = group[name]
+    if not isinstance(obj, h5py.Dataset if dataset else h5py.Group):
+        raise RunFileError(f"{p}: {where} is not a {what}")
+    return obj
+
+
+def _read_rows(ds, n: int, p: Path, where: str) -> np.ndarray:
+    """The first n rows of a dataset, after checking that the file holds them."""
+    _check_stored(ds, n, p, where)
+    return ds[:n]
+
+
+def _check_stored(ds, n: int, p: Path, where: str) -> None:
+    """Refuse a dataset whose file does not hold its first n rows (a file may claim any shape:
+    reading unallocated data would fill memory with nothing). Costs no read of the data."""
+    plist = ds.id.get_create_plist()
+    if ds.is_virtual or plist.get_external_count() > 0:
+        raise RunFileError(f"{p}: {where} keeps its data in another file; a run file keeps its own")
+    need = n * ds.dtype.itemsize * math.prod(ds.shape[1:])
+    stored = ds.id.get_storage_size()
+    allowed = stored * (MAX_COMPRESSION_RATIO if plist.get_nfilters() else 1)
+    if need > allowed:
+        raise RunFileError(
+            f"{p}: {where} claims shape {ds.shape} but the file holds {stored} bytes of it, "
+            f"not the {need} bytes of its first {n} rows; the file is damaged or forged"
+        )
+
+
+def _is_counter(attrs) -> bool:
+    """Whether a channel's energy_j is a counter to take a window's energy from."""
+    if "energy_from_counter" in attrs:
+        return bool(attrs["energy_from_counter"])
+    return _attr(attrs.get("kind", "")) in COUNTER_KINDS
+
+
+def _numbered(group, prefix: str) -> list[str]:
+    names = [k for k in group if k.startswith(prefix) and k[len(prefix) :].isdigit()]
+    return sorted(names, key=lambda k: int(k[len(prefix) :]))
+
+
+def _read_power(
+    f, p: Path, notices: list[str], sample_fields: tuple[str, ...] = SAMPLE_FIELDS
+) -> tuple[dict[str, Any], list[PowerNode]]:
+    g = _member(f, "power", p, "/power", dataset=False, required=False)
+    if g is None:
+        return {}, []
+    power_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
+    nodes = []
+    for node_name in _numbered(g, "node"):
+        ng = _member(g, node_name, p, f"/power/{node_name}", dataset=False)
+        channels = []
+        for ch_name in _numbered(ng, "channel"):
+            where = f"/power/{node_name}/{ch_name}"
+            cg = _member(ng, ch_name, p, where, dataset=False)
+            lengths, arrays = [], {}
+            for name in SAMPLE_FIELDS:
+                ds = _member(cg, name, p, f"{where}/{name}", dataset=True)
+                if len(ds.shape) != 1 or ds.dtype.kind not in "iuf" or ds.shape[0] > MAX_SAMPLES:
+                    raise RunFileError(f"{p}: {where}/{name} has an unexpected shape or type")
+                lengths.append(ds.shape[0])
+                arrays[name] = ds
+            n = min(lengths)
+            if n < max(lengths):
+                notices.append(f"{where}: {max(lengths) - n} partially written sample(s) ignored")
+            fg = _member(cg, "faults", p, f"{where}/faults", dataset=False, required=False)
+            ft_ds = fm_ds = None
+            if fg is not None:
+                ft_ds = _member(fg, "time_unix_s", p, f"{where}/faults/time_unix_s", dataset=True)
+                fm_ds = _member(fg, "message", p, f"{where}/faults/message", dataset=True)
+                if (
+                    len(ft_ds.shape) != 1
+                    or len(fm_ds.shape) != 1
+                    or ft_ds.dtype.kind not in "iuf"
+                    or fm_ds.dtype.kind not in "OSU"
+                ):
+                    raise RunFileError(f"{p}: {where}/faults has an unexpected shape or type")
+            try:
+                data = {}
+                for name, ds in arrays.items():
+                    # every field is checked, so a damaged file is refused whatever a reader uses
+                    _check_stored(ds, n, p, f"{where}/{name}")
+                    wanted = name in sample_fields or (
+                        name == "energy_j" and ENERGY_OF_COUNTERS in sample_fields and _is_counter(cg.attrs)
+                    )
+                    data[name] = np.asarray(ds[:n], dtype=np.float64) if wanted else None
+                if fg is not None:
+                    nf = min(ft_ds.shape[0], fm_ds.shape[0])
+                    ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)
+                    fm = [str(_attr(m)) for m in _read_rows(fm_ds, nf, p, f"{where}/faults/message")]
+                else:
+                    ft, fm = np.zeros(0), []
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                raise RunFileError(f"{p}: {where} cannot be read ({exc}); the file may be corrupt") from None
+            channels.append(
+                PowerChannel(
+                    {k: _attr(cg.attrs[k]) for k in cg.attrs},
+                    fault_time_unix_s=ft,
+                    fault_message=fm[: len(ft)],
+                    fault_extra=faultlog.read_extras(fg, len(ft)),
+                    **data,
+                )
+            )
+        nodes.append(PowerNode({k: _attr(ng.attrs[k]) for k in ng.attrs}, channels))
+    return power_attrs, nodes
+
+
+def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
+    g = _member(f, "layout", p, "/layout", dataset=False)
+    out = {}
+    for key in g:
+        ds = _member(g, key, p, f"/layout/{key}", dataset=True)
+        if key == LAYOUT_BASELINE_CPU and _baseline_cpu_shape_ok(ds):
+            # (ranks, baselines) since format 1.4
+            out[key] = np.asarray(_read_rows(ds, ds.shape[0], p, f"/layout/{key}"), dtype=np.float64)
+            continue
+        if len(ds.shape) != 1 or ds.shape[0] > MAX_ROWS:
+            raise RunFileError(f"{p}: /layout/{key} has an unexpected shape")
+        data = _read_rows(ds, ds.shape[0], p, f"/layout/{key}")
+        if data.dtype.kind in "OS":
+            data = np.array([_attr(v) for v in data], dtype=object)
+        out[key] = data
+    return out
+
+
+def _baseline_cpu_shape_ok(ds) -> bool:
+    return (
+        len(ds.shape) == 2
+        and ds.shape[0] <= MAX_ROWS
+        and ds.shape[1] == len(BASELINE_COLUMNS)
+        and ds.dtype.kind == "f"
+    )
+
+
+def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
+    g = _member(f, "pingpong", p, "/pingpong", dataset=False)
+    lengths, arrays = [], {}
+    trials = None
+    for name, _dtype, per_trial in PINGPONG_DATASETS:
+        ds = _member(g, name, p, f"/pingpong/{name}", dataset=True)
+        if ds.dtype.kind not in "iufb":
+            raise RunFileError(f"{p}: /pingpong/{name} is not a numeric dataset")
+        want_ndim = 2 if per_trial else 1
+        if len(ds.shape) != want_ndim:
+            raise RunFileError(f"{p}: /pingpong/{name} has shape {ds.shape}, expected {want_ndim} dimensions")
+        if ds.shape[0] > MAX_ROWS or (per_trial and not 0 < ds.shape[1] <= MAX_TRIALS):
+            raise RunFileError(f"{p}: /pingpong/{name} has an implausible shape {ds.shape}")
+        if per_trial:
+            if trials is None:
+                trials = ds.shape[1]
+            elif ds.shape[1] != trials:
+                raise RunFileError(f"{p}: /pingpong/{name} has {ds.shape[1]} trials, others {trials}")
+        lengths.append(ds.shape[0])
+        arrays[name] = ds
+    n = min(lengths)
+    completed = attrs.get("sizes_completed")
+    if isinstance(completed, (int, np.integer)) and 0 <= completed < n:
+        n = int(completed)
+    if n < max(lengths):
+        notices.append(f"{max(lengths) - n} partially written row(s) at the end were ignored")
+    try:
+        data = {
+            name: np.asarray(_read_rows(ds, n, p, f"/pingpong/{name}")).astype(dtype, copy=False)
+            for (name, dtype, _), ds in zip(PINGPONG_DATASETS, arrays.values(), strict=True)
+        }
+    except (OSError, ValueError, TypeError) as exc:
+        raise RunFileError(f"{p}: /pingpong cannot be read ({exc}); the file may be corrupt") from None
+    pp = PingPong(**data)
+    ds = _member(g, "pair_trial_s", p, "/pingpong/pair_trial_s", dataset=True, required=False)
+    if ds is not None:
+        if (
+            len(ds.shape) != 3
+            or ds.dtype.kind != "f"
+            or ds.shape[0] < n
+            or ds.shape[2] != pp.trial_s.shape[1]
+        ):
+            raise RunFileError(f"{p}: /pingpong/pair_trial_s has an unexpected shape {ds.shape} or type")
+        pp.pair_trial_s = np.asarray(_read_rows(ds, n, p, "/pingpong/pair_trial_s"), dtype=np.float64)
+    ds = _member(
+        g, "buffer_huge_page_bytes", p, "/pingpong/buffer_huge_page_bytes", dataset=True, required=False
+    )
+    if ds is not None:
+        if len(ds.shape) != 1 or ds.dtype.kind not in "iu" or ds.shape[0] < n:
+            raise RunFileError(
+                f"{p}: /pingpong/buffer_huge_page_bytes has an unexpected shape {ds.shape} or type"
+            )
+        pp.buffer_huge_page_bytes = np.asarray(
+            _read_rows(ds, n, p, "/pingpong/buffer_huge_page_bytes"), dtype=np.int64
+        )
+    _check_values(p, pp)
+    return pp
+
+
+def _check_values(p: Path, pp: PingPong) -> None:
+    if len(pp) == 0:
+        return
+    if np.any(pp.size_bytes < 1):
+        raise RunFileError(f"{p}: /pingpong/size_bytes holds sizes below 1 byte (a run measures 1 B and up)")
+    if np.any(pp.iterations < 1):
+        raise RunFileError(f"{p}: /pingpong/iterations holds values below 1")
+    t = pp.trial_s
+    bad = np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)) | np.isinf(t)
+    if np.any(bad):
+        row = int(np.argwhere(bad)[0][0])
+        raise RunFileError(
+            f"{p}: /pingpong/trial_s has a non-positive, infinite or impossible (over {MAX_TRIAL_S:.0e} s) "
+            f"time at row {row} "
+            f"(size {int(pp.size_bytes[row])} B)"
+        )
+    if np.any(np.all(np.isnan(t), axis=1)):
+        row = int(np.argwhere(np.all(np.isnan(t), axis=1))[0][0])
+        raise RunFileError(f"{p}: /pingpong/trial_s row {row} has no finite trial time")
+
+
+def describe_run(run: Run) -> str:
+    """A short one-line description used in headers and notices."""
+    a = run.attrs
+    n = len(run.pingpong)
+    last = f", last {int(run.pingpong.size_bytes[-1])} B" if n else ""
+    return f"{run.path.name}: {a.get('kernel', '?')} kernel, {n} sizes{last}, status {run.status}"
+
+
+def finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None

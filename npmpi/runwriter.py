@@ -1,0 +1,330 @@
+"""The run file's writer: one HDF5 file per run, written by rank 0 (format: npmpi/runformat.py).
+
+The writer appends one row per message size and flushes, so a run stopped at any moment leaves a
+valid file holding every completed size; `sizes_completed` (a root attribute written after each
+row) says how many rows are whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from npmpi import faultlog
+from npmpi.errors import RunFileWriteError
+from npmpi.runformat import (
+    BASELINE_COLUMNS,
+    EXTRA_SAMPLE_FIELDS,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    LAYOUT_BASELINE_CPU,
+    PINGPONG_DATASETS,
+    SAMPLE_FIELDS,
+    STATUS_RUNNING,
+    STATUSES,
+    SizeResult,
+)
+
+
+def _to_attr(value: Any) -> Any:
+    if isinstance(value, (dict, list, tuple)) and not (
+        isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value)
+    ):
+        return json.dumps(value)
+    if value is None:
+        return ""
+    return value
+
+
+class RunWriter:
+    """Creates the run file and appends one row per completed message size (rank 0 only)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        attrs: dict[str, Any],
+        layout_rows: dict[str, list],
+        trials: int,
+        overwrite: bool = False,
+        pairs: int = 1,
+        reservation=None,
+    ) -> None:
+        import h5py
+
+        from npmpi.outpath import check_temporary, publish, release, reserve_output
+
+        self.path = Path(path)
+        self.trials = trials
+        self.pairs = pairs
+        self._fault_rows: dict[tuple[int, int], dict[int, int]] = {}  # (node, channel): fault id -> row
+        self._error: RunFileWriteError | None = None  # the first write error: every later write raises it
+        self._handles: dict[str, Any] = {}  # open groups and datasets, closed with the file
+        self._unflushed: dict[str, tuple] = {}  # datasets grown since the last flush: their shape then
+        self._pending_bytes = 0  # what the next flush may write (data and new chunks), for the space check
+        # Built in a temporary file reserved (created and locked) at start-up, named once its structure
+        # is on disk: a writer killed while HDF5 creates the file (a few ms) leaves no run file that
+        # cannot be opened (npmpi/outpath.py)
+        self._res = reservation if reservation is not None else reserve_output(self.path, overwrite)
+        try:
+            check_temporary(self._res)
+            self._file = h5py.File(self._res.fd_path, "w", locking=False)
+        except BaseException:
+            release(self._res)
+            raise
+        try:
+            with self._checked("creating it"):
+                self._create(attrs, layout_rows, trials)
+            publish(self._res)
+        except BaseException:
+            self._close_quietly()
+            release(self._res)
+            raise
+
+    def _create(self, attrs: dict[str, Any], layout_rows: dict[str, list], trials: int) -> None:
+        import h5py
+
+        f = self._file
+        f.attrs["format"] = FORMAT_NAME
+        f.attrs["format_version"] = f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
+        for key, value in attrs.items():
+            f.attrs[key] = _to_attr(value)
+        f.attrs["status"] = STATUS_RUNNING
+        f.attrs["status_message"] = ""
+        f.attrs["sizes_completed"] = 0
+        lay = f.create_group("layout")
+        str_dt = h5py.string_dtype()
+        for key, values in layout_rows.items():
+            if values and isinstance(values[0], str):
+                lay.create_dataset(key, data=np.array(values, dtype=object), dtype=str_dt)
+            else:
+                lay.create_dataset(key, data=np.asarray(values))
+        pp = f.create_group("pingpong")
+        pp.attrs["trials"] = trials
+        for name, dtype, per_trial in PINGPONG_DATASETS:
+            shape = (0, trials) if per_trial else (0,)
+            maxshape = (None, trials) if per_trial else (None,)
+            chunks = (64, trials) if per_trial else (256,)
+            pp.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks)
+        pp.create_dataset(
+            "buffer_huge_page_bytes", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(256,)
+        )
+        pairs = self.pairs
+        if pairs > 1:
+            pp.create_dataset(
+                "pair_trial_s",
+                shape=(0, pairs, trials),
+                maxshape=(None, pairs, trials),
+                dtype=np.float64,
+                chunks=(16, pairs, trials),
+            )
+        self._rows = 0
+        self._flush()
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    # -- every write goes through _checked, every group or dataset through _h: an HDF5 error
+    # (disk full, I/O error) raises RunFileWriteError where it happens, never later when h5py frees
+    # an object (where it would be ignored), and every later write raises it again
+    @contextlib.contextmanager
+    def _checked(self, what: str):
+        if self._error is not None:
+            raise self._error
+        try:
+            yield
+        except RunFileWriteError as exc:  # the space check
+            self._error = exc
+            raise
+        except (OSError, RuntimeError) as exc:  # what h5py raises for HDF5's errors
+            from npmpi.writecheck import write_error
+
+            self._error = write_error(self.path, what, exc)
+            raise self._error from None
+
+    def _h(self, name: str):
+        """The open group or dataset `name`, kept open until the file closes."""
+        obj = self._handles.get(name)
+        if obj is None:
+            obj = self._handles[name] = self._file[name]
+        return obj
+
+    def _grow(self, name: str, count: int):
+        """(dataset, its old length) after adding `count` rows to dataset `name` (see _checked)."""
+        ds = self._h(name)
+        n = ds.shape[0]
+        self._unflushed.setdefault(name, ds.shape)
+        ds.resize(n + count, axis=0)
+        item = ds.dtype.itemsize if ds.dtype.kind != "O" else 1024  # a string's text is stored apart
+        self._pending_bytes += item * (count * math.prod(ds.shape[1:]) + math.prod(ds.chunks or (0,)))
+        return ds, n
+
+    def _flush(self) -> None:
+        """Flush, after checking that the file system has room for it (npmpi/writecheck.py)."""
+        from npmpi.writecheck import check_space
+
+        check_space(self._res.target, self._pending_bytes, len(self._unflushed))
+        self._file.flush()
+        self._unflushed.clear()
+        self._pending_bytes = 0
+
+    def set_attrs(self, **attrs: Any) -> None:
+        with self._checked("writing root attributes"):
+            for key, value in attrs.items():
+                self._file.attrs[key] = _to_attr(value)
+            self._flush()
+
+    def append(self, result: SizeResult) -> None:
+        """Append one size's row to every dataset, then flush."""
+        with self._checked(f"appending the row of {result.size_bytes} B"):
+            self._append(result)
+            self._flush()
+        self._rows += 1
+
+    def _append(self, result: SizeResult) -> None:
+        n = self._rows
+        for name, _dtype, per_trial in PINGPONG_DATASETS:
+            ds, _ = self._grow(f"pingpong/{name}", 1)
+            value = getattr(result, name)
+            if per_trial:
+                row = np.full(self.trials, np.nan)
+                row[: len(value)] = value
+                ds[n, :] = row
+            else:
+                ds[n] = value
+        ds, _ = self._grow("pingpong/buffer_huge_page_bytes", 1)
+        ds[n] = result.buffer_huge_page_bytes
+        if self.pairs > 1:
+            ds, _ = self._grow("pingpong/pair_trial_s", 1)
+            block = np.full((self.pairs, self.trials), np.nan)
+            for i, times in enumerate(result.pair_trial_s or []):
+                block[i, : len(times)] = times
+            ds[n] = block
+        self._file.attrs["sizes_completed"] = n + 1
+
+    # -- power (schema 1.1): /power/node{i}/channel{j}
+    def create_power(
+        self, attrs: dict[str, Any], nodes: list[dict[str, Any]], channels: list[list[dict[str, Any]]]
+    ) -> None:
+        """Create the power groups: one per node (attrs), one per channel of that node (attrs)."""
+        with self._checked("creating the power groups"):
+            self._create_power(attrs, nodes, channels)
+            self._flush()
+
+    def _create_power(self, attrs, nodes, channels) -> None:
+        g = self._file.require_group("power")
+        for key, value in attrs.items():
+            g.attrs[key] = _to_attr(value)
+        for i, (node_attrs, node_channels) in enumerate(zip(nodes, channels, strict=True)):
+            ng = g.create_group(f"node{i}")
+            for key, value in node_attrs.items():
+                ng.attrs[key] = _to_attr(value)
+            for j, ch_attrs in enumerate(node_channels):
+                cg = ng.create_group(f"channel{j}")
+                for key, value in ch_attrs.items():
+                    cg.attrs[key] = _to_attr(value)
+                extra = [n for n in EXTRA_SAMPLE_FIELDS if n in (ch_attrs.get("extra_sample_fields") or ())]
+                for name in (*SAMPLE_FIELDS, *extra):
+                    cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
+                faultlog.create_datasets(cg.create_group("faults"))
+
+    def append_samples(
+        self,
+        node: int,
+        channel: int,
+        samples: dict[str, np.ndarray],
+        faults: list | None = None,
+    ) -> None:
+        """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults (FaultRecords: repeats
+        update their row); no flush.
+
+        A write error is kept, not raised: the flush that follows every batch raises it (so that
+        the caller first receives every node's batch)."""
+        with contextlib.suppress(RunFileWriteError), self._checked(f"appending samples of node {node}"):
+            self._append_samples(node, channel, samples, faults)
+
+    def _append_samples(self, node: int, channel: int, samples: dict[str, np.ndarray], faults) -> None:
+        where = f"power/node{node}/channel{channel}"
+        cg = self._h(where)
+        count = len(samples["time_unix_s"])
+        if count:
+            for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS):
+                if name in samples and (name in SAMPLE_FIELDS or name in cg):
+                    ds, n = self._grow(f"{where}/{name}", count)
+                    ds[n:] = samples[name]
+            cg.attrs["samples_completed"] = n + count
+        if faults:
+            fg = self._h(f"{where}/faults")
+            for name in fg:  # held open here: faultlog's own handles then never write on closing
+                key = f"{where}/faults/{name}"
+                self._unflushed.setdefault(key, self._h(key).shape)
+            self._pending_bytes += 4096 * len(faults)
+            rows = self._fault_rows.setdefault((node, channel), {})
+            faultlog.write_records(fg, faultlog.as_records(faults), rows)
+
+    def set_baseline_cpu(self, column: int, cpu_s: list[float] | np.ndarray) -> None:
+        """Store each rank's CPU seconds during baseline `column` (0 before, 1 after the sweep)."""
+        name = f"layout/{LAYOUT_BASELINE_CPU}"
+        with self._checked(f"writing /{name}"):
+            lay = self._h("layout")
+            if LAYOUT_BASELINE_CPU not in lay:
+                ds = lay.create_dataset(
+                    LAYOUT_BASELINE_CPU, data=np.full((len(cpu_s), len(BASELINE_COLUMNS)), np.nan)
+                )
+                ds.attrs["columns"] = list(BASELINE_COLUMNS)
+                self._pending_bytes += ds.size * ds.dtype.itemsize
+            self._h(name)[:, column] = np.asarray(cpu_s, dtype=np.float64)
+
+    def set_group_attrs(self, group: str, **attrs: Any) -> None:
+        with self._checked(f"writing attributes of /{group}"):
+            g = self._h(group) if group in self._file else self._file.require_group(group)
+            for key, value in attrs.items():
+                g.attrs[key] = _to_attr(value)
+
+    def flush(self) -> None:
+        with self._checked("flushing"):
+            self._flush()
+
+    def finish(self, status: str, message: str = "", **attrs: Any) -> None:
+        """Record the final status (and any last attributes), then close the file.
+
+        After a write error (raised then or now) the file is closed as `failed` with that error as
+        its message, as far as the file system lets it; the error is raised again."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        if self._res.fd < 0:
+            return
+        if self._error is None:
+            with contextlib.suppress(RunFileWriteError):
+                self.set_attrs(status=status, status_message=message, **attrs)
+                with self._checked("closing it"):
+                    self._file.close()  # closes every open group and dataset first
+                self._handles.clear()
+        if self._error is not None:
+            from npmpi.writecheck import salvage
+
+            shrink = [(self._handles[name], shape) for name, shape in self._unflushed.items()]
+            self._rows = salvage(self._file, self._res, self._error, self._rows, shrink)
+        self._close_quietly()
+        from npmpi.outpath import release
+
+        release(self._res)
+        if self._error is not None:
+            raise self._error
+
+    def _close_quietly(self) -> None:
+        with contextlib.suppress(Exception):
+            self._file.close()
+        self._handles.clear()
+
+    def close(self) -> None:
+        from npmpi.outpath import release
+
+        self._close_quietly()
+        release(self._res)
