@@ -9,7 +9,7 @@ import pytest
 from npmpi_analysis import compute
 from npmpi_analysis.analyse import analyse_run, trial_windows
 from npmpi_analysis.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT
-from npmpi_analysis.power import caveat_for
+from npmpi_analysis.node_power import caveat_for
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.clocksync import ClockOffset, interpolate_offset

@@ -12,7 +12,7 @@ import numpy as np
 
 from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
-from npmpi_analysis.power import PowerResult, analyse_power, no_power_notice
+from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
 
 
 @dataclass

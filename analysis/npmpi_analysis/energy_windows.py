@@ -12,7 +12,7 @@ both span kinds share one computation: the window's mean power is the integral o
 piecewise-constant power over the window divided by the time they cover, which for a counter
 equals the interpolated energy difference over the covered time (P = ΔE/Δt).
 
-Every figure is on rank 0's time line with the meter's delay removed (npmpi_analysis.power).
+Every figure is on rank 0's time line with the meter's delay removed (npmpi_analysis.node_power).
 """
 
 from __future__ import annotations

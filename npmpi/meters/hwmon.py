@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from npmpi.meters import sysfs
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
 
 DEFAULT_ROOT = "/sys/class/hwmon"
@@ -24,14 +25,8 @@ POWER_FILE = re.compile(r"^power(\d+)_(input|average)$")
 USES = ("input", "average")
 
 
-def _read_text(path: Path) -> str:
-    """The content of a sysfs file (one place, so tests can deny access even to root)."""
-    with open(path) as f:
-        return f.read(4096)  # a sysfs value is a line; never read a device that does not end
-
-
 def _read_int(path: Path) -> int:
-    return int(_read_text(path).strip())
+    return int(sysfs.read_text(path, 4096).strip())
 
 
 def _numeric_key(path: Path) -> list[int]:
@@ -81,7 +76,7 @@ def scan(root: Path) -> list[HwmonDevice]:
         name = "?"
         for candidate in (attributes / "name", directory / "name"):
             try:
-                name = _read_text(candidate).strip()
+                name = sysfs.read_text(candidate, 4096).strip()
                 break
             except OSError:
                 continue

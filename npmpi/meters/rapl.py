@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npmpi.meters import sysfs
 from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading
 
 DEFAULT_ROOT = "/sys/class/powercap"
@@ -71,14 +72,8 @@ PERMISSION_HINT = (
 )
 
 
-def _read_text(path: Path) -> str:
-    """The content of a sysfs file (one place, so tests can deny access even to root)."""
-    with open(path) as f:
-        return f.read()
-
-
 def _read_uj(path: Path) -> int:
-    text = _read_text(path).strip()
+    text = sysfs.read_text(path).strip()
     value = int(text)  # ValueError on garbage
     if value < 0:
         raise ValueError(f"negative value {text!r}")
@@ -167,7 +162,7 @@ class RaplMeter(Meter):
         for entry in sorted(self.root.iterdir(), key=lambda p: [int(x) for x in re.findall(r"\d+", p.name)]):
             if TOP_ZONE.match(entry.name) or SUB_ZONE.match(entry.name):
                 try:
-                    name = _read_text(entry / "name").strip()
+                    name = sysfs.read_text(entry / "name").strip()
                 except OSError:
                     name = "?"
                 out.append((entry, name))

@@ -49,17 +49,21 @@ class _Denials:
 
 
 def enforce_denials(monkeypatch: pytest.MonkeyPatch, module: ModuleType, tree: _Denials) -> None:
-    """As root (whom mode 0 does not stop), make `module._read_text` fail with EACCES on denied files."""
+    """As root (whom mode 0 does not stop), make the meters' sysfs reads (npmpi.meters.sysfs, which
+    `module` reads through) fail with EACCES on denied files."""
     if os.geteuid() != 0:
         return
-    original = module._read_text
+    from npmpi.meters import sysfs
 
-    def guarded(path: Path) -> str:
+    assert module.sysfs is sysfs
+    original = sysfs.read_text
+
+    def guarded(path: Path, max_chars: int = -1) -> str:
         if Path(path).resolve() in tree.denied:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
-        return original(path)
+        return original(path, max_chars)
 
-    monkeypatch.setattr(module, "_read_text", guarded)
+    monkeypatch.setattr(sysfs, "read_text", guarded)
 
 
 # --- powercap ------------------------------------------------------------------------------------
