@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,13 @@ from npmpi.launcher import local_mpi_env, npmpi_command
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
+# the environment running the tests (scripts/test.sh runs them with NPMPI_VENV's, default .venv)
+VENV = Path(sys.prefix)
+
+
+def built_env(name: str) -> Path:
+    """An environment built separately for one test (e.g. .venv-mpich): beside the running one."""
+    return VENV.parent / name
 
 
 def run_mpi(

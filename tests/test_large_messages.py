@@ -16,11 +16,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import built_env
 
 from npmpi.runfile import load_run
 
 REPO = Path(__file__).resolve().parents[1]
-VENV = REPO / ".venv-mpich"
+VENV = built_env(".venv-mpich")
 PYTHON = os.environ.get("PYTHON", "python3")  # the interpreter scripts/setup.sh builds venvs from
 SIZE = 2**31 + 8  # past the 2 GiB - 1 of an int count
 NEEDED_BYTES = 2 * 3 * SIZE + (1 << 30)  # two ranks x (send, receive, reference pattern), and room
@@ -33,7 +34,7 @@ def _available_bytes() -> int:
 @pytest.fixture(scope="module")
 def mpich_venv() -> Path:
     """.venv-mpich with npmpi on PyPI's MPICH (an MPI 4.1 library); built once per machine."""
-    env = dict(os.environ, NPMPI_VENV=VENV.name, NPMPI_MPI="mpich", PYTHON=PYTHON)
+    env = dict(os.environ, NPMPI_VENV=os.path.relpath(VENV, REPO), NPMPI_MPI="mpich", PYTHON=PYTHON)
     for name in ("MPICC", "PYTHONPATH"):
         env.pop(name, None)
     proc = subprocess.run(

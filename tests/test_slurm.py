@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import VENV, built_env
 from slurm_cluster import REPO, SlurmCluster, SlurmUnavailable
 
 from npmpi.runfile import load_run
@@ -24,8 +25,8 @@ from npmpi.runfile import load_run
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
 JOBS = REPO / "jobs"
-WHEEL_VENV = REPO / ".venv"
-DEBIAN_VENV = REPO / ".venv-debian-mpi"
+WHEEL_VENV = VENV  # the environment running the tests
+DEBIAN_VENV = built_env(".venv-debian-mpi")
 QUICK = "--quick -u 16K --baseline 0.5"
 TRACE = "time_s,power_w\n0,180\n0.5,220\n1,180\n"
 REPLAY = "replay:trace.csv,interval=0.1"
@@ -50,17 +51,6 @@ def workdir(tmp_path):
     return tmp_path
 
 
-def analyzer_ready(venv: Path) -> bool:
-    """Whether npmpi-analyze in `venv` writes reports (it may still be the placeholder)."""
-    try:
-        proc = subprocess.run(
-            [str(venv / "bin" / "npmpi-analyze"), "--help"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0 and "--report" in proc.stdout
-
-
 def job_env(venv: Path, **extra: str) -> dict[str, str]:
     env = {
         "NPMPI_VENV": str(venv),
@@ -80,10 +70,8 @@ def submit(cluster, script: str, workdir: Path, options: list[str], env: dict, t
     return cluster.wait(job_id, timeout)
 
 
-def check_finished(job, analysis: bool) -> None:
-    # with the placeholder analyzer the job's last step fails: the run itself must not have
-    expected = {"COMPLETED"} if analysis else {"COMPLETED", "FAILED"}
-    assert job.state in expected, f"job {job.job_id}: {job.state} {job.exit_code}\n{job.output}"
+def check_finished(job) -> None:
+    assert job.state == "COMPLETED", f"job {job.job_id}: {job.state} {job.exit_code}\n{job.output}"
     codes = re.findall(r"launcher exit (\d+)", job.output)
     assert codes and set(codes) == {"0"}, job.output
 
@@ -107,9 +95,8 @@ def check_replay_power(run) -> None:
 
 @pytest.mark.timeout(240)
 def test_one_node_job_under_mpirun(cluster, workdir):
-    analysis = analyzer_ready(WHEEL_VENV)
     job = submit(cluster, "one-node.sbatch", workdir, [], job_env(WHEEL_VENV, LAUNCHER="mpirun"), 150)
-    check_finished(job, analysis)
+    check_finished(job)
     assert job.stdout_path == workdir / f"npmpi-one-node-{job.job_id}.out"
     name = f"npmpi-one-node-{job.job_id}"
     run = load_run(workdir / "runs" / f"{name}.h5")
@@ -119,8 +106,6 @@ def test_one_node_job_under_mpirun(cluster, workdir):
     assert "--quick" in run.attrs["command_line"] and len(run.pingpong) > 10
     check_replay_power(run)
     assert "mpirun -np 3 --bind-to none" in job.output
-    if not analysis:
-        pytest.skip("npmpi-analyze is not implemented yet: the run file was checked, not the analysis")
     data = check_analysis(workdir / "runs", name, 1)
     assert data["runs"][0]["summary"]["status"] == "complete"
 
@@ -130,7 +115,6 @@ def test_sweep_job_compares_kernels_and_transports(cluster, workdir):
     from npmpi import _build_info
 
     kernels = "python c" if _build_info.CKERNEL_BUILT else "python"
-    analysis = analyzer_ready(WHEEL_VENV)
     job = submit(
         cluster,
         "sweep.sbatch",
@@ -139,7 +123,7 @@ def test_sweep_job_compares_kernels_and_transports(cluster, workdir):
         job_env(WHEEL_VENV, KERNELS=kernels, NPMPI_ARGS="--quick -u 4K --baseline 0.3"),
         240,
     )
-    check_finished(job, analysis)
+    check_finished(job)
     name = f"npmpi-sweep-{job.job_id}"
     latency = {}
     for kernel in kernels.split():
@@ -152,8 +136,6 @@ def test_sweep_job_compares_kernels_and_transports(cluster, workdir):
     for kernel in kernels.split():
         # TCP over loopback costs ten microseconds or more per message, shared memory about one
         assert latency[kernel, "tcp"] > 2 * latency[kernel, "default"], latency
-    if not analysis:
-        pytest.skip("npmpi-analyze is not implemented yet: the run files were checked, not the analysis")
     data = check_analysis(workdir / "runs", name, 2 * len(kernels.split()))
     labels = {r["summary"]["label"] for r in data["runs"]}
     assert len(labels) == 2 * len(kernels.split())
@@ -206,7 +188,7 @@ def debian_venv() -> Path:
     cache = Path.home() / ".cache" / "npmpi-debian-openmpi-wheels"
     pip = [str(python), "-m", "pip", "install", "-q", "--cache-dir", str(cache)]
     run([*pip, "--no-binary", "mpi4py", "mpi4py>=4.0"], 1800)
-    env.update(NPMPI_VENV=DEBIAN_VENV.name, NPMPI_MPI="system")
+    env.update(NPMPI_VENV=os.path.relpath(DEBIAN_VENV, REPO), NPMPI_MPI="system")  # setup.sh runs in REPO
     run(["bash", str(REPO / "scripts" / "setup.sh")], 1800)
     assert works(), f"{DEBIAN_VENV.name} was built but does not use Debian's Open MPI"
     return DEBIAN_VENV
@@ -215,12 +197,11 @@ def debian_venv() -> Path:
 @pytest.mark.timeout(3600)
 def test_two_nodes_script_under_srun_pmix_with_debian_open_mpi(cluster, workdir):
     venv = debian_venv()
-    analysis = analyzer_ready(venv)
     host = socket.gethostname().split(".")[0]
     env = job_env(venv, LAUNCHER="srun", METERS="estimate", NODE_METERS=f"elsewhere=rapl {host}={REPLAY}")
     # one node here: the script's four tasks all land on it (two per node on a real cluster)
     job = submit(cluster, "two-nodes.sbatch", workdir, ["--nodes=1", "--ntasks-per-node=4"], env, 150)
-    check_finished(job, analysis)
+    check_finished(job)
     assert "srun --mpi=pmix --kill-on-bad-exit=1" in job.output
     name = f"npmpi-two-nodes-{job.job_id}"
     run = load_run(workdir / "runs" / f"{name}.h5")
@@ -231,14 +212,11 @@ def test_two_nodes_script_under_srun_pmix_with_debian_open_mpi(cluster, workdir)
     # NODE_METERS named this host: its power rank read the replay trace, not the estimate
     assert list(run.power[0].attrs["meter_specs"]) == [REPLAY]
     check_replay_power(run)
-    if not analysis:
-        pytest.skip("npmpi-analyze is not implemented yet: the run file was checked, not the analysis")
     check_analysis(workdir / "runs", name, 1)
 
 
 @pytest.mark.timeout(240)
 def test_time_limit_mid_sweep_keeps_completed_sizes(cluster, workdir):
-    analysis = analyzer_ready(WHEEL_VENV)
     # A one-minute limit with the warning signal asked for 20 s before it: slurmctld checks every
     # 30 s and sends it once fewer than 20 + 30 s are left, so SIGTERM reaches the batch script 10 to
     # 40 s in; the sweep would need minutes.
@@ -255,7 +233,5 @@ def test_time_limit_mid_sweep_keeps_completed_sizes(cluster, workdir):
     assert len(run.pingpong) < 124
     assert run.attrs["elapsed_s"] < 60
     assert len(run.power[0].channels[0].time_unix_s) > 0
-    if not analysis:
-        pytest.skip("npmpi-analyze is not implemented yet: the run file was checked, not the analysis")
     data = check_analysis(workdir / "runs", name, 1)
     assert data["runs"][0]["summary"]["status"] == "interrupted"
