@@ -165,8 +165,18 @@ def _argmin(x: np.ndarray) -> int | None:
 
 def summarise(a: RunAnalysis) -> dict[str, Any]:
     """The key figures and the run's metadata as plain JSON-able values."""
+    out = _run_metadata(a)
+    _add_bandwidth_figures(out, a)
+    out["has_power"] = a.power is not None
+    if a.power is None:
+        return out
+    t0 = _add_power_figures(out, a)
+    out["nodes"] = _node_rows(a.power, t0)
+    return out
+
+
+def _run_metadata(a: RunAnalysis) -> dict[str, Any]:
     attrs = a.attrs
-    bw = a.bw
     hosts = list(dict.fromkeys(str(h) for h in a.layout.get("host", [])))
     try:
         options = json.loads(str(attrs.get("options_json", "{}")))
@@ -199,6 +209,11 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
         "thp_policy": str(attrs.get("thp_policy", "")),
         "thread_level_pair": str(attrs.get("thread_level_pair", "")),
     }
+    return out
+
+
+def _add_bandwidth_figures(out: dict[str, Any], a: RunAnalysis) -> None:
+    bw = a.bw
     k = _argmax(bw.peak_bit_s)
     out["peak_bandwidth_bit_s"] = _f(bw.peak_bit_s[k]) if k is not None else None
     out["peak_bandwidth_size_bytes"] = int(bw.size_bytes[k]) if k is not None else None
@@ -206,9 +221,11 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     out["latency_size_bytes"] = int(bw.size_bytes[0]) if a.sizes else None
     k = _argmin(bw.one_way_s)
     out["min_latency_s"] = _f(bw.one_way_s[k]) if k is not None else None
-    out["has_power"] = a.power is not None
-    if a.power is None:
-        return out
+
+
+def _add_power_figures(out: dict[str, Any], a: RunAnalysis) -> float:
+    """The power and energy figures; returns the first trial's start (the faults' time origin)."""
+    bw = a.bw
     pw = a.power
     k = _argmax(a.rate.rate_bit_j)
     out["power_caveat"] = pw.caveat
@@ -246,7 +263,11 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     finite = a.window_start_unix_s[np.isfinite(a.window_start_unix_s)]
     t0 = float(finite.min()) if finite.size else math.nan
     out["first_trial_unix_s"] = _f(t0)
-    out["nodes"] = [
+    return t0
+
+
+def _node_rows(pw, t0: float) -> list[dict[str, Any]]:
+    return [
         {
             "node": n.index,
             "host": n.host,
@@ -279,7 +300,6 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
         }
         for n in pw.nodes
     ]
-    return out
 
 
 def _fault_rows(c, t0: float) -> list[dict[str, Any]]:

@@ -134,53 +134,58 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     if not s["has_power"]:
         out.append(f"  power: {NO_POWER}")
     else:
-        out.append(f"  power: {s['power_caveat'] or 'measured'} (channels: {', '.join(s['power_labels'])})")
-        if s["peak_energy_rate_bit_j"] is not None:
-            out.append(
-                f"  peak energy rate: {_pm(s['peak_energy_rate_bit_j'] / 1e6, _nan(s['peak_energy_rate_sigma_bit_j']) / 1e6, pm)} "  # noqa: E501
-                f"Mbit/J at {s['peak_energy_rate_size_bytes']} B (mean bandwidth / power of all nodes)"
-            )
-        if s["min_energy_pj_bit"] is not None:
-            dyn = s.get("dynamic_energy_pj_bit_at_min")
-            dyn_text = f", dynamic {_g(dyn)} pJ/bit" if dyn is not None else ""
-            out.append(
-                f"  least energy per bit: {_g(s['min_energy_pj_bit'])} pJ/bit at "
-                f"{s['min_energy_size_bytes']} B{dyn_text}"
-            )
-        corr = s["correlation_bandwidth_energy_rate"]
-        out.append(
-            f"  correlation bandwidth vs energy rate: {_g(corr, 6)} (numpy.corrcoef over the sizes)"
-            if corr is not None
-            else "  correlation bandwidth vs energy rate: undefined (fewer than 2 sizes with power)"
-        )
-        idle = _pm(s["idle_power_w"], _nan(s["idle_power_sigma_w"]), pm)
-        active = _pm(s["active_power_w"], _nan(s["active_power_sigma_w"]), pm)
-        out.append(f"  all nodes: idle {idle} W, active {active} W")
-        if s.get("idle_before_power_w") is not None or s.get("idle_after_power_w") is not None:
-            before = _pm(s["idle_before_power_w"], _nan(s["idle_before_power_sigma_w"]), pm)
-            after = _pm(s["idle_after_power_w"], _nan(s["idle_after_power_sigma_w"]), pm)
-            drift = " (drifted more than their uncertainty)" if s.get("idle_drift") else ""
-            out.append(f"  idle before the sweep {before} W, after it {after} W{drift}")
-        for n in _nodes_to_show(s["nodes"], out):
-            chans = ", ".join(
-                f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
-                f"delay {_delay_text(c, pm)})"
-                for c in n["channels"]
-            )
-            out.append(
-                f"  node {n['node']} {n['host']}: idle "
-                f"{_pm(n['idle_power_w'], _nan(n['idle_power_sigma_w']), pm)} W, "
-                f"active {_pm(n['active_power_w'], _nan(n['active_power_sigma_w']), pm)} W, "
-                f"{n['samples']} samples, {n['faults']} fault(s); clock offset {n['clock_offset']}; {chans}"
-            )
-            out += [f"    {line}" for line in fault_lines(n)]
-        for name, count in s["flagged_sizes"].items():
-            out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
-        for g in s["recorded_gaps"]:
-            out.append(f"    {g['size_bytes']} B: {g['reason']}")
+        _power_lines(s, out, pm)
     for note in summarise_alike(a.notices):
         out.append(f"  notice: {note}")
     return "\n".join(out)
+
+
+def _power_lines(s: dict, out: list[str], pm: str) -> None:
+    """The summary's power lines: caveat, energy figures, idle and active power, nodes, flags, gaps."""
+    out.append(f"  power: {s['power_caveat'] or 'measured'} (channels: {', '.join(s['power_labels'])})")
+    if s["peak_energy_rate_bit_j"] is not None:
+        out.append(
+            f"  peak energy rate: {_pm(s['peak_energy_rate_bit_j'] / 1e6, _nan(s['peak_energy_rate_sigma_bit_j']) / 1e6, pm)} "  # noqa: E501
+            f"Mbit/J at {s['peak_energy_rate_size_bytes']} B (mean bandwidth / power of all nodes)"
+        )
+    if s["min_energy_pj_bit"] is not None:
+        dyn = s.get("dynamic_energy_pj_bit_at_min")
+        dyn_text = f", dynamic {_g(dyn)} pJ/bit" if dyn is not None else ""
+        out.append(
+            f"  least energy per bit: {_g(s['min_energy_pj_bit'])} pJ/bit at "
+            f"{s['min_energy_size_bytes']} B{dyn_text}"
+        )
+    corr = s["correlation_bandwidth_energy_rate"]
+    out.append(
+        f"  correlation bandwidth vs energy rate: {_g(corr, 6)} (numpy.corrcoef over the sizes)"
+        if corr is not None
+        else "  correlation bandwidth vs energy rate: undefined (fewer than 2 sizes with power)"
+    )
+    idle = _pm(s["idle_power_w"], _nan(s["idle_power_sigma_w"]), pm)
+    active = _pm(s["active_power_w"], _nan(s["active_power_sigma_w"]), pm)
+    out.append(f"  all nodes: idle {idle} W, active {active} W")
+    if s.get("idle_before_power_w") is not None or s.get("idle_after_power_w") is not None:
+        before = _pm(s["idle_before_power_w"], _nan(s["idle_before_power_sigma_w"]), pm)
+        after = _pm(s["idle_after_power_w"], _nan(s["idle_after_power_sigma_w"]), pm)
+        drift = " (drifted more than their uncertainty)" if s.get("idle_drift") else ""
+        out.append(f"  idle before the sweep {before} W, after it {after} W{drift}")
+    for n in _nodes_to_show(s["nodes"], out):
+        chans = ", ".join(
+            f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
+            f"delay {_delay_text(c, pm)})"
+            for c in n["channels"]
+        )
+        out.append(
+            f"  node {n['node']} {n['host']}: idle "
+            f"{_pm(n['idle_power_w'], _nan(n['idle_power_sigma_w']), pm)} W, "
+            f"active {_pm(n['active_power_w'], _nan(n['active_power_sigma_w']), pm)} W, "
+            f"{n['samples']} samples, {n['faults']} fault(s); clock offset {n['clock_offset']}; {chans}"
+        )
+        out += [f"    {line}" for line in fault_lines(n)]
+    for name, count in s["flagged_sizes"].items():
+        out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
+    for g in s["recorded_gaps"]:
+        out.append(f"    {g['size_bytes']} B: {g['reason']}")
 
 
 MAX_NODE_LINES = 64

@@ -81,64 +81,10 @@ def write_run(
     }
     w = RunWriter(path, base_attrs, layout, trials, overwrite=overwrite)
     if nodes:
-        power_attrs: dict = {"baseline_requested_s": (baseline[1] - baseline[0]) if baseline else 0.0}
-        if baseline:
-            power_attrs.update(baseline_start_unix_s=baseline[0], baseline_end_unix_s=baseline[1])
-        if baseline_after:
-            power_attrs.update(
-                baseline_after_start_unix_s=baseline_after[0], baseline_after_end_unix_s=baseline_after[1]
-            )
-        node_attrs = []
-        for i, n in enumerate(nodes):
-            a: dict = {"host": hosts[i], "node_index": i, "power_rank": 2 + i, "meter_specs": ["synthetic"]}
-            if n.offset_start_s is not None:
-                a.update(
-                    clock_offset_start_s=n.offset_start_s,
-                    clock_offset_start_uncertainty_s=1e-6,
-                    clock_offset_start_measured_unix_s=n.measured_start_unix_s,
-                )
-            if n.offset_end_s is not None and n.measured_end_unix_s is not None:
-                a.update(
-                    clock_offset_end_s=n.offset_end_s,
-                    clock_offset_end_uncertainty_s=1e-6,
-                    clock_offset_end_measured_unix_s=n.measured_end_unix_s,
-                )
-            node_attrs.append(a)
-        channel_attrs = []
-        for n in nodes:
-            chans = []
-            for c in n.channels:
-                ca = {
-                    "kind": c.kind,
-                    "spec": c.kind,
-                    "description": f"synthetic {c.label} channel",
-                    "label": c.label,
-                    "natural_interval_s": c.sample_interval_s,
-                    "sample_interval_s": c.sample_interval_s,
-                    "quantities": ["power_w"],
-                }
-                if c.meter_delay_s is not None:
-                    ca["meter_delay_s"] = c.meter_delay_s
-                ca.update(c.attrs)
-                chans.append(ca)
-            channel_attrs.append(chans)
-        w.create_power(power_attrs, node_attrs, channel_attrs)
-        for i, n in enumerate(nodes):
-            for j, c in enumerate(n.channels):
-                t = np.asarray(c.time_unix_s, dtype=float)
-                nan = np.full(len(t), np.nan)
-                w.append_samples(
-                    i,
-                    j,
-                    {
-                        "time_unix_s": t,
-                        "power_w": np.asarray(c.power_w, dtype=float),
-                        "energy_j": nan if c.energy_j is None else np.asarray(c.energy_j, dtype=float),
-                        "volts": nan,
-                        "amps": nan,
-                    },
-                    list(c.faults),
-                )
+        w.create_power(
+            _power_attrs(baseline, baseline_after), _node_attrs(nodes, hosts), _channel_attrs(nodes)
+        )
+        _append_samples(w, nodes)
     for k, size in enumerate(size_bytes):
         times = list(trial_s[k])
         starts = list(trial_start_unix_s[k])
@@ -159,3 +105,75 @@ def write_run(
         )
     w.finish(status, "" if status == "complete" else f"synthetic {status} run")
     return path
+
+
+def _power_attrs(baseline: tuple[float, float] | None, baseline_after: tuple[float, float] | None) -> dict:
+    power_attrs: dict = {"baseline_requested_s": (baseline[1] - baseline[0]) if baseline else 0.0}
+    if baseline:
+        power_attrs.update(baseline_start_unix_s=baseline[0], baseline_end_unix_s=baseline[1])
+    if baseline_after:
+        power_attrs.update(
+            baseline_after_start_unix_s=baseline_after[0], baseline_after_end_unix_s=baseline_after[1]
+        )
+    return power_attrs
+
+
+def _node_attrs(nodes: list[SynthNode], hosts: list[str]) -> list[dict]:
+    node_attrs = []
+    for i, n in enumerate(nodes):
+        a: dict = {"host": hosts[i], "node_index": i, "power_rank": 2 + i, "meter_specs": ["synthetic"]}
+        if n.offset_start_s is not None:
+            a.update(
+                clock_offset_start_s=n.offset_start_s,
+                clock_offset_start_uncertainty_s=1e-6,
+                clock_offset_start_measured_unix_s=n.measured_start_unix_s,
+            )
+        if n.offset_end_s is not None and n.measured_end_unix_s is not None:
+            a.update(
+                clock_offset_end_s=n.offset_end_s,
+                clock_offset_end_uncertainty_s=1e-6,
+                clock_offset_end_measured_unix_s=n.measured_end_unix_s,
+            )
+        node_attrs.append(a)
+    return node_attrs
+
+
+def _channel_attrs(nodes: list[SynthNode]) -> list[list[dict]]:
+    channel_attrs = []
+    for n in nodes:
+        chans = []
+        for c in n.channels:
+            ca = {
+                "kind": c.kind,
+                "spec": c.kind,
+                "description": f"synthetic {c.label} channel",
+                "label": c.label,
+                "natural_interval_s": c.sample_interval_s,
+                "sample_interval_s": c.sample_interval_s,
+                "quantities": ["power_w"],
+            }
+            if c.meter_delay_s is not None:
+                ca["meter_delay_s"] = c.meter_delay_s
+            ca.update(c.attrs)
+            chans.append(ca)
+        channel_attrs.append(chans)
+    return channel_attrs
+
+
+def _append_samples(w: RunWriter, nodes: list[SynthNode]) -> None:
+    for i, n in enumerate(nodes):
+        for j, c in enumerate(n.channels):
+            t = np.asarray(c.time_unix_s, dtype=float)
+            nan = np.full(len(t), np.nan)
+            w.append_samples(
+                i,
+                j,
+                {
+                    "time_unix_s": t,
+                    "power_w": np.asarray(c.power_w, dtype=float),
+                    "energy_j": nan if c.energy_j is None else np.asarray(c.energy_j, dtype=float),
+                    "volts": nan,
+                    "amps": nan,
+                },
+                list(c.faults),
+            )
