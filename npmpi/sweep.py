@@ -1,4 +1,5 @@
-"""The sweep: rank 0 transmits and decides, the reflector echoes, other ranks wait quietly.
+"""The sweep: rank 0 transmits and decides, the reflector echoes, other ranks wait quietly
+(rank 0's side here; the others in npmpi/reflector.py, the timed loop in npmpi/messageloop.py).
 
 Control messages travel outside the timed loops. Per message size, rank 0 sends the size and
 the round trips per trial to the reflector; both fill their buffers with a size-specific
@@ -19,23 +20,19 @@ the timed loop does (MessageLoop); the protocol around the loops is the same for
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from npmpi import buffers
-from npmpi.baseline import take_part
-from npmpi.buffers import ARRANGEMENT_NETPIPE
 from npmpi.config import Options
 from npmpi.errors import DataMismatch, Interrupted
 from npmpi.kernels import KernelFn, TransferFn
 from npmpi.layout import Layout
-from npmpi.modes import MODE_PINGPONG, MODE_STREAM, mode_factors, regions_for
+from npmpi.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
+from npmpi.modes import MODE_STREAM, mode_factors
 from npmpi.protocol import (
-    CMD_BASELINE,
     CMD_PROBE,
     CMD_SIZE,
     CMD_STOP,
@@ -45,173 +42,13 @@ from npmpi.protocol import (
     TIMES_TAG,
     StopFlag,
 )
+from npmpi.reflector import pair_member, reflect, wait_quietly
 from npmpi.runfile import SizeResult
 from npmpi.schedule import SizePoint, netpipe_repeats, powers_of_two_schedule
 
 PROBE_ROUND_TRIPS = 200
-PROBE_CHUNKS = 5
 PROBE_BUDGET_S = 0.5
 MAX_ITERATIONS = 1_000_000_000
-IDLE_POLL_S = 0.05
-
-
-def warmup_iterations(iterations: int) -> int:
-    """Untimed round trips before a size's trials: a tenth of a trial, at least 2."""
-    return max(2, min(iterations // 10, iterations))
-
-
-class Patterns:
-    """Size-specific byte patterns: a stale buffer from another size never passes the check."""
-
-    PERIOD = 251  # prime, so patterns never line up with power-of-two sizes
-
-    def __init__(self, largest_bytes: int) -> None:
-        # built in uint8 directly: no 8-byte temporary per byte for multi-GiB messages
-        self.base = np.resize(np.arange(self.PERIOD, dtype=np.uint8), largest_bytes + self.PERIOD)
-
-    def _offset(self, origin_rank: int, size: int) -> int:
-        return (size * 31 + origin_rank * 101) % self.PERIOD
-
-    def fill(self, buf: np.ndarray, origin_rank: int, size: int) -> None:
-        off = self._offset(origin_rank, size)
-        buf[:size] = self.base[off : off + size]
-
-    CHECK_CHUNK_BYTES = 64 << 20  # compared piece by piece: no size-long temporary for a 2 GiB message
-
-    def matches(self, buf: np.ndarray, origin_rank: int, size: int) -> bool:
-        off = self._offset(origin_rank, size)
-        for at in range(0, size, self.CHECK_CHUNK_BYTES):
-            end = min(at + self.CHECK_CHUNK_BYTES, size)
-            if not np.array_equal(buf[at:end], self.base[off + at : off + end]):
-                return False
-        return True
-
-    def expected(self, origin_rank: int, size: int) -> np.ndarray:
-        off = self._offset(origin_rank, size)
-        return self.base[off : off + size]
-
-
-class MessageLoop:
-    """One rank's side of the timed loop in the run's mode, with its send and receive pools.
-
-    Plain ping-pong (no --async, no --cache-cold) calls the ping-pong kernel, unchanged; every
-    other variant calls the transfer kernel with the size's regions of the pools.
-    """
-
-    def __init__(self, opts: Options, kernels: tuple[KernelFn, TransferFn], transmitter: bool) -> None:
-        self.pingpong, self.transfer = kernels
-        self.mode, self.window, self.async_ = opts.mode, opts.window, opts.async_
-        self.cache_cold = opts.cache_cold
-        self.transmitter = transmitter
-        self.plain = opts.mode == MODE_PINGPONG and not opts.async_ and not opts.cache_cold
-        self.pool = opts.pool_bytes
-        self.huge_pages = opts.huge_pages
-        self.one_buffer = opts.buffers == ARRANGEMENT_NETPIPE
-        if self.one_buffer:  # NetPIPE's: allocated per size (set_size), sent from and received into
-            self.sbuf = self.rbuf = np.zeros(1, dtype=np.uint8)
-        else:
-            self.sbuf = buffers.allocate(self.pool, self.huge_pages)
-            self.rbuf = buffers.allocate(self.pool, self.huge_pages)
-        self.size, self.regions, self.stride = 0, 1, 0
-        self.own_origin = 0
-
-    @property
-    def receives_data(self) -> bool:
-        """Whether this side receives messages (a stream's transmitter only gets acknowledgements)."""
-        return not (self.mode == MODE_STREAM and self.transmitter)
-
-    def per_iteration(self) -> int:
-        return self.window if self.mode == MODE_STREAM else 1
-
-    def set_size(self, size: int, patterns: Patterns, origin_rank: int) -> None:
-        """Fill every region this size uses with this rank's pattern and clear the receive regions."""
-        self.size = size
-        self.own_origin = origin_rank
-        if self.one_buffer:
-            # a fresh buffer per size, as NetPIPE allocates one; the transmitter's holds its
-            # pattern, the reflector's is cleared (it sends back what it receives)
-            self.sbuf = self.rbuf = None  # the last size's map is released before the next one
-            self.sbuf = self.rbuf = buffers.allocate(size, self.huge_pages, buffers.NETPIPE_ALIGN_BYTES)
-            self.regions, self.stride = 1, 0
-            if self.transmitter:
-                self.sbuf[:size] = patterns.expected(origin_rank, size)
-            return
-        self.regions, self.stride = regions_for(self.mode, self.window, self.cache_cold, self.pool, size)
-        self._send_view()[:] = patterns.expected(origin_rank, size)
-        self._recv_view()[:] = 0
-
-    def huge_page_bytes(self) -> int:
-        """Bytes of this rank's message buffers' maps on transparent huge pages (-1: unknown)."""
-        return buffers.huge_page_bytes((self.sbuf,) if self.one_buffer else (self.sbuf, self.rbuf))
-
-    def _send_view(self) -> np.ndarray:
-        return _regions_view(self.sbuf, self.regions, self.stride, self.size)
-
-    def _recv_view(self) -> np.ndarray:
-        return _regions_view(self.rbuf, self.regions, self.stride, self.size)
-
-    def run(self, comm, peer: int, iterations: int, first: int = 0) -> float:
-        if self.plain:
-            return self.pingpong(comm, peer, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)
-        return self.transfer(
-            comm,
-            peer,
-            self.sbuf,
-            self.rbuf,
-            self.size,
-            iterations,
-            self.transmitter,
-            self.mode,
-            self.window,
-            self.async_,
-            self.regions,
-            self.stride,
-            first,
-        )
-
-    def _touched(self, first: int, iterations: int) -> np.ndarray | slice:
-        per = self.per_iteration()
-        count = iterations * per
-        if count >= self.regions:
-            return slice(None)
-        return np.arange(first * per, first * per + count) % self.regions
-
-    def clear_received(self, first: int, iterations: int) -> None:
-        if self.one_buffer and self.transmitter:
-            return  # its one buffer is what it sends next
-        self._recv_view()[self._touched(first, iterations)] = 0
-
-    def received_ok(self, patterns: Patterns, origin_rank: int, first: int, iterations: int) -> bool:
-        """Every region that iterations [first, first + iterations) received into holds the sender's
-        pattern, every byte of it (a region is cleared before it receives). With one buffer the
-        transmitter's own pattern travels both ways, so both sides expect it."""
-        if not self.receives_data:
-            return True
-        if self.one_buffer and self.transmitter:
-            origin_rank = self.own_origin
-        got = self._recv_view()[self._touched(first, iterations)]
-        return bool(
-            np.array_equal(got, np.broadcast_to(patterns.expected(origin_rank, self.size), got.shape))
-        )
-
-    def corrupt(self, after_trials: bool) -> None:
-        """Fault injection: what a faulty transport would deliver (the peer's data before the
-        trials; in stream mode, where the reflector only receives, and with one buffer, which every
-        receive overwrites, what it received after them)."""
-        if self.size == 0:
-            return
-        if not after_trials:
-            if not self.one_buffer:
-                self._send_view()[:, self.size // 2] ^= 0xFF
-        elif (self.mode == MODE_STREAM or self.one_buffer) and self.receives_data:
-            self._recv_view()[:, self.size // 2] ^= 0xFF
-
-
-def _regions_view(buf: np.ndarray, regions: int, stride: int, size: int) -> np.ndarray:
-    """[regions, size] view of the message bytes of every region of a pool."""
-    if regions == 1:
-        return buf[:size].reshape(1, size)
-    return buf[: regions * stride].reshape(regions, stride)[:, :size]
 
 
 def schedule_for(opts: Options) -> list[SizePoint]:
@@ -501,149 +338,6 @@ class Transmitter:
             self.comm.Send(self.ctrl, rank, CTRL_TAG)
         self.state = "between"
         return True
-
-
-def _fault_size(name: str) -> int | None:
-    """Fault injection for the test suite: NPMPI_FAULT_<NAME>=SIZE acts at that message size."""
-    value = os.environ.get(f"NPMPI_FAULT_{name}")
-    return int(value) if value and value.isdigit() else None
-
-
-def serve_commands(comm, source: int, peer: int, loop: MessageLoop, patterns: Patterns, measure) -> int:
-    """The command loop of a pair's ranks other than rank 0: stop, idle baselines and probes are
-    answered here, each size's trials by `measure(size, iterations, trials, integrity)`; returns
-    the exit code rank 0 sends at the end (`source`: the rank that commands, `peer`: the partner)."""
-    me = comm.Get_rank()
-    ctrl = np.zeros(4, dtype=np.int64)
-    while True:
-        comm.Recv(ctrl, source, CTRL_TAG)
-        cmd, size, iterations, packed = (int(x) for x in ctrl)
-        if cmd == CMD_STOP:
-            return size  # the exit code travels in the size field
-        if cmd == CMD_BASELINE:  # an idle baseline: wait without spinning until it ends
-            code = take_part(comm, ctrl, node_stat=False)
-            if code is not None:
-                return code
-            continue
-        loop.set_size(size, patterns, me)
-        if cmd == CMD_PROBE:
-            chunk = iterations // PROBE_CHUNKS
-            for _ in range(PROBE_CHUNKS + 1):
-                loop.run(comm, peer, chunk)
-            continue
-        measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))
-
-
-def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag) -> int:
-    """The reflector's side: echo every message; returns the exit code rank 0 sends at the end."""
-    if len(layout.pairs) > 1:
-        return pair_member(comm, layout, opts, kernels, stop)
-    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
-    peer = layout.pair[0]
-    patterns = Patterns(opts.largest_message_bytes)
-    loop = MessageLoop(opts, kernels, transmitter=False)
-    sync = np.zeros(1, dtype=np.int64)
-    result = np.zeros(2, dtype=np.int64)
-
-    def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
-        if size == raise_at:
-            raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
-        loop.run(comm, peer, warmup_iterations(iterations))
-        if size == corrupt_at:
-            loop.corrupt(after_trials=False)
-        ok = True
-        abandoned = False
-        for _ in range(trials):
-            comm.Recv(sync, peer, SYNC_TAG)
-            if sync[0] == 0:
-                abandoned = True
-                break
-            comm.Send(sync, peer, SYNC_TAG)
-            if integrity:
-                for k in range(iterations):
-                    loop.clear_received(k, 1)
-                    loop.run(comm, peer, 1, k)
-                    ok &= loop.received_ok(patterns, peer, k, 1)
-            else:
-                loop.run(comm, peer, iterations)
-        if abandoned:
-            return
-        if size == corrupt_at:
-            loop.corrupt(after_trials=True)
-        result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
-        result[1] = int(stop.signum or 0)
-        comm.Send(result, peer, RESULT_TAG)
-
-    return serve_commands(comm, peer, peer, loop, patterns, measure)
-
-
-def pair_member(
-    comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag
-) -> int:
-    """A rank of one of several pairs (other than rank 0): rank 0 commands and starts every trial;
-    a transmitter times its trials and sends the times to rank 0 after each size."""
-    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
-    me = comm.Get_rank()
-    pair = next(p for p in layout.pairs if me in p)
-    transmitter = me == pair[0]
-    peer = pair[1] if transmitter else pair[0]
-    patterns = Patterns(opts.largest_message_bytes)
-    loop = MessageLoop(opts, kernels, transmitter=transmitter)
-    sync = np.zeros(1, dtype=np.int64)
-    result = np.zeros(2, dtype=np.int64)
-
-    def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
-        if size == raise_at and not transmitter:
-            raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
-        loop.run(comm, peer, warmup_iterations(iterations))
-        faulty = size == corrupt_at and not transmitter
-        if faulty:
-            loop.corrupt(after_trials=False)
-        ok = True
-        abandoned = False
-        times = np.full(trials, np.nan)
-        for t in range(trials):
-            sync[0] = 1
-            comm.Send(sync, 0, SYNC_TAG)
-            comm.Recv(sync, 0, SYNC_TAG)
-            if sync[0] == 0:
-                abandoned = True
-                break
-            if integrity:
-                total = 0.0
-                for k in range(iterations):
-                    loop.clear_received(k, 1)
-                    total += loop.run(comm, peer, 1, k)
-                    ok &= loop.received_ok(patterns, peer, k, 1)
-            else:
-                total = loop.run(comm, peer, iterations)
-            times[t] = total
-        if abandoned:
-            return
-        if faulty:
-            loop.corrupt(after_trials=True)
-        result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
-        result[1] = int(stop.signum or 0)
-        comm.Send(result, 0, RESULT_TAG)
-        if transmitter:
-            comm.Send(times, 0, TIMES_TAG)
-
-    return serve_commands(comm, 0, peer, loop, patterns, measure)
-
-
-def wait_quietly(comm, stop: StopFlag) -> int:
-    """Ranks with no role: wait for rank 0's stop without spinning a core in a blocking MPI call
-    (taking part in the idle baselines on the way)."""
-    ctrl = np.zeros(4, dtype=np.int64)
-    while True:
-        req = comm.Irecv(ctrl, 0, CTRL_TAG)
-        while not req.Test():
-            time.sleep(IDLE_POLL_S)
-        if int(ctrl[0]) != CMD_BASELINE:
-            return int(ctrl[1])
-        code = take_part(comm, ctrl, node_stat=False)
-        if code is not None:
-            return code
 
 
 def interrupted_error(stop: StopFlag) -> Interrupted:

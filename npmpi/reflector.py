@@ -1,0 +1,173 @@
+"""The ranks rank 0 commands: a pair's reflector, the ranks of the other pairs, the ranks with no role.
+
+Each waits for rank 0's commands (npmpi/protocol.py) between sizes in one loop, serve_commands;
+the per-size trials of a reflector and of a pair member differ (who starts a trial, who times it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from npmpi.baseline import take_part
+from npmpi.config import Options
+from npmpi.kernels import KernelFn, TransferFn
+from npmpi.layout import Layout
+from npmpi.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
+from npmpi.protocol import (
+    CMD_BASELINE,
+    CMD_PROBE,
+    CMD_STOP,
+    CTRL_TAG,
+    RESULT_TAG,
+    SYNC_TAG,
+    TIMES_TAG,
+    StopFlag,
+)
+
+IDLE_POLL_S = 0.05
+
+
+def _fault_size(name: str) -> int | None:
+    """Fault injection for the test suite: NPMPI_FAULT_<NAME>=SIZE acts at that message size."""
+    value = os.environ.get(f"NPMPI_FAULT_{name}")
+    return int(value) if value and value.isdigit() else None
+
+
+def serve_commands(comm, source: int, peer: int, loop: MessageLoop, patterns: Patterns, measure) -> int:
+    """The command loop of a pair's ranks other than rank 0: stop, idle baselines and probes are
+    answered here, each size's trials by `measure(size, iterations, trials, integrity)`; returns
+    the exit code rank 0 sends at the end (`source`: the rank that commands, `peer`: the partner)."""
+    me = comm.Get_rank()
+    ctrl = np.zeros(4, dtype=np.int64)
+    while True:
+        comm.Recv(ctrl, source, CTRL_TAG)
+        cmd, size, iterations, packed = (int(x) for x in ctrl)
+        if cmd == CMD_STOP:
+            return size  # the exit code travels in the size field
+        if cmd == CMD_BASELINE:  # an idle baseline: wait without spinning until it ends
+            code = take_part(comm, ctrl, node_stat=False)
+            if code is not None:
+                return code
+            continue
+        loop.set_size(size, patterns, me)
+        if cmd == CMD_PROBE:
+            chunk = iterations // PROBE_CHUNKS
+            for _ in range(PROBE_CHUNKS + 1):
+                loop.run(comm, peer, chunk)
+            continue
+        measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))
+
+
+def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag) -> int:
+    """The reflector's side: echo every message; returns the exit code rank 0 sends at the end."""
+    if len(layout.pairs) > 1:
+        return pair_member(comm, layout, opts, kernels, stop)
+    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
+    peer = layout.pair[0]
+    patterns = Patterns(opts.largest_message_bytes)
+    loop = MessageLoop(opts, kernels, transmitter=False)
+    sync = np.zeros(1, dtype=np.int64)
+    result = np.zeros(2, dtype=np.int64)
+
+    def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
+        if size == raise_at:
+            raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
+        loop.run(comm, peer, warmup_iterations(iterations))
+        if size == corrupt_at:
+            loop.corrupt(after_trials=False)
+        ok = True
+        abandoned = False
+        for _ in range(trials):
+            comm.Recv(sync, peer, SYNC_TAG)
+            if sync[0] == 0:
+                abandoned = True
+                break
+            comm.Send(sync, peer, SYNC_TAG)
+            if integrity:
+                for k in range(iterations):
+                    loop.clear_received(k, 1)
+                    loop.run(comm, peer, 1, k)
+                    ok &= loop.received_ok(patterns, peer, k, 1)
+            else:
+                loop.run(comm, peer, iterations)
+        if abandoned:
+            return
+        if size == corrupt_at:
+            loop.corrupt(after_trials=True)
+        result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
+        result[1] = int(stop.signum or 0)
+        comm.Send(result, peer, RESULT_TAG)
+
+    return serve_commands(comm, peer, peer, loop, patterns, measure)
+
+
+def pair_member(
+    comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag
+) -> int:
+    """A rank of one of several pairs (other than rank 0): rank 0 commands and starts every trial;
+    a transmitter times its trials and sends the times to rank 0 after each size."""
+    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
+    me = comm.Get_rank()
+    pair = next(p for p in layout.pairs if me in p)
+    transmitter = me == pair[0]
+    peer = pair[1] if transmitter else pair[0]
+    patterns = Patterns(opts.largest_message_bytes)
+    loop = MessageLoop(opts, kernels, transmitter=transmitter)
+    sync = np.zeros(1, dtype=np.int64)
+    result = np.zeros(2, dtype=np.int64)
+
+    def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
+        if size == raise_at and not transmitter:
+            raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
+        loop.run(comm, peer, warmup_iterations(iterations))
+        faulty = size == corrupt_at and not transmitter
+        if faulty:
+            loop.corrupt(after_trials=False)
+        ok = True
+        abandoned = False
+        times = np.full(trials, np.nan)
+        for t in range(trials):
+            sync[0] = 1
+            comm.Send(sync, 0, SYNC_TAG)
+            comm.Recv(sync, 0, SYNC_TAG)
+            if sync[0] == 0:
+                abandoned = True
+                break
+            if integrity:
+                total = 0.0
+                for k in range(iterations):
+                    loop.clear_received(k, 1)
+                    total += loop.run(comm, peer, 1, k)
+                    ok &= loop.received_ok(patterns, peer, k, 1)
+            else:
+                total = loop.run(comm, peer, iterations)
+            times[t] = total
+        if abandoned:
+            return
+        if faulty:
+            loop.corrupt(after_trials=True)
+        result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
+        result[1] = int(stop.signum or 0)
+        comm.Send(result, 0, RESULT_TAG)
+        if transmitter:
+            comm.Send(times, 0, TIMES_TAG)
+
+    return serve_commands(comm, 0, peer, loop, patterns, measure)
+
+
+def wait_quietly(comm, stop: StopFlag) -> int:
+    """Ranks with no role: wait for rank 0's stop without spinning a core in a blocking MPI call
+    (taking part in the idle baselines on the way)."""
+    ctrl = np.zeros(4, dtype=np.int64)
+    while True:
+        req = comm.Irecv(ctrl, 0, CTRL_TAG)
+        while not req.Test():
+            time.sleep(IDLE_POLL_S)
+        if int(ctrl[0]) != CMD_BASELINE:
+            return int(ctrl[1])
+        code = take_part(comm, ctrl, node_stat=False)
+        if code is not None:
+            return code
