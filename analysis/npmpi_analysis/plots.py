@@ -8,38 +8,18 @@ a figure derived from it, says when the power is estimated or simulated.
 
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass
-
 import numpy as np
 
 from npmpi.units import format_size_bytes
 from npmpi_analysis import compute
 from npmpi_analysis.analyse import RunAnalysis
 from npmpi_analysis.compute import FLAG_OK
+from npmpi_analysis.figures import Plot
+from npmpi_analysis.figures import render_all as render_all  # re-exported for npmpi-analyze, tests
 
 FIGSIZE = (8.0, 5.0)
-DPI = 100
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
 CAVEAT_COLOR = "firebrick"
-
-
-@dataclass
-class Plot:
-    name: str  # file name without extension
-    figure: object  # matplotlib.figure.Figure
-    caption: str
-    caveat: str = ""  # e.g. "ESTIMATED, not measured": also written into the file's metadata
-
-    def render(self, fmt: str) -> bytes:
-        buf = io.BytesIO()
-        desc = f"{self.caption} Power: {self.caveat}." if self.caveat else self.caption
-        if fmt == "pdf":
-            meta = {"Title": self.name, "Subject": desc}
-        else:
-            meta = {"Title": self.name, "Description": desc}
-        self.figure.savefig(buf, format=fmt, dpi=DPI, metadata=meta)
-        return buf.getvalue()
 
 
 def _figure(rows: int = 1, sharex: bool = False):
@@ -490,15 +470,3 @@ def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
             plot_power_nodes(a, several),
         ]
     return [p for p in out if p is not None]
-
-
-def render_all(plots: list[Plot], fmt: str) -> tuple[list[tuple[Plot, bytes]], list[str]]:
-    """(plot, file bytes) of every figure that can be drawn, and a note for each that cannot (e.g.
-    nothing positive to put on a logarithmic axis): a figure never stops the other outputs."""
-    done, skipped = [], []
-    for p in plots:
-        try:
-            done.append((p, p.render(fmt)))
-        except (ValueError, OverflowError, FloatingPointError, RuntimeError) as exc:
-            skipped.append(f"figure {p.name} not drawn: {str(exc)[:200]}")
-    return done, skipped
