@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NONE, WindowStats
 
 MAX_RANK_CPU_FRACTION = 0.05  # a disturbed baseline: a rank used more than 5 % of a core
@@ -20,19 +21,14 @@ MAX_SYSTEM_BUSY_FRACTION = 0.10  # or the node's CPUs were more than 10 % busy (
 NAMES = ("before", "after")
 
 
-def _float(attrs: dict, key: str) -> float | None:
-    value = attrs.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def baseline_windows(power_attrs: dict) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
     """(before, after) windows on rank 0's clock from the /power attributes; None where absent."""
     out = []
     for prefix in ("baseline", "baseline_after"):
-        s, e = _float(power_attrs, f"{prefix}_start_unix_s"), _float(power_attrs, f"{prefix}_end_unix_s")
+        s, e = (
+            compute.float_attr(power_attrs, f"{prefix}_start_unix_s"),
+            compute.float_attr(power_attrs, f"{prefix}_end_unix_s"),
+        )
         out.append((s, e) if s is not None and e is not None and e > s else None)
     return out[0], out[1]
 
@@ -98,7 +94,7 @@ def disturbed_notices(layout: dict, node_attrs: list[dict], windows: tuple, name
                 )
         key = "baseline_system_busy_fraction" if column == 0 else "baseline_after_system_busy_fraction"
         for i, attrs in enumerate(node_attrs):
-            frac = _float(attrs, key)
+            frac = compute.float_attr(attrs, key)
             if frac is not None and frac > MAX_SYSTEM_BUSY_FRACTION:
                 out.append(
                     f"{name}: node {i} ({attrs.get('host', '')}) was {100 * frac:.0f} % busy during "

@@ -38,6 +38,15 @@ class Bandwidth:
 PINGPONG_FACTORS = (2, 2)  # what files before format 1.2 (ping-pong only) imply
 
 
+def float_attr(attrs: dict, key: str) -> float | None:
+    """A finite numeric attribute, or None (missing, text, a bool, NaN or infinite)."""
+    value = attrs.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def mode_factors(attrs: dict) -> tuple[int, int]:
     """(bytes_per_iteration_factor, one_way_divisor) of a run (docs/file-format.md): bytes moved per
     iteration / message size, and one message's time = trial / (divisor i). Ping-pong's (2, 2) when

@@ -122,20 +122,12 @@ def caveat_for(labels: list[str]) -> str:
     return f"{what}, not measured"
 
 
-def _float_attr(attrs: dict, key: str) -> float | None:
-    value = attrs.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _align_node(node_attrs: dict, where: str, notices: list[str]):
     """A function putting this node's clock readings on rank 0's time line, and a note saying how."""
-    a = _float_attr(node_attrs, "clock_offset_start_s")
-    m = _float_attr(node_attrs, "clock_offset_start_measured_unix_s")
-    b = _float_attr(node_attrs, "clock_offset_end_s")
-    n = _float_attr(node_attrs, "clock_offset_end_measured_unix_s")
+    a = compute.float_attr(node_attrs, "clock_offset_start_s")
+    m = compute.float_attr(node_attrs, "clock_offset_start_measured_unix_s")
+    b = compute.float_attr(node_attrs, "clock_offset_end_s")
+    n = compute.float_attr(node_attrs, "clock_offset_end_measured_unix_s")
     if a is None or m is None:
         if b is not None and n is not None:
             a, m, b, n = b, n, None, None
@@ -156,7 +148,9 @@ COUNTER_KINDS = ("rapl", "nvml")
 
 def _offset_sigma(node_attrs: dict) -> float:
     """The clock-offset uncertainty of a node: the larger of its start and end measurements'."""
-    values = [_float_attr(node_attrs, f"clock_offset_{which}_uncertainty_s") for which in ("start", "end")]
+    values = [
+        compute.float_attr(node_attrs, f"clock_offset_{which}_uncertainty_s") for which in ("start", "end")
+    ]
     return max((abs(v) for v in values if v is not None), default=0.0)
 
 
@@ -164,7 +158,7 @@ def _method(attrs: dict, e: np.ndarray) -> tuple[str, str, float]:
     """(method, averaging, averaging_s) of a channel from its attributes (by kind for old files)."""
     kind = str(attrs.get("kind", ""))
     averaging = str(attrs.get("averaging", KIND_AVERAGING.get(kind, "instant")))
-    averaging_s = _float_attr(attrs, "averaging_s") or 0.0
+    averaging_s = compute.float_attr(attrs, "averaging_s") or 0.0
     counter = attrs.get("energy_from_counter")
     counter = bool(counter) if counter is not None else kind in COUNTER_KINDS
     if counter and np.isfinite(e).sum() >= 2:
@@ -211,14 +205,14 @@ def _channel_series(
     their spans for windows, and what the summary says about the channel."""
     attrs = ch.attrs
     t, p, e = _valid_samples(ch, where, problems)
-    interval = _float_attr(attrs, "sample_interval_s")
+    interval = compute.float_attr(attrs, "sample_interval_s")
     if interval is None or interval <= 0:
-        interval = _float_attr(attrs, "natural_interval_s")
+        interval = compute.float_attr(attrs, "natural_interval_s")
     if (interval is None or interval <= 0) and len(t) > 1:
         interval = float(np.median(np.diff(np.sort(t))))
     if interval is None or interval <= 0:
         interval = 1.0
-    stored = _float_attr(attrs, "meter_delay_s")
+    stored = compute.float_attr(attrs, "meter_delay_s")
     if delay_override is not None:
         delay, source = delay_override, "--meter-delay"
     elif stored is not None:
@@ -242,7 +236,7 @@ def _channel_series(
         lo, hi, pw = average_spans(t, p, averaging, averaging_s, interval, breaks)
     else:
         lo = hi = pw = np.zeros(0)
-    delay_sigma = _float_attr(attrs, "meter_delay_uncertainty_s") if source == "calibrated" else None
+    delay_sigma = compute.float_attr(attrs, "meter_delay_uncertainty_s") if source == "calibrated" else None
     readings = ChannelReadings(
         t=t,
         p=p,
@@ -251,8 +245,8 @@ def _channel_series(
         lo=lo,
         hi=hi,
         pw=pw,
-        resolution_w=abs(_float_attr(attrs, "power_resolution_w") or 0.0),
-        energy_resolution_j=abs(_float_attr(attrs, "energy_resolution_j") or 0.0),
+        resolution_w=abs(compute.float_attr(attrs, "power_resolution_w") or 0.0),
+        energy_resolution_j=abs(compute.float_attr(attrs, "energy_resolution_j") or 0.0),
         sigma_delay_s=abs(delay_sigma or 0.0),
         sigma_offset_s=offset_sigma_s,
     )
