@@ -1,0 +1,47 @@
+"""Type stub of the C kernel (csrc/ckernel.c), built with npmpi when an MPI C compiler is found.
+
+The same contract as npmpi.kernels.python_pingpong and python_transfer: the timed loop's elapsed
+seconds; an MPI error raises RuntimeError naming the call.
+"""
+
+from typing import Any
+
+MPI_VERSION: int  # of the MPI headers the kernel was compiled against
+MPI_SUBVERSION: int
+MAX_COUNT: int  # the largest message one call carries: 2**31 - 1, or more with MPI 4's large counts
+
+def pingpong(
+    comm: Any,
+    peer: int,
+    sendbuf: Any,
+    recvbuf: Any,
+    nbytes: int,
+    iterations: int,
+    transmitter: bool,
+    /,
+) -> float:
+    """Plain ping-pong: `iterations` round trips of `nbytes` with `peer`; elapsed seconds."""
+
+def transfer(
+    comm: Any,
+    peer: int,
+    sendbuf: Any,
+    recvbuf: Any,
+    nbytes: int,
+    iterations: int,
+    transmitter: bool,
+    mode: str,
+    window: int,
+    async_: bool,
+    regions: int,
+    stride: int,
+    first: int,
+    /,
+) -> float:
+    """Every mode's timed loop (see npmpi.kernels.python_transfer); elapsed seconds."""
+
+def library_version() -> str:
+    """MPI_Get_library_version of the MPI the kernel is linked with."""
+
+def clock_info(reads: int = 100000, /) -> tuple[float, float]:
+    """(resolution_s of CLOCK_MONOTONIC, mean read_cost_s of one clock read)."""
