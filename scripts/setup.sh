@@ -40,7 +40,7 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   fi
 fi
 PY="$VENV/bin/python"
-export PATH="$PWD/$VENV/bin:$PATH"
+export PATH="$(cd "$VENV" && pwd)/bin:$PATH"  # NPMPI_VENV may be relative or absolute
 
 # What the build depends on: a change to any of these rebuilds.
 stamp_now=$( { echo "$MPI_MODE ${MPICC:-}"; cat pyproject.toml CMakeLists.txt csrc/*; } | sha256sum | cut -c1-16)
