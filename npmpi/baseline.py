@@ -24,6 +24,7 @@ PHASE_END = 0
 PHASE_START = 1
 POLL_S = 0.01
 SLEEP_SLICE_S = 0.1  # rank 0 checks for a stop request this often while it sleeps
+MAX_SETTLE_S = 2.0
 PROC_STAT = "/proc/stat"
 
 
@@ -76,24 +77,50 @@ class BaselineWindow:
         return self.end_unix_s - self.start_unix_s
 
 
-def run_baseline(comm, seconds: float, stop=None) -> BaselineWindow:
-    """Rank 0: hold every other rank quiet for `seconds` (less if a stop request comes)."""
+def _sleep_until(deadline: float, stop) -> None:
+    """Sleep until time.monotonic() reaches `deadline`, waking for a stop request."""
+    while not stop:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, SLEEP_SLICE_S))
+
+
+def longest_span_s(power_nodes) -> float:
+    """The longest span one reading covers over the nodes' channels (sample or averaging interval)."""
+    return max(
+        (
+            max(float(c.get("sample_interval_s") or 0.0), float(c.get("averaging_s") or 0.0))
+            for p in power_nodes
+            for c in p["channels"]
+        ),
+        default=0.0,
+    )
+
+
+def settle_s(power_nodes) -> float:
+    """How long every rank is quiet before a baseline's window opens: the longest span a reading
+    covers, so that no reading of the window averages the work done before the baseline (start-up,
+    clock offsets, the last size); at most MAX_SETTLE_S."""
+    return min(max(longest_span_s(power_nodes), 0.0), MAX_SETTLE_S)
+
+
+def run_baseline(comm, seconds: float, stop=None, settle: float = 0.0) -> BaselineWindow:
+    """Rank 0: hold every other rank quiet for `settle` + `seconds` (less if a stop request comes);
+    the baseline's window is the last `seconds` of it."""
     size = comm.Get_size()
     others = range(1, size)
     ctrl = np.array([CMD_BASELINE, PHASE_START, 0, 0], dtype=np.int64)
     for rank in others:
         comm.Send(ctrl, rank, CTRL_TAG)
     cpu0 = time.process_time()
-    start = time.time()
-    deadline = time.monotonic() + seconds
     cpu = np.full(size, np.nan)
     busy = np.full(size, np.nan)
+    start = time.time()
     try:
-        while not stop:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            time.sleep(min(left, SLEEP_SLICE_S))
+        _sleep_until(time.monotonic() + settle, stop)
+        start = time.time()
+        _sleep_until(time.monotonic() + seconds, stop)
     finally:
         # even when a second stop signal raises here: every rank leaves the baseline and replies, so
         # the next command (a flush, a stop) finds each of them in its own loop again
@@ -114,15 +141,7 @@ def run_baseline(comm, seconds: float, stop=None) -> BaselineWindow:
 def after_baseline_s(baseline_s: float, power_nodes, largest_delay_s: float) -> float:
     """How long the baseline after the sweep lasts: --baseline, but at least the largest meter delay
     plus two sample (or averaging) intervals, so the samples describing the last sizes are taken."""
-    longest = max(
-        (
-            max(float(c.get("sample_interval_s") or 0.0), float(c.get("averaging_s") or 0.0))
-            for p in power_nodes
-            for c in p["channels"]
-        ),
-        default=0.0,
-    )
-    return max(baseline_s, largest_delay_s + 2.0 * longest)
+    return max(baseline_s, largest_delay_s + 2.0 * longest_span_s(power_nodes))
 
 
 def store_baseline(writer, layout, window, after: bool) -> None:

@@ -363,8 +363,10 @@ class PowerCollector:
     def baseline(self, seconds: float, stop=None):
         """Hold every rank quiet (npmpi.baseline) while the power ranks sample the idle nodes, then
         collect; returns the BaselineWindow (its span on rank 0's clock and each rank's CPU use)."""
-        from npmpi.baseline import run_baseline
+        from npmpi.baseline import run_baseline, settle_s
 
-        window = run_baseline(self.comm, seconds, stop)
+        window = run_baseline(
+            self.comm, seconds, stop, settle_s([{"channels": c} for c in self.channel_attrs])
+        )
         self.collect()
         return window

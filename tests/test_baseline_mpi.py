@@ -34,6 +34,12 @@ def test_no_rank_spins_during_the_baselines(npmpi_run, tmp_path):
     ]
     assert lengths == pytest.approx([3.0, 3.0], abs=0.3)
     assert pa["baseline_after_start_unix_s"] >= run.pingpong.trial_end_unix_s.max()
+    # each window opens one reading's span (0.1 s here) after the work before it, so no reading of a
+    # baseline averages the clock-offset exchanges or the last size (npmpi.baseline.settle_s)
+    interval = run.power[0].channels[0].attrs["sample_interval_s"]
+    measured = run.power[0].attrs["clock_offset_start_measured_unix_s"]
+    assert pa["baseline_start_unix_s"] - measured >= interval
+    assert pa["baseline_after_start_unix_s"] - run.pingpong.trial_end_unix_s.max() >= interval
     for column, length in enumerate(lengths):
         # every rank, the reflector and the power rank included, used under 5 % of a core
         assert np.all(cpu[:, column] < 0.05 * length), (column, cpu[:, column])
@@ -141,3 +147,15 @@ def test_a_stop_during_the_baseline_ends_every_rank(tmp_path):
     assert pa["baseline_end_unix_s"] - pa["baseline_start_unix_s"] < 10
     assert np.all(np.isfinite(run.layout["baseline_cpu_s"][:, 0]))
     assert "baseline_after_start_unix_s" not in pa
+
+
+def test_a_baseline_window_opens_after_the_longest_reading_span():
+    from npmpi.baseline import MAX_SETTLE_S, settle_s
+
+    nodes = [
+        {"channels": [{"sample_interval_s": 0.1, "averaging_s": 0.0}]},
+        {"channels": [{"sample_interval_s": 0.5, "averaging_s": 1.0}, {"sample_interval_s": None}]},
+    ]
+    assert settle_s(nodes) == 1.0
+    assert settle_s([{"channels": [{"sample_interval_s": 60.0}]}]) == MAX_SETTLE_S
+    assert settle_s([]) == 0.0
