@@ -60,7 +60,6 @@ __all__ = [
     "HelpRequested",
     "Options",
     "build_parser",
-    "check_output_path",
     "default_output_name",
     "parse_options",
 ]
@@ -243,23 +242,6 @@ def _max_one_way(max_one_way: float | None, max_round_trip: float | None) -> flo
     if not max_one_way > 0:
         raise UsageError(f"--max-one-way {max_one_way}: give a time above 0 s")
     return max_one_way
-
-
-def check_output_path(path: str, force: bool) -> str | None:
-    """Why `path` may not be written (None when it may); does not create anything."""
-    p = Path(path)
-    if p.is_dir():
-        return f"--output {path}: is a directory; give a file name inside it, e.g. {p / 'run.h5'}"
-    if p.exists() and not force:
-        return f"--output {path}: the file exists; choose another name or add --force to overwrite it"
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        return f"--output {path}: directory {parent} does not exist; create it first"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"--output {path}: directory {parent} is not writable; choose another location"
-    if p.exists() and not os.access(p, os.W_OK):
-        return f"--output {path}: the file is not writable"
-    return None
 
 
 def default_output_name(now_utc_stamp: str, directory: str = ".") -> str:

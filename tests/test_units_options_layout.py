@@ -7,7 +7,6 @@ from npmpi.layout import LayoutError, compute_layout
 from npmpi.options import (
     DEFAULT_TARGET_TIME_S,
     HelpRequested,
-    check_output_path,
     default_output_name,
     parse_options,
 )
@@ -127,14 +126,26 @@ def test_bad_options_give_one_line(argv, fragment):
     assert "\n" not in message
 
 
+def _output_problem(path, force: bool) -> str | None:
+    """Why the run could not write `path` (None when it could): the start-up reservation, released."""
+    from npmpi.outpath import release, reserve_output
+
+    try:
+        release(reserve_output(path, force))
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
 def test_output_path_checks(tmp_path):
     existing = tmp_path / "run.h5"
     existing.write_bytes(b"x")
-    assert check_output_path(str(tmp_path / "new.h5"), force=False) is None
-    assert "exists" in check_output_path(str(existing), force=False)
-    assert check_output_path(str(existing), force=True) is None
-    assert "is a directory" in check_output_path(str(tmp_path), force=False)
-    assert "does not exist" in check_output_path(str(tmp_path / "nope" / "run.h5"), force=False)
+    assert _output_problem(str(tmp_path / "new.h5"), force=False) is None
+    assert "exists" in _output_problem(str(existing), force=False)
+    assert _output_problem(str(existing), force=True) is None
+    assert "is a directory" in _output_problem(str(tmp_path), force=False)
+    assert "does not exist" in _output_problem(str(tmp_path / "nope" / "run.h5"), force=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.h5"]  # nothing left behind
 
 
 def test_default_output_name_is_unique(tmp_path, monkeypatch):
