@@ -307,6 +307,22 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         "stopping with an error",
     )
     g.add_argument(
+        "--fabric-meter",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a meter of a device that belongs to no node (a switch, a PDU feeding several nodes), "
+        "same SPEC syntax as --meter; repeat for several. Sampled by one power rank, stored under "
+        "/power/fabric and reported as the fabric's energy per bit (needs --meter: see docs/power.md)",
+    )
+    g.add_argument(
+        "--fabric-rank",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="the power rank that samples the --fabric-meter devices (default: the first node's)",
+    )
+    g.add_argument(
         "--calibration",
         default=None,
         metavar="FILE",

@@ -87,12 +87,13 @@ def _sleep_until(deadline: float, stop) -> None:
 
 
 def longest_span_s(power_nodes) -> float:
-    """The longest span one reading covers over the nodes' channels (sample or averaging interval)."""
+    """The longest span one reading covers over the nodes' channels and the fabric's (sample or
+    averaging interval)."""
     return max(
         (
             max(float(c.get("sample_interval_s") or 0.0), float(c.get("averaging_s") or 0.0))
             for p in power_nodes
-            for c in p["channels"]
+            for c in [*p["channels"], *(p.get("fabric") or {}).get("channels", ())]
         ),
         default=0.0,
     )

@@ -134,6 +134,10 @@ def _local_problem(MPI, opts: Options, agreed: _Agreed) -> str | None:
         problem = huge_pages_problem(opts.huge_pages)
     if problem is None and role == ROLE_POWER:
         problem = open_power_rank(roles, opts.meter_optional, opts.sample_interval_s)
+    if problem is None and roles.rank == roles.fabric_rank:
+        from npmpi.fabric import open_fabric
+
+        problem = open_fabric(roles, opts.fabric_meters, opts.meter_optional, opts.sample_interval_s)
     return problem
 
 
@@ -170,6 +174,9 @@ def _agree(MPI, comm, opts: Options) -> _Agreed:
             roles.layout = with_pairs(roles.layout, opts.pairs)
         except LayoutError as exc:
             raise UsageError(str(exc)) from None
+    from npmpi.fabric import fabric_rank
+
+    roles.fabric_rank = fabric_rank(roles.layout, opts.fabric_meters, opts.fabric_rank)
     problem = _local_problem(MPI, opts, agreed)
     provided = MPI.Query_thread()
     runs_threads = roles.role == ROLE_POWER and bool(roles.samplers)

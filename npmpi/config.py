@@ -62,6 +62,8 @@ class Options:
     buffers: str = ARRANGEMENT_NETPIPE
     huge_pages: str = HUGE_PAGES_SYSTEM
     thread_level: str = THREAD_LEVEL_AUTO
+    fabric_meters: tuple[str, ...] = ()  # --fabric-meter: devices of no node (switches, a shared PDU)
+    fabric_rank: int | None = None  # --fabric-rank: the power rank sampling them (None: node 0's)
 
     def to_dict(self) -> dict:
         return asdict(self)

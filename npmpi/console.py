@@ -98,6 +98,14 @@ class Console:
             if any(c["label"] != "measured" for c in chans):
                 self._print("  note: estimated or simulated power is not a measurement; it is labelled so")
 
+    def fabric_header(self, fabric: dict) -> None:
+        """The fabric meters (--fabric-meter) and the power rank that samples them."""
+        chans = fabric["channels"]
+        parts = [f"{c['kind']} ({c['label']}, every {c['sample_interval_s']:g} s)" for c in chans]
+        self._print(f"power: fabric, sampled by rank {fabric['rank']}: " + (", ".join(parts) or "no meter"))
+        for reason in fabric.get("skipped") or []:
+            self._print(f"  skipped (--meter-optional): {reason}")
+
     def short_trials(self, size: int, trial_s: float, interval_s: float) -> None:
         if getattr(self, "_warned_short", False):
             return

@@ -110,6 +110,8 @@ def parse_options(argv: list[str]) -> Options:
         buffers=ns.buffers,
         huge_pages=ns.huge_pages,
         thread_level=ns.thread_level,
+        fabric_meters=tuple(ns.fabric_meter),
+        fabric_rank=ns.fabric_rank,
     )
 
 
@@ -216,6 +218,7 @@ def _check_power_and_output(ns: argparse.Namespace) -> float | None:
             parse_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
+    _check_fabric(ns)
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
         raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
     baseline = ns.baseline  # None: the default when power is measured (decided once ranks are known)
@@ -224,6 +227,24 @@ def _check_power_and_output(ns: argparse.Namespace) -> float | None:
     if ns.output is not None and ns.output.strip() == "":
         raise UsageError("--output is empty: give a file name, e.g. -o run.h5")
     return baseline
+
+
+def _check_fabric(ns: argparse.Namespace) -> None:
+    """--fabric-meter specs parse; --fabric-rank only with them and not negative (that it names a
+    power rank is checked once the ranks' roles are known: npmpi.fabric.fabric_rank)."""
+    from npmpi.fabric import fabric_spec_problem
+
+    for text in ns.fabric_meter:
+        problem = fabric_spec_problem(text)
+        if problem:
+            raise UsageError(problem)
+    if ns.fabric_rank is not None and not ns.fabric_meter:
+        raise UsageError(
+            f"--fabric-rank {ns.fabric_rank} only applies with --fabric-meter: add a fabric meter "
+            "(e.g. --fabric-meter snmp:SWITCH,profile=entity-sensor) or drop --fabric-rank"
+        )
+    if ns.fabric_rank is not None and ns.fabric_rank < 0:
+        raise UsageError(f"--fabric-rank {ns.fabric_rank}: give a rank number (a power rank, 0 or more)")
 
 
 def _max_one_way(max_one_way: float | None, max_round_trip: float | None) -> float:

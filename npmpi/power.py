@@ -29,6 +29,7 @@ from npmpi.faultlog import GAP_MIN_S, FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
 from npmpi.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
 from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
+from npmpi.runformat import FABRIC_GROUP, power_group
 
 COMMAND_POLL_S = 0.01
 REOPEN_AFTER_S = 2.0
@@ -243,15 +244,18 @@ def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
 class PowerCollector:
     """Rank 0's side: clock offsets, batches of samples into the run file, the baseline."""
 
-    def __init__(self, comm, power_ranks: list[int], channel_attrs: list[list[dict]]) -> None:
+    def __init__(self, comm, power_ranks: list[int], channel_attrs: list[list[dict]], fabric=None) -> None:
         self.comm = comm
         self.power_ranks = power_ranks
         self.channel_attrs = channel_attrs
+        # (node index, channel descriptions) of the fabric meters its power rank samples after its
+        # node's channels (npmpi.fabric), or None
+        self.fabric = fabric
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.samples_total = 0
         self.faults_total = 0  # distinct faults and gaps
         self.fault_events_total = 0  # every occurrence, repeats included
-        self._fault_counts: dict[tuple[int, int, int], int] = {}  # count so far of each sampler's fault
+        self._fault_counts: dict[tuple[int | str, int, int], int] = {}  # count so far of each sampler's fault
         self.writer = None
         self.kept: dict[tuple[int, int], list] = {}
         self.heartbeats = {
@@ -263,6 +267,11 @@ class PowerCollector:
             for node, channels in enumerate(channel_attrs)
             for j, ch in enumerate(channels)
         }
+        for k, ch in enumerate(fabric[1] if fabric else ()):
+            where = f"{ch.get('spec', '?')} of the fabric on node {fabric[0]}"
+            interval_s = float(ch.get("sample_interval_s") or 1.0)
+            call_s = float(ch.get("longest_call_s") or 0.0)
+            self.heartbeats[(FABRIC_GROUP, k)] = Heartbeat(interval_s, where, call_s)
 
     def stop_all(self, exit_code: int) -> None:
         """Tell every power rank to exit (between sizes only)."""
@@ -291,20 +300,29 @@ class PowerCollector:
         added = 0
         for node, rank in enumerate(self.power_ranks):
             batch = self._receive(node, rank)
-            for channel, (samples, faults, ticks, counters) in enumerate(batch):
-                faults = faults + self._gaps(node, channel, ticks)
+            for index, (samples, faults, ticks, counters) in enumerate(batch):
+                group, channel = self._route(node, index)
+                faults = faults + self._gaps(group, channel, ticks)
                 if counters and self.writer is not None:
-                    self.writer.set_group_attrs(f"power/node{node}/channel{channel}", **counters)
+                    self.writer.set_group_attrs(f"{power_group(group)}/channel{channel}", **counters)
                 if self.writer is not None:
-                    self.writer.append_samples(node, channel, samples, faults)
+                    self.writer.append_samples(group, channel, samples, faults)
                 else:  # no run file (calibration): keep the batches for the caller
-                    self.kept.setdefault((node, channel), []).append((samples, faults))
+                    self.kept.setdefault((group, channel), []).append((samples, faults))
                 added += len(samples["time_unix_s"])
-                self._count_faults(node, channel, faults)
+                self._count_faults(group, channel, faults)
         self.samples_total += added
         if self.writer is not None:
             self.writer.flush()
         return added
+
+    def _route(self, node: int, index: int) -> tuple[int | str, int]:
+        """(group, channel) of a power rank's `index`-th channel: the fabric rank's channels after its
+        node's own are the fabric's (FABRIC_GROUP)."""
+        own = len(self.channel_attrs[node])
+        if self.fabric is not None and node == self.fabric[0] and index >= own:
+            return FABRIC_GROUP, index - own
+        return node, index
 
     def _receive(self, node: int, rank: int):
         """A power rank's batch; says so on stderr if it does not answer within a few sample intervals.
@@ -312,7 +330,8 @@ class PowerCollector:
         Rank 0 still waits (between sizes: the pair idles, nothing is timed); the span the power rank
         did not sample is recorded from its heartbeat when it answers (see _gaps).
         """
-        beats = [b for (n, _), b in self.heartbeats.items() if n == node]
+        mine = (node, FABRIC_GROUP) if self.fabric is not None and node == self.fabric[0] else (node,)
+        beats = [b for (n, _), b in self.heartbeats.items() if n in mine]
         patience_s = max((b.threshold_s for b in beats), default=GAP_MIN_S)
         start = time.monotonic()
         warned = False
@@ -338,7 +357,7 @@ class PowerCollector:
             )
         return batch
 
-    def _count_faults(self, node: int, channel: int, faults: list[FaultRecord]) -> None:
+    def _count_faults(self, node: int | str, channel: int, faults: list[FaultRecord]) -> None:
         """Distinct faults and all their occurrences: a repeat sent again with a grown count is not new."""
         for f in faults:
             key = (node, channel, f.fault_id)
@@ -350,7 +369,7 @@ class PowerCollector:
                 self.fault_events_total += f.count - self._fault_counts.get(key, 0)
                 self._fault_counts[key] = f.count
 
-    def _gaps(self, node: int, channel: int, ticks) -> list[FaultRecord]:
+    def _gaps(self, node: int | str, channel: int, ticks) -> list[FaultRecord]:
         """Gap faults from a sampler's heartbeat: spans its loop did not run (see npmpi.faultlog)."""
         beat = self.heartbeats.get((node, channel))
         if beat is None:
@@ -365,8 +384,7 @@ class PowerCollector:
         collect; returns the BaselineWindow (its span on rank 0's clock and each rank's CPU use)."""
         from npmpi.baseline import run_baseline, settle_s
 
-        window = run_baseline(
-            self.comm, seconds, stop, settle_s([{"channels": c} for c in self.channel_attrs])
-        )
+        channels = [*self.channel_attrs, self.fabric[1] if self.fabric else []]
+        window = run_baseline(self.comm, seconds, stop, settle_s([{"channels": c} for c in channels]))
         self.collect()
         return window

@@ -18,6 +18,7 @@ class Roles:
     meter_specs: list[str]
     samplers: list = field(default_factory=list)  # a power rank's ChannelSamplers, not started
     power_info: dict | None = None  # a power rank's specs, channel descriptions, skipped meters
+    fabric_rank: int | None = None  # the power rank sampling the --fabric-meter devices (npmpi.fabric)
 
     @property
     def role(self) -> str:

@@ -18,7 +18,9 @@ from typing import Any
 
 from npmpi.config import DEFAULT_BASELINE_S, Options
 from npmpi.errors import NpmpiError
+from npmpi.fabric import fabric_group_attrs, fabric_info
 from npmpi.job import abort, describe, error_line, say
+from npmpi.runformat import FABRIC_GROUP
 
 
 @dataclass
@@ -150,6 +152,7 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
             }
         )
         channels.append(info["channels"])
+    fabric = fabric_info(power_nodes)
     baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
     writer.create_power(
         {
@@ -161,9 +164,14 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
         node_attrs,
         channels,
     )
+    if fabric is not None:
+        node, info = fabric
+        writer.create_fabric(fabric_group_attrs(node, info, layout.hosts[info["rank"]]), info["channels"])
     collector.writer = writer
-    store_offsets(writer, collector.clock_offsets(), "start")
+    store_offsets(writer, collector.clock_offsets(), "start", fabric[0] if fabric else None)
     console.power_header(node_attrs, channels)
+    if fabric is not None:
+        console.fabric_header(fabric[1])
     if baseline_s > 0:
         console.note(f"recording {baseline_s:g} s of idle baseline power")
         store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
@@ -183,21 +191,23 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
         if seconds > 0:
             console.note(f"recording {seconds:g} s of idle power after the sweep")
             store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
-    store_offsets(writer, collector.clock_offsets(), "end")
+    fabric = fabric_info(power_nodes)
+    store_offsets(writer, collector.clock_offsets(), "end", fabric[0] if fabric else None)
 
 
-def store_offsets(writer, offsets, which: str) -> None:
-    """Each power node's clock offset from rank 0 (`which`: start or end) as its group's attributes."""
+def store_offsets(writer, offsets, which: str, fabric_node: int | None = None) -> None:
+    """Each power node's clock offset from rank 0 (`which`: start or end) as its group's attributes;
+    the fabric's (/power/fabric) are those of the node whose power rank samples it."""
     for node, off in enumerate(offsets):
-        writer.set_group_attrs(
-            f"power/node{node}",
-            **{
-                f"clock_offset_{which}_s": off.offset_s,
-                f"clock_offset_{which}_uncertainty_s": off.uncertainty_s,
-                f"clock_offset_{which}_round_trip_s": off.round_trip_s,
-                f"clock_offset_{which}_measured_unix_s": off.measured_unix_s,
-            },
-        )
+        attrs = {
+            f"clock_offset_{which}_s": off.offset_s,
+            f"clock_offset_{which}_uncertainty_s": off.uncertainty_s,
+            f"clock_offset_{which}_round_trip_s": off.round_trip_s,
+            f"clock_offset_{which}_measured_unix_s": off.measured_unix_s,
+        }
+        writer.set_group_attrs(f"power/node{node}", **attrs)
+        if node == fabric_node:
+            writer.set_group_attrs(f"power/{FABRIC_GROUP}", **attrs)
     writer.flush()
 
 
@@ -225,8 +235,12 @@ class Recording:
         self.transmitter = None
         self.collector = None
         if s.layout.power_ranks:
+            fabric = fabric_info(s.power_nodes)
             self.collector = PowerCollector(
-                s.comm, list(s.layout.power_ranks), [p["channels"] for p in s.power_nodes]
+                s.comm,
+                list(s.layout.power_ranks),
+                [p["channels"] for p in s.power_nodes],
+                (fabric[0], fabric[1]["channels"]) if fabric else None,
             )
         self.shortest_interval = min(
             (c["sample_interval_s"] for p in s.power_nodes for c in p["channels"]), default=None

@@ -38,6 +38,16 @@ PINGPONG_DATASETS = (
     ("data_verified", np.bool_, False),
 )
 
+# /power/fabric: the channels of devices that belong to no node (switches, a shared PDU), sampled by
+# one power rank (--fabric-meter); the nodes' groups are /power/node{i}
+FABRIC_GROUP = "fabric"
+
+
+def power_group(node: int | str) -> str:
+    """The run-file path of a power group: `power/node{i}`, or `power/fabric` for FABRIC_GROUP."""
+    return f"power/{FABRIC_GROUP}" if node == FABRIC_GROUP else f"power/node{node}"
+
+
 # per-sample datasets of a power channel (NaN where the meter does not give the quantity)
 SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
 # in load_run's sample_fields: read energy_j only of channels whose counter gives a window's energy

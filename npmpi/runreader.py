@@ -22,6 +22,7 @@ from npmpi.runformat import (
     BASELINE_COLUMNS,
     COUNTER_KINDS,
     ENERGY_OF_COUNTERS,
+    FABRIC_GROUP,
     FORMAT_NAME,
     FORMAT_VERSION,
     LAYOUT_BASELINE_CPU,
@@ -108,6 +109,7 @@ class Run:
     notices: list[str] = field(default_factory=list)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list[PowerNode] = field(default_factory=list)
+    fabric: PowerNode | None = None  # /power/fabric (--fabric-meter): devices of no node, else None
 
     @property
     def status(self) -> str:
@@ -204,7 +206,7 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
         notices.append(f"the run is {status}{': ' + msg if msg else ''}; completed sizes are analysed")
     layout = _read_layout(f, p)
     pingpong = _read_pingpong(f, p, attrs, notices)
-    power_attrs, power = _read_power(f, p, notices, sample_fields)
+    power_attrs, power, fabric = _read_power(f, p, notices, sample_fields)
     return Run(
         path=p,
         attrs=attrs,
@@ -213,6 +215,7 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
         notices=notices,
         power_attrs=power_attrs,
         power=power,
+        fabric=fabric,
     )
 
 
@@ -273,68 +276,79 @@ def _numbered(group, prefix: str) -> list[str]:
 
 def _read_power(
     f, p: Path, notices: list[str], sample_fields: tuple[str, ...] = SAMPLE_FIELDS
-) -> tuple[dict[str, Any], list[PowerNode]]:
+) -> tuple[dict[str, Any], list[PowerNode], PowerNode | None]:
+    """(/power attributes, the nodes' groups, /power/fabric or None); nothing without /power."""
     g = _member(f, "power", p, "/power", dataset=False, required=False)
     if g is None:
-        return {}, []
+        return {}, [], None
     power_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
-    nodes = []
-    for node_name in _numbered(g, "node"):
-        ng = _member(g, node_name, p, f"/power/{node_name}", dataset=False)
-        channels = []
-        for ch_name in _numbered(ng, "channel"):
-            where = f"/power/{node_name}/{ch_name}"
-            cg = _member(ng, ch_name, p, where, dataset=False)
-            lengths, arrays = [], {}
-            for name in SAMPLE_FIELDS:
-                ds = _member(cg, name, p, f"{where}/{name}", dataset=True)
-                if len(ds.shape) != 1 or ds.dtype.kind not in "iuf" or ds.shape[0] > MAX_SAMPLES:
-                    raise RunFileError(f"{p}: {where}/{name} has an unexpected shape or type")
-                lengths.append(ds.shape[0])
-                arrays[name] = ds
-            n = min(lengths)
-            if n < max(lengths):
-                notices.append(f"{where}: {max(lengths) - n} partially written sample(s) ignored")
-            fg = _member(cg, "faults", p, f"{where}/faults", dataset=False, required=False)
-            ft_ds = fm_ds = None
-            if fg is not None:
-                ft_ds = _member(fg, "time_unix_s", p, f"{where}/faults/time_unix_s", dataset=True)
-                fm_ds = _member(fg, "message", p, f"{where}/faults/message", dataset=True)
-                if (
-                    len(ft_ds.shape) != 1
-                    or len(fm_ds.shape) != 1
-                    or ft_ds.dtype.kind not in "iuf"
-                    or fm_ds.dtype.kind not in "OSU"
-                ):
-                    raise RunFileError(f"{p}: {where}/faults has an unexpected shape or type")
-            try:
-                data = {}
-                for name, ds in arrays.items():
-                    # every field is checked, so a damaged file is refused whatever a reader uses
-                    _check_stored(ds, n, p, f"{where}/{name}")
-                    wanted = name in sample_fields or (
-                        name == "energy_j" and ENERGY_OF_COUNTERS in sample_fields and _is_counter(cg.attrs)
-                    )
-                    data[name] = np.asarray(ds[:n], dtype=np.float64) if wanted else None
-                if fg is not None:
-                    nf = min(ft_ds.shape[0], fm_ds.shape[0])
-                    ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)
-                    fm = [str(_attr(m)) for m in _read_rows(fm_ds, nf, p, f"{where}/faults/message")]
-                else:
-                    ft, fm = np.zeros(0), []
-            except (OSError, ValueError, TypeError, KeyError) as exc:
-                raise RunFileError(f"{p}: {where} cannot be read ({exc}); the file may be corrupt") from None
-            channels.append(
-                PowerChannel(
-                    {k: _attr(cg.attrs[k]) for k in cg.attrs},
-                    fault_time_unix_s=ft,
-                    fault_message=fm[: len(ft)],
-                    fault_extra=faultlog.read_extras(fg, len(ft)),
-                    **data,
-                )
+    nodes = [
+        _read_group(_member(g, name, p, f"/power/{name}", dataset=False), name, p, notices, sample_fields)
+        for name in _numbered(g, "node")
+    ]
+    fg = _member(g, FABRIC_GROUP, p, f"/power/{FABRIC_GROUP}", dataset=False, required=False)
+    fabric = _read_group(fg, FABRIC_GROUP, p, notices, sample_fields) if fg is not None else None
+    return power_attrs, nodes, fabric
+
+
+def _read_group(ng, group_name: str, p: Path, notices: list[str], sample_fields) -> PowerNode:
+    """One power group (a node's, or the fabric's): its attributes and channels."""
+    channels = [
+        _read_channel(ng, f"/power/{group_name}/{ch_name}", ch_name, p, notices, sample_fields)
+        for ch_name in _numbered(ng, "channel")
+    ]
+    return PowerNode({k: _attr(ng.attrs[k]) for k in ng.attrs}, channels)
+
+
+def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sample_fields) -> PowerChannel:
+    """One channel group: attributes, the per-sample datasets asked for (all checked) and faults."""
+    cg = _member(ng, ch_name, p, where, dataset=False)
+    lengths, arrays = [], {}
+    for name in SAMPLE_FIELDS:
+        ds = _member(cg, name, p, f"{where}/{name}", dataset=True)
+        if len(ds.shape) != 1 or ds.dtype.kind not in "iuf" or ds.shape[0] > MAX_SAMPLES:
+            raise RunFileError(f"{p}: {where}/{name} has an unexpected shape or type")
+        lengths.append(ds.shape[0])
+        arrays[name] = ds
+    n = min(lengths)
+    if n < max(lengths):
+        notices.append(f"{where}: {max(lengths) - n} partially written sample(s) ignored")
+    fg = _member(cg, "faults", p, f"{where}/faults", dataset=False, required=False)
+    ft_ds = fm_ds = None
+    if fg is not None:
+        ft_ds = _member(fg, "time_unix_s", p, f"{where}/faults/time_unix_s", dataset=True)
+        fm_ds = _member(fg, "message", p, f"{where}/faults/message", dataset=True)
+        if (
+            len(ft_ds.shape) != 1
+            or len(fm_ds.shape) != 1
+            or ft_ds.dtype.kind not in "iuf"
+            or fm_ds.dtype.kind not in "OSU"
+        ):
+            raise RunFileError(f"{p}: {where}/faults has an unexpected shape or type")
+    try:
+        data = {}
+        for name, ds in arrays.items():
+            # every field is checked, so a damaged file is refused whatever a reader uses
+            _check_stored(ds, n, p, f"{where}/{name}")
+            wanted = name in sample_fields or (
+                name == "energy_j" and ENERGY_OF_COUNTERS in sample_fields and _is_counter(cg.attrs)
             )
-        nodes.append(PowerNode({k: _attr(ng.attrs[k]) for k in ng.attrs}, channels))
-    return power_attrs, nodes
+            data[name] = np.asarray(ds[:n], dtype=np.float64) if wanted else None
+        if fg is not None:
+            nf = min(ft_ds.shape[0], fm_ds.shape[0])
+            ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)
+            fm = [str(_attr(m)) for m in _read_rows(fm_ds, nf, p, f"{where}/faults/message")]
+        else:
+            ft, fm = np.zeros(0), []
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise RunFileError(f"{p}: {where} cannot be read ({exc}); the file may be corrupt") from None
+    return PowerChannel(
+        {k: _attr(cg.attrs[k]) for k in cg.attrs},
+        fault_time_unix_s=ft,
+        fault_message=fm[: len(ft)],
+        fault_extra=faultlog.read_extras(fg, len(ft)),
+        **data,
+    )
 
 
 def _read_layout(f, p: Path) -> dict[str, np.ndarray]:

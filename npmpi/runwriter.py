@@ -21,6 +21,7 @@ from npmpi.errors import RunFileWriteError
 from npmpi.runformat import (
     BASELINE_COLUMNS,
     EXTRA_SAMPLE_FIELDS,
+    FABRIC_GROUP,
     FORMAT_NAME,
     FORMAT_VERSION,
     LAYOUT_BASELINE_CPU,
@@ -29,6 +30,7 @@ from npmpi.runformat import (
     STATUS_RUNNING,
     STATUSES,
     SizeResult,
+    power_group,
 )
 
 
@@ -40,6 +42,18 @@ def _to_attr(value: Any) -> Any:
     if value is None:
         return ""
     return value
+
+
+def _create_channels(group, channels: list[dict[str, Any]]) -> None:
+    """One group `channel{j}` per channel in `group`: its attributes, empty sample and fault datasets."""
+    for j, ch_attrs in enumerate(channels):
+        cg = group.create_group(f"channel{j}")
+        for key, value in ch_attrs.items():
+            cg.attrs[key] = _to_attr(value)
+        extra = [n for n in EXTRA_SAMPLE_FIELDS if n in (ch_attrs.get("extra_sample_fields") or ())]
+        for name in (*SAMPLE_FIELDS, *extra):
+            cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
+        faultlog.create_datasets(cg.create_group("faults"))
 
 
 class RunWriter:
@@ -62,7 +76,8 @@ class RunWriter:
         self.path = Path(path)
         self.trials = trials
         self.pairs = pairs
-        self._fault_rows: dict[tuple[int, int], dict[int, int]] = {}  # (node, channel): fault id -> row
+        # (node or FABRIC_GROUP, channel): fault id -> row
+        self._fault_rows: dict[tuple[int | str, int], dict[int, int]] = {}
         self._error: RunFileWriteError | None = None  # the first write error: every later write raises it
         self._handles: dict[str, Any] = {}  # open groups and datasets, closed with the file
         self._unflushed: dict[str, tuple] = {}  # datasets grown since the last flush: their shape then
@@ -225,32 +240,34 @@ class RunWriter:
             ng = g.create_group(f"node{i}")
             for key, value in node_attrs.items():
                 ng.attrs[key] = _to_attr(value)
-            for j, ch_attrs in enumerate(node_channels):
-                cg = ng.create_group(f"channel{j}")
-                for key, value in ch_attrs.items():
-                    cg.attrs[key] = _to_attr(value)
-                extra = [n for n in EXTRA_SAMPLE_FIELDS if n in (ch_attrs.get("extra_sample_fields") or ())]
-                for name in (*SAMPLE_FIELDS, *extra):
-                    cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
-                faultlog.create_datasets(cg.create_group("faults"))
+            _create_channels(ng, node_channels)
+
+    def create_fabric(self, attrs: dict[str, Any], channels: list[dict[str, Any]]) -> None:
+        """Create /power/fabric (its attributes) and one group per fabric channel (--fabric-meter)."""
+        with self._checked("creating the fabric power group"):
+            g = self._file.require_group("power").create_group(FABRIC_GROUP)
+            for key, value in attrs.items():
+                g.attrs[key] = _to_attr(value)
+            _create_channels(g, channels)
+            self._flush()
 
     def append_samples(
         self,
-        node: int,
+        node: int | str,
         channel: int,
         samples: dict[str, np.ndarray],
         faults: list | None = None,
     ) -> None:
         """Append a batch of samples (arrays named as SAMPLE_FIELDS) and faults (FaultRecords: repeats
-        update their row); no flush.
+        update their row); no flush. `node` is a node's index, or FABRIC_GROUP for a fabric channel.
 
         A write error is kept, not raised: the flush that follows every batch raises it (so that
         the caller first receives every node's batch)."""
         with contextlib.suppress(RunFileWriteError), self._checked(f"appending samples of node {node}"):
             self._append_samples(node, channel, samples, faults)
 
-    def _append_samples(self, node: int, channel: int, samples: dict[str, np.ndarray], faults) -> None:
-        where = f"power/node{node}/channel{channel}"
+    def _append_samples(self, node: int | str, channel: int, samples: dict[str, np.ndarray], faults) -> None:
+        where = f"{power_group(node)}/channel{channel}"
         cg = self._h(where)
         count = len(samples["time_unix_s"])
         if count:
