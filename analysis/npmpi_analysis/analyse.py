@@ -12,6 +12,7 @@ import numpy as np
 
 from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
+from npmpi_analysis.fabric import FabricResult, analyse_fabric, group_summary, parts_summary, size_columns
 from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
 
 
@@ -37,6 +38,7 @@ class RunAnalysis:
     meter_delay_override_s: float | None
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    fabric: FabricResult | None = None  # /power/fabric: the fabric's and the total's energy per bit
 
     @property
     def sizes(self) -> int:
@@ -116,6 +118,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             dyn_sigma_w = np.sqrt(power.job_sigma_w**2 + power.idle_sigma_w**2)
             dyn, dyn_sigma = compute.energy_per_bit_pj(b, sb, dyn_w, dyn_sigma_w)
         corr = compute.correlation(b, rate.rate_bit_j)
+    fabric = analyse_fabric(run, power, bw, starts, ends, meter_delay_s, notices, problems)
     return RunAnalysis(
         label=label,
         path=str(run.path),
@@ -135,6 +138,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
         meter_delay_override_s=meter_delay_s,
         notices=notices,
         problems=problems,
+        fabric=fabric,
     )
 
 
@@ -171,7 +175,10 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     if a.power is None:
         return out
     t0 = _add_power_figures(out, a)
-    out["nodes"] = _node_rows(a.power, t0)
+    out["nodes"] = _node_rows(a.power.nodes, t0)
+    if a.fabric is not None:
+        out["fabric"] = {**_node_rows([a.fabric.group], t0)[0], **group_summary(a.fabric)}
+        out["energy_parts"] = parts_summary(a.fabric, a.bw.size_bytes)
     return out
 
 
@@ -266,7 +273,7 @@ def _add_power_figures(out: dict[str, Any], a: RunAnalysis) -> float:
     return t0
 
 
-def _node_rows(pw, t0: float) -> list[dict[str, Any]]:
+def _node_rows(nodes, t0: float) -> list[dict[str, Any]]:
     return [
         {
             "node": n.index,
@@ -298,7 +305,7 @@ def _node_rows(pw, t0: float) -> list[dict[str, Any]]:
                 for c in n.channels
             ],
         }
-        for n in pw.nodes
+        for n in nodes
     ]
 
 
@@ -368,6 +375,8 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
                 row[f"node{n.index}_power_w"] = float(n.sizes.mean[k])
                 row[f"node{n.index}_power_sigma_w"] = float(n.sizes.sigma[k])
                 row[f"node{n.index}_samples"] = int(n.sizes.count[k])
+            if a.fabric is not None:
+                row.update(size_columns(a.fabric, k))
         rows.append(row)
     return rows
 

@@ -289,10 +289,13 @@ def _all_windows(readings: list[ChannelReadings], delays: list[float], starts, e
     )
 
 
-def _node_power(i: int, node, run, starts, ends, windows, delay_override, notices, problems) -> tuple:
-    """One node's NodePower and its summed series (t, p) for the job's plot (None when empty)."""
+def node_group_power(
+    i: int, node, run, starts, ends, windows, delay_override, notices, problems, group=""
+) -> tuple:
+    """One node's NodePower and its summed series (t, p) for the job's plot (None when empty);
+    `group` names another power group read the same way (the fabric's)."""
     baseline, after, sweep = windows
-    where = f"{run.path.name}: /power/node{i}"
+    where = f"{run.path.name}: /power/{group or f'node{i}'}"
     host = str(node.attrs.get("host", "")) or f"node{i}"
     align, offset_note = _align_node(node.attrs, f"{where} ({host})", notices)
     offset_sigma = _offset_sigma(node.attrs)
@@ -411,7 +414,7 @@ def analyse_power(
     full_series: list[tuple[np.ndarray, np.ndarray]] = []
     labels: list[str] = []
     for i, node in enumerate(run.power):
-        node_power, series = _node_power(
+        node_power, series = node_group_power(
             i, node, run, starts, ends, (baseline, after, sweep), delay_override, notices, problems
         )
         nodes.append(node_power)

@@ -14,12 +14,13 @@ from npmpi.units import format_size_bytes
 from npmpi_analysis import compute
 from npmpi_analysis.analyse import RunAnalysis
 from npmpi_analysis.compute import FLAG_OK
-from npmpi_analysis.figures import Plot
+from npmpi_analysis.fabric_plots import plot_energy_parts
+from npmpi_analysis.figures import FIGSIZE, Plot
+from npmpi_analysis.figures import caveat_banner as _caveat_text
 from npmpi_analysis.figures import render_all as render_all  # re-exported for npmpi-analyze, tests
+from npmpi_analysis.figures import size_axis as _size_axis
 
-FIGSIZE = (8.0, 5.0)
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
-CAVEAT_COLOR = "firebrick"
 
 
 def _figure(rows: int = 1, sharex: bool = False):
@@ -32,38 +33,6 @@ def _figure(rows: int = 1, sharex: bool = False):
     top = 1 - 0.72 / height  # inches kept above the axes for the title lines and the caveat
     fig.subplots_adjust(left=0.1, right=0.9, bottom=0.55 / height, top=top, hspace=0.08)
     return fig, axes
-
-
-def _size_axis(ax, sizes: list[np.ndarray]) -> None:
-    """Log-scaled message-size axis with ticks every factor of 4 labelled 1, 4, …, 1K, 4K, … 4M."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
-    ax.set_xscale("log", base=2)
-    allsizes = np.concatenate([s[s > 0] for s in sizes]) if sizes else np.zeros(0)
-    if allsizes.size:
-        lo, hi = int(np.floor(np.log2(allsizes.min()))), int(np.ceil(np.log2(allsizes.max())))
-        step = 2 if hi - lo <= 16 else 4
-        ticks = [2.0**k for k in range(lo - lo % 2, hi + 1, step)]
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size_bytes(round(x))))
-    ax.set_xlabel("message size (bytes; K = 2^10, M = 2^20)")
-    ax.grid(True, which="major", alpha=0.3)
-
-
-def _caveat_text(fig, caveats: list[str]) -> None:
-    texts = sorted({c for c in caveats if c})
-    if texts:
-        fig.text(
-            0.5,
-            0.995,
-            "Power is " + "; ".join(texts),
-            color=CAVEAT_COLOR,
-            fontsize=9,
-            fontweight="bold",
-            ha="center",
-            va="top",
-        )
 
 
 def _power_ylabel(what: str, caveats: list[str]) -> str:
@@ -468,5 +437,6 @@ def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
             plot_iterations(a, several),
             plot_power_time(a, several),
             plot_power_nodes(a, several),
+            plot_energy_parts(a, several),
         ]
     return [p for p in out if p is not None]

@@ -16,6 +16,7 @@ import numpy as np
 from npmpi.safetext import printable_lines
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import FLAG_NAMES, mode_label
+from npmpi_analysis.fabric import fabric_line, part_cells
 
 NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
 FLAG_TEXT = {
@@ -182,6 +183,15 @@ def _power_lines(s: dict, out: list[str], pm: str) -> None:
             f"{n['samples']} samples, {n['faults']} fault(s); clock offset {n['clock_offset']}; {chans}"
         )
         out += [f"    {line}" for line in fault_lines(n)]
+    if s.get("fabric"):
+        out.append(f"  {fabric_line(s['fabric'], pm)}")
+        out += [f"    {line}" for line in fault_lines(s["fabric"])]
+    if s.get("energy_parts"):
+        parts = s["energy_parts"]
+        out.append(
+            f"  energy per bit at {parts['size_bytes']} B (least total), nodes + fabric; {parts['note']}:"
+        )
+        out += [f"    {line}" for line in render_table(*part_cells(parts, pm), left=1).splitlines()]
     for name, count in s["flagged_sizes"].items():
         out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
     for g in s["recorded_gaps"]:
@@ -402,6 +412,11 @@ def html_report(
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         parts.append(f"<pre>{_e(summary_text(a))}</pre>")
         parts.append(_fault_table(a))
+        if a.summary().get("energy_parts"):
+            parts.append(
+                "<h4>Energy per bit: nodes, fabric, total</h4>"
+                + _html_table(*part_cells(a.summary()["energy_parts"]))
+            )
     if len(analyses) > 1:
         parts.append("<h2>Comparison</h2>")
         rows = compare([a.summary() for a in analyses])
