@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from npmpi.runfile import RunWriter, SizeResult
+from npmpi.runformat import FABRIC_GROUP
 
 
 @dataclass
@@ -55,8 +56,10 @@ def write_run(
     baseline_after: tuple[float, float] | None = None,
     attrs: dict | None = None,
     overwrite: bool = False,
+    fabric: SynthNode | None = None,
 ) -> Path:
-    """Write a run file with these rows and, if `nodes` is given, a /power group."""
+    """Write a run file with these rows and, if `nodes` is given, a /power group; `fabric` (its
+    channels, stamped by node 0's clock) adds /power/fabric as node 0's power rank samples it."""
     path = Path(path)
     trials = max(len(t) for t in trial_s) if trial_s else 1
     nnodes = len(nodes) if nodes else 1
@@ -84,7 +87,10 @@ def write_run(
         w.create_power(
             _power_attrs(baseline, baseline_after), _node_attrs(nodes, hosts), _channel_attrs(nodes)
         )
-        _append_samples(w, nodes)
+        if fabric is not None:
+            attrs = {**_node_attrs([fabric], [hosts[0]])[0], "meter_specs": [c.kind for c in fabric.channels]}
+            w.create_fabric(attrs, _channel_attrs([fabric])[0])
+        _append_samples(w, nodes, fabric)
     for k, size in enumerate(size_bytes):
         times = list(trial_s[k])
         starts = list(trial_start_unix_s[k])
@@ -160,8 +166,9 @@ def _channel_attrs(nodes: list[SynthNode]) -> list[list[dict]]:
     return channel_attrs
 
 
-def _append_samples(w: RunWriter, nodes: list[SynthNode]) -> None:
-    for i, n in enumerate(nodes):
+def _append_samples(w: RunWriter, nodes: list[SynthNode], fabric: SynthNode | None = None) -> None:
+    groups = [*enumerate(nodes), *([(FABRIC_GROUP, fabric)] if fabric is not None else [])]
+    for i, n in groups:
         for j, c in enumerate(n.channels):
             t = np.asarray(c.time_unix_s, dtype=float)
             nan = np.full(len(t), np.nan)
