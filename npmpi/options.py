@@ -241,7 +241,7 @@ def _check_fabric(ns: argparse.Namespace) -> None:
     if ns.fabric_rank is not None and not ns.fabric_meter:
         raise UsageError(
             f"--fabric-rank {ns.fabric_rank} only applies with --fabric-meter: add a fabric meter "
-            "(e.g. --fabric-meter snmp:SWITCH,profile=entity-sensor) or drop --fabric-rank"
+            "(--fabric-meter SPEC, a spec as for --meter) or drop --fabric-rank"
         )
     if ns.fabric_rank is not None and ns.fabric_rank < 0:
         raise UsageError(f"--fabric-rank {ns.fabric_rank}: give a rank number (a power rank, 0 or more)")
