@@ -172,8 +172,8 @@ class SnmpClient:
             if not binds:
                 break
             name, value = str(binds[0][0]), binds[0][1]
-            if not name.startswith(prefix) or profiles.is_absent(value):
-                break
+            if not name.startswith(prefix) or profiles.is_absent(value) or name == current:
+                break  # past the column, its end, or an agent answering the same row again
             rows.append((name[len(prefix) :], value))
             current = name
         return rows
@@ -309,8 +309,8 @@ class SnmpMeter(Meter):
                 raise MeterError(f"--meter {text}: {key}= does not apply to profile={self.profile}")
         if self.version != "3" and ("auth" in p or "priv" in p or "context" in p):
             raise MeterError(f"--meter {text}: auth=, priv= and context= are for version=3")
-        for key in ("outlet",) if self.profile == "entity-sensor" else ("outlet", "index"):
-            if key in p and self.profile != "generic" and not p[key].isdigit():
+        for key in ("outlet", "index") if self.profile in ("apc-rpdu2", "raritan-pdu2") else ():
+            if key in p and not p[key].isdigit():
                 raise MeterError(f"--meter {text}: {key}={p[key]!r} is not a whole number")
         index = p.get("index", "all")
         if self.profile == "entity-sensor" and index != "all" and not index.replace("+", "").isdigit():
