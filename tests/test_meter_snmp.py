@@ -24,7 +24,7 @@ from tests_support import DATA
 
 from npmpi.meters import MeterError, MeterFault, make_meter, parse_meter_spec
 from npmpi.meters.snmp import COMMUNITY_ENV, V3_ENV, SnmpMeter, parse_target
-from npmpi.meters.snmp_profiles import Term, sensor_exp10
+from npmpi.meters.snmp_profiles import Plan, Term, ValueProblem, sensor_exp10, watts
 
 SNMP_DATA = DATA / "snmp"
 BROKEN_DATA = DATA / "snmp-broken"
@@ -199,6 +199,16 @@ def test_an_inline_community_is_refused_without_echoing_it():
         assert f"hunter2-{key}" not in str(info.value) and key in str(info.value)
 
 
+def test_without_pysnmp_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pysnmp.hlapi.v3arch", None)  # as if pysnmp were not installed
+    monkeypatch.setenv(COMMUNITY_ENV, "entity-sensor")
+    meter = make_meter("snmp:127.0.0.1:1161,profile=entity-sensor")  # building it needs no pysnmp
+    with pytest.raises(
+        MeterError, match=r"--meter snmp:127.0.0.1:1161,profile=entity-sensor: .*pip install 'npmpi\[snmp\]'"
+    ):
+        meter.open()
+
+
 def test_entity_sensor_reads_the_truth(agent, monkeypatch, opened):
     monkeypatch.setenv(COMMUNITY_ENV, "entity-sensor")
     meter = opened(f"snmp:127.0.0.1:{agent.port},profile=entity-sensor")
@@ -298,30 +308,31 @@ def test_raritan_outlets_and_inlet(agent, monkeypatch, opened):
         opened(f"{at},outlet=5")
 
 
-@pytest.mark.parametrize(
-    ("oid", "extra", "expected"),
-    [
-        ("1.0", "", 500.0),
-        ("1.0", ",scale=0.5", 250.0),
-        ("5.0", ",scale=0.000001", 4000.0),  # a Gauge32 above 2^31, exactly
-        ("2.0", "", r"an OctetString \('12.5'\) where an integer belongs"),
-        ("3.0", "", "a Counter32"),
-        ("7.0", "", "a TimeTicks"),
-        ("4.0", "", "= -3: a negative power"),
-        ("5.0", "", "4e[+]09 W from .*more than max_w=100000 W"),
-        ("8.0", "", "noSuchInstance"),
-    ],
-)
-def test_generic_oid_takes_integers_exactly_and_refuses_the_rest(
-    agent, monkeypatch, oid, extra, expected, opened
-):
+def test_generic_oid_takes_integers_exactly_and_refuses_the_rest(agent, monkeypatch, opened):
     monkeypatch.setenv(COMMUNITY_ENV, "odd-values")
-    spec = f"snmp:127.0.0.1:{agent.port},oid=1.3.6.1.4.1.99999.{oid}{extra}"
-    if isinstance(expected, float):
-        assert opened(spec).read(0.0)[0].power_w == expected
-    else:
-        with pytest.raises(MeterError, match=expected):
-            opened(spec)
+    at = f"snmp:127.0.0.1:{agent.port},oid=1.3.6.1.4.1.99999"
+    assert opened(f"{at}.1.0,scale=0.5").read(0.0)[0].power_w == 250.0
+    meter = opened(f"{at}.5.0,scale=0.000001")  # a Gauge32 above 2^31, exactly
+    assert meter.read(0.0)[0].power_w == 4000.0
+    with pytest.raises(MeterError, match=r"an OctetString \('12.5'\) where an integer belongs"):
+        opened(f"{at}.2.0")
+    # the other values as the agent sends them, through the conversion every read uses
+    expected = {
+        1: 500.0,
+        3: r"oid \(1.3.6.1.4.1.99999.3.0\): a Counter32 \('1000'\) where an integer belongs",
+        7: r"a TimeTicks \('12345'\) where",
+        4: r"= -3: a negative power",
+        5: r"4e\+09 W from 1.3.6.1.4.1.99999.5.0: more than max_w=100000 W, not a power",
+        8: r"oid \(1.3.6.1.4.1.99999.8.0\): noSuchInstance \(the agent has no such value\)",
+    }
+    answers = meter.client.get([f"1.3.6.1.4.1.99999.{n}.0" for n in expected])
+    for n, outcome in expected.items():
+        plan = Plan([Term(f"1.3.6.1.4.1.99999.{n}.0", "oid")], 1.0, "test")
+        if isinstance(outcome, float):
+            assert watts(plan, answers, 100_000.0) == outcome
+        else:
+            with pytest.raises(ValueProblem, match=outcome):
+                watts(plan, answers, 100_000.0)
 
 
 def _v3(agent, extra: str = "") -> str:
@@ -477,6 +488,12 @@ def test_agent_killed_then_restarted_faults_and_resumes(agent, monkeypatch, open
     lo, hi = truth_bounds(2000, 500, t0, t1)
     assert lo / 10 <= power <= hi / 10
     assert "gave no answer" in capsys.readouterr().err
+    first_after = times[times > t_back].min()
+    with capsys.disabled():  # shown with -s
+        print(
+            f"\nsnmp agent killed: fault after {t_fault - killed_at:.2f} s; restarted whole: back after "
+            f"{t_back - restarted_at:.2f} s, first sample {first_after - restarted_at:.2f} s after restarting"
+        )
 
 
 def test_mpirun_run_and_analysis_hold_no_secret(agent, tmp_path, capsys, npmpi_run):

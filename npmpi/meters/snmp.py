@@ -28,6 +28,9 @@ DEFAULT_TIMEOUT_S = 0.5
 DEFAULT_RETRIES = 1
 DEFAULT_MAX_W = 100_000.0  # a reading above is a fault: no PDU or switch draws 100 kW
 MAX_CALL_S = 2.0  # timeout × tries of one read stays below this
+# beyond pysnmp's own timeouts, what a request may take (building it, a loaded CPU) before it is cut
+CALL_MARGIN_S = 1.0
+RESOLVE_S = 5.0  # resolving the agent's host name
 COMMUNITY_ENV = "NPMPI_SNMP_COMMUNITY"
 V3_ENV = {"user": "NPMPI_SNMP_USER", "auth_key": "NPMPI_SNMP_AUTH_KEY", "priv_key": "NPMPI_SNMP_PRIV_KEY"}
 AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
@@ -110,7 +113,7 @@ class SnmpClient:
     @property
     def deadline_s(self) -> float:
         """The longest one request may take: every try's timeout and a margin."""
-        return self.timeout_s * (self.retries + 1) + 0.5
+        return self.timeout_s * (self.retries + 1) + CALL_MARGIN_S
 
     def _run(self, coroutine):
         assert self._loop is not None
@@ -127,14 +130,20 @@ class SnmpClient:
         cls = hlapi.Udp6TransportTarget if ":" in self.host else hlapi.UdpTransportTarget
 
         async def start():
-            engine = hlapi.SnmpEngine()
+            engine = hlapi.SnmpEngine()  # CPU only (it loads MIB modules): not under a network deadline
             engine.cache["mibViewController"] = view
-            target = await cls.create((self.host, self.port), timeout=self.timeout_s, retries=self.retries)
-            return engine, target
+            self._engine = engine
+            create = cls.create((self.host, self.port), timeout=self.timeout_s, retries=self.retries)
+            return await asyncio.wait_for(create, RESOLVE_S)
 
         try:
-            self._engine, self._target = self._run(start())
-        except (OSError, asyncio.TimeoutError, Exception) as exc:  # pysnmp wraps resolver errors
+            self._target = self._loop.run_until_complete(start())
+        except asyncio.TimeoutError:
+            self.close()
+            raise AgentError(
+                f"cannot be reached: its name did not resolve in {RESOLVE_S:g} s", "other"
+            ) from None
+        except Exception as exc:  # pysnmp wraps resolver errors
             self.close()
             raise AgentError(f"cannot be reached: {exc}", "other") from None
 
@@ -274,10 +283,11 @@ class SnmpMeter(Meter):
         if self.timeout_s <= 0 or retries < 0 or retries != int(retries):
             raise MeterError(f"--meter {spec.text}: timeout must be positive and retries a whole number >= 0")
         self.retries = int(retries)
-        self.longest_call_s = self.timeout_s * (self.retries + 1)
-        if self.longest_call_s > MAX_CALL_S:
+        tries_s = self.timeout_s * (self.retries + 1)
+        self.longest_call_s = tries_s + CALL_MARGIN_S  # the most a read blocks (SnmpClient.deadline_s)
+        if tries_s > MAX_CALL_S:
             raise MeterError(
-                f"--meter {spec.text}: timeout × (retries + 1) = {self.longest_call_s:g} s: one read must "
+                f"--meter {spec.text}: timeout × (retries + 1) = {tries_s:g} s: one read must "
                 f"take at most {MAX_CALL_S:g} s, or the sampling loop stalls behind a silent agent"
             )
         self.max_w = spec.number("max_w", DEFAULT_MAX_W)
@@ -356,6 +366,10 @@ class SnmpMeter(Meter):
     def open(self) -> None:
         self.close()
         self.plan = None
+        try:
+            _hlapi()
+        except MeterError as exc:
+            raise MeterError(f"--meter {self.spec.text}: {exc}") from None
         client, opened = self.client, False
         try:
             client.open(self.security())
