@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["calibrate"]:
-        from npmpi.calibrate_run import main as calibrate_main
+        from npmpi.calibration import main as calibrate_main
 
         return calibrate_main(argv[1:])
     # Until the stop handlers are installed (once MPI runs), Ctrl-C ends a rank as SIGTERM does,
@@ -136,7 +136,7 @@ def _prepare_output(opts: Options, agreed: _Agreed) -> str | None:
         agreed.output = opts.output
     try:
         if opts.calibration is not None:
-            from npmpi.calibrate_run import load_calibration
+            from npmpi.calibration import load_calibration
 
             agreed.calibration = load_calibration(opts.calibration)
         agreed.reservation = _reserve_output(agreed.output, opts.force)

@@ -174,7 +174,7 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
     """After the sweep: the baseline after it (not when interrupted: mpirun may kill the job at
     any moment), the last samples, the clock offsets at the end."""
     from npmpi.baseline import after_baseline_s, store_baseline
-    from npmpi.calibrate_run import largest_delay_s
+    from npmpi.calibration import largest_delay_s
 
     collector.collect()
     if outcome.status == "complete" and not stop:
@@ -280,7 +280,7 @@ class Recording:
         if collector is not None:
             power_setup(writer, collector, s.layout, s.power_nodes, opts, console, s.stop)
             if s.calibration is not None:
-                from npmpi.calibrate_run import apply_calibration
+                from npmpi.calibration import apply_calibration
 
                 notes = apply_calibration(writer, s.calibration, s.layout, s.power_nodes, opts.calibration)
                 for line in notes:
