@@ -6,8 +6,9 @@ context=NAME,timeout=0.5,retries=1,max_w=100000,credentials=PATH,FIELD_env=VAR]`
 The profiles (what is read and how it becomes watts) are in `snmp_profiles`. Each meter has its own
 pysnmp engine on a private asyncio event loop, so reads from the sampling thread never meet
 another meter's loop. One read is one GET of the profile's OIDs: it waits for the agent at most
-`timeout × (retries + 1)` seconds (1 s by default) and is cut 1 s after that. The community (v2c) or the user and keys (v3) come from the environment or
-a 0600 credentials file (npmpi.meters.credentials), never from the spec; no message names them.
+`timeout × (retries + 1)` seconds (1 s by default) and is cut 1 s after that. The community (v2c)
+or the user and keys (v3) come from the environment or a 0600 credentials file
+(npmpi.meters.credentials), never from the spec; no message names them.
 """
 
 from __future__ import annotations
