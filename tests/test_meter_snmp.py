@@ -505,7 +505,7 @@ def test_mpirun_run_and_analysis_hold_no_secret(agent, tmp_path, capsys, npmpi_r
     from npmpi.runreader import load_run
 
     spec = f"snmp:127.0.0.1:{agent.port},profile=entity-sensor"
-    args = ["--quick", "-u", "1K", "--baseline", "0.5", "--meter", spec, "-o", "snmp.h5"]
+    args = ["--quick", "-u", "256", "--baseline", "0.5", "--meter", spec, "-o", "snmp.h5"]
     done = npmpi_run(args, np=3, env={COMMUNITY_ENV: SECRET_COMMUNITY})
     assert done.returncode == 0, done.stderr[-3000:]
     run = load_run(tmp_path / "snmp.h5")
