@@ -109,6 +109,7 @@ class SnmpClient:
 
     @property
     def is_open(self) -> bool:
+        """True between open() and close()."""
         return self._loop is not None
 
     @property
