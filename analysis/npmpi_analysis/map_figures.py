@@ -114,7 +114,10 @@ def map_plots(analyses: list) -> list[Plot]:
     for a in analyses:
         tag = f"_{a.label}" if several else ""
         attrs = a.map_attrs
-        who = f"{a.label}: {a.nodes} hosts, {attrs.get('schedule', '?')} schedule, {attrs.get('kernel', '?')} kernel"
+        who = (
+            f"{a.label}: {a.nodes} hosts, {attrs.get('schedule', '?')} schedule, "
+            f"{attrs.get('kernel', '?')} kernel"
+        )
         first = int(a.size_bytes[0])
         plots.append(
             heatmap(

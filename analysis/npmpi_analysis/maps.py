@@ -200,13 +200,24 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
     return a
 
 
+def entry_hosts(m: MapFile) -> list[str]:
+    """The node (host name) of each mapped entry: from /layout's host of its rank, else its name in
+    /map/hosts without a `:rank` suffix (--per-rank names entries host:rank)."""
+    layout = list(m.layout.get("host", []))
+    layout = [h.decode("utf-8", "replace") if isinstance(h, bytes) else str(h) for h in layout]
+    if layout and all(0 <= int(r) < len(layout) for r in m.ranks):
+        return [layout[int(r)] for r in m.ranks]
+    return [h.rsplit(":", 1)[0] if h.rsplit(":", 1)[-1].isdigit() else h for h in m.hosts]
+
+
 def _power_node_of(m: MapFile, power: PowerResult, notices: list[str]) -> np.ndarray:
-    """For each mapped entry, the index of its host's power node, -1 without one."""
+    """For each mapped entry, the index of its node's power group (by host), -1 without one."""
     by_host: dict[str, int] = {}
     for k, node in enumerate(power.nodes):
         by_host.setdefault(node.host, k)
-    out = np.array([by_host.get(h, -1) for h in m.hosts], dtype=np.int64)
-    missing = sorted({h for h, k in zip(m.hosts, out, strict=True) if k < 0})
+    hosts = entry_hosts(m)
+    out = np.array([by_host.get(h, -1) for h in hosts], dtype=np.int64)
+    missing = sorted({h for h, k in zip(hosts, out, strict=True) if k < 0})
     if missing:
         notices.append(f"no power node for host(s) {', '.join(missing)}: their pairs have no energy figures")
     return out
