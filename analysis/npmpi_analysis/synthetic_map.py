@@ -127,9 +127,11 @@ def write_map(
     iters = np.where(ran, iterations, 0).astype(np.int64)
     moved = np.where(ran, 2 * sizes[:, None, None] * iterations * truth.trials, 0).astype(np.int64)
     power_hosts = sorted(set(truth.hosts), key=truth.hosts.index)
+    names = [f"{h}:{k}" for k, h in enumerate(truth.hosts)] if per_rank else list(truth.hosts)
+    extra = [nd.host for nd in nodes] if nodes else []
     attrs = {
         "command_line": "python -m npmpi map (synthetic)",
-        "world_size": n,
+        "world_size": n + len(extra),
         "node_count": len(power_hosts),
     }
     write_run(
@@ -151,10 +153,13 @@ def write_map(
             "per_rank": per_rank,
             "kernel": "python",
             "mode": "pingpong",
+            "window": 1,
             "n_rounds": nr,
+            "trials": truth.trials,
+            "rounds_completed": int(measured.sum()),
             "status": status,
         },
-        truth.hosts,
+        names,
         sizes,
         rounds,
         trial_s,
@@ -163,7 +168,22 @@ def write_map(
         start,
         end,
     )
+    _write_layout(Path(path), list(truth.hosts) + extra, ["map"] * n + ["power"] * len(extra))
     return Path(path)
+
+
+def _write_layout(path: Path, hosts: list[str], roles: list[str]) -> None:
+    """/layout as a map run writes it: one row per rank, the measuring ranks first, then the power
+    ranks (the synthetic run writer's layout is a sweep's)."""
+    import h5py
+
+    index = {h: k for k, h in enumerate(dict.fromkeys(hosts))}
+    with h5py.File(path, "a") as f:
+        del f["layout"]
+        g = f.create_group("layout")
+        g.create_dataset("host", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
+        g.create_dataset("node_index", data=np.array([index[h] for h in hosts], dtype=np.int64))
+        g.create_dataset("role", data=np.array(roles, dtype=object), dtype=h5py.string_dtype())
 
 
 def _write_map_group(path: Path, attrs, hosts, sizes, rounds, trial_s, iters, moved, start, end) -> None:
