@@ -170,7 +170,11 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
 
     attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
     _check_root(attrs, p)
+    import h5py
+
     g = f[MAP_GROUP]
+    if not isinstance(g, h5py.Group):
+        raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
     map_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
     ds = {name: _dataset(g, name, kinds, ndim, p) for name, kinds, ndim in REQUIRED}
     ds.update({name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED})
@@ -252,6 +256,8 @@ def _check_shapes(shapes: dict[str, tuple], p: Path) -> None:
 def _check_values(m: MapFile, p: Path) -> None:
     if np.any(m.size_bytes < 1):
         raise RunFileError(f"{p}: /map/size_bytes holds sizes below 1 byte")
+    if len(np.unique(m.size_bytes)) < len(m.size_bytes):
+        raise RunFileError(f"{p}: /map/size_bytes holds a size twice: {m.size_bytes.tolist()}")
     rounds = m.window_start_unix_s.shape[1]
     rd = m.round
     off = ~np.eye(m.nodes, dtype=bool)
