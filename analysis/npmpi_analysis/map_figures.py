@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from npmpi.units import format_size_bytes
+from npmpi.units import format_size_iec as format_size
 from npmpi_analysis.figures import Plot
-from npmpi_analysis.maps import format_size
 
 CAVEAT_COLOR = "firebrick"
 ANNOTATE_MAX = 16  # cells are labelled with their value up to this many hosts
-MAX_TICK_LABELS = 64
+MAX_TICK_LABELS = 32
 
 
 def _figure(n: int):
@@ -55,9 +55,10 @@ def heatmap(
     image = ax.imshow(data, cmap=cmap, norm=norm, interpolation="nearest")
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     bar.set_label(unit if not caveat else f"{unit} ({caveat.split(',')[0]})", fontsize=9)
-    if n <= MAX_TICK_LABELS:
-        ax.set_xticks(range(n), names, rotation=90, fontsize=8)
-        ax.set_yticks(range(n), names, fontsize=8)
+    step = -(-n // MAX_TICK_LABELS)  # every host named up to MAX_TICK_LABELS, then every step-th
+    ticks = list(range(0, n, step))
+    ax.set_xticks(ticks, [names[k] for k in ticks], rotation=90, fontsize=8)
+    ax.set_yticks(ticks, [names[k] for k in ticks], fontsize=8)
     if n <= ANNOTATE_MAX and finite.size:
         _annotate(ax, data)
     for i, j in boxes or []:

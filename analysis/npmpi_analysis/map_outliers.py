@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.units import format_size_iec as format_size
+
 MAD_SCALE = 1.4826  # MAD of a normal distribution times this is its sigma
 K_MAD = 3.5  # Iglewicz and Hoaglin: |modified z| > 3.5 is an outlier
 MIN_EFFECT = 0.8  # a link is named only below 0.8x the median bandwidth, or above 1/0.8 x its latency
@@ -131,8 +133,6 @@ def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, a
 def find_outliers(a) -> list[Finding]:
     """The named nodes and links of an analysed map (npmpi_analysis.maps.MapAnalysis): latency at
     the smallest size, bandwidth at every other size (at the smallest, bandwidth is latency again)."""
-    from npmpi_analysis.maps import format_size
-
     jobs = [("latency", a.latency_s, int(a.size_bytes[0]), HIGH)]
     jobs += [("bandwidth", a.bandwidth_bit_s[k], int(s), LOW) for k, s in enumerate(a.size_bytes) if k > 0]
     out = []
@@ -186,8 +186,6 @@ def _common(before, after) -> tuple[list[str], list[int], list[int], list[int], 
 def compare_maps(before, after) -> MapChange:
     """Per-link ratios after / before, and the links and nodes whose change stands out from the
     map's median change by the outlier rule (either way: a repair, or a new fault)."""
-    from npmpi_analysis.maps import format_size
-
     names, ia, ib, sa, sb = _common(before, after)
     lat = after.latency_s[np.ix_(ia, ia)] / before.latency_s[np.ix_(ib, ib)]
     bw = after.bandwidth_bit_s[np.ix_(sa, ia, ia)] / before.bandwidth_bit_s[np.ix_(sb, ib, ib)]

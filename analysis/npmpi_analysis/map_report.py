@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from npmpi.safetext import printable_lines
+from npmpi.units import format_size_iec as format_size
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.map_outliers import K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
-from npmpi_analysis.maps import format_size
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
 HTML_MATRIX_MAX = 64

@@ -290,15 +290,6 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
     )
 
 
-def format_size(n: int) -> str:
-    """A size as the sentences say it: 1 B, 64 KiB, 4 MiB, 1.5 MiB, 1000 B."""
-    for suffix, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= factor and n % (factor // 16) == 0:
-            value = n / factor
-            return f"{value:.0f} {suffix}" if value == int(value) else f"{value:g} {suffix}"
-    return f"{n} B"
-
-
 def finite_or_nan(x: Any) -> float:
     """A float, NaN for anything not finite."""
     try:
