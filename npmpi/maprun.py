@@ -170,7 +170,11 @@ def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
     from npmpi.threadlevel import level_problem
 
     opts = mopts.run
-    agreed = MapAgreed(roles=discover_roles(MPI, comm, list(opts.meters)))
+    try:
+        agreed = MapAgreed(roles=discover_roles(MPI, comm, list(opts.meters)))
+    except UsageError as exc:  # the layout's words are a sweep's: say them of a map
+        text = str(exc).replace("a ping-pong needs 2 ranks", "a map needs 2 measuring ranks")
+        raise UsageError(text.replace("python -m npmpi …", "python -m npmpi map --per-rank …")) from None
     agreed.roles.layout, agreed.members = map_layout(agreed.roles.layout, mopts.per_rank)
     agreed.names = member_names(agreed.roles.layout, agreed.members, mopts.per_rank)
     problem = _local_problem(MPI, mopts, agreed)
