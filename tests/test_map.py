@@ -203,14 +203,27 @@ def test_odd_map_with_a_power_rank(npmpi_run, tmp_path):
         assert p["baseline_after_start_unix_s"] >= f["map/window_end_unix_s"][-1, -1]
 
 
-@pytest.mark.mpi
-@pytest.mark.timeout(120)
-def test_map_refuses_one_member_with_one_line(npmpi_run, tmp_path):
-    proc = npmpi_run(["map", "--quick", "-o", "none.h5"], np=2)
-    assert proc.returncode == 2
-    lines = [line for line in proc.stderr.splitlines() if "npmpi: error" in line]
-    assert len(lines) == 1 and "--per-rank" in lines[0] and "2 measuring ranks" in lines[0]
-    assert "Traceback" not in proc.stderr and not (tmp_path / "none.h5").exists()
+def test_map_layout_members_roles_and_refusals():
+    from npmpi.layout import compute_layout
+    from npmpi.maprun import map_layout, member_names
+
+    # two nodes of 2 ranks with power: the lowest rank of each node measures, the highest samples
+    lay = compute_layout(["a", "a", "b", "b"], ["ha", "ha", "hb", "hb"], power=True)
+    mapped, members = map_layout(lay, per_rank=False)
+    assert members == [0, 2] and mapped.roles == ("map", "power", "map", "power")
+    assert member_names(mapped, members, False) == ["ha", "hb"]
+    # one host, 4 ranks, no power: one member unless every rank is mapped
+    one = compute_layout(["a"] * 4, ["h"] * 4, power=False)
+    with pytest.raises(UsageError, match="a map needs 2 measuring ranks, 1 found") as info:
+        map_layout(one, per_rank=False)
+    assert "--per-rank" in str(info.value) and "\n" not in str(info.value)
+    mapped, members = map_layout(one, per_rank=True)
+    assert members == [0, 1, 2, 3] and set(mapped.roles) == {"map"}
+    assert member_names(mapped, members, True) == ["h:0", "h:1", "h:2", "h:3"]
+    # a node whose only rank samples its meters has no member
+    bare = compute_layout(["a", "a", "a", "b"], ["ha", "ha", "ha", "hb"], power=True)
+    with pytest.raises(UsageError, match=r"node 1 \(hb\) has only its power rank"):
+        map_layout(bare, per_rank=False)
 
 
 @pytest.mark.mpi
