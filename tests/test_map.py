@@ -6,10 +6,12 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import subprocess
 
 import h5py
 import numpy as np
 import pytest
+from conftest import VENV
 from test_reliability_support import Job
 
 from npmpi.errors import UsageError
@@ -70,6 +72,17 @@ def test_options_defaults_and_one_line_refusals():
         with pytest.raises(UsageError, match=words) as info:
             parse_map_options(argv)
         assert "\n" not in str(info.value)
+
+
+def test_iterations_follow_netpipes_rule_with_the_pairs_own_time():
+    from npmpi.mappair import iterations_for
+
+    base = parse_map_options([]).run  # 7 trials, target 0.05 s
+    assert iterations_for(base, 1, 1e-5) == 5000  # 0.05 s / 10 us per message
+    assert iterations_for(base, 4 << 20, 0.036) == 7  # a slow link: the floor, the trials
+    assert iterations_for(base, 1, 0.0) == 50000  # no time measured: NetPIPE's 1 us guard
+    stream = parse_map_options(["--mode", "stream", "--window", "64"]).run
+    assert iterations_for(stream, 65536, 1e-5) == 79  # 5000 messages in windows of 64
 
 
 # ---- the file's figures, hand-computed
@@ -173,6 +186,14 @@ def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
     host = os.uname().nodename
     assert [h.decode() for h in got["hosts"]] == [f"{host}:{r}" for r in range(4)]
     assert "rounds in" in proc.stdout and "status complete" in proc.stdout
+    # the "done when": the analysis draws the heatmaps and writes the report of a real map
+    analysis = subprocess.run(
+        [str(VENV / "bin" / "npmpi-analyze"), "map.h5", "--plots", "plots", "--report", "map.html"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert analysis.returncode == 0, analysis.stdout + analysis.stderr
+    assert "outliers" in analysis.stdout and (tmp_path / "map.html").stat().st_size > 0
+    assert any(p.suffix == ".png" for p in (tmp_path / "plots").iterdir())
 
 
 @pytest.mark.mpi
