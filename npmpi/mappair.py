@@ -18,6 +18,7 @@ import numpy as np
 
 from npmpi.baseline import take_part
 from npmpi.config import Options
+from npmpi.kernels import Kernel
 from npmpi.messageloop import MessageLoop, Patterns, warmup_iterations
 from npmpi.modes import MODE_STREAM, mode_factors
 from npmpi.protocol import (
@@ -59,15 +60,15 @@ def iterations_for(opts: Options, size: int, message_s: float) -> int:
 class PairSide:
     """One member's buffers and patterns: a loop as transmitter and one as reflector, made when needed."""
 
-    def __init__(self, opts: Options, kernels) -> None:
+    def __init__(self, opts: Options, kernel: Kernel) -> None:
         self.opts = opts
-        self.kernels = kernels
+        self.kernel = kernel
         self.patterns = Patterns(opts.largest_message_bytes)
         self._loops: dict[bool, MessageLoop] = {}
 
     def loop(self, transmitter: bool) -> MessageLoop:
         if transmitter not in self._loops:
-            self._loops[transmitter] = MessageLoop(self.opts, self.kernels, transmitter=transmitter)
+            self._loops[transmitter] = MessageLoop(self.opts, self.kernel, transmitter=transmitter)
         return self._loops[transmitter]
 
     def prepare(self, comm, size: int, peer: int) -> None:

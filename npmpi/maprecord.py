@@ -162,7 +162,6 @@ class MapRecording:
     """Rank 0's map from the file's creation to its close; `run()` returns the exit status."""
 
     def __init__(self, MPI, comm, mopts, argv, agreed, stop) -> None:
-        from npmpi.clock import measure_c_clock, measure_python_clock
         from npmpi.console import Console
         from npmpi.power import PowerCollector
         from npmpi.recording import provenance, thread_attrs
@@ -170,8 +169,8 @@ class MapRecording:
         self.MPI, self.comm, self.mopts, self.agreed, self.stop = MPI, comm, mopts, agreed, stop
         self.opts = opts = mopts.run
         self.layout = layout = agreed.roles.layout
-        clock = measure_c_clock() if opts.kernel == "c" else measure_python_clock()
-        self.attrs = provenance(MPI, opts, ["map", *argv], layout, agreed.kernel_note, clock)
+        kernel = agreed.kernel
+        self.attrs = provenance(MPI, opts, ["map", *argv], layout, kernel.note, kernel.measure_clock())
         self.attrs.update(thread_attrs(opts, layout, agreed.thread_levels))
         self.power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
         self.console = Console(quiet=opts.quiet)
@@ -190,7 +189,7 @@ class MapRecording:
 
         a, opts, mopts = self.agreed, self.opts, self.mopts
         self.coordinator = MapCoordinator(
-            self.comm, mopts, a.members, PairSide(opts, a.kernels), self.stop, self.on_round
+            self.comm, mopts, a.members, PairSide(opts, a.kernel), self.stop, self.on_round
         )
         n = len(a.members)
         spec = {
@@ -273,7 +272,7 @@ class MapRecording:
         if collector is not None:
             power_setup(writer, collector, self.layout, self.power_nodes, opts, console, self.stop)
             if self.agreed.calibration is not None:
-                from npmpi.calibrate_run import apply_calibration
+                from npmpi.calibration import apply_calibration
 
                 for line in apply_calibration(
                     writer, self.agreed.calibration, self.layout, self.power_nodes, opts.calibration

@@ -120,8 +120,7 @@ class MapAgreed:
     roles: Any = None
     members: list[int] | None = None
     names: list[str] | None = None  # /map/hosts
-    kernels: Any = None
-    kernel_note: str = ""
+    kernel: Any = None  # npmpi.kernels.Kernel on the measuring ranks
     gathered_power: list | None = None
     thread_levels: list | None = None
     output: str | None = None
@@ -136,7 +135,7 @@ def _local_problem(MPI, mopts: MapOptions, agreed: MapAgreed) -> str | None:
     roles, rank = agreed.roles, agreed.roles.rank
     if rank in agreed.members:
         try:
-            agreed.kernels = get_kernels(mopts.run.kernel)
+            agreed.kernel = get_kernels(mopts.run.kernel)
         except NpmpiError as exc:
             return str(exc)
         return memory_problem(roles.layout, agreed.members, rank, mopts.sizes_bytes[-1])
@@ -155,7 +154,7 @@ def _prepare_output(opts, agreed: MapAgreed) -> str | None:
     agreed.output = opts.output if opts.output is not None else default_output_name(f"map-{stamp}")
     try:
         if opts.calibration is not None:
-            from npmpi.calibrate_run import load_calibration
+            from npmpi.calibration import load_calibration
 
             agreed.calibration = load_calibration(opts.calibration)
         agreed.reservation = reserve_output(agreed.output, opts.force, ballast_bytes=RESERVED_BYTES)
@@ -193,10 +192,6 @@ def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
 
             release(agreed.reservation)
         raise
-    if agreed.kernels is not None and opts.kernel == "c":
-        from npmpi.kernels import c_kernel_status
-
-        agreed.kernel_note = c_kernel_status()[1]
     return agreed
 
 
@@ -221,7 +216,7 @@ def _run(MPI, comm, mopts: MapOptions, argv: list[str]) -> int:
         return record_map(MPI, comm, mopts, argv, agreed, stop)
     try:
         if rank in agreed.members:
-            return serve_map(comm, PairSide(mopts.run, agreed.kernels), stop)
+            return serve_map(comm, PairSide(mopts.run, agreed.kernel), stop)
         if agreed.roles.role == ROLE_POWER:
             return power_rank_main(comm, agreed.roles.samplers, stop)
         return wait_quietly(comm, stop)
