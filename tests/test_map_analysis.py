@@ -118,6 +118,20 @@ def test_noise_only_matrices_never_name_anything():
         assert not found.nodes and not found.links
 
 
+def test_a_very_slow_link_among_very_noisy_links_is_named():
+    """Links spread by factors (±50 %): a link 50x slow is still named (the MAD of the logarithms),
+    the noisy ones are not."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        n = 8
+        x = 20e9 * np.exp(rng.uniform(np.log(0.5), np.log(1.5), (n, n)))
+        x = np.triu(x, 1) + np.triu(x, 1).T
+        np.fill_diagonal(x, np.nan)
+        x[1, 2] = x[2, 1] = 0.4e9  # 100 Mbit/s-ish against 20 Gbit/s
+        found = detect(x, LOW)
+        assert not found.nodes and [(i, j) for i, j, *_ in found.links] == [(1, 2)]
+
+
 def test_a_slow_link_beside_a_slow_node_is_named_too():
     n = 8
     x = np.full((n, n), 10.0)
