@@ -176,6 +176,28 @@ def test_an_interrupted_map_is_analysed_and_says_so(tmp_path, capsys):
     ]
 
 
+def test_sizes_stored_in_any_order_and_the_files_derived_matrices_checked(tmp_path):
+    path = tmp_path / "m.h5"
+    write_map(path, MapTruth(hosts(3), size_bytes=[65536, 1], slow_links={(0, 1): 0.5}))
+    with h5py.File(path, "a") as f:
+        bw = f["map/bandwidth_bit_s"][:]
+        bw[0, 1, 2] *= 1.01  # the writer's matrix disagrees with its trials by 1 %
+        f["map/bandwidth_bit_s"][...] = bw
+    a = analyse_map(load_map(path, FIELDS), "m")
+    assert a.size_bytes.tolist() == [1, 65536]
+    assert a.latency_s[0, 2] == pytest.approx(2e-6 + 8 / 10e9)  # the latency at 1 B
+    assert a.bandwidth_bit_s[1, 1, 2] == pytest.approx(8 * 65536 / (2e-6 + 8 * 65536 / 10e9))
+    assert [f.sentence for f in a.outliers] == [
+        "link h0–h1: latency 2.00x the median at 1 B",
+        "link h0–h1: bandwidth 0.50x the median at 64 KiB",
+    ]
+    assert any(
+        "/map/bandwidth_bit_s differs from the value computed from /map/trial_s in 1 place(s) (up to 1 %)"
+        in n
+        for n in a.notices
+    )
+
+
 # ---------------------------------------------------------------- power and energy per bit
 
 NODE_W = [100.0, 110.0, 120.0, 130.0]
