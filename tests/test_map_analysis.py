@@ -176,6 +176,17 @@ def test_an_interrupted_map_is_analysed_and_says_so(tmp_path, capsys):
     ]
 
 
+def test_a_slow_node_of_a_partial_map_is_said_on_its_measured_links(tmp_path):
+    measured = np.ones((3, 7), dtype=bool)
+    measured[2, 3:] = False  # 4 MiB stopped after 3 of 7 rounds
+    path = tmp_path / "part.h5"
+    write_map(path, MapTruth(hosts(8), slow_nodes={5: 0.5}), status="interrupted", measured=measured)
+    a = analyse_map(load_map(path, FIELDS), "part")
+    said = [f.sentence for f in a.outliers if f.size_bytes == 4 << 20]
+    assert said == ["node h5: every measured link 0.50x the median bandwidth at 4 MiB — the node, not a link"]
+    assert [f.links for f in a.outliers if f.size_bytes == 4 << 20] == [3]
+
+
 def test_sizes_stored_in_any_order_and_the_files_derived_matrices_checked(tmp_path):
     path = tmp_path / "m.h5"
     write_map(path, MapTruth(hosts(3), size_bytes=[65536, 1], slow_links={(0, 1): 0.5}))

@@ -123,13 +123,14 @@ def detect(x: np.ndarray, direction: str) -> Flagged:
     return out
 
 
-def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str) -> str:
+def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str, possible: int) -> str:
     """'node h4: every link 0.50x the median bandwidth at 4 MiB — the node, not a link' (latency:
-    'every link's latency 2.00x the median at 1 B')."""
+    'every link's latency 2.00x the median at 1 B'; 'every measured link' in a partial map)."""
+    link = "link" if links == possible else "measured link"
+    every = f"every {link}" if slow == links else f"{slow} of {links} {link}s"
     if metric == "latency":
-        every = "every link's latency" if slow == links else f"{slow} of {links} links' latency"
+        every += "'s latency" if slow == links else "' latency"
         return f"node {name}: {every} {ratio:.2f}x the median {at} — the node, not a link"
-    every = "every link" if slow == links else f"{slow} of {links} links"
     return f"node {name}: {every} {ratio:.2f}x the median {metric} {at} — the node, not a link"
 
 
@@ -143,7 +144,7 @@ def find_outliers(a) -> list[Finding]:
         found = detect(x, direction)
         at = f"at {format_size(size)}"
         for k, ratio, value, slow, links in found.nodes:
-            sentence = node_sentence(a.names[k], metric, ratio, slow, links, at)
+            sentence = node_sentence(a.names[k], metric, ratio, slow, links, at, a.nodes - 1)
             out.append(
                 Finding(
                     "node", (a.names[k],), metric, size, ratio, value, found.reference, sentence, slow, links
