@@ -350,6 +350,7 @@ def test_two_maps_compared_name_the_repaired_link(tmp_path, capsys):
         changed[2],
     )
     doc = json.loads((tmp_path / "c.json").read_text())
+    assert "divided by the median link's, is below 0.8 or above 1.25" in doc["thresholds"]["change_rule"]
     comp = doc["comparison"][0]
     assert comp["before"] == "before" and comp["after"] == "after"
     assert {tuple(c["names"]) for c in comp["changes"]} == {("h2", "h5")}

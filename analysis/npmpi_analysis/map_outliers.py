@@ -38,6 +38,13 @@ THRESHOLD_TEXT = (
     "a quarter with 4 or more links), judged against the links not touching it: then its links are not named"
 )
 
+CHANGE_TEXT = (
+    "a link is named when its ratio after / before, divided by the median link's, is below "
+    f"{MIN_EFFECT:g} or above {1 / MIN_EFFECT:g} and beyond {K_MAD:g} MAD of the ratios' logarithms "
+    f"(x{MAD_SCALE}); a node when all its links are (all but a quarter with 4 or more links), judged "
+    "against the links not touching it: then its links are not named"
+)
+
 
 @dataclass
 class Flagged:
