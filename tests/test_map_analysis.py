@@ -118,6 +118,20 @@ def test_noise_only_matrices_never_name_anything():
         assert not found.nodes and not found.links
 
 
+def test_a_very_slow_link_among_very_noisy_links_is_named():
+    """Links spread by factors (±50 %): a link 50x slow is still named (the MAD of the logarithms),
+    the noisy ones are not."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        n = 8
+        x = 20e9 * np.exp(rng.uniform(np.log(0.5), np.log(1.5), (n, n)))
+        x = np.triu(x, 1) + np.triu(x, 1).T
+        np.fill_diagonal(x, np.nan)
+        x[1, 2] = x[2, 1] = 0.4e9  # 100 Mbit/s-ish against 20 Gbit/s
+        found = detect(x, LOW)
+        assert not found.nodes and [(i, j) for i, j, *_ in found.links] == [(1, 2)]
+
+
 def test_a_slow_link_beside_a_slow_node_is_named_too():
     n = 8
     x = np.full((n, n), 10.0)
@@ -160,6 +174,39 @@ def test_an_interrupted_map_is_analysed_and_says_so(tmp_path, capsys):
     assert [f.sentence for f in a.outliers if f.size_bytes == 65536] == [
         "link h0–h2: bandwidth 0.30x the median at 64 KiB"
     ]
+
+
+def test_a_slow_node_of_a_partial_map_is_said_on_its_measured_links(tmp_path):
+    measured = np.ones((3, 7), dtype=bool)
+    measured[2, 3:] = False  # 4 MiB stopped after 3 of 7 rounds
+    path = tmp_path / "part.h5"
+    write_map(path, MapTruth(hosts(8), slow_nodes={5: 0.5}), status="interrupted", measured=measured)
+    a = analyse_map(load_map(path, FIELDS), "part")
+    said = [f.sentence for f in a.outliers if f.size_bytes == 4 << 20]
+    assert said == ["node h5: every measured link 0.50x the median bandwidth at 4 MiB — the node, not a link"]
+    assert [f.links for f in a.outliers if f.size_bytes == 4 << 20] == [3]
+
+
+def test_sizes_stored_in_any_order_and_the_files_derived_matrices_checked(tmp_path):
+    path = tmp_path / "m.h5"
+    write_map(path, MapTruth(hosts(3), size_bytes=[65536, 1], slow_links={(0, 1): 0.5}))
+    with h5py.File(path, "a") as f:
+        bw = f["map/bandwidth_bit_s"][:]
+        bw[0, 1, 2] *= 1.01  # the writer's matrix disagrees with its trials by 1 %
+        f["map/bandwidth_bit_s"][...] = bw
+    a = analyse_map(load_map(path, FIELDS), "m")
+    assert a.size_bytes.tolist() == [1, 65536]
+    assert a.latency_s[0, 2] == pytest.approx(2e-6 + 8 / 10e9)  # the latency at 1 B
+    assert a.bandwidth_bit_s[1, 1, 2] == pytest.approx(8 * 65536 / (2e-6 + 8 * 65536 / 10e9))
+    assert [f.sentence for f in a.outliers] == [
+        "link h0–h1: latency 2.00x the median at 1 B",
+        "link h0–h1: bandwidth 0.50x the median at 64 KiB",
+    ]
+    assert any(
+        "/map/bandwidth_bit_s differs from the value computed from /map/trial_s in 1 place(s) (up to 1 %)"
+        in n
+        for n in a.notices
+    )
 
 
 # ---------------------------------------------------------------- power and energy per bit
@@ -303,6 +350,7 @@ def test_two_maps_compared_name_the_repaired_link(tmp_path, capsys):
         changed[2],
     )
     doc = json.loads((tmp_path / "c.json").read_text())
+    assert "divided by the median link's, is below 0.8 or above 1.25" in doc["thresholds"]["change_rule"]
     comp = doc["comparison"][0]
     assert comp["before"] == "before" and comp["after"] == "after"
     assert {tuple(c["names"]) for c in comp["changes"]} == {("h2", "h5")}

@@ -54,13 +54,18 @@ def heatmap(
         norm, cmap = None, "viridis"
     image = ax.imshow(data, cmap=cmap, norm=norm, interpolation="nearest")
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if diverging:  # 0.5, 1, 2 rather than 5x10^-1
+        from matplotlib.ticker import FuncFormatter
+
+        for axis_fmt in (bar.ax.yaxis.set_major_formatter, bar.ax.yaxis.set_minor_formatter):
+            axis_fmt(FuncFormatter(lambda v, _pos: f"{v:.2g}"))
     bar.set_label(unit if not caveat else f"{unit} ({caveat.split(',')[0]})", fontsize=9)
     step = -(-n // MAX_TICK_LABELS)  # every host named up to MAX_TICK_LABELS, then every step-th
     ticks = list(range(0, n, step))
     ax.set_xticks(ticks, [names[k] for k in ticks], rotation=90, fontsize=8)
     ax.set_yticks(ticks, [names[k] for k in ticks], fontsize=8)
     if n <= ANNOTATE_MAX and finite.size:
-        _annotate(ax, data)
+        _annotate(ax, image, data)
     for i, j in boxes or []:
         for a, b in ((i, j), (j, i)):
             ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="red", lw=2))
@@ -79,13 +84,13 @@ def heatmap(
     return Plot(name, fig, caption, caveat)
 
 
-def _annotate(ax, data) -> None:
-    mid = float(np.ma.median(data)) if data.count() else 0.0
+def _annotate(ax, image, data) -> None:
+    """Each cell's value, in white on dark colours and black on light ones."""
     for (i, j), v in np.ndenumerate(data.filled(np.nan)):
         if np.isfinite(v):
-            ax.text(
-                j, i, _short(v), ha="center", va="center", fontsize=7, color="white" if v < mid else "black"
-            )
+            r, g, b, _ = image.cmap(image.norm(v))
+            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+            ax.text(j, i, _short(v), ha="center", va="center", fontsize=7, color="white" if dark else "black")
 
 
 def _short(v: float) -> str:

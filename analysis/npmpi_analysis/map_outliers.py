@@ -2,10 +2,12 @@
 
 The statistic (docs/analysis.md, "Cluster map"): per size, each link's value divided by the median
 of the reference links, r = x / median; the spread is the median absolute deviation of those
-ratios scaled to a normal σ, MAD = 1.4826 · median(|r − 1|). A link is slow when its bandwidth
-ratio is below both 1 − 3.5·MAD (Iglewicz and Hoaglin's modified z-score of 3.5) and 0.8 (the
-least effect worth naming, so that a uniform map, whose MAD is 0, names nothing); its latency when
-above both 1 + 3.5·MAD and 1/0.8 = 1.25.
+ratios' logarithms scaled to a normal σ, MAD = 1.4826 · median(|ln r|) (bandwidths spread by
+factors: in logarithms a link 100x slow stands out of links spread ±50 %, where the linear ratio
+cannot go below 0). A link is slow when its bandwidth ratio is below both exp(−3.5·MAD)
+(Iglewicz and Hoaglin's modified z-score of 3.5) and 0.8 (the least effect worth naming, so that
+a uniform map, whose MAD is 0, names nothing); its latency when above both exp(3.5·MAD) and
+1/0.8 = 1.25.
 
 Node or link: a node is judged first, its links against the median of the links that do not touch
 it (so that its own slow links do not pull the median down: with 3 or 4 nodes they are half or more
@@ -31,9 +33,16 @@ DASH = "–"  # en dash between a link's two ends
 
 THRESHOLD_TEXT = (
     f"a link is named when its bandwidth is below {MIN_EFFECT:g}x the median link's and below the median "
-    f"by more than {K_MAD:g} MAD (median absolute deviation of the ratios, x{MAD_SCALE}); its latency when "
-    f"above {1 / MIN_EFFECT:g}x and {K_MAD:g} MAD above; a node when all its links are (all but a quarter "
-    "with 4 or more links), judged against the links not touching it: then its links are not named"
+    f"by more than {K_MAD:g} MAD (median absolute deviation of the ratios' logarithms, x{MAD_SCALE}); its "
+    f"latency when above {1 / MIN_EFFECT:g}x and {K_MAD:g} MAD above; a node when all its links are (all but "
+    "a quarter with 4 or more links), judged against the links not touching it: then its links are not named"
+)
+
+CHANGE_TEXT = (
+    "a link is named when its ratio after / before, divided by the median link's, is below "
+    f"{MIN_EFFECT:g} or above {1 / MIN_EFFECT:g} and beyond {K_MAD:g} MAD of the ratios' logarithms "
+    f"(x{MAD_SCALE}); a node when all its links are (all but a quarter with 4 or more links), judged "
+    "against the links not touching it: then its links are not named"
 )
 
 
@@ -65,12 +74,13 @@ class Finding:
 
 
 def _stats(values: np.ndarray) -> tuple[float, float]:
-    """(median, MAD of the ratios to it, scaled) of the finite positive values; NaN when none."""
+    """(median, MAD of the logarithms of the ratios to it, scaled) of the finite positive values;
+    NaN when none."""
     v = values[np.isfinite(values) & (values > 0)]
     if not v.size:
         return math.nan, math.nan
     med = float(np.median(v))
-    return med, MAD_SCALE * float(np.median(np.abs(v / med - 1.0)))
+    return med, MAD_SCALE * float(np.median(np.abs(np.log(v / med))))
 
 
 def beyond(ratio: np.ndarray, mad: float, direction: str) -> np.ndarray:
@@ -79,8 +89,8 @@ def beyond(ratio: np.ndarray, mad: float, direction: str) -> np.ndarray:
     ratio = np.asarray(ratio, dtype=float)
     with np.errstate(invalid="ignore"):
         if direction == LOW:
-            return np.isfinite(ratio) & (ratio < 1.0 - K_MAD * mad) & (ratio < MIN_EFFECT)
-        return np.isfinite(ratio) & (ratio > 1.0 + K_MAD * mad) & (ratio > 1.0 / MIN_EFFECT)
+            return np.isfinite(ratio) & (ratio < math.exp(-K_MAD * mad)) & (ratio < MIN_EFFECT)
+        return np.isfinite(ratio) & (ratio > math.exp(K_MAD * mad)) & (ratio > 1.0 / MIN_EFFECT)
 
 
 def tolerance(links: int) -> int:
@@ -120,13 +130,14 @@ def detect(x: np.ndarray, direction: str) -> Flagged:
     return out
 
 
-def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str) -> str:
+def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str, possible: int) -> str:
     """'node h4: every link 0.50x the median bandwidth at 4 MiB — the node, not a link' (latency:
-    'every link's latency 2.00x the median at 1 B')."""
+    'every link's latency 2.00x the median at 1 B'; 'every measured link' in a partial map)."""
+    link = "link" if links == possible else "measured link"
+    every = f"every {link}" if slow == links else f"{slow} of {links} {link}s"
     if metric == "latency":
-        every = "every link's latency" if slow == links else f"{slow} of {links} links' latency"
+        every += "'s latency" if slow == links else "' latency"
         return f"node {name}: {every} {ratio:.2f}x the median {at} — the node, not a link"
-    every = "every link" if slow == links else f"{slow} of {links} links"
     return f"node {name}: {every} {ratio:.2f}x the median {metric} {at} — the node, not a link"
 
 
@@ -140,7 +151,7 @@ def find_outliers(a) -> list[Finding]:
         found = detect(x, direction)
         at = f"at {format_size(size)}"
         for k, ratio, value, slow, links in found.nodes:
-            sentence = node_sentence(a.names[k], metric, ratio, slow, links, at)
+            sentence = node_sentence(a.names[k], metric, ratio, slow, links, at, a.nodes - 1)
             out.append(
                 Finding(
                     "node", (a.names[k],), metric, size, ratio, value, found.reference, sentence, slow, links

@@ -15,7 +15,7 @@ import numpy as np
 from npmpi.safetext import printable_lines
 from npmpi.units import format_size_iec as format_size
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
-from npmpi_analysis.map_outliers import K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
+from npmpi_analysis.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
 HTML_MATRIX_MAX = 64
@@ -195,7 +195,7 @@ def change_text(change) -> str:
         for k, s in enumerate(change.size_bytes):
             out.append(f"  bandwidth after / before at {format_size(int(s))}:")
             out.append(_render(*matrix_cells(change.names, change.bandwidth_ratio[k], 3)))
-    out.append(f"  changed beyond the outlier rule, against the median change ({THRESHOLD_TEXT}):")
+    out.append(f"  changed beyond the median change ({CHANGE_TEXT}):")
     out += [f"    {f.sentence}" for f in change.findings] or ["    none named"]
     out += [f"  notice: {n}" for n in change.notes]
     return "\n".join(out)
@@ -326,6 +326,7 @@ def json_bytes(analyses: list, changes: list) -> bytes:
             "k_mad": K_MAD,
             "min_effect": MIN_EFFECT,
             "rule": THRESHOLD_TEXT,
+            "change_rule": CHANGE_TEXT,
         },
         "maps": [map_doc(a) for a in analyses],
         "comparison": [

@@ -16,7 +16,6 @@ in a round is split equally among its ranks measured in that round, and the summ
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -288,12 +287,3 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
         dynamic_sigma_pj_bit=dyn_sigma,
         shared_nodes=bool(np.any(counts > 1)),
     )
-
-
-def finite_or_nan(x: Any) -> float:
-    """A float, NaN for anything not finite."""
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return x if math.isfinite(x) else math.nan

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
+from npmpi_analysis.synthetic import SynthNode, write_run
 
 T0 = 1.7e9
 
@@ -210,20 +210,3 @@ def _write_map_group(path: Path, attrs, hosts, sizes, rounds, trial_s, iters, mo
         g.create_dataset("window_end_unix_s", data=end)
         g.create_dataset("latency_s", data=best[0])
         g.create_dataset("bandwidth_bit_s", data=bandwidth)
-
-
-def power_node(
-    host: str,
-    windows: list[tuple[float, float, float]],
-    idle_w: float,
-    t_range: tuple[float, float],
-    interval_s: float = 0.1,
-    label: str = "simulated",
-) -> SynthNode:
-    """A node whose one instantaneous channel reads `idle_w`, except `watts` inside each
-    (start, end, watts) window; sampled every interval_s over t_range (the node's clock = rank 0's)."""
-    t = np.arange(t_range[0], t_range[1], interval_s)
-    p = np.full(len(t), float(idle_w))
-    for s, e, w in windows:
-        p[(t >= s) & (t <= e)] = w
-    return SynthNode([SynthChannel(t, p, label=label, sample_interval_s=interval_s)], host=host)
