@@ -159,12 +159,6 @@ def test_one_shaped_link_then_one_shaped_host_measure_slow(hosts, maps):
     assert slow_links(bw) == {frozenset((3, k)) for k in range(3)}, f"{bw / 1e9} Gbit/s\n{log}"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="npmpi-analyze's outlier rule (ratio < 1 - 3.5 MAD, MAD of the ratios in linear scale) names "
-    "nothing once the unshaped links scatter by about 20 % or more, as they do here (0.58-1.6 Gbit/s "
-    "against 0.038 Gbit/s for the shaped ones): it names the shaped link or node in about half the maps",
-)
 @pytest.mark.timeout(120)
 def test_the_analysis_names_the_shaped_link_and_the_shaped_node(hosts, maps):
     h = hosts.names
