@@ -35,6 +35,21 @@ AVERAGING_FIXED = "fixed"
 
 NAN = math.nan
 
+# spec keys that would carry a secret inline (password, SNMP community or keys): refused by the parser
+# before any message could echo the spec (npmpi/meters/credentials.py says where secrets go instead)
+INLINE_SECRET_KEYS = (
+    "password",
+    "passwd",
+    "pass",
+    "community",
+    "auth_key",
+    "priv_key",
+    "authkey",
+    "privkey",
+    "secret",
+    "token",
+)
+
 
 class MeterError(NpmpiError):
     """A meter cannot be used at all (missing device, dependency, permission): says what to do."""
@@ -152,6 +167,7 @@ _REGISTRY: dict[str, str] = {
     "hwmon": "npmpi.meters.hwmon:HwmonMeter",
     "nvml": "npmpi.meters.nvml:NvmlMeter",
     "ipmi": "npmpi.meters.ipmi:IpmiMeter",
+    "snmp": "npmpi.meters.snmp:SnmpMeter",
     "estimate": "npmpi.meters.estimate:EstimateMeter",
     "replay": "npmpi.meters.replay:ReplayMeter",
 }
@@ -173,6 +189,10 @@ def parse_meter_spec(text: str) -> MeterSpec:
         raise MeterError("--meter is empty: give a meter, e.g. --meter estimate")
     kind, _, rest = raw.partition(":")
     kind = kind.strip().lower()
+    for item in rest.split(","):
+        key, eq, _value = item.partition("=")
+        if eq and key.strip().lower() in INLINE_SECRET_KEYS:
+            raise inline_secret_error(kind, key.strip())
     if kind not in _REGISTRY:
         raise MeterError(f"--meter {raw}: unknown meter {kind!r}; known meters: {', '.join(known_meters())}")
     target = None
@@ -197,6 +217,16 @@ def parse_meter_spec(text: str) -> MeterSpec:
             f"--meter {raw}: unknown parameter {unknown[0]!r} for {kind}; known parameters: {choices}"
         )
     return MeterSpec(kind=kind, target=target, params=params, text=raw)
+
+
+def inline_secret_error(kind: str, key: str) -> MeterError:
+    """The usage error for a secret given inline in a spec: says where it goes, never shows its value."""
+    return MeterError(
+        f"--meter {kind}: {key}= may not be given on the command line (it would be visible in `ps`, the "
+        f"shell history, the job records and the run file); put it in an environment variable (the meter's "
+        f"default, or one named with {key}_env=VARNAME) or in a file named by credentials=PATH "
+        f"(`{key}=...` lines, mode 0600: `chmod 600 PATH`); docs/meters.md, Credentials"
+    )
 
 
 def known_parameters(kind: str) -> tuple[str, ...] | None:
