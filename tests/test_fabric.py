@@ -234,3 +234,59 @@ def test_real_run_with_a_fabric_meter_is_analysed(npmpi_run, tmp_path):
     assert parts["fabric"]["dynamic_energy_pj_bit"] == pytest.approx(0, abs=1e-6)
     assert parts["fabric"]["label"] == "SIMULATED, not measured"
     assert parts["total"]["label"] == "ESTIMATED/SIMULATED, not measured"
+
+
+class _OneBatchComm:
+    """Rank 0's view of one power rank answering a flush with a prepared batch (PowerCollector's calls)."""
+
+    def __init__(self, batch):
+        self.batch, self.sent = batch, []
+
+    def Send(self, buf, dest, tag):
+        self.sent.append((int(buf[0]), dest))
+
+    def Iprobe(self, source, tag):
+        return True
+
+    def recv(self, source, tag):
+        return self.batch
+
+
+def test_rank0_stores_the_fabric_channels_after_the_nodes(tmp_path):
+    """A batch holds the node's channel, then the fabric's: samples, a meter fault and a heartbeat gap
+    land in /power/fabric/channel0, the node's in /power/node0/channel0."""
+    from npmpi.faultlog import FaultRecord
+    from npmpi.power import PowerCollector
+    from npmpi.runfile import RunWriter
+
+    def samples(t, w):
+        t = np.asarray(t, dtype=float)
+        nan = np.full(len(t), np.nan)
+        return {"time_unix_s": t, "power_w": np.full(len(t), w), "energy_j": nan, "volts": nan, "amps": nan}
+
+    node_ch = {"kind": "estimate", "spec": "estimate", "label": "estimated", "sample_interval_s": 0.1}
+    fab_ch = {"kind": "replay", "spec": "replay:s.csv", "label": "simulated", "sample_interval_s": 0.1}
+    layout = {"host": ["h", "h", "h"], "node_index": [0, 0, 0], "role": ["transmitter", "reflector", "power"]}
+    w = RunWriter(tmp_path / "c.h5", {}, layout, 1)
+    w.create_power({}, [{"host": "h", "node_index": 0, "power_rank": 2}], [[node_ch]])
+    w.create_fabric({"power_rank": 2, "node_index": 0, "host": "h"}, [{**fab_ch, "sampled_by_rank": 2}])
+    fault = FaultRecord(100.05, 100.05, 1, "switch did not answer", fault_id=0)
+    ticks = np.array([100.0, 100.1, 104.0])  # 3.9 s without a pass: a gap (threshold 1 s at 0.1 s)
+    batch = [
+        (samples([100.0, 100.1], 80.0), [], np.array([100.0, 100.1]), {}),
+        (samples([100.0, 100.1, 104.0], 50.0), [fault], ticks, {}),
+    ]
+    comm = _OneBatchComm(batch)
+    collector = PowerCollector(comm, [2], [[node_ch]], (0, [fab_ch]))
+    collector.writer = w
+    assert collector.collect() == 5
+    w.finish("complete")
+    run = load_run(tmp_path / "c.h5")
+    assert list(run.power[0].channels[0].power_w) == [80.0, 80.0]
+    (ch,) = run.fabric.channels
+    assert list(ch.power_w) == [50.0, 50.0, 50.0] and ch.attrs["sampled_by_rank"] == 2
+    assert ch.fault_message[0] == "switch did not answer"
+    assert list(ch.fault_extra["kind"]) == ["meter", "gap"]
+    assert "replay:s.csv of the fabric on node 0" in ch.fault_message[1]
+    assert run.power[0].channels[0].fault_message == []
+    assert collector.faults_total == 2
