@@ -146,6 +146,9 @@ def test_fabric_option_errors():
         ["--fabric-meter", "estimate:bogus=1"]
     )
     assert _usage(["--fabric-meter", "estimate", "--fabric-rank", "-1"]).startswith("--fabric-rank -1: give")
+    # a secret inline is refused for a fabric meter as for a node's, without echoing it
+    secret = _usage(["--meter", "estimate", "--fabric-meter", "snmp:127.0.0.1,community=s3cret-x"])
+    assert secret.startswith("--fabric-meter snmp: community= may not be given") and "s3cret-x" not in secret
     opts = parse_options(
         ["--meter", "estimate", "--fabric-meter", "estimate", "--fabric-meter", "replay:t.csv"]
     )
