@@ -167,6 +167,7 @@ _REGISTRY: dict[str, str] = {
     "hwmon": "npmpi.meters.hwmon:HwmonMeter",
     "nvml": "npmpi.meters.nvml:NvmlMeter",
     "ipmi": "npmpi.meters.ipmi:IpmiMeter",
+    "redfish": "npmpi.meters.redfish:RedfishMeter",
     "estimate": "npmpi.meters.estimate:EstimateMeter",
     "replay": "npmpi.meters.replay:ReplayMeter",
 }
