@@ -122,7 +122,7 @@ class RedfishMeter(Meter):
         self._service: RedfishService | None = None
         self._stale: list[RedfishService] = []  # sessions to delete once the service answers again
         self._warned = False
-        self._energy0_kwh = None
+        self._energy0_kwh = self._last_kwh = None
         self._previous: tuple[float, float] | None = None  # (time, energy_j) of the last reading
 
     # -- open: log in, discover once, measure the update period once --------------------------------
@@ -145,7 +145,7 @@ class RedfishMeter(Meter):
         if math.isnan(self.update_period_s):
             self._learn_the_service(first)
         self._previous = None
-        self._energy0_kwh = first.energy_kwh
+        self._energy0_kwh = self._last_kwh = first.energy_kwh
 
     def _ca_file_for_open(self) -> str | None:
         """The CA file to verify against (None: verify=no, warned once); MeterError if unusable."""
@@ -279,26 +279,32 @@ class RedfishMeter(Meter):
             raise MeterFault(str(exc)) from None
         except PayloadError as exc:
             raise MeterFault(f"{exc} (no reading taken)") from None
-        return [self._reading(time.time(), values)]
+        reading = self._reading(time.time(), values)
+        return [] if reading is None else [reading]
 
-    def _reading(self, stamp: float, values: Values) -> Reading:
-        """A Reading from one response: energy since open, power as sent or from the counter."""
-        energy_j = math.nan
-        if values.energy_kwh is not None and self._energy0_kwh is not None:
-            if values.energy_kwh < self._energy0_kwh:
-                raise MeterFault(
-                    f"the energy counter went back from {self._energy0_kwh} to {values.energy_kwh} kWh "
-                    "(reset by the BMC?)"
-                )
-            energy_j = float(values.energy_kwh - self._energy0_kwh) * JOULES_PER_KWH
+    def _reading(self, stamp: float, values: Values) -> Reading | None:
+        """A Reading from one response: power as sent, or from the counter since the previous read
+        (None for the first read after open, which only takes the counter's reference, as RAPL's)."""
+        energy_j = self._energy_since_open(values.energy_kwh)
+        previous, self._previous = self._previous, (stamp, energy_j)
         if values.power_w is not None:
-            power_w = float(values.power_w)
-        else:
-            t0, e0 = self._previous or (math.nan, 0.0)
-            power_w = (energy_j - e0) / (stamp - t0) if stamp > t0 else math.nan
-        if math.isfinite(energy_j):
-            self._previous = (stamp, energy_j)
+            return Reading(time_unix_s=stamp, power_w=float(values.power_w), energy_j=energy_j)
+        if previous is None:
+            return None
+        t0, e0 = previous
+        power_w = (energy_j - e0) / (stamp - t0) if stamp > t0 else math.nan
         return Reading(time_unix_s=stamp, power_w=power_w, energy_j=energy_j)
+
+    def _energy_since_open(self, kwh) -> float:
+        """Joules counted since open; MeterFault if the counter went back (NaN without a counter)."""
+        if kwh is None or self._energy0_kwh is None:
+            return math.nan
+        if self._last_kwh is not None and kwh < self._last_kwh:
+            raise MeterFault(
+                f"the energy counter went back from {self._last_kwh} to {kwh} kWh (reset by the BMC?)"
+            )
+        self._last_kwh = kwh
+        return float(kwh - self._energy0_kwh) * JOULES_PER_KWH
 
     # -- closing ----------------------------------------------------------------------------------------
 
