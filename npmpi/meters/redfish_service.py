@@ -4,7 +4,8 @@ The library retries a failed request up to 10 times a second apart and waits as 
 server likes; here every request is tried once (`max_retry=0`: the power rank's own reopening
 retries) with `(timeout/2, timeout/2)` seconds to connect (TLS handshake included) and to get the
 answer. Its exceptions become a ServiceError of one line saying what failed, of a `kind` the
-meter turns into a remedy: auth (HTTP 401), tls (certificate), connect, timeout, http, missing.
+meter turns into a remedy: auth (HTTP 401), tls (certificate), connect, timeout, http, session,
+missing.
 """
 
 from __future__ import annotations
@@ -61,11 +62,14 @@ class RedfishService:
                 self._client = client
                 client.login(username=username, password=password, auth=redfish.AuthMethod.SESSION)
         except Exception as exc:
-            raise self._error(exc, "login") from None
+            error = self._error(exc, "login")
+            if password and password in str(error):  # a service that echoes what it was sent
+                error = ServiceError(error.kind, str(error).replace(password, "***"))
+            raise error from None
         self.reachable = True
         if not client.get_session_key():
             raise ServiceError(
-                "auth", "login: the service created no session (no X-Auth-Token in its answer)"
+                "session", "login: the service made no session (no X-Auth-Token in its answer)"
             )
 
     def get_json(self, uri: str) -> dict:
