@@ -142,25 +142,21 @@ struct plan {
             return name;                                                                                   \
     } while (0)
 
-/* The timed loops of every variant; returns the failed call's name (NULL on success). */
-static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
+/* Ping-pong through the pools' regions: the four variants' timed loops (NULL on success, else
+   the failed call's name). */
+static const char *pingpong_loops(const struct plan *p, double *elapsed, int *rc)
 {
     const MPI_Comm c = p->comm;
     const int peer = p->peer, tag = DATA_TAG;
     const np_count_t n = p->count;
-    const Py_ssize_t iters = p->iterations, w = p->window;
-    Py_ssize_t reg = p->reg, nreg;
-    MPI_Request q = MPI_REQUEST_NULL;
-    MPI_Request *reqs = p->reqs;
-    char ack = 0;
+    const Py_ssize_t iters = p->iterations;
+    Py_ssize_t reg = p->reg;
     double t0 = 0.0, t1 = 0.0;
-    *elapsed = 0.0;
-    if (iters <= 0)
-        return NULL;
-
-    switch (p->mode * 4 + p->transmitter * 2 + p->async) {
+    Py_ssize_t nreg;
+    MPI_Request q = MPI_REQUEST_NULL;
+    switch (p->transmitter * 2 + p->async) {
     /* ping-pong: one message there, one back */
-    case MODE_PINGPONG * 4 + 2: /* transmitter */
+    case 2: /* transmitter */
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters; i++) {
             CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
@@ -169,7 +165,7 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         }
         t1 = now_s();
         break;
-    case MODE_PINGPONG * 4 + 2 + 1: /* transmitter, --async */
+    case 3: /* transmitter, --async */
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters; i++) {
             CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
@@ -179,7 +175,7 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         }
         t1 = now_s();
         break;
-    case MODE_PINGPONG * 4: /* reflector */
+    case 0: /* reflector */
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters; i++) {
             CALL(NP_RECV(RB(reg), n, MPI_BYTE, peer, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");
@@ -188,7 +184,7 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         }
         t1 = now_s();
         break;
-    case MODE_PINGPONG * 4 + 1: /* reflector, --async: the next receive is posted before replying */
+    case 1: /* reflector, --async: the next receive is posted before replying */
         CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters - 1; i++) {
@@ -202,9 +198,28 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
         t1 = now_s();
         break;
+    default:
+        return "mode";
+    }
+    *elapsed = t1 - t0;
+    return NULL;
+}
+
+/* Bidir: both sides post the receive, send and wait; with --async the next receive is posted
+   as soon as one completes. */
+static const char *bidir_loops(const struct plan *p, double *elapsed, int *rc)
+{
+    const MPI_Comm c = p->comm;
+    const int peer = p->peer, tag = DATA_TAG;
+    const np_count_t n = p->count;
+    const Py_ssize_t iters = p->iterations;
+    Py_ssize_t reg = p->reg;
+    double t0 = 0.0, t1 = 0.0;
+    MPI_Request q = MPI_REQUEST_NULL;
+    switch (p->transmitter * 2 + p->async) {
     /* bidir: both sides post the receive, send, wait */
-    case MODE_BIDIR * 4 + 2:
-    case MODE_BIDIR * 4:
+    case 2:
+    case 0:
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters; i++) {
             CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
@@ -214,8 +229,8 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         }
         t1 = now_s();
         break;
-    case MODE_BIDIR * 4 + 2 + 1:
-    case MODE_BIDIR * 4 + 1: /* --async: the next receive is posted as soon as one completes */
+    case 3:
+    case 1: /* --async: the next receive is posted as soon as one completes */
         CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters - 1; i++) {
@@ -228,8 +243,30 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
         t1 = now_s();
         break;
+    default:
+        return "mode";
+    }
+    *elapsed = t1 - t0;
+    return NULL;
+}
+
+/* Stream: a window of Isends, then a 1-byte acknowledgement; with --async the receiver posts
+   the next window before acknowledging. */
+static const char *stream_loops(const struct plan *p, double *elapsed, int *rc)
+{
+    const MPI_Comm c = p->comm;
+    const int peer = p->peer, tag = DATA_TAG;
+    const np_count_t n = p->count;
+    const Py_ssize_t iters = p->iterations;
+    Py_ssize_t reg = p->reg;
+    double t0 = 0.0, t1 = 0.0;
+    const Py_ssize_t w = p->window;
+    MPI_Request q = MPI_REQUEST_NULL;
+    MPI_Request *reqs = p->reqs;
+    char ack = 0;
+    switch (p->transmitter * 2 + p->async) {
     /* stream: a window of Isends, then a 1-byte acknowledgement */
-    case MODE_STREAM * 4 + 2:
+    case 2:
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters; i++) {
             for (Py_ssize_t j = 0; j < w; j++) {
@@ -241,7 +278,7 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         }
         t1 = now_s();
         break;
-    case MODE_STREAM * 4 + 2 + 1:
+    case 3:
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters; i++) {
             CALL(MPI_Irecv(&ack, 1, MPI_BYTE, peer, ACK_TAG, c, &q), "MPI_Irecv");
@@ -254,7 +291,7 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         }
         t1 = now_s();
         break;
-    case MODE_STREAM * 4:
+    case 0:
         t0 = now_s();
         for (Py_ssize_t i = 0; i < iters; i++) {
             for (Py_ssize_t j = 0; j < w; j++) {
@@ -266,7 +303,7 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
         }
         t1 = now_s();
         break;
-    case MODE_STREAM * 4 + 1: /* --async: the next window is posted before the acknowledgement */
+    case 1: /* --async: the next window is posted before the acknowledgement */
         for (Py_ssize_t j = 0; j < w; j++) {
             CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Irecv");
             reg = NEXT(reg);
@@ -291,6 +328,78 @@ static const char *transfer_loops(struct plan *p, double *elapsed, int *rc)
     return NULL;
 }
 
+/* The timed loops of every variant; returns the failed call's name (NULL on success). */
+static const char *transfer_loops(const struct plan *p, double *elapsed, int *rc)
+{
+    *elapsed = 0.0;
+    if (p->iterations <= 0)
+        return NULL;
+    switch (p->mode) {
+    case MODE_PINGPONG:
+        return pingpong_loops(p, elapsed, rc);
+    case MODE_BIDIR:
+        return bidir_loops(p, elapsed, rc);
+    case MODE_STREAM:
+        return stream_loops(p, elapsed, rc);
+    default:
+        return "mode";
+    }
+}
+
+/* The plan of a transfer call from its arguments, checked; -1 with a Python error set. */
+static int make_plan(struct plan *p, const char *mode, Py_ssize_t nbytes, Py_ssize_t iterations, Py_ssize_t window,
+                     Py_ssize_t regions, Py_ssize_t stride, Py_ssize_t first)
+{
+    if (strcmp(mode, "pingpong") == 0)
+        p->mode = MODE_PINGPONG;
+    else if (strcmp(mode, "stream") == 0)
+        p->mode = MODE_STREAM;
+    else if (strcmp(mode, "bidir") == 0)
+        p->mode = MODE_BIDIR;
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown mode '%s'", mode);
+        return -1;
+    }
+    if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
+        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
+        return -1;
+    }
+    if (iterations < 0 || regions < 1 || stride < 0 || first < 0 || window < 1 || window > INT_MAX ||
+        (regions > 1 && stride < nbytes)) {
+        PyErr_SetString(PyExc_ValueError, "bad iterations, window, regions, stride or first");
+        return -1;
+    }
+    p->count = (np_count_t)nbytes;
+    p->iterations = iterations;
+    p->window = p->mode == MODE_STREAM ? window : 1;
+    p->regions = regions;
+    p->stride = stride;
+    /* region of the first message: m = first (pingpong, bidir) or first * window (stream) */
+    p->reg = (Py_ssize_t)(((unsigned long long)(first % regions) * (unsigned long long)(p->window % regions)) %
+                          (unsigned long long)regions);
+    return 0;
+}
+
+/* Both pools as buffers at least the plan's extent long; -1 with a Python error set (none held). */
+static int get_pools(const struct plan *p, PyObject *send_obj, PyObject *recv_obj, Py_buffer *sbuf, Py_buffer *rbuf)
+{
+    if (PyObject_GetBuffer(send_obj, sbuf, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(recv_obj, rbuf, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(sbuf);
+        return -1;
+    }
+    const Py_ssize_t need = (p->regions - 1) * p->stride + (Py_ssize_t)p->count;
+    if (sbuf->len < need || rbuf->len < need) {
+        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) are smaller than the pool (%zd)", sbuf->len,
+                     rbuf->len, need);
+        PyBuffer_Release(sbuf);
+        PyBuffer_Release(rbuf);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *transfer(PyObject *self, PyObject *args)
 {
     PyObject *comm_obj, *send_obj, *recv_obj;
@@ -304,42 +413,13 @@ static PyObject *transfer(PyObject *self, PyObject *args)
     if (comm == NULL)
         return NULL;
     struct plan p = {0};
-    if (strcmp(mode, "pingpong") == 0)
-        p.mode = MODE_PINGPONG;
-    else if (strcmp(mode, "stream") == 0)
-        p.mode = MODE_STREAM;
-    else if (strcmp(mode, "bidir") == 0)
-        p.mode = MODE_BIDIR;
-    else {
-        PyErr_Format(PyExc_ValueError, "unknown mode '%s'", mode);
+    if (make_plan(&p, mode, nbytes, iterations, window, regions, stride, first) < 0)
         return NULL;
-    }
-    if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
-        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
-        return NULL;
-    }
-    if (iterations < 0 || regions < 1 || stride < 0 || first < 0 || window < 1 || window > INT_MAX ||
-        (regions > 1 && stride < nbytes)) {
-        PyErr_SetString(PyExc_ValueError, "bad iterations, window, regions, stride or first");
-        return NULL;
-    }
     Py_buffer sbuf, rbuf;
-    if (PyObject_GetBuffer(send_obj, &sbuf, PyBUF_SIMPLE) < 0)
+    if (get_pools(&p, send_obj, recv_obj, &sbuf, &rbuf) < 0)
         return NULL;
-    if (PyObject_GetBuffer(recv_obj, &rbuf, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&sbuf);
-        return NULL;
-    }
-    const Py_ssize_t need = (regions - 1) * stride + nbytes;
-    if (sbuf.len < need || rbuf.len < need) {
-        PyBuffer_Release(&sbuf);
-        PyBuffer_Release(&rbuf);
-        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) are smaller than the pool (%zd)", sbuf.len,
-                     rbuf.len, need);
-        return NULL;
-    }
     if (p.mode == MODE_STREAM) {
-        p.reqs = malloc(sizeof(MPI_Request) * (size_t)window);
+        p.reqs = malloc(sizeof(MPI_Request) * (size_t)p.window);
         if (p.reqs == NULL) {
             PyBuffer_Release(&sbuf);
             PyBuffer_Release(&rbuf);
@@ -352,14 +432,6 @@ static PyObject *transfer(PyObject *self, PyObject *args)
     p.async = async ? 1 : 0;
     p.s = sbuf.buf;
     p.r = rbuf.buf;
-    p.count = (np_count_t)nbytes;
-    p.iterations = iterations;
-    p.window = p.mode == MODE_STREAM ? window : 1;
-    p.regions = regions;
-    p.stride = stride;
-    /* region of the first message: m = first (pingpong, bidir) or first * window (stream) */
-    p.reg = (Py_ssize_t)(((unsigned long long)(first % regions) * (unsigned long long)(p.window % regions)) %
-                         (unsigned long long)regions);
     double elapsed = 0.0;
     int rc = MPI_SUCCESS;
     const char *failed;

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["calibrate"]:
-        from npmpi.calibrate_run import main as calibrate_main
+        from npmpi.calibration import main as calibrate_main
 
         return calibrate_main(argv[1:])
     # Until the stop handlers are installed (once MPI runs), Ctrl-C ends a rank as SIGTERM does,
@@ -61,19 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     return _run(MPI, MPI.COMM_WORLD, opts, argv)
 
 
-def _max_message_bytes(MPI, kernel_name: str = "python") -> int:
-    """Largest message one call can carry: 2 GiB - 1 (a C int count) unless the library is MPI 4,
-    whose large-count `_c` calls both kernels then use (mpi4py on its own, the C kernel when built so)."""
-    if MPI.Get_version() < (4, 0):
-        return 2**31 - 1
-    if kernel_name == "c":
-        try:
-            from npmpi import _ckernel
-
-            return int(_ckernel.MAX_COUNT)
-        except ImportError:
-            return 2**31 - 1  # the kernel check says why it is unavailable
-    return 2**63 - 1
+def _message_problem(MPI, opts: Options, limit: int) -> str | None:
+    """Whether the largest message (--upper plus perturbation) fits one call of this kernel and MPI."""
+    if opts.largest_message_bytes <= limit:
+        return None
+    version = MPI.Get_version()
+    return (
+        f"--upper {opts.upper_bytes} B plus perturbation {opts.perturbation_bytes} B exceeds the "
+        f"largest message this MPI can carry in one call ({limit} B = 2 GiB - 1; larger messages "
+        f"need an MPI 4 library, this one is MPI {version[0]}.{version[1]}); lower --upper"
+    )
 
 
 def _memory_problem(pool: int) -> str | None:
@@ -95,8 +92,7 @@ class _Agreed:
     """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
 
     roles: Any = None
-    kernel: Any = None
-    kernel_note: str = ""
+    kernel: Any = None  # npmpi.kernels.Kernel on the ranks that measure
     gathered_power: list | None = None
     thread_levels: list | None = None
     output: str | None = None
@@ -114,22 +110,16 @@ def _local_problem(MPI, opts: Options, agreed: _Agreed) -> str | None:
 
     roles = agreed.roles
     role = roles.role
-    limit = _max_message_bytes(MPI, opts.kernel)
     problem = None
-    if opts.largest_message_bytes > limit:
-        version = MPI.Get_version()
-        problem = (
-            f"--upper {opts.upper_bytes} B plus perturbation {opts.perturbation_bytes} B exceeds the "
-            f"largest message this MPI can carry in one call ({limit} B = 2 GiB - 1; larger messages "
-            f"need an MPI 4 library, this one is MPI {version[0]}.{version[1]}); lower --upper"
-        )
+    if role in (ROLE_TRANSMITTER, ROLE_REFLECTOR):
+        try:
+            agreed.kernel = get_kernels(opts.kernel)
+        except NpmpiError as exc:
+            problem = str(exc)
+    if problem is None and agreed.kernel is not None:
+        problem = _message_problem(MPI, opts, agreed.kernel.max_message_bytes)
     if problem is None and role in (ROLE_TRANSMITTER, ROLE_REFLECTOR):
         problem = _memory_problem(opts.pool_bytes)
-        if problem is None:
-            try:
-                agreed.kernel = get_kernels(opts.kernel)
-            except NpmpiError as exc:
-                problem = str(exc)
     if problem is None and role in (ROLE_TRANSMITTER, ROLE_REFLECTOR):
         problem = huge_pages_problem(opts.huge_pages)
     if problem is None and role == ROLE_POWER:
@@ -146,7 +136,7 @@ def _prepare_output(opts: Options, agreed: _Agreed) -> str | None:
         agreed.output = opts.output
     try:
         if opts.calibration is not None:
-            from npmpi.calibrate_run import load_calibration
+            from npmpi.calibration import load_calibration
 
             agreed.calibration = load_calibration(opts.calibration)
         agreed.reservation = _reserve_output(agreed.output, opts.force)
@@ -187,10 +177,6 @@ def _agree(MPI, comm, opts: Options) -> _Agreed:
 
             release(agreed.reservation)
         raise
-    if agreed.kernel is not None and opts.kernel == "c":
-        from npmpi.kernels import c_kernel_status
-
-        agreed.kernel_note = c_kernel_status()[1]
     return agreed
 
 
@@ -240,7 +226,6 @@ def _record(MPI, comm, opts: Options, argv: list[str], agreed: _Agreed, stop) ->
         argv=argv,
         layout=layout,
         kernel=agreed.kernel,
-        kernel_note=agreed.kernel_note,
         output=agreed.output,
         stop=stop,
         power_nodes=power_nodes,

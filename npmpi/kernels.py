@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import cycle, islice
 from time import perf_counter
 from typing import Any
@@ -24,6 +25,19 @@ from npmpi.protocol import ACK_TAG, DATA_TAG
 
 KernelFn = Callable[[Any, int, Any, Any, int, int, bool], float]
 KERNEL_NAMES = ("python", "c")
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    """What one iteration of the transfer kernel does besides a plain ping-pong: the mode, a
+    stream's window, pre-posted receives, and the pool regions messages cycle through (`stride`
+    bytes apart)."""
+
+    mode: str
+    window: int = 1
+    async_: bool = False
+    regions: int = 1
+    stride: int = 0
 
 
 def python_pingpong(
@@ -58,8 +72,8 @@ def message_spec(view) -> list:
     return [MPI.buffer(view), MPI.BYTE]
 
 
-# Everything after `transmitter`: mode, window, async_, regions, stride, first (see python_transfer)
-TransferFn = Callable[[Any, int, Any, Any, int, int, bool, str, int, bool, int, int, int], float]
+# (comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, settings, first): see python_transfer
+TransferFn = Callable[[Any, int, Any, Any, int, int, bool, TransferSettings, int], float]
 
 _messages_cache: dict[tuple, tuple] = {}
 
@@ -96,87 +110,101 @@ def python_transfer(
     nbytes: int,
     iterations: int,
     transmitter: bool,
-    mode: str,
-    window: int,
-    async_: bool,
-    regions: int,
-    stride: int,
-    first: int,
+    settings: TransferSettings,
+    first: int = 0,
 ) -> float:
     """Every mode's timed loop. Iterations are numbered from `first`; message m uses region
     m % regions (offset (m % regions) * stride) of both pools, where m = k (pingpong, bidir) or
     k * window + j (stream, j-th message of iteration k). Plain ping-pong has its own loop
-    (python_pingpong)."""
-    import numpy as np
-    from mpi4py import MPI
-
+    (python_pingpong); each variant here has its own loop too, chosen before the clock starts."""
+    mode = settings.mode
+    if mode not in _LOOPS:
+        raise ValueError(f"unknown mode {mode!r}")
+    window = settings.window if mode == "stream" else 1
     pairs, windows = _sequences(
-        sendbuf, recvbuf, nbytes, regions, stride, window if mode == "stream" else 1, transmitter
+        sendbuf, recvbuf, nbytes, settings.regions, settings.stride, window, transmitter
     )
-    tag = DATA_TAG
-    send, recv, isend, irecv = comm.Send, comm.Recv, comm.Isend, comm.Irecv
     if iterations <= 0:
         return 0.0
     if mode == "stream":
         it = islice(cycle(_rotated(windows, first)), iterations)
-        ack = message_spec(np.zeros(1, dtype=np.uint8))
-        waitall = MPI.Request.Waitall
-        if transmitter:
-            if async_:
-                t0 = perf_counter()
-                for win in it:
-                    q = irecv(ack, peer, ACK_TAG)
-                    waitall([isend(m, peer, tag) for m in win])
-                    q.Wait()
-                t1 = perf_counter()
-            else:
-                t0 = perf_counter()
-                for win in it:
-                    waitall([isend(m, peer, tag) for m in win])
-                    recv(ack, peer, ACK_TAG)
-                t1 = perf_counter()
-        elif async_:
-            reqs = [irecv(m, peer, tag) for m in next(it)]  # the first window, before the sender starts
+    else:
+        it = islice(cycle(_rotated(pairs, first)), iterations)
+    return _LOOPS[mode](comm, peer, it, transmitter, settings.async_)
+
+
+def _stream_loop(comm, peer: int, it, transmitter: bool, async_: bool) -> float:
+    """A window of Isends, then a 1-byte acknowledgement (`it`: each iteration's window)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    tag = DATA_TAG
+    send, recv, isend, irecv = comm.Send, comm.Recv, comm.Isend, comm.Irecv
+    ack = message_spec(np.zeros(1, dtype=np.uint8))
+    waitall = MPI.Request.Waitall
+    if transmitter:
+        if async_:
             t0 = perf_counter()
             for win in it:
-                waitall(reqs)
-                reqs = [irecv(m, peer, tag) for m in win]
-                send(ack, peer, ACK_TAG)
-            waitall(reqs)
-            send(ack, peer, ACK_TAG)
+                q = irecv(ack, peer, ACK_TAG)
+                waitall([isend(m, peer, tag) for m in win])
+                q.Wait()
             t1 = perf_counter()
         else:
             t0 = perf_counter()
             for win in it:
-                waitall([irecv(m, peer, tag) for m in win])
-                send(ack, peer, ACK_TAG)
+                waitall([isend(m, peer, tag) for m in win])
+                recv(ack, peer, ACK_TAG)
             t1 = perf_counter()
-        return t1 - t0
+    elif async_:
+        reqs = [irecv(m, peer, tag) for m in next(it)]  # the first window, before the sender starts
+        t0 = perf_counter()
+        for win in it:
+            waitall(reqs)
+            reqs = [irecv(m, peer, tag) for m in win]
+            send(ack, peer, ACK_TAG)
+        waitall(reqs)
+        send(ack, peer, ACK_TAG)
+        t1 = perf_counter()
+    else:
+        t0 = perf_counter()
+        for win in it:
+            waitall([irecv(m, peer, tag) for m in win])
+            send(ack, peer, ACK_TAG)
+        t1 = perf_counter()
+    return t1 - t0
 
-    it = islice(cycle(_rotated(pairs, first)), iterations)
-    if mode == "bidir":
-        if async_:
-            s, r = next(it)
-            q = irecv(r, peer, tag)
-            t0 = perf_counter()
-            for ns, nr in it:
-                send(s, peer, tag)
-                q.Wait()
-                q = irecv(nr, peer, tag)
-                s = ns
+
+def _bidir_loop(comm, peer: int, it, transmitter: bool, async_: bool) -> float:
+    """Both sides post the receive, send, wait (`it`: each iteration's (send, receive) regions)."""
+    tag = DATA_TAG
+    send, irecv = comm.Send, comm.Irecv
+    if async_:  # the next receive is posted as soon as one completes
+        s, r = next(it)
+        q = irecv(r, peer, tag)
+        t0 = perf_counter()
+        for ns, nr in it:
             send(s, peer, tag)
             q.Wait()
-            t1 = perf_counter()
-        else:
-            t0 = perf_counter()
-            for s, r in it:
-                q = irecv(r, peer, tag)
-                send(s, peer, tag)
-                q.Wait()
-            t1 = perf_counter()
-        return t1 - t0
-    if mode != "pingpong":
-        raise ValueError(f"unknown mode {mode!r}")
+            q = irecv(nr, peer, tag)
+            s = ns
+        send(s, peer, tag)
+        q.Wait()
+        t1 = perf_counter()
+    else:
+        t0 = perf_counter()
+        for s, r in it:
+            q = irecv(r, peer, tag)
+            send(s, peer, tag)
+            q.Wait()
+        t1 = perf_counter()
+    return t1 - t0
+
+
+def _pingpong_loop(comm, peer: int, it, transmitter: bool, async_: bool) -> float:
+    """One message there, one back, through the pools' regions (`it`: (send, receive) regions)."""
+    tag = DATA_TAG
+    send, recv, irecv = comm.Send, comm.Recv, comm.Irecv
     if transmitter:
         if async_:
             t0 = perf_counter()
@@ -212,6 +240,9 @@ def python_transfer(
     return t1 - t0
 
 
+_LOOPS = {"stream": _stream_loop, "bidir": _bidir_loop, "pingpong": _pingpong_loop}
+
+
 def c_kernel_status() -> tuple[bool, str]:
     """Whether the C kernel can be used here, and why not (or how it was built)."""
     try:
@@ -244,20 +275,74 @@ def c_kernel_status() -> tuple[bool, str]:
     return True, f"built with {built_with}"
 
 
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel chosen by name, interpreted once: its two loops, the clock they time with, the
+    largest message one call carries with this MPI, and how it was built (for the run file)."""
+
+    name: str
+    pingpong: KernelFn
+    transfer: TransferFn
+    measure_clock: Callable[[], Any]  # -> npmpi.clock.ClockInfo of the clock the loops read
+    max_message_bytes: int
+    note: str = ""
+
+
 def get_kernel(name: str) -> KernelFn:
-    """The kernel function for a name; KernelUnavailable says why it cannot be had."""
-    return get_kernels(name)[0]
+    """The ping-pong function of a kernel name; KernelUnavailable says why it cannot be had."""
+    return get_kernels(name).pingpong
 
 
-def get_kernels(name: str) -> tuple[KernelFn, TransferFn]:
-    """The ping-pong kernel and the every-mode kernel of a name (one contract, see the docstrings)."""
+def get_kernels(name: str) -> Kernel:
+    """The kernel of a name (one contract for both, see the loops' docstrings); KernelUnavailable
+    says why it cannot be had here."""
+    from mpi4py import MPI
+
+    from npmpi import clock
+
+    large_counts = MPI.Get_version() >= (4, 0)  # mpi4py then uses MPI 4's large-count `_c` calls
     if name == "python":
-        return python_pingpong, python_transfer
+        largest = 2**63 - 1 if large_counts else 2**31 - 1
+        return Kernel(name, python_pingpong, python_transfer, clock.measure_python_clock, largest)
     if name == "c":
         ok, why = c_kernel_status()
         if not ok:
             raise KernelUnavailable(why)
         from npmpi import _ckernel
 
-        return _ckernel.pingpong, _ckernel.transfer
+        largest = int(_ckernel.MAX_COUNT) if large_counts else 2**31 - 1
+        return Kernel(name, _ckernel.pingpong, _c_transfer, clock.measure_c_clock, largest, why)
     raise KernelUnavailable(f"unknown kernel {name!r}; choose one of: {', '.join(KERNEL_NAMES)}")
+
+
+def _c_transfer(
+    comm,
+    peer: int,
+    sendbuf,
+    recvbuf,
+    nbytes: int,
+    iterations: int,
+    transmitter: bool,
+    settings: TransferSettings,
+    first: int = 0,
+) -> float:
+    """The C kernel's transfer loop with python_transfer's signature (the C call takes the
+    settings' fields positionally; nothing here is timed)."""
+    from npmpi import _ckernel
+
+    s = settings
+    return _ckernel.transfer(
+        comm,
+        peer,
+        sendbuf,
+        recvbuf,
+        nbytes,
+        iterations,
+        transmitter,
+        s.mode,
+        s.window,
+        s.async_,
+        s.regions,
+        s.stride,
+        first,
+    )

@@ -12,7 +12,7 @@ import numpy as np
 from npmpi import buffers
 from npmpi.buffers import ARRANGEMENT_NETPIPE
 from npmpi.config import Options
-from npmpi.kernels import KernelFn, TransferFn
+from npmpi.kernels import Kernel, TransferSettings
 from npmpi.modes import MODE_PINGPONG, MODE_STREAM, regions_for
 
 PROBE_CHUNKS = 5  # the probe's chunks of round trips (rank 0 and its peers run the same number)
@@ -61,8 +61,8 @@ class MessageLoop:
     other variant calls the transfer kernel with the size's regions of the pools.
     """
 
-    def __init__(self, opts: Options, kernels: tuple[KernelFn, TransferFn], transmitter: bool) -> None:
-        self.pingpong, self.transfer = kernels
+    def __init__(self, opts: Options, kernel: Kernel, transmitter: bool) -> None:
+        self.pingpong, self.transfer = kernel.pingpong, kernel.transfer
         self.mode, self.window, self.async_ = opts.mode, opts.window, opts.async_
         self.cache_cold = opts.cache_cold
         self.transmitter = transmitter
@@ -76,6 +76,7 @@ class MessageLoop:
             self.sbuf = buffers.allocate(self.pool, self.huge_pages)
             self.rbuf = buffers.allocate(self.pool, self.huge_pages)
         self.size, self.regions, self.stride = 0, 1, 0
+        self.settings = TransferSettings(self.mode, self.window, self.async_)
         self.own_origin = 0
 
     @property
@@ -95,13 +96,17 @@ class MessageLoop:
             # pattern, the reflector's is cleared (it sends back what it receives)
             self.sbuf = self.rbuf = None  # the last size's map is released before the next one
             self.sbuf = self.rbuf = buffers.allocate(size, self.huge_pages, buffers.NETPIPE_ALIGN_BYTES)
-            self.regions, self.stride = 1, 0
+            self._set_regions(1, 0)
             if self.transmitter:
                 self.sbuf[:size] = patterns.expected(origin_rank, size)
             return
-        self.regions, self.stride = regions_for(self.mode, self.window, self.cache_cold, self.pool, size)
+        self._set_regions(*regions_for(self.mode, self.window, self.cache_cold, self.pool, size))
         self._send_view()[:] = patterns.expected(origin_rank, size)
         self._recv_view()[:] = 0
+
+    def _set_regions(self, regions: int, stride: int) -> None:
+        self.regions, self.stride = regions, stride
+        self.settings = TransferSettings(self.mode, self.window, self.async_, regions, stride)
 
     def huge_page_bytes(self) -> int:
         """Bytes of this rank's message buffers' maps on transparent huge pages (-1: unknown)."""
@@ -117,19 +122,7 @@ class MessageLoop:
         if self.plain:
             return self.pingpong(comm, peer, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)
         return self.transfer(
-            comm,
-            peer,
-            self.sbuf,
-            self.rbuf,
-            self.size,
-            iterations,
-            self.transmitter,
-            self.mode,
-            self.window,
-            self.async_,
-            self.regions,
-            self.stride,
-            first,
+            comm, peer, self.sbuf, self.rbuf, self.size, iterations, self.transmitter, self.settings, first
         )
 
     def _touched(self, first: int, iterations: int) -> np.ndarray | slice:

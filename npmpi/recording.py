@@ -19,6 +19,7 @@ from typing import Any
 from npmpi.config import DEFAULT_BASELINE_S, Options
 from npmpi.errors import NpmpiError
 from npmpi.job import abort, describe, error_line, say
+from npmpi.kernels import Kernel
 
 
 @dataclass
@@ -30,8 +31,7 @@ class RunSetup:
     opts: Options
     argv: list[str]
     layout: Any
-    kernel: Any  # the (loop, transfer) kernels of npmpi.kernels.get_kernels
-    kernel_note: str
+    kernel: Kernel
     output: str
     stop: Any  # npmpi.sweep.StopFlag
     power_nodes: list[dict]  # each power rank's meters (npmpi.ranks), in node order
@@ -174,7 +174,7 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
     """After the sweep: the baseline after it (not when interrupted: mpirun may kill the job at
     any moment), the last samples, the clock offsets at the end."""
     from npmpi.baseline import after_baseline_s, store_baseline
-    from npmpi.calibrate_run import largest_delay_s
+    from npmpi.calibration import largest_delay_s
 
     collector.collect()
     if outcome.status == "complete" and not stop:
@@ -210,14 +210,12 @@ class Recording:
 
     def __init__(self, setup: RunSetup) -> None:
         from npmpi import sweep
-        from npmpi.clock import measure_c_clock, measure_python_clock
         from npmpi.console import Console
         from npmpi.power import PowerCollector
 
         s = self.setup = setup
         opts = s.opts
-        clock = measure_c_clock() if opts.kernel == "c" else measure_python_clock()
-        self.attrs = provenance(s.MPI, opts, s.argv, s.layout, s.kernel_note, clock)
+        self.attrs = provenance(s.MPI, opts, s.argv, s.layout, s.kernel.note, s.kernel.measure_clock())
         self.attrs.update(thread_attrs(opts, s.layout, s.thread_levels))
         self.points = sweep.schedule_for(opts)
         self.console = Console(quiet=opts.quiet)
@@ -282,7 +280,7 @@ class Recording:
         if collector is not None:
             power_setup(writer, collector, s.layout, s.power_nodes, opts, console, s.stop)
             if s.calibration is not None:
-                from npmpi.calibrate_run import apply_calibration
+                from npmpi.calibration import apply_calibration
 
                 notes = apply_calibration(writer, s.calibration, s.layout, s.power_nodes, opts.calibration)
                 for line in notes:

@@ -13,7 +13,7 @@ import numpy as np
 
 from npmpi.baseline import take_part
 from npmpi.config import Options
-from npmpi.kernels import KernelFn, TransferFn
+from npmpi.kernels import Kernel
 from npmpi.layout import Layout
 from npmpi.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 from npmpi.protocol import (
@@ -61,14 +61,14 @@ def serve_commands(comm, source: int, peer: int, loop: MessageLoop, patterns: Pa
         measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))
 
 
-def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag) -> int:
+def reflect(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag) -> int:
     """The reflector's side: echo every message; returns the exit code rank 0 sends at the end."""
     if len(layout.pairs) > 1:
-        return pair_member(comm, layout, opts, kernels, stop)
+        return pair_member(comm, layout, opts, kernel, stop)
     corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
     peer = layout.pair[0]
     patterns = Patterns(opts.largest_message_bytes)
-    loop = MessageLoop(opts, kernels, transmitter=False)
+    loop = MessageLoop(opts, kernel, transmitter=False)
     sync = np.zeros(1, dtype=np.int64)
     result = np.zeros(2, dtype=np.int64)
 
@@ -104,9 +104,7 @@ def reflect(comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, Transf
     return serve_commands(comm, peer, peer, loop, patterns, measure)
 
 
-def pair_member(
-    comm, layout: Layout, opts: Options, kernels: tuple[KernelFn, TransferFn], stop: StopFlag
-) -> int:
+def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag) -> int:
     """A rank of one of several pairs (other than rank 0): rank 0 commands and starts every trial;
     a transmitter times its trials and sends the times to rank 0 after each size."""
     corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
@@ -115,7 +113,7 @@ def pair_member(
     transmitter = me == pair[0]
     peer = pair[1] if transmitter else pair[0]
     patterns = Patterns(opts.largest_message_bytes)
-    loop = MessageLoop(opts, kernels, transmitter=transmitter)
+    loop = MessageLoop(opts, kernel, transmitter=transmitter)
     sync = np.zeros(1, dtype=np.int64)
     result = np.zeros(2, dtype=np.int64)
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from npmpi.config import Options
 from npmpi.errors import DataMismatch, Interrupted
-from npmpi.kernels import KernelFn, TransferFn
+from npmpi.kernels import Kernel
 from npmpi.layout import Layout
 from npmpi.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 from npmpi.modes import MODE_STREAM, mode_factors
@@ -76,7 +76,7 @@ class Transmitter:
         comm,
         layout: Layout,
         opts: Options,
-        kernels: tuple[KernelFn, TransferFn],
+        kernel: Kernel,
         stop: StopFlag,
         on_row: Callable[[int, SizeResult], None],
     ) -> None:
@@ -93,7 +93,7 @@ class Transmitter:
         stop.transmitter = self  # lets a stop signal see whether a trial is in progress
         self.on_row = on_row
         self.patterns = Patterns(opts.largest_message_bytes)
-        self.loop = MessageLoop(opts, kernels, transmitter=True)
+        self.loop = MessageLoop(opts, kernel, transmitter=True)
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.sync = np.zeros(1, dtype=np.int64)
         self.result = np.zeros(2, dtype=np.int64)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,7 @@ def npmpi_run(tmp_path):
         return run_mpi(args, np=np, cwd=tmp_path, timeout=timeout, env=env)
 
     return _run
+
+
+# tests/inprocess/ runs on every rank of one mpirun job (tests/test_inprocess.py), never here
+collect_ignore = [] if os.environ.get("NPMPI_IN_MPIRUN") == "1" else ["inprocess"]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from npmpi.calibrate_run import parse_calibrate_options
+from npmpi.calibration import parse_calibrate_options
 from npmpi.errors import UsageError
 from npmpi.runfile import load_run
 

@@ -173,12 +173,13 @@ def test_each_mode_with_two_ranks(npmpi_run, tmp_path, mode, kernel):
     assert label in proc.stdout
 
 
+# every mode and kernel in two pairs: tests/inprocess/test_comm_sweeps.py::test_two_pairs_on_the_world;
+# here the file and console of a launched job
 @pytest.mark.mpi
 @pytest.mark.timeout(MPI_TIMEOUT)
-@pytest.mark.parametrize("kernel", ["python", "c"])
-@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
-def test_each_mode_with_four_ranks_in_two_pairs(npmpi_run, tmp_path, mode, kernel):
-    pairs = ["--pairs", "2"] if kernel == "python" else ["--pairs", "all"]
+@pytest.mark.parametrize("kernel,pairs", [("python", ["--pairs", "2"]), ("c", ["--pairs", "all"])])
+def test_each_mode_with_four_ranks_in_two_pairs(npmpi_run, tmp_path, kernel, pairs):
+    mode = "pingpong"
     proc = npmpi_run(
         [*TINY, "--mode", mode, "--kernel", kernel, *pairs, "-o", "r.h5"], np=4, timeout=MPI_TIMEOUT
     )
@@ -202,10 +203,11 @@ def test_four_ranks_single_pair_leaves_two_idle(npmpi_run, tmp_path):
     assert list(run.layout["role"]) == ["transmitter", "reflector", "idle", "idle"]
 
 
+# every mode and kernel with --async --cache-cold --integrity: tests/inprocess/test_comm_sweeps.py;
+# here the file's attributes and the console of a launched job
 @pytest.mark.mpi
 @pytest.mark.timeout(MPI_TIMEOUT)
-@pytest.mark.parametrize("kernel", ["python", "c"])
-@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+@pytest.mark.parametrize("mode,kernel", [("stream", "c"), ("bidir", "python")])
 def test_async_and_cache_cold(npmpi_run, tmp_path, mode, kernel):
     args = [*TINY, "--mode", mode, "--kernel", kernel, "--async", "--cache-cold", "--cache-pool", "256K"]
     proc = npmpi_run([*args, "-o", "r.h5"], timeout=MPI_TIMEOUT)
@@ -219,31 +221,11 @@ def test_async_and_cache_cold(npmpi_run, tmp_path, mode, kernel):
 @pytest.mark.mpi
 @pytest.mark.timeout(MPI_TIMEOUT)
 @pytest.mark.parametrize(
-    "mode,kernel,extra",
-    [
-        ("stream", "python", ["--cache-cold", "--cache-pool", "64K"]),
-        ("stream", "c", ["--async"]),
-        ("bidir", "c", ["--cache-cold", "--cache-pool", "64K"]),
-    ],
-)
-def test_integrity_checks_every_message(npmpi_run, tmp_path, mode, kernel, extra):
-    args = ["-u", "1K", "-p", "0", "--trials", "2", "--repeats", "5", "--integrity", "--mode", mode]
-    proc = npmpi_run([*args, "--kernel", kernel, *extra, "-o", "r.h5"], timeout=MPI_TIMEOUT)
-    assert proc.returncode == 0, proc.stderr
-    run = load_run(tmp_path / "r.h5")
-    assert run.status == "complete" and not run.attrs["timing_comparable"]
-    assert np.all(run.pingpong.data_verified)
-
-
-@pytest.mark.mpi
-@pytest.mark.timeout(MPI_TIMEOUT)
-@pytest.mark.parametrize(
     "mode,np_,extra,who",
     [
-        ("stream", 2, ["--kernel", "c"], "rank 1 received wrong data from rank 0"),
-        ("bidir", 2, ["--cache-cold", "--cache-pool", "64K"], "rank 0 received wrong data from rank 1"),
-        ("pingpong", 4, ["--pairs", "2", "--buffers", "separate"], "rank 1 received wrong data from rank 2"),
-        # the default, NetPIPE's one buffer: the reflector's received data is what it checks
+        # stream, bidir --cache-cold and --pairs 2 with separate buffers: tests/inprocess; here the
+        # launched job's exit, message and file, with the default, NetPIPE's one buffer (the
+        # reflector's received data is what it checks)
         ("pingpong", 4, ["--pairs", "2"], "rank 2 received wrong data from rank 1"),
     ],
 )

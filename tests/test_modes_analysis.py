@@ -30,10 +30,10 @@ def _attrs(mode: str, window: int = 1, pairs: int = 1) -> dict:
 
 
 def test_files_without_the_attributes_are_ping_pong():
-    assert compute.mode_factors({}) == (2, 2)
-    assert compute.mode_factors({"mode": "pingpong"}) == (2, 2)
-    assert compute.mode_factors({"bytes_per_iteration_factor": "junk"}) == (2, 2)
-    assert compute.mode_factors({"bytes_per_iteration_factor": 0, "one_way_divisor": 0}) == (2, 2)
+    assert compute.run_mode_factors({}) == (2, 2)
+    assert compute.run_mode_factors({"mode": "pingpong"}) == (2, 2)
+    assert compute.run_mode_factors({"bytes_per_iteration_factor": "junk"}) == (2, 2)
+    assert compute.run_mode_factors({"bytes_per_iteration_factor": 0, "one_way_divisor": 0}) == (2, 2)
     assert compute.mode_label({}) == "ping-pong"
 
 
@@ -49,8 +49,10 @@ def test_files_without_the_attributes_are_ping_pong():
 )
 def test_bandwidth_and_one_way_time_follow_the_factors(mode, window, pairs, factor, divisor):
     attrs = _attrs(mode, window, pairs)
-    assert compute.mode_factors(attrs) == (factor, divisor)
-    bw = compute.bandwidth(np.array(SIZES), np.array(ITERS), np.array(TRIALS), *compute.mode_factors(attrs))
+    assert compute.run_mode_factors(attrs) == (factor, divisor)
+    bw = compute.bandwidth(
+        np.array(SIZES), np.array(ITERS), np.array(TRIALS), *compute.run_mode_factors(attrs)
+    )
     size, iters, best = np.array(SIZES, float), np.array(ITERS, float), np.array([0.010, 0.020])
     np.testing.assert_allclose(bw.peak_bit_s, factor * iters * size * 8 / best)
     np.testing.assert_allclose(bw.one_way_s, best / (divisor * iters))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from test_reliability_files import analyze, write_base
 
-from npmpi.calibrate_run import check_calibration, load_calibration
+from npmpi.calibration import check_calibration, load_calibration
 from npmpi.errors import UsageError
 from npmpi.inputfiles import json_depth, parse_json, read_regular_file
 from npmpi.meters import MeterError, make_meter, parse_meter_spec

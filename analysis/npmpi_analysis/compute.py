@@ -26,7 +26,7 @@ class Bandwidth:
     best_s: np.ndarray  # the best (shortest) trial
     trial_mean_s: np.ndarray
     trial_sigma_s: np.ndarray  # standard deviation of the mean of the trial times
-    one_way_s: np.ndarray  # best / (D i): NetPIPE's time (D = 2 for a ping-pong, see mode_factors)
+    one_way_s: np.ndarray  # best / (D i): NetPIPE's time (D = 2 for a ping-pong, see run_mode_factors)
     peak_bit_s: np.ndarray  # bandwidth of the best trial: NetPIPE's figure
     mean_bit_s: np.ndarray  # F i m / mean trial time (F = 2 for a ping-pong)
     sigma_bit_s: np.ndarray  # b sigma_t / t
@@ -47,7 +47,7 @@ def float_attr(attrs: dict, key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def mode_factors(attrs: dict) -> tuple[int, int]:
+def run_mode_factors(attrs: dict) -> tuple[int, int]:
     """(bytes_per_iteration_factor, one_way_divisor) of a run (docs/file-format.md): bytes moved per
     iteration / message size, and one message's time = trial / (divisor i). Ping-pong's (2, 2) when
     the file has no such attributes."""
@@ -110,7 +110,7 @@ def bandwidth(
     """Every bandwidth figure of every size: peak (best trial), mean ± sigma_b, spread, latency.
 
     sigma_b = b sigma_t / t: the relative error of the time carries over to the bandwidth (the paper
-    prints b / (sigma_t t), which is dimensionally wrong). The factors are the run's mode_factors:
+    prints b / (sigma_t t), which is dimensionally wrong). The factors are run_mode_factors':
     b = F i m / t and one-way time = best / (D i); ping-pong's 2 and 2 by default.
     """
     size_bytes = np.asarray(size_bytes, dtype=np.int64)

@@ -2,7 +2,7 @@
 
 Under mpirun/srun with one power rank per node (as a normal run), every other rank runs the load:
 numpy matrix multiplies during the schedule's bursts, sleep in between, all ranks starting
-together. Rank 0 then lines each node's power trace up with the schedule (npmpi.calibrate) and
+together. Rank 0 then lines each node's power trace up with the schedule (npmpi.delayfit) and
 prints and stores the delays. A run given `--calibration FILE` copies them into its file, where
 npmpi-analyze applies them.
 """
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from npmpi.calibrate import (
+from npmpi.delayfit import (
     DEFAULT_BURST_MAX_S,
     DEFAULT_BURST_MIN_S,
     DEFAULT_DURATION_S,
