@@ -62,7 +62,7 @@ def opened(bmc: FakeBmc, extra: str = "", monkeypatch=None) -> RedfishMeter:
     return meter
 
 
-def shown_truth(truth: Truth, stamp: float, latency_s: float = 1.0) -> list[tuple[float, float]]:
+def shown_truth(truth: Truth, stamp: float, latency_s: float = 1.5) -> list[tuple[float, float]]:
     """(watts, joules) the service may have shown for a reading received at `stamp`: the values of
     the refreshes within latency_s before it, rounded as the BMC writes them."""
     out = []

@@ -52,6 +52,7 @@ MEASURE_FOR_S = 3.0  # at most this long polling at open to see the value change
 MEASURE_POLL_S = 0.05
 DEFAULT_PERIOD_S = 1.0  # a BMC's usual refresh, when neither declared nor seen
 MIN_INTERVAL_S = 0.1
+MAX_STALE_SESSIONS = 4
 USES = ("auto", "power", "energy")
 
 # the library logs a garbage response (its text) at error level: kept out of npmpi's output, which
@@ -315,8 +316,8 @@ class RedfishMeter(Meter):
         # a service that did not answer is not waited for: its session is deleted at the next open
         if service.reachable and service.logout():
             self._delete_stale_sessions()  # and those of before a drop-out, if any is left
-        else:
-            self._stale.append(service)
+        else:  # at most a BMC's few sessions are kept: each costs a timeout at open while it hangs
+            self._stale = [*self._stale, service][-MAX_STALE_SESSIONS:]
 
     def _delete_stale_sessions(self) -> None:
         self._stale = [service for service in self._stale if not service.logout()]
