@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         from npmpi.calibration import main as calibrate_main
 
         return calibrate_main(argv[1:])
+    if argv[:1] == ["map"]:
+        from npmpi.maprun import main as map_main
+
+        return map_main(argv[1:])
     # Until the stop handlers are installed (once MPI runs), Ctrl-C ends a rank as SIGTERM does,
     # without a KeyboardInterrupt traceback from the middle of an import (srun forwards Ctrl-C).
     signal.signal(signal.SIGINT, signal.SIG_DFL)

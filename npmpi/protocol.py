@@ -22,6 +22,7 @@ CLOCK_TAG = 13  # clock-offset pings (npmpi.clocksync)
 POWER_DATA_TAG = 14  # a power rank's batch of samples, pickled (npmpi.power)
 TIMES_TAG = 15  # a secondary pair transmitter's trial times (npmpi.sweep)
 BASELINE_TAG = 16  # after an idle baseline: (CPU seconds, node utilisation or NaN) (npmpi.baseline)
+MAP_PAIR_TAG = 17  # within a map's pair: the transmitter's steps, the reflector's data check (npmpi.mappair)
 
 # commands (the first field on CTRL_TAG)
 CMD_STOP = 0  # exit; the exit code travels in the second field
@@ -30,6 +31,7 @@ CMD_PROBE = 2  # untimed round trips to estimate the time of one at this size
 CMD_FLUSH = 3  # a power rank sends its samples; second field: ms until the next flush
 CMD_CLOCK = 4  # a power rank answers that many clock pings
 CMD_BASELINE = 5  # an idle baseline's start or end (second field: the phase)
+CMD_MAP_ROUND = 6  # a map's round: measure one size with one peer (size, peer's rank) (npmpi.mappair)
 
 
 class StopFlag:

@@ -140,9 +140,26 @@ def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FI
 
     `sample_fields`: the per-sample datasets of the power channels to read (every one's shape is
     still checked); the others are None. The analysis reads ("time_unix_s", "power_w") only."""
+    p = Path(path)
+    f = open_npmpi_file(p)
+    with f:
+        try:
+            return _read_run(f, p, sample_fields)
+        except RunFileError:
+            raise
+        except MemoryError:
+            raise RunFileError(
+                f"{p}: holds more data than this machine can read; the file may be corrupt"
+            ) from None
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:  # what h5py raises
+            raise RunFileError(f"{p}: cannot be read ({exc}); the file may be truncated or corrupt") from None
+
+
+def open_npmpi_file(p: Path):
+    """An npmpi HDF5 file (a run or a map) opened read-only after checking it is a regular HDF5
+    file; RunFileError says why not."""
     import h5py
 
-    p = Path(path)
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -163,17 +180,7 @@ def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FI
         raise RunFileError(
             f"{p}: cannot be opened as HDF5 ({exc}); the file may be truncated or corrupt"
         ) from None
-    with f:
-        try:
-            return _read_run(f, p, sample_fields)
-        except RunFileError:
-            raise
-        except MemoryError:
-            raise RunFileError(
-                f"{p}: holds more data than this machine can read; the file may be corrupt"
-            ) from None
-        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:  # what h5py raises
-            raise RunFileError(f"{p}: cannot be read ({exc}); the file may be truncated or corrupt") from None
+    return f
 
 
 def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:
@@ -241,6 +248,12 @@ def _read_rows(ds, n: int, p: Path, where: str) -> np.ndarray:
     """The first n rows of a dataset, after checking that the file holds them."""
     _check_stored(ds, n, p, where)
     return ds[:n]
+
+
+def read_whole(ds, p: Path, where: str) -> np.ndarray:
+    """All of a dataset of one or more dimensions, after checking that the file holds it (a damaged
+    or forged file may claim any shape): RunFileError if not."""
+    return _read_rows(ds, ds.shape[0], p, where)
 
 
 def _check_stored(ds, n: int, p: Path, where: str) -> None:
@@ -335,6 +348,21 @@ def _read_power(
             )
         nodes.append(PowerNode({k: _attr(ng.attrs[k]) for k in ng.attrs}, channels))
     return power_attrs, nodes
+
+
+def read_power_part(
+    f, p: Path, notices: list[str], sample_fields: tuple[str, ...] = SAMPLE_FIELDS
+) -> tuple[dict[str, Any], list[PowerNode]]:
+    """The /power group of an open npmpi file (a run or a cluster map): (its attributes, its nodes),
+    ({}, []) without one; RunFileError when it is damaged."""
+    return _read_power(f, p, notices, sample_fields)
+
+
+def read_layout_part(f, p: Path) -> dict[str, np.ndarray]:
+    """The /layout group of an open npmpi file, {} without one; RunFileError when it is damaged."""
+    if _member(f, "layout", p, "/layout", dataset=False, required=False) is None:
+        return {}
+    return _read_layout(f, p)
 
 
 def _read_layout(f, p: Path) -> dict[str, np.ndarray]:

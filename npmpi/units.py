@@ -30,6 +30,16 @@ def format_size_bytes(n: int) -> str:
     return str(n)
 
 
+def format_size_iec(n: int) -> str:
+    """A size as sentences say it: 1 B, 1000 B, 64 KiB, 4 MiB, 1.5 MiB (a multiple of 1/16 of the
+    unit is written in it, any other size in bytes)."""
+    for suffix, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor and n % (factor // 16) == 0:
+            value = n / factor
+            return f"{value:.0f} {suffix}" if value == int(value) else f"{value:g} {suffix}"
+    return f"{n} B"
+
+
 def mbps_netpipe(size_bytes: float, one_way_s: float) -> float:
     """NetPIPE 3.7's 'Mbps': bits per second divided by 2**20."""
     return size_bytes * 8.0 / (one_way_s * 1024.0 * 1024.0)

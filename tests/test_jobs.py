@@ -22,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = REPO / "jobs"
-SCRIPTS = ("one-node", "two-nodes", "sweep")
+SCRIPTS = ("one-node", "two-nodes", "sweep", "map")
 
 EXPECTED_DIRECTIVES = {
     "one-node": {
@@ -38,6 +38,14 @@ EXPECTED_DIRECTIVES = {
         "nodes": "2",
         "ntasks-per-node": "2",
         "time": "00:15:00",
+        "signal": "B:TERM@60",
+        "output": "%x-%j.out",
+    },
+    "map": {
+        "job-name": "npmpi-map",
+        "nodes": "4",
+        "ntasks-per-node": "2",
+        "time": "00:30:00",
         "signal": "B:TERM@60",
         "output": "%x-%j.out",
     },
@@ -117,6 +125,7 @@ def test_the_machinery_is_the_same_in_every_script():
     blocks = {name: machinery(script_text(name)) for name in SCRIPTS}
     assert blocks["two-nodes"] == blocks["one-node"]
     assert blocks["sweep"] == blocks["one-node"]
+    assert blocks["map"] == blocks["one-node"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -341,6 +350,32 @@ def test_meter_credentials_reach_the_ranks_by_name_only(fakes):
     proc = run_script("one-node", env, fakes)
     assert proc.returncode == 2 and f"others may read it: chmod 600 {cred}" in proc.stderr
     assert secret not in proc.stdout + proc.stderr
+
+
+def test_map_runs_the_map_subcommand_with_a_power_rank_per_node(fakes):
+    env = job_env(fakes, SLURM_NTASKS="8", NPMPI_ARGS="--quick --sizes 1,1M", FAKE_HOSTS="n1 n2 n3 n4")
+    proc = run_script("map", env, fakes)
+    assert proc.returncode == 0, proc.stderr
+    (launch,) = records(fakes, "launch")
+    out = f"{fakes}/runs/npmpi-map-4242.h5"
+    assert launch["argv"][1:3] == ["-np", "8"]
+    at = launch["argv"].index("npmpi")
+    assert launch["argv"][at - 1 :] == [
+        "-m",
+        "npmpi",
+        "map",
+        "--meter",
+        "rapl",
+        "--quick",
+        "--sizes",
+        "1,1M",
+        "-o",
+        out,
+    ]
+    assert len(records(fakes, "rank")) == 4
+    (analyze,) = records(fakes, "analyze")
+    assert analyze["argv"][:3] == [out, "--plots", f"{fakes}/runs/npmpi-map-4242-plots"]
+    assert f"map file {out} (launcher exit 0)" in proc.stderr
 
 
 def test_outside_slurm_mpirun_gets_the_jobs_shape(fakes):

@@ -42,9 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
         description="Analyse npmpi run files: bandwidth, latency, power, bits per joule. "
-        "Several files are compared. Outputs are never overwritten without --force.",
+        "Several files are compared. Cluster maps (npmpi map) give heatmaps and the slow links and "
+        "nodes; several maps are compared with the first (npmpi-analyze before.h5 after.h5). "
+        "Outputs are never overwritten without --force.",
     )
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN.h5", help="run file(s) written by npmpi")
+    p.add_argument(
+        "runs", nargs="+", type=Path, metavar="RUN.h5", help="run file(s) or cluster map(s) written by npmpi"
+    )
     p.add_argument("--csv", type=Path, metavar="FILE", help="write every per-size figure as CSV")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the summary and per-size figures as JSON")
     p.add_argument(
@@ -179,6 +183,13 @@ def _main(argv: list[str] | None) -> int:
         raise UsageError(f"--plots {args.plots}: exists and is not a directory")
     for p in outputs:
         check_free(p, args.force, args.plots)
+    from npmpi_analysis import map_cli
+    from npmpi_analysis.map_file import is_map_file
+
+    kinds = [is_map_file(p) for p in args.runs]
+    if any(kinds):  # cluster maps (python -m npmpi map): their own analysis, same options
+        map_cli.check_usage(args, kinds)
+        return map_cli.run(args, labels, ANALYSED_SAMPLE_FIELDS, _say, _error)
 
     failed = 0
     analyses = []

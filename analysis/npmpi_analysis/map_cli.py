@@ -1,0 +1,120 @@
+"""`npmpi-analyze map.h5 [more maps]`: the cluster-map path of the command (npmpi_analysis.cli
+hands over when its files hold a /map group). Same options, exit statuses and output rules as a
+sweep's analysis; several maps are compared with the first (before / after a repair)."""
+
+from __future__ import annotations
+
+from npmpi.errors import RunFileError, UsageError
+
+
+def check_usage(args, kinds: list[bool]) -> None:
+    """UsageError for what a map cannot give, or map and run files mixed."""
+    if not all(kinds):
+        maps = [str(p) for p, k in zip(args.runs, kinds, strict=True) if k]
+        runs = [str(p) for p, k in zip(args.runs, kinds, strict=True) if not k]
+        raise UsageError(
+            f"{', '.join(maps)} {'is a map' if len(maps) == 1 else 'are maps'} and {', '.join(runs)} not: "
+            "analyse cluster maps and sweep runs separately"
+        )
+    if args.np_out is not None:
+        raise UsageError(
+            "--np-out is NetPIPE's output of a sweep: a cluster map has none (use --csv or --json)"
+        )
+
+
+def run(args, labels: list[str], sample_fields: tuple[str, ...], say, error) -> int:
+    """Analyse, print and write the maps; `say` and `error` print a line (npmpi_analysis.cli's)."""
+    from npmpi_analysis.map_file import load_map
+    from npmpi_analysis.map_outliers import compare_maps
+    from npmpi_analysis.maps import analyse_map
+    from npmpi_analysis.report import summarise_alike
+
+    failed = 0
+    analyses = []
+    for path, label in zip(args.runs, labels, strict=True):
+        try:
+            m = load_map(path, sample_fields)
+        except RunFileError as exc:
+            error(str(exc))
+            failed += 1
+            continue
+        a = analyse_map(m, label, args.meter_delay)
+        del m
+        for problem in summarise_alike(a.problems):
+            error(problem)
+        if not (a.best_s == a.best_s).any():  # nothing measured
+            failed += 1
+            continue
+        analyses.append(a)
+    if not analyses:
+        return 1
+    changes = [compare_maps(analyses[0], a) for a in analyses[1:]]
+    problems = [p for a in analyses for p in a.problems]
+    if not args.quiet:
+        _print(analyses, changes, say)
+    _write(args, analyses, changes, problems, say)
+    return 1 if (failed or problems) else 0
+
+
+def _print(analyses, changes, say) -> None:
+    from npmpi_analysis import map_report
+
+    for a in analyses:
+        say(map_report.summary_text(a))
+        say("")
+    for c in changes:
+        say(map_report.change_text(c))
+        say("")
+
+
+def _write(args, analyses, changes, problems, say) -> None:
+    import sys
+
+    from npmpi_analysis import map_report
+    from npmpi_analysis.figures import render_all
+    from npmpi_analysis.map_figures import change_plots, map_plots
+    from npmpi_analysis.outfiles import check_free, write_atomic
+    from npmpi_analysis.report import summarise_alike
+
+    plots = []
+    if args.plots is not None or args.report is not None:
+        plots = map_plots(analyses) + [p for c in changes for p in change_plots(c)]
+    files = {}
+    if args.plots is not None:
+        files = {p.name: args.plots / f"{p.name}.{args.format}" for p in plots}
+        if args.plots.is_dir():
+            for f in files.values():
+                check_free(f, args.force)
+        try:
+            args.plots.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--plots {args.plots}: cannot create the directory ({exc.strerror})") from None
+    written = []
+    if args.csv:
+        write_atomic(args.csv, map_report.csv_bytes(analyses), args.force)
+        written.append(str(args.csv))
+    if args.json:
+        write_atomic(args.json, map_report.json_bytes(analyses, changes), args.force)
+        written.append(str(args.json))
+    pngs: dict[str, bytes] = {}
+    skipped: list[str] = []
+    if args.plots is not None:
+        rendered, skipped = render_all(plots, args.format)
+        for p, data in rendered:
+            if args.format == "png":
+                pngs[p.name] = data
+            write_atomic(files[p.name], data, args.force)
+        if rendered:
+            written.append(f"{len(rendered)} figure(s) in {args.plots}/")
+    if args.report is not None:
+        if args.plots is None or args.format != "png":
+            rendered, skipped = render_all(plots, "png")
+            pngs = {p.name: data for p, data in rendered}
+        figures = [(p.name, p.caption, pngs[p.name], p.caveat) for p in plots if p.name in pngs]
+        shown = summarise_alike(problems) + skipped
+        write_atomic(args.report, map_report.html_report(analyses, changes, figures, shown), args.force)
+        written.append(str(args.report))
+    for note in skipped:
+        say(f"npmpi-analyze: note: {note}", sys.stderr)
+    if written and not args.quiet:
+        say("wrote " + ", ".join(written))

@@ -1,0 +1,239 @@
+"""Heatmaps of a cluster map: latency, bandwidth per size, energy per bit per size (with power), and
+the ratio after / before of two maps. Named outliers are boxed in red; estimated or simulated power
+is labelled on every figure that shows it, as the sweep's figures do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from npmpi.units import format_size_bytes
+from npmpi.units import format_size_iec as format_size
+from npmpi_analysis.figures import Plot
+
+CAVEAT_COLOR = "firebrick"
+ANNOTATE_MAX = 16  # cells are labelled with their value up to this many hosts
+MAX_TICK_LABELS = 32
+
+
+def _figure(n: int):
+    from matplotlib.figure import Figure
+
+    side = min(max(4.5, 0.45 * n + 2.5), 14.0)
+    fig = Figure(figsize=(side + 2.0, side))
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.14, right=0.86, bottom=0.14, top=0.85)
+    return fig, ax
+
+
+def heatmap(
+    name: str,
+    x: np.ndarray,
+    names: list[str],
+    title: str,
+    unit: str,
+    caption: str,
+    caveat: str = "",
+    boxes: list[tuple[int, int]] | None = None,
+    diverging: bool = False,
+) -> Plot:
+    """One [N, N] matrix as a heatmap (NaN blank), `unit` on the colour bar, cells (i, j) in
+    `boxes` outlined in red; `diverging`: a ratio around 1 on a logarithmic scale."""
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Rectangle
+
+    n = len(names)
+    fig, ax = _figure(n)
+    data = np.ma.masked_invalid(np.asarray(x, dtype=float))
+    finite = data.compressed()
+    finite = finite[finite > 0] if diverging else finite
+    if diverging and finite.size:
+        spread = max(float(np.max(np.abs(np.log(finite)))), np.log(1.25))
+        norm, cmap = LogNorm(np.exp(-spread), np.exp(spread)), "RdBu"
+    else:
+        norm, cmap = None, "viridis"
+    image = ax.imshow(data, cmap=cmap, norm=norm, interpolation="nearest")
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if diverging:  # 0.5, 1, 2 rather than 5x10^-1
+        from matplotlib.ticker import FuncFormatter
+
+        for axis_fmt in (bar.ax.yaxis.set_major_formatter, bar.ax.yaxis.set_minor_formatter):
+            axis_fmt(FuncFormatter(lambda v, _pos: f"{v:.2g}"))
+    bar.set_label(unit if not caveat else f"{unit} ({caveat.split(',')[0]})", fontsize=9)
+    step = -(-n // MAX_TICK_LABELS)  # every host named up to MAX_TICK_LABELS, then every step-th
+    ticks = list(range(0, n, step))
+    ax.set_xticks(ticks, [names[k] for k in ticks], rotation=90, fontsize=8)
+    ax.set_yticks(ticks, [names[k] for k in ticks], fontsize=8)
+    if n <= ANNOTATE_MAX and finite.size:
+        _annotate(ax, image, data)
+    for i, j in boxes or []:
+        for a, b in ((i, j), (j, i)):
+            ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="red", lw=2))
+    ax.set_title(title, fontsize=10)
+    if caveat:
+        fig.text(
+            0.5,
+            0.995,
+            f"Power is {caveat}",
+            color=CAVEAT_COLOR,
+            fontsize=9,
+            fontweight="bold",
+            ha="center",
+            va="top",
+        )
+    return Plot(name, fig, caption, caveat)
+
+
+def _annotate(ax, image, data) -> None:
+    """Each cell's value, in white on dark colours and black on light ones."""
+    for (i, j), v in np.ndenumerate(data.filled(np.nan)):
+        if np.isfinite(v):
+            r, g, b, _ = image.cmap(image.norm(v))
+            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+            ax.text(j, i, _short(v), ha="center", va="center", fontsize=7, color="white" if dark else "black")
+
+
+def _short(v: float) -> str:
+    """A cell's value in at most about 5 characters: 2.5, 9.99, 1042, 1.2e+07."""
+    return f"{v:.0f}" if 1000 <= abs(v) < 100000 else f"{v:.3g}"
+
+
+def _boxes(a, metric: str, size: int) -> list[tuple[int, int]]:
+    """The cells of the links named for `metric` at `size`, and every link of a named node."""
+    index = {name: k for k, name in enumerate(a.names)}
+    out = []
+    for f in a.outliers:
+        if f.metric != metric or f.size_bytes != size:
+            continue
+        if f.kind == "link":
+            out.append((index[f.names[0]], index[f.names[1]]))
+        else:
+            k = index[f.names[0]]
+            out += [(k, j) for j in range(a.nodes) if j != k]
+    return out
+
+
+def map_plots(analyses: list) -> list[Plot]:
+    """Every heatmap of every map (a map's label is added to the names when there are several)."""
+    plots = []
+    several = len(analyses) > 1
+    for a in analyses:
+        tag = f"_{a.label}" if several else ""
+        attrs = a.map_attrs
+        who = (
+            f"{a.label}: {a.nodes} hosts, {attrs.get('schedule', '?')} schedule, "
+            f"{attrs.get('kernel', '?')} kernel"
+        )
+        first = int(a.size_bytes[0])
+        plots.append(
+            heatmap(
+                f"map_latency{tag}",
+                a.latency_s * 1e6,
+                a.names,
+                f"One-way latency at {format_size(first)} (best trial)\n{who}",
+                "latency (µs)",
+                f"One-way latency of every pair at {first} B (best trial).",
+                "",
+                _boxes(a, "latency", first),
+            )
+        )
+        for k, size in enumerate(a.size_bytes):
+            size = int(size)
+            label = format_size_bytes(size)
+            plots.append(
+                heatmap(
+                    f"map_bandwidth_{label}{tag}",
+                    a.bandwidth_bit_s[k] / 1e9,
+                    a.names,
+                    f"Bandwidth at {format_size(size)} (8·size / best one-way time)\n{who}",
+                    "bandwidth (Gbit/s, 10^9 bit/s)",
+                    f"Bandwidth of every pair at {size} B (best trial).",
+                    "",
+                    _boxes(a, "bandwidth", size),
+                )
+            )
+        plots += _energy_plots(a, tag, who)
+    return plots
+
+
+def _energy_plots(a, tag: str, who: str) -> list[Plot]:
+    if a.energy is None:
+        return []
+    out = []
+    e = a.energy
+    for k, size in enumerate(a.size_bytes):
+        label = format_size_bytes(int(size))
+        out.append(
+            heatmap(
+                f"map_energy_{label}{tag}",
+                e.energy_pj_bit[k],
+                a.names,
+                f"Energy per bit at {format_size(int(size))} (the pair's two nodes in its round)\n{who}",
+                "energy per bit (pJ/bit)",
+                f"Energy per bit of every pair at {int(size)} B: the two nodes' energy in the pair's round "
+                "window divided by the bits the pair moved in it.",
+                a.caveat,
+            )
+        )
+        if e.dynamic_pj_bit is not None:
+            out.append(
+                heatmap(
+                    f"map_dynamic_energy_{label}{tag}",
+                    e.dynamic_pj_bit[k],
+                    a.names,
+                    f"Dynamic energy per bit at {format_size(int(size))} (above each node's idle)\n{who}",
+                    "dynamic energy per bit (pJ/bit)",
+                    f"Dynamic energy per bit of every pair at {int(size)} B: the two nodes' power above "
+                    "their idle baselines over the pair's round window, divided by the bits moved.",
+                    a.caveat,
+                )
+            )
+    return out
+
+
+def change_plots(change) -> list[Plot]:
+    """Heatmaps of after / before (latency, bandwidth per size) of two maps, changed links boxed."""
+    index = {name: k for k, name in enumerate(change.names)}
+
+    def boxes(metric: str, size: int) -> list[tuple[int, int]]:
+        out = []
+        for f in change.findings:
+            if f.metric == metric and f.size_bytes == size:
+                if f.kind == "link":
+                    out.append((index[f.names[0]], index[f.names[1]]))
+                else:
+                    k = index[f.names[0]]
+                    out += [(k, j) for j in range(len(change.names)) if j != k]
+        return out
+
+    who = f"{change.after} / {change.before}"
+    tag = f"_{change.after}"
+    plots = [
+        heatmap(
+            f"map_change_latency{tag}",
+            change.latency_ratio,
+            change.names,
+            f"Latency after / before ({who}) at the smallest size",
+            "ratio (after / before)",
+            "Latency of every pair after divided by before (below 1: faster).",
+            "",
+            boxes("latency", int(change.size_bytes[0])) if len(change.size_bytes) else [],
+            diverging=True,
+        )
+    ]
+    for k, size in enumerate(change.size_bytes):
+        label = format_size_bytes(int(size))
+        plots.append(
+            heatmap(
+                f"map_change_bandwidth_{label}{tag}",
+                change.bandwidth_ratio[k],
+                change.names,
+                f"Bandwidth after / before ({who}) at {format_size(int(size))}",
+                "ratio (after / before)",
+                f"Bandwidth of every pair at {int(size)} B after divided by before (above 1: faster).",
+                "",
+                boxes("bandwidth", int(size)),
+                diverging=True,
+            )
+        )
+    return plots

@@ -1,0 +1,327 @@
+"""Reading a cluster-map file (`python -m npmpi map`): the /map group, checked, and its /power part.
+
+A map file holds a group `/map` (docs/file-format.md, "The cluster map") and, when meters were
+given, the same `/power` group as a sweep's run file. Every dataset's shape is checked against the
+others before anything is computed: a /map group with a missing dataset, inconsistent shapes or
+impossible values is refused with one line (RunFileError), as a damaged run file is. A damaged
+/power part leaves the map analysed without power, with the problem said.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from npmpi.errors import RunFileError
+
+MAP_GROUP = "map"
+SCHEDULES = ("rounds", "serial")
+MAX_NODES = 100_000
+MAX_SIZES = 10_000
+MAX_MAP_TRIALS = 100_000
+MAX_MAP_VALUES = 2_000_000_000  # elements of trial_s a file may claim
+MAX_TRIAL_S = 1e9  # as a run file's: a longer time is damage
+STATUS_COMPLETE = "complete"
+
+# (name, numpy kinds accepted, dimensions): the datasets a map must hold
+REQUIRED = (
+    ("hosts", "OSU", 1),
+    ("ranks", "iu", 1),
+    ("size_bytes", "iu", 1),
+    ("round", "iu", 2),
+    ("trial_s", "f", 4),
+    ("iterations", "iu", 3),
+    ("bytes_moved", "iu", 3),
+    ("window_start_unix_s", "f", 2),
+    ("window_end_unix_s", "f", 2),
+)
+DERIVED = (("latency_s", "f", 2), ("bandwidth_bit_s", "f", 3))
+
+
+@dataclass
+class MapFile:
+    """A map file's contents in plain numpy, checked (N nodes, S sizes, R rounds, T trials)."""
+
+    path: Path
+    attrs: dict[str, Any]  # the root attributes
+    map_attrs: dict[str, Any]
+    hosts: list[str]
+    ranks: np.ndarray  # [N]
+    size_bytes: np.ndarray  # [S]
+    round: np.ndarray  # [N, N], -1 on the diagonal (and for a pair never scheduled)
+    trial_s: np.ndarray  # [S, N, N, T] one-way seconds per iteration of each trial, NaN unmeasured
+    iterations: np.ndarray  # [S, N, N]
+    bytes_moved: np.ndarray  # [S, N, N] both directions within the pair's window
+    window_start_unix_s: np.ndarray  # [S, R] rank 0's clock
+    window_end_unix_s: np.ndarray
+    stored_latency_s: np.ndarray | None = None  # the writer's derived matrices (checked against ours)
+    stored_bandwidth_bit_s: np.ndarray | None = None
+    layout: dict[str, Any] = field(default_factory=dict)
+    power_attrs: dict[str, Any] = field(default_factory=dict)
+    power: list = field(default_factory=list)  # npmpi.runreader.PowerNode
+    notices: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str(self.map_attrs.get("status", self.attrs.get("status", "")))
+
+    @property
+    def nodes(self) -> int:
+        return len(self.hosts)
+
+
+def _attr(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return [_attr(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def is_map_file(path: Path) -> bool:
+    """Whether `path` is an HDF5 file holding a /map group (False for anything else, even damage:
+    the run reader then says what is wrong)."""
+    import h5py
+
+    try:
+        if not Path(path).is_file() or not h5py.is_hdf5(path):
+            return False
+        with h5py.File(path, "r", locking=False) as f:
+            return isinstance(f.get(MAP_GROUP, getlink=True), h5py.HardLink)
+    except (OSError, ValueError, RuntimeError, TypeError, KeyError):
+        return False
+
+
+def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
+    """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
+    from npmpi.runreader import open_npmpi_file
+
+    p = Path(path)
+    f = open_npmpi_file(p)
+    with f:
+        try:
+            return _read(f, p, sample_fields)
+        except RunFileError:
+            raise
+        except MemoryError:
+            raise RunFileError(
+                f"{p}: holds more data than this machine can read; the file may be corrupt"
+            ) from None
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+            raise RunFileError(f"{p}: cannot be read ({exc}); the file may be truncated or corrupt") from None
+
+
+def _check_root(attrs: dict, p: Path) -> None:
+    from npmpi.runformat import FORMAT_VERSION
+
+    fmt = attrs.get("format")
+    if fmt is not None and not str(fmt).startswith("npmpi"):
+        raise RunFileError(f"{p}: not an npmpi file (format attribute is {fmt!r})")
+    version = attrs.get("format_version")
+    if version is not None:
+        try:
+            major = int(str(version).split(".")[0])
+        except ValueError:
+            raise RunFileError(
+                f"{p}: format_version attribute {version!r} is not of the form MAJOR.MINOR"
+            ) from None
+        if major > FORMAT_VERSION[0]:
+            raise RunFileError(
+                f"{p}: written by a newer npmpi (format {version}; this reader knows "
+                f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
+            )
+
+
+def _dataset(g, name: str, kinds: str, ndim: int, p: Path, required: bool = True):
+    """g[name], a dataset stored in this file with `ndim` dimensions of one of `kinds`; None when
+    absent and not required."""
+    import h5py
+
+    where = f"/map/{name}"
+    link = g.get(name, getlink=True)
+    if link is None:
+        if required:
+            raise RunFileError(f"{p}: dataset {where} is missing: the map cannot be analysed")
+        return None
+    if not isinstance(link, h5py.HardLink) or not isinstance(g[name], h5py.Dataset):
+        raise RunFileError(f"{p}: {where} is not a dataset stored in this file")
+    ds = g[name]
+    if len(ds.shape) != ndim or ds.dtype.kind not in kinds:
+        raise RunFileError(
+            f"{p}: {where} has shape {ds.shape} and type {ds.dtype}, expected {ndim} dimension(s) of "
+            f"{'text' if kinds == 'OSU' else 'numbers'}"
+        )
+    if math.prod(ds.shape) > MAX_MAP_VALUES:
+        raise RunFileError(
+            f"{p}: {where} claims an implausible shape {ds.shape}; the file is damaged or forged"
+        )
+    return ds
+
+
+def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
+    from npmpi.runreader import read_layout_part, read_whole
+
+    attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
+    _check_root(attrs, p)
+    import h5py
+
+    g = f[MAP_GROUP]
+    if not isinstance(g, h5py.Group):
+        raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
+    map_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
+    ds = {name: _dataset(g, name, kinds, ndim, p) for name, kinds, ndim in REQUIRED}
+    ds.update({name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED})
+    _check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
+    data = {k: read_whole(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
+    hosts = [str(_attr(h)) for h in data["hosts"]]
+    m = MapFile(
+        path=p,
+        attrs=attrs,
+        map_attrs=map_attrs,
+        hosts=hosts,
+        ranks=np.asarray(data["ranks"], dtype=np.int64),
+        size_bytes=np.asarray(data["size_bytes"], dtype=np.int64),
+        round=np.asarray(data["round"], dtype=np.int64),
+        trial_s=np.asarray(data["trial_s"], dtype=np.float64),
+        iterations=np.asarray(data["iterations"], dtype=np.int64),
+        bytes_moved=np.asarray(data["bytes_moved"], dtype=np.int64),
+        window_start_unix_s=np.asarray(data["window_start_unix_s"], dtype=np.float64),
+        window_end_unix_s=np.asarray(data["window_end_unix_s"], dtype=np.float64),
+        stored_latency_s=data.get("latency_s"),
+        stored_bandwidth_bit_s=data.get("bandwidth_bit_s"),
+    )
+    _check_values(m, p)
+    _sort_sizes(m)
+    _status_notices(m)
+    try:
+        m.layout = read_layout_part(f, p)
+    except RunFileError as exc:
+        m.problems.append(f"{exc}: the layout is not used")
+    _read_power(f, p, m, sample_fields)
+    return m
+
+
+def _read_power(f, p: Path, m: MapFile, sample_fields: tuple[str, ...]) -> None:
+    from npmpi.runreader import read_power_part
+
+    try:
+        m.power_attrs, m.power = read_power_part(f, p, m.notices, sample_fields)
+    except RunFileError as exc:
+        m.problems.append(f"{exc}; latency and bandwidth are analysed without power")
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+        m.problems.append(
+            f"{p}: /power cannot be read ({exc}); latency and bandwidth are analysed without power"
+        )
+
+
+def _check_shapes(shapes: dict[str, tuple], p: Path) -> None:
+    """Every dataset's shape agrees with N = len(hosts), S = len(size_bytes), R rounds, T trials."""
+    n, s = shapes["hosts"][0], shapes["size_bytes"][0]
+    t = shapes["trial_s"][3]
+    r = shapes["window_start_unix_s"][1]
+    if not 2 <= n <= MAX_NODES:
+        raise RunFileError(f"{p}: /map/hosts holds {n} host(s): a map needs 2 to {MAX_NODES}")
+    if not 1 <= s <= MAX_SIZES:
+        raise RunFileError(f"{p}: /map/size_bytes holds {s} size(s): a map needs 1 to {MAX_SIZES}")
+    if not 1 <= t <= MAX_MAP_TRIALS:
+        raise RunFileError(f"{p}: /map/trial_s has {t} trials per pair: expected 1 to {MAX_MAP_TRIALS}")
+    if r < 1:
+        raise RunFileError(f"{p}: /map/window_start_unix_s has no round")
+    expected = {
+        "ranks": (n,),
+        "round": (n, n),
+        "trial_s": (s, n, n, t),
+        "iterations": (s, n, n),
+        "bytes_moved": (s, n, n),
+        "window_start_unix_s": (s, r),
+        "window_end_unix_s": (s, r),
+        "latency_s": (n, n),
+        "bandwidth_bit_s": (s, n, n),
+    }
+    for name, want in expected.items():
+        if name in shapes and tuple(shapes[name]) != want:
+            raise RunFileError(
+                f"{p}: /map/{name} has shape {tuple(shapes[name])}, expected {want} for {n} hosts, "
+                f"{s} size(s), {r} round(s) and {t} trial(s): the map's datasets disagree"
+            )
+
+
+def _check_values(m: MapFile, p: Path) -> None:
+    if np.any(m.size_bytes < 1):
+        raise RunFileError(f"{p}: /map/size_bytes holds sizes below 1 byte")
+    if len(np.unique(m.size_bytes)) < len(m.size_bytes):
+        raise RunFileError(f"{p}: /map/size_bytes holds a size twice: {m.size_bytes.tolist()}")
+    rounds = m.window_start_unix_s.shape[1]
+    rd = m.round
+    off = ~np.eye(m.nodes, dtype=bool)
+    if np.any(rd < -1) or np.any(rd >= rounds) or np.any(np.diag(rd) != -1):
+        raise RunFileError(
+            f"{p}: /map/round holds a round outside -1 to {rounds - 1} or a diagonal that is not -1"
+        )
+    if np.any((rd != rd.T) & off):
+        raise RunFileError(f"{p}: /map/round is not symmetric (pair i, j and j, i in different rounds)")
+    t = m.trial_s
+    bad = np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))
+    if np.any(bad):
+        k, i, j, _ = (int(x) for x in np.argwhere(bad)[0])
+        value = t[k, i, j][bad[k, i, j]][0]
+        raise RunFileError(
+            f"{p}: /map/trial_s holds a non-positive, infinite or impossible time ({value!r} s) "
+            f"for hosts {i}, {j} at {int(m.size_bytes[k])} B"
+        )
+    measured = np.isfinite(t).any(axis=3)
+    if np.any(measured & (m.iterations < 1)):
+        raise RunFileError(f"{p}: /map/iterations holds values below 1 for a measured pair")
+    if np.any(m.bytes_moved < 0):
+        raise RunFileError(f"{p}: /map/bytes_moved holds negative byte counts")
+    schedule = str(m.map_attrs.get("schedule", ""))
+    if schedule and schedule not in SCHEDULES:
+        m.notices.append(f"/map: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+
+
+def _sort_sizes(m: MapFile) -> None:
+    """Sizes in increasing order (the smallest gives the latency), every per-size array with them."""
+    order = np.argsort(m.size_bytes, kind="stable")
+    if np.all(order == np.arange(len(order))):
+        return
+    for name in (
+        "size_bytes",
+        "trial_s",
+        "iterations",
+        "bytes_moved",
+        "window_start_unix_s",
+        "window_end_unix_s",
+    ):
+        setattr(m, name, getattr(m, name)[order])
+    if m.stored_bandwidth_bit_s is not None:
+        m.stored_bandwidth_bit_s = m.stored_bandwidth_bit_s[order]
+
+
+def _status_notices(m: MapFile) -> None:
+    status = m.status
+    n = m.nodes
+    pairs = n * (n - 1) // 2
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    measured = np.isfinite(m.trial_s).any(axis=3) | np.isfinite(m.trial_s).any(axis=3).transpose(0, 2, 1)
+    done = [int((measured[k] & upper).sum()) for k in range(len(m.size_bytes))]
+    if status != STATUS_COMPLETE or min(done) < pairs:
+        per_size = ", ".join(f"{d} at {int(s)} B" for d, s in zip(done, m.size_bytes, strict=True))
+        why = {
+            "running": "the map did not finish (status 'running': the writer was killed or a rank aborted)",
+            "interrupted": "the map was interrupted",
+            "failed": "the map failed",
+        }.get(status, f"the map's status is {status!r}")
+        msg = str(m.map_attrs.get("status_message", m.attrs.get("status_message", "")) or "")
+        if status == STATUS_COMPLETE:
+            why = "the map is complete but not every pair was measured"
+        m.notices.append(
+            f"{why}{': ' + msg if msg else ''}; pairs measured of {pairs}: {per_size}. "
+            "Unmeasured pairs are blank in the matrices and left out of the statistics"
+        )

@@ -1,0 +1,409 @@
+"""A cluster map's text outputs: the terminal summary and matrices, CSV, JSON and the HTML report."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from npmpi.safetext import printable_lines
+from npmpi.units import format_size_iec as format_size
+from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
+from npmpi_analysis.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
+
+MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
+HTML_MATRIX_MAX = 64
+NO_POWER = "no power data in this file (run npmpi map with --meter to measure it): latency and bandwidth only"
+
+
+def _g(x: float, digits: int = 4) -> str:
+    return f"{x:.{digits}g}" if x is not None and math.isfinite(x) else "-"
+
+
+def matrix_cells(names: list[str], x: np.ndarray, digits: int = 4) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of one [N, N] matrix ('-' where undefined)."""
+    return ["", *names], [[name, *(_g(v, digits) for v in row)] for name, row in zip(names, x, strict=True)]
+
+
+def _render(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = [headers, *rows]
+    return "\n".join(
+        "  "
+        + "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in lines
+    )
+
+
+def matrices(a) -> list[tuple[str, np.ndarray, int]]:
+    """(title, matrix, digits) of every matrix the outputs show."""
+    out = [
+        (f"latency (us, one-way, best trial) at {format_size(int(a.size_bytes[0]))}", a.latency_s * 1e6, 4)
+    ]
+    for k, s in enumerate(a.size_bytes):
+        out.append(
+            (
+                f"bandwidth (Gbit/s, 10^9 bit/s, best trial) at {format_size(int(s))}",
+                a.bandwidth_bit_s[k] / 1e9,
+                4,
+            )
+        )
+    if a.energy is not None:
+        caveat = f" [power {a.caveat}]" if a.caveat else ""
+        for k, s in enumerate(a.size_bytes):
+            out.append(
+                (f"energy per bit (pJ/bit) at {format_size(int(s))}{caveat}", a.energy.energy_pj_bit[k], 4)
+            )
+            if a.energy.dynamic_pj_bit is not None:
+                out.append(
+                    (
+                        f"dynamic energy per bit (pJ/bit) at {format_size(int(s))}{caveat}",
+                        a.energy.dynamic_pj_bit[k],
+                        4,
+                    )
+                )
+    return out
+
+
+def summary(a) -> dict[str, Any]:
+    """The map's key facts as JSON-able values."""
+    m = a.map_attrs
+    n = a.nodes
+    pairs = n * (n - 1) // 2
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    out = {
+        "label": a.label,
+        "path": a.path,
+        "status": a.status,
+        "schedule": str(m.get("schedule", "")),
+        "per_rank": bool(m.get("per_rank", False)),
+        "kernel": str(m.get("kernel", a.attrs.get("kernel", ""))),
+        "mode": str(m.get("mode", "")),
+        "rounds": int(m["n_rounds"]) if isinstance(m.get("n_rounds"), (int, np.integer)) else None,
+        "hosts": a.names,
+        "size_bytes": [int(s) for s in a.size_bytes],
+        "pairs": pairs,
+        "pairs_measured": [int((np.isfinite(a.best_s[k]) & upper).sum()) for k in range(len(a.size_bytes))],
+        "has_power": a.energy is not None,
+        "power_caveat": a.caveat,
+        "median_latency_s": _median(a.latency_s[upper]),
+        "median_bandwidth_bit_s": [_median(a.bandwidth_bit_s[k][upper]) for k in range(len(a.size_bytes))],
+    }
+    if a.energy is not None:
+        out["median_energy_pj_bit"] = [
+            _median(a.energy.energy_pj_bit[k][upper]) for k in range(len(a.size_bytes))
+        ]
+        out["idle_power_w"] = {nd.host: _f(nd.idle.mean[0]) for nd in a.power.nodes}
+        out["idle_power_sigma_w"] = {nd.host: _f(nd.idle.sigma[0]) for nd in a.power.nodes}
+        flags = a.energy.flag[:, upper]
+        out["flagged_pairs"] = {
+            FLAG_NAMES[c]: int((flags == c).sum()) for c in range(1, len(FLAG_NAMES)) if (flags == c).any()
+        }
+    return out
+
+
+def _median(x: np.ndarray) -> float | None:
+    x = x[np.isfinite(x)]
+    return float(np.median(x)) if x.size else None
+
+
+def _f(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def summary_text(a, show_matrices: bool = True) -> str:
+    """The map's facts, matrices (up to MATRIX_MAX hosts) and named outliers, as text."""
+    s = summary(a)
+    out = [f"{a.label}: {a.path}  (cluster map)"]
+    msg = str(a.map_attrs.get("status_message", "") or "")
+    out.append(f"  status: {s['status']}{' (' + msg + ')' if msg else ''}")
+    rounds = f" ({s['rounds']} rounds)" if s["rounds"] is not None else ""
+    out.append(
+        f"  schedule: {s['schedule'] or '?'}{rounds}; "
+        f"{'every rank' if s['per_rank'] else 'one rank per node'}; "
+        f"kernel {s['kernel'] or '?'}, mode {s['mode'] or '?'}"
+    )
+    out.append(f"  hosts ({a.nodes}): {', '.join(a.names)}")
+    measured = ", ".join(
+        f"{d}/{s['pairs']} at {format_size(z)}"
+        for d, z in zip(s["pairs_measured"], s["size_bytes"], strict=True)
+    )
+    out.append(f"  sizes: {', '.join(format_size(z) for z in s['size_bytes'])}; pairs measured: {measured}")
+    lat = s["median_latency_s"]
+    out.append(
+        f"  median link: latency {_g(lat * 1e6 if lat else math.nan)} us; bandwidth "
+        + ", ".join(
+            f"{_g((b or math.nan) / 1e9)} Gbit/s at {format_size(z)}"
+            for b, z in zip(s["median_bandwidth_bit_s"], s["size_bytes"], strict=True)
+        )
+    )
+    if not s["has_power"]:
+        out.append(f"  power: {NO_POWER}")
+    else:
+        out += _power_lines(a, s)
+    if show_matrices and a.nodes <= MATRIX_MAX:
+        for title, x, digits in matrices(a):
+            out.append(f"  {title}:")
+            out.append(_render(*matrix_cells(a.names, x, digits)))
+    elif show_matrices:
+        out.append(f"  ({a.nodes} hosts: the matrices are in --csv, --json, --plots and --report)")
+    out += outlier_lines(a)
+    for note in a.notices:
+        out.append(f"  notice: {note}")
+    return "\n".join(out)
+
+
+def _power_lines(a, s: dict) -> list[str]:
+    out = [f"  power: {a.caveat or 'measured'}; a pair's power is its two nodes' in its round's window"]
+    for nd in a.power.nodes:
+        out.append(
+            f"  node {nd.index} {nd.host}: idle {_g(nd.idle.mean[0])} ± {_g(nd.idle.sigma[0], 2)} W, "
+            f"{nd.samples} samples"
+        )
+    med = ", ".join(
+        f"{_g(x if x is not None else math.nan)} pJ/bit at {format_size(z)}"
+        for x, z in zip(s["median_energy_pj_bit"], s["size_bytes"], strict=True)
+    )
+    out.append(f"  median energy per bit: {med}")
+    for name, count in s["flagged_pairs"].items():
+        out.append(f"  flagged '{name}': {count} pair-size(s) (see docs/analysis.md, What is flagged)")
+    return out
+
+
+def outlier_lines(a) -> list[str]:
+    """'outliers (rule): ' then one sentence a line, or 'none named'."""
+    out = [f"  outliers ({THRESHOLD_TEXT}):"]
+    out += [f"    {f.sentence}" for f in a.outliers] or ["    none named"]
+    return out
+
+
+def change_text(change) -> str:
+    """Two maps compared: the median ratios and the links and nodes that changed."""
+    out = [f"comparison {change.after} / {change.before} (after / before, per link):"]
+    for metric, size, med in change.medians:
+        out.append(f"  median {metric} ratio {_g(med, 4)} at {format_size(size)}")
+    if len(change.names) <= MATRIX_MAX:
+        for k, s in enumerate(change.size_bytes):
+            out.append(f"  bandwidth after / before at {format_size(int(s))}:")
+            out.append(_render(*matrix_cells(change.names, change.bandwidth_ratio[k], 3)))
+    out.append(f"  changed beyond the median change ({CHANGE_TEXT}):")
+    out += [f"    {f.sentence}" for f in change.findings] or ["    none named"]
+    out += [f"  notice: {n}" for n in change.notes]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- exports
+
+
+def pair_rows(a) -> list[dict[str, Any]]:
+    """One row per pair (i < j) and size, units in the keys."""
+    rows = []
+    e = a.energy
+    for k, size in enumerate(a.size_bytes):
+        for i, j in a.pairs():
+            row = {
+                "map": a.label,
+                "host_a": a.names[i],
+                "host_b": a.names[j],
+                "size_bytes": int(size),
+                "round": int(a.round[i, j]),
+                "trials": int(a.trials_run[k, i, j]),
+                "best_one_way_s": float(a.best_s[k, i, j]),
+                "latency_s": float(a.latency_s[i, j]),
+                "bandwidth_bit_s": float(a.bandwidth_bit_s[k, i, j]),
+                "bandwidth_mean_bit_s": float(a.mean_bit_s[k, i, j]),
+                "bandwidth_sigma_bit_s": float(a.sigma_bit_s[k, i, j]),
+                "bytes_moved": int(a.bytes_moved[k, i, j]),
+            }
+            if e is not None:
+                flag = int(e.flag[k, i, j])
+                row.update(
+                    {
+                        "window_s": float(e.window_s[k, i, j]),
+                        "power_w": float(e.power_w[k, i, j]),
+                        "power_sigma_w": float(e.power_sigma_w[k, i, j]),
+                        "power_flag": FLAG_NAMES[flag] or FLAG_NAMES[FLAG_OK],
+                        "power_label": a.caveat or "measured",
+                        "energy_pj_bit": float(e.energy_pj_bit[k, i, j]),
+                        "energy_sigma_pj_bit": float(e.energy_sigma_pj_bit[k, i, j]),
+                        "dynamic_energy_pj_bit": float(e.dynamic_pj_bit[k, i, j])
+                        if e.dynamic_pj_bit is not None
+                        else math.nan,
+                        "dynamic_energy_sigma_pj_bit": float(e.dynamic_sigma_pj_bit[k, i, j])
+                        if e.dynamic_sigma_pj_bit is not None
+                        else math.nan,
+                    }
+                )
+            rows.append(row)
+    return rows
+
+
+def csv_bytes(analyses: list) -> bytes:
+    """Every map's pair rows; an undefined figure is an empty cell."""
+    rows = [r for a in analyses for r in pair_rows(a)]
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()})
+    return buf.getvalue().encode()
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _clean(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _finding(f) -> dict[str, Any]:
+    return {
+        "kind": f.kind,
+        "names": list(f.names),
+        "metric": f.metric,
+        "size_bytes": f.size_bytes,
+        "ratio": f.ratio,
+        "value": f.value,
+        "reference": f.reference,
+        "slow_links": f.slow_links,
+        "links": f.links,
+        "sentence": f.sentence,
+    }
+
+
+def map_doc(a) -> dict[str, Any]:
+    """One map in the JSON: summary, matrices (null where undefined), outliers, notices."""
+    doc = {
+        "summary": summary(a),
+        "notices": a.notices,
+        "problems": a.problems,
+        "round": a.round,
+        "latency_s": a.latency_s,
+        "bandwidth_bit_s": a.bandwidth_bit_s,
+        "bandwidth_mean_bit_s": a.mean_bit_s,
+        "bandwidth_sigma_bit_s": a.sigma_bit_s,
+        "bytes_moved": a.bytes_moved,
+        "outliers": [_finding(f) for f in a.outliers],
+    }
+    if a.energy is not None:
+        e = a.energy
+        doc.update(
+            {
+                "power_w": e.power_w,
+                "power_sigma_w": e.power_sigma_w,
+                "energy_pj_bit": e.energy_pj_bit,
+                "energy_sigma_pj_bit": e.energy_sigma_pj_bit,
+                "dynamic_energy_pj_bit": e.dynamic_pj_bit,
+                "dynamic_energy_sigma_pj_bit": e.dynamic_sigma_pj_bit,
+            }
+        )
+    return doc
+
+
+def json_bytes(analyses: list, changes: list) -> bytes:
+    doc = {
+        "format": "npmpi-map-analysis",
+        "format_version": "1.0",
+        "thresholds": {
+            "mad_scale": MAD_SCALE,
+            "k_mad": K_MAD,
+            "min_effect": MIN_EFFECT,
+            "rule": THRESHOLD_TEXT,
+            "change_rule": CHANGE_TEXT,
+        },
+        "maps": [map_doc(a) for a in analyses],
+        "comparison": [
+            {
+                "before": c.before,
+                "after": c.after,
+                "hosts": c.names,
+                "size_bytes": c.size_bytes,
+                "latency_ratio": c.latency_ratio,
+                "bandwidth_ratio": c.bandwidth_ratio,
+                "changes": [_finding(f) for f in c.findings],
+                "notes": c.notes,
+            }
+            for c in changes
+        ],
+    }
+    return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
+
+
+# ---------------------------------------------------------------- HTML
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:.15em .4em;text-align:right}th{background:#f3f3f3}
+.caveat{color:#b22222;font-weight:bold}.problem{color:#b22222}
+figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444}img{max-width:100%}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(printable_lines(x), quote=True)
+
+
+def _html_matrix(names: list[str], x: np.ndarray, digits: int) -> str:
+    headers, rows = matrix_cells(names, x, digits)
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def html_report(
+    analyses: list, changes: list, figures: list[tuple[str, str, bytes, str]], problems: list[str]
+) -> bytes:
+    """One self-contained page: summaries, outlier sentences, comparisons, heatmaps, matrices."""
+    title = "npmpi cluster map: " + ", ".join(a.label for a in analyses)
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    parts += [f"<p class=problem>problem: {_e(p)}</p>" for p in problems]
+    for a in analyses:
+        parts.append(f"<h2>{_e(a.label)}</h2>")
+        if a.caveat:
+            parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
+        parts.append(f"<pre>{_e(summary_text(a, show_matrices=False))}</pre>")
+        parts.append(f"<h3>Outliers</h3><p>Rule: {_e(THRESHOLD_TEXT)}.</p><ul id=outliers-{_e(a.label)}>")
+        parts += [f"<li>{_e(f.sentence)}</li>" for f in a.outliers] or ["<li>none named</li>"]
+        parts.append("</ul>")
+    for c in changes:
+        parts.append(f"<h2>Comparison {_e(c.after)} / {_e(c.before)}</h2><pre>{_e(change_text(c))}</pre>")
+    if figures:
+        parts.append("<h2>Heatmaps</h2>")
+    for name, caption, png, caveat in figures:
+        data = base64.b64encode(png).decode("ascii")
+        cav = f" <span class=caveat>Power is {_e(caveat)}.</span>" if caveat else ""
+        parts.append(
+            f'<figure id={_e(name)}><img src="data:image/png;base64,{data}" alt="{_e(name)}">'
+            f"<figcaption>{_e(caption)}{cav}</figcaption></figure>"
+        )
+    for a in analyses:
+        if a.nodes > HTML_MATRIX_MAX:
+            continue
+        parts.append(f"<h2>Matrices: {_e(a.label)}</h2>")
+        for t, x, digits in matrices(a):
+            parts.append(f"<h4>{_e(t)}</h4>{_html_matrix(a.names, x, digits)}")
+    parts.append("</body></html>\n")
+    return "".join(parts).encode()

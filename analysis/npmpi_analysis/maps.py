@@ -1,0 +1,289 @@
+"""A cluster map's analysis: every pair's latency, bandwidth and, with power, energy per bit.
+
+Timing (docs/analysis.md, "Cluster map"): `/map/trial_s` holds each trial's one-way time per
+iteration; a pair's latency is the best trial's at the smallest size, its bandwidth at a size
+8·size / best one-way time, its mean bandwidth 8·size / mean one-way time with
+σ_b = b·σ_t/t̄ (σ_t the standard deviation of the mean of its trials), as the sweep's.
+
+Power: each node's mean power and σ_p in every round's window come from the sweep's machinery
+(npmpi_analysis.node_power, energy_windows, baselines). In a round every measuring node belongs
+to exactly one pair, so the pair's power is its two nodes' power; the pair's energy per bit is
+that power over the round's window divided by the bits the pair moved in it,
+e = (P_a + P_b)·(end − start) / (8·bytes_moved), and the dynamic part uses the power above each
+node's idle baseline. When several mapped ranks share one node (`--per-rank`), that node's power
+in a round is split equally among its ranks measured in that round, and the summary says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npmpi_analysis import compute
+from npmpi_analysis.compute import FLAG_NONE
+from npmpi_analysis.map_file import MapFile
+from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
+
+STORED_TOLERANCE = 1e-6  # relative difference between the file's derived matrices and ours
+
+
+@dataclass
+class PairEnergy:
+    """Per pair and size [S, N, N]: the pair's power, energy per bit and their uncertainties."""
+
+    power_w: np.ndarray
+    power_sigma_w: np.ndarray
+    flag: np.ndarray  # the more serious of the two nodes' window flags (compute.FLAG_*)
+    window_s: np.ndarray
+    energy_pj_bit: np.ndarray
+    energy_sigma_pj_bit: np.ndarray
+    dynamic_pj_bit: np.ndarray | None  # None without an idle baseline
+    dynamic_sigma_pj_bit: np.ndarray | None
+    shared_nodes: bool = False  # several mapped ranks on one node: its power was split among them
+
+
+@dataclass
+class MapAnalysis:
+    """Everything the outputs show about one map file."""
+
+    label: str
+    path: str
+    attrs: dict[str, Any]  # root attributes
+    map_attrs: dict[str, Any]
+    hosts: list[str]
+    names: list[str]  # unique names of the mapped entries (the host, or host:rank with --per-rank)
+    size_bytes: np.ndarray  # [S]
+    round: np.ndarray  # [N, N]
+    trials_run: np.ndarray  # [S, N, N]
+    best_s: np.ndarray  # [S, N, N] best one-way time
+    latency_s: np.ndarray  # [N, N] best one-way time at the smallest size
+    bandwidth_bit_s: np.ndarray  # [S, N, N] 8 size / best
+    mean_bit_s: np.ndarray
+    sigma_bit_s: np.ndarray
+    bytes_moved: np.ndarray
+    power: PowerResult | None = None
+    energy: PairEnergy | None = None
+    notices: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    outliers: list = field(default_factory=list)  # npmpi_analysis.map_outliers.Finding
+
+    @property
+    def nodes(self) -> int:
+        return len(self.names)
+
+    @property
+    def status(self) -> str:
+        return str(self.map_attrs.get("status", self.attrs.get("status", "")))
+
+    @property
+    def caveat(self) -> str:
+        return self.power.caveat if self.power else ""
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """Every unordered pair (i < j)."""
+        n = self.nodes
+        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def entry_names(hosts: list[str], ranks: np.ndarray) -> list[str]:
+    """One unique name per mapped entry: its host, or host:rank when hosts repeat (--per-rank)."""
+    if len(set(hosts)) == len(hosts):
+        return list(hosts)
+    return [f"{h}:{int(r)}" for h, r in zip(hosts, ranks, strict=True)]
+
+
+def symmetric(x: np.ndarray) -> np.ndarray:
+    """x [..., N, N(, T)] with each pair's value taken from (i, j), or from (j, i) where (i, j) is
+    not finite: the writer stores both; a reader must not depend on it."""
+    swapped = np.swapaxes(x, 1, 2) if x.ndim == 4 else np.swapaxes(x, -1, -2)
+    return np.where(np.isfinite(x), x, swapped)
+
+
+def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
+    """Best, mean ± σ one-way time and the bandwidths of every pair and size (NaN unmeasured)."""
+    t = symmetric(m.trial_s)
+    s, n = len(m.size_bytes), m.nodes
+    for k in range(n):  # the diagonal is never a pair
+        t[:, k, k, :] = np.nan
+    flat = t.reshape(s * n * n, t.shape[3])
+    finite = np.isfinite(flat)
+    runs = finite.sum(axis=1)
+    with np.errstate(all="ignore"):
+        best = np.where(runs > 0, np.min(np.where(finite, flat, np.inf), axis=1), np.nan)
+        mean = np.where(runs > 0, np.where(finite, flat, 0.0).sum(axis=1) / np.maximum(runs, 1), np.nan)
+        sigma_t = np.where(runs > 0, compute.sigma_of_mean(flat), np.nan)
+        bits = (compute.BITS_PER_BYTE * m.size_bytes.astype(float))[:, None, None]
+        best = best.reshape(s, n, n)
+        mean = mean.reshape(s, n, n)
+        sigma_t = sigma_t.reshape(s, n, n)
+        bandwidth = bits / best
+        mean_b = bits / mean
+    return {
+        "trials_run": runs.reshape(s, n, n),
+        "best_s": best,
+        "bandwidth_bit_s": bandwidth,
+        "mean_bit_s": mean_b,
+        "sigma_bit_s": mean_b * sigma_t / mean,
+    }
+
+
+def _stored_notice(m: MapFile, latency: np.ndarray, bandwidth: np.ndarray) -> list[str]:
+    """A notice when the writer's derived matrices disagree with the ones computed from trial_s."""
+    out = []
+    for name, ours, stored in (
+        ("latency_s", latency, m.stored_latency_s),
+        ("bandwidth_bit_s", bandwidth, m.stored_bandwidth_bit_s),
+    ):
+        if stored is None:
+            continue
+        stored = np.asarray(stored, dtype=float)
+        both = np.isfinite(ours) & np.isfinite(stored)
+        with np.errstate(all="ignore"):
+            diff = np.abs(stored - ours) / np.abs(ours)
+        bad = both & (diff > STORED_TOLERANCE)
+        if bad.any():
+            out.append(
+                f"{m.path.name}: /map/{name} differs from the value computed from /map/trial_s in "
+                f"{int(bad.sum())} place(s) (up to {100 * float(np.max(diff[bad])):.3g} %): the analysis "
+                "uses the trials"
+            )
+    return out
+
+
+def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> MapAnalysis:
+    """Analyse a loaded map (timing, power per pair, outliers); problems are listed, not raised."""
+    from npmpi_analysis.map_outliers import find_outliers
+
+    timing = pair_timing(m)
+    latency = timing["best_s"][0].copy()
+    a = MapAnalysis(
+        label=label,
+        path=str(m.path),
+        attrs=dict(m.attrs),
+        map_attrs=dict(m.map_attrs),
+        hosts=list(m.hosts),
+        names=entry_names(m.hosts, m.ranks),
+        size_bytes=m.size_bytes,
+        round=m.round,
+        trials_run=timing["trials_run"],
+        best_s=timing["best_s"],
+        latency_s=latency,
+        bandwidth_bit_s=timing["bandwidth_bit_s"],
+        mean_bit_s=timing["mean_bit_s"],
+        sigma_bit_s=timing["sigma_bit_s"],
+        bytes_moved=np.maximum(m.bytes_moved, np.swapaxes(m.bytes_moved, 1, 2)),
+        notices=list(m.notices),
+        problems=list(m.problems),
+    )
+    a.notices += _stored_notice(m, latency, timing["bandwidth_bit_s"])
+    if not np.isfinite(a.best_s).any():
+        a.problems.append(f"{m.path.name}: /map/trial_s holds no measured pair: nothing to analyse")
+    skipped = no_power_notice(m)
+    if skipped:
+        a.notices.append(skipped)
+    power = analyse_power(m, m.window_start_unix_s.ravel(), m.window_end_unix_s.ravel(), meter_delay_s)
+    if power is not None:
+        a.power = power
+        a.notices += power.notices
+        a.problems += power.problems
+        a.energy = pair_energy(m, a, power)
+        if a.energy.shared_nodes:
+            a.notices.append(
+                "several mapped ranks share a node: each node's power in a round is split equally "
+                "among its ranks measured in that round (a pair's energy is an even share, not a "
+                "measurement of that pair alone)"
+            )
+    a.outliers = find_outliers(a)
+    return a
+
+
+def entry_hosts(m: MapFile) -> list[str]:
+    """The node (host name) of each mapped entry: from /layout's host of its rank, else its name in
+    /map/hosts without a `:rank` suffix (--per-rank names entries host:rank)."""
+    layout = list(m.layout.get("host", []))
+    layout = [h.decode("utf-8", "replace") if isinstance(h, bytes) else str(h) for h in layout]
+    if layout and all(0 <= int(r) < len(layout) for r in m.ranks):
+        return [layout[int(r)] for r in m.ranks]
+    return [h.rsplit(":", 1)[0] if h.rsplit(":", 1)[-1].isdigit() else h for h in m.hosts]
+
+
+def _power_node_of(m: MapFile, power: PowerResult, notices: list[str]) -> np.ndarray:
+    """For each mapped entry, the index of its node's power group (by host), -1 without one."""
+    by_host: dict[str, int] = {}
+    for k, node in enumerate(power.nodes):
+        by_host.setdefault(node.host, k)
+    hosts = entry_hosts(m)
+    out = np.array([by_host.get(h, -1) for h in hosts], dtype=np.int64)
+    missing = sorted({h for h, k in zip(hosts, out, strict=True) if k < 0})
+    if missing:
+        notices.append(f"no power node for host(s) {', '.join(missing)}: their pairs have no energy figures")
+    return out
+
+
+def _measuring_counts(m: MapFile, a: MapAnalysis, node_of: np.ndarray, nodes: int) -> np.ndarray:
+    """[S, R, power nodes]: how many mapped entries of each node were measured in each window."""
+    s_count, rounds = m.window_start_unix_s.shape
+    counts = np.zeros((s_count, rounds, max(nodes, 1)), dtype=np.int64)
+    measured = np.isfinite(a.best_s)  # [S, N, N]
+    for i in range(a.nodes):
+        if node_of[i] < 0:
+            continue
+        for j in range(a.nodes):
+            r = int(m.round[i, j])
+            if i == j or r < 0:
+                continue
+            counts[:, r, node_of[i]] += measured[:, i, j]
+    return counts
+
+
+def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
+    """Each pair's power (its two nodes', or their shares) over its round's window, and energy per
+    bit, total and dynamic, with σ propagated as the sweep's (compute.energy_per_bit_pj)."""
+    s_count, rounds = m.window_start_unix_s.shape
+    n = a.nodes
+    node_of = _power_node_of(m, power, a.notices)
+    nw = np.array([nd.sizes.mean for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
+    ns = np.array([nd.sizes.sigma for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
+    nf = np.array([nd.sizes.flag for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
+    idle = np.array([nd.idle.mean[0] for nd in power.nodes])
+    idle_sigma = np.array([nd.idle.sigma[0] for nd in power.nodes])
+    counts = _measuring_counts(m, a, node_of, len(power.nodes))
+    shape = (s_count, n, n)
+    p, sp, ip, sip = (np.full(shape, np.nan) for _ in range(4))
+    flag = np.full(shape, FLAG_NONE, dtype=np.int8)
+    window = np.full(shape, np.nan)
+    for i, j in a.pairs():
+        r, ki, kj = int(m.round[i, j]), int(node_of[i]), int(node_of[j])
+        if r < 0 or ki < 0 or kj < 0:
+            continue
+        ci, cj = np.maximum(counts[:, r, ki], 1), np.maximum(counts[:, r, kj], 1)
+        shares = [(ki, 1.0 / ci), (kj, 1.0 / cj)] if ki != kj else [(ki, 1.0 / ci + 1.0 / cj)]
+        p[:, i, j] = sum(w * nw[k, :, r] for k, w in shares)
+        sp[:, i, j] = np.sqrt(sum((w * ns[k, :, r]) ** 2 for k, w in shares))
+        ip[:, i, j] = sum(w * idle[k] for k, w in shares)
+        sip[:, i, j] = np.sqrt(sum((w * idle_sigma[k]) ** 2 for k, w in shares))
+        flag[:, i, j] = flag[:, j, i] = np.maximum(nf[ki, :, r], nf[kj, :, r])
+        window[:, i, j] = m.window_end_unix_s[:, r] - m.window_start_unix_s[:, r]
+    for x in (p, sp, ip, sip, window):
+        x[:] = symmetric(x)
+    measured = np.isfinite(a.best_s) & (a.bytes_moved > 0) & (window > 0)
+    with np.errstate(all="ignore"):
+        b = np.where(measured, compute.BITS_PER_BYTE * a.bytes_moved / window, np.nan)
+        rel = a.sigma_bit_s / a.mean_bit_s  # the pair's trials' relative spread, as the sweep's σ_b/b
+        epb, epb_sigma = compute.energy_per_bit_pj(b, b * rel, p, sp)
+        dyn = dyn_sigma = None
+        if np.isfinite(idle).any():
+            dyn, dyn_sigma = compute.energy_per_bit_pj(b, b * rel, p - ip, np.sqrt(sp**2 + sip**2))
+    return PairEnergy(
+        power_w=np.where(measured, p, np.nan),
+        power_sigma_w=np.where(measured, sp, np.nan),
+        flag=flag,
+        window_s=window,
+        energy_pj_bit=epb,
+        energy_sigma_pj_bit=epb_sigma,
+        dynamic_pj_bit=dyn,
+        dynamic_sigma_pj_bit=dyn_sigma,
+        shared_nodes=bool(np.any(counts > 1)),
+    )

@@ -1,0 +1,167 @@
+"""The map file: a run file (npmpi/runwriter.py) with the group /map, written round by round.
+
+The file has the run's root attributes, /layout and (with meters) /power exactly as a sweep writes
+them, an empty /pingpong, and /map (docs/file-format.md, "The map"): every matrix allocated at the
+start, NaN (or 0) where not measured yet, each round's pairs written and flushed as it completes,
+so a map stopped at any moment keeps every completed round. `derived` recomputes the latency and
+bandwidth matrices from `trial_s`, the figures the writer stores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from npmpi.errors import RunFileWriteError
+from npmpi.runwriter import RunWriter
+
+MAP_GROUP = "map"
+CHUNK_EDGE = 8  # chunks of 8 x 8 pairs: a round touches few bytes of each matrix
+
+
+@dataclass
+class PairResult:
+    """One pair's measurement at one size, as its transmitter reports it."""
+
+    i: int  # member indices, i < j
+    j: int
+    iterations: int
+    untimed_iterations: int  # probe and warm-up, inside the round's window
+    trial_s: np.ndarray  # [trials] each trial's loop time; NaN for a trial that did not run
+
+
+def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(latency_s [N,N], bandwidth_bit_s [S,N,N]) from one-way times trial_s [S,N,N,T]:
+    the best one-way time at the smallest size, and 8 * size / the best one-way time; NaN where no
+    trial ran and on the diagonal."""
+    with np.errstate(invalid="ignore"), warnings_off():
+        best = np.nanmin(trial_s, axis=3)
+    n = trial_s.shape[1]
+    best[:, np.arange(n), np.arange(n)] = np.nan
+    latency = best[0].copy()
+    bandwidth = 8.0 * np.asarray(size_bytes, dtype=np.float64)[:, None, None] / best
+    return latency, bandwidth
+
+
+@contextlib.contextmanager
+def warnings_off():
+    """numpy's 'All-NaN slice' warning silenced (an unmeasured pair is NaN by design)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+class MapWriter(RunWriter):
+    """A run file with the /map group; `store_round` writes one round of one size and flushes."""
+
+    def __init__(self, path, attrs: dict, layout_rows: dict, trials: int, map_spec: dict, **kwargs) -> None:
+        """As RunWriter, with /map created (`map_spec`: the keywords of `_create_map`) before the file
+        is named, so a map file never lacks its group."""
+        self._map_spec = map_spec
+        sizes = np.asarray(map_spec["sizes"], dtype=np.int64)
+        n = len(map_spec["hosts"])
+        self.map_sizes = sizes
+        self.rounds_completed = 0
+        self._best = np.full((len(sizes), n, n), np.nan)  # each pair's best one-way time, for the console
+        super().__init__(path, attrs, layout_rows, trials, **kwargs)
+
+    def _create(self, attrs, layout_rows, trials) -> None:
+        super()._create(attrs, layout_rows, trials)
+        self._create_map(**self._map_spec)
+        self._flush()
+
+    def _create_map(self, attrs, hosts, ranks, sizes, rounds_matrix, n_rounds) -> None:
+        import h5py
+
+        n, s, t = len(hosts), len(sizes), self.trials
+        g = self._file.create_group(MAP_GROUP)
+        for key, value in {**attrs, "n_rounds": n_rounds, "trials": t, "rounds_completed": 0}.items():
+            g.attrs[key] = value
+        g.attrs["status"] = "running"
+        g.create_dataset("hosts", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
+        g.create_dataset("ranks", data=np.asarray(ranks, dtype=np.int32))
+        g.create_dataset("size_bytes", data=np.asarray(sizes, dtype=np.int64))
+        g.create_dataset("round", data=np.asarray(rounds_matrix, dtype=np.int32))
+        c = min(n, CHUNK_EDGE)
+        nan = np.nan
+        g.create_dataset("trial_s", (s, n, n, t), np.float64, chunks=(1, c, c, t), fillvalue=nan)
+        for name in ("iterations", "bytes_moved"):
+            g.create_dataset(name, (s, n, n), np.int64, chunks=(1, c, c), fillvalue=0)
+        g.create_dataset("bandwidth_bit_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan)
+        g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan)
+        for name in ("window_start_unix_s", "window_end_unix_s"):
+            g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan)
+        self._pending_bytes += 8 * (s * n_rounds * 2 + 4 * n * n)
+
+    def store_round(
+        self, size_index: int, round_index: int, window: tuple[float, float], results: list[PairResult]
+    ) -> None:
+        """One round of one size: each pair's times both ways, iterations, bytes, the derived figures,
+        the round's window; then `rounds_completed` and a flush."""
+        with self._checked(f"writing round {round_index} of {int(self.map_sizes[size_index])} B"):
+            self._store_round(size_index, round_index, window, results)
+            self._flush()
+        self.rounds_completed += 1
+
+    def _store_round(self, s: int, r: int, window, results: list[PairResult]) -> None:
+        from npmpi.modes import mode_factors
+
+        g = self._h(MAP_GROUP)
+        f = mode_factors(str(g.attrs["mode"]), int(g.attrs["window"]))
+        size = int(self.map_sizes[s])
+        trial_ds, it_ds, bytes_ds = (
+            self._h("map/trial_s"),
+            self._h("map/iterations"),
+            self._h("map/bytes_moved"),
+        )
+        bw_ds, lat_ds = self._h("map/bandwidth_bit_s"), self._h("map/latency_s")
+        t = self.trials
+        for res in results:
+            one_way = np.full(t, np.nan)
+            times = np.asarray(res.trial_s, dtype=np.float64)[:t]
+            one_way[: len(times)] = times / (f.one_way_factor * res.iterations)
+            moved = (
+                f.bytes_per_iteration_factor
+                * size
+                * (res.untimed_iterations + res.iterations * int(np.sum(np.isfinite(times))))
+            )
+            with warnings_off():
+                best = float(np.nanmin(one_way))
+            self._best[s, res.i, res.j] = self._best[s, res.j, res.i] = best
+            for a, b in ((res.i, res.j), (res.j, res.i)):
+                trial_ds[s, a, b, :] = one_way
+                it_ds[s, a, b] = res.iterations
+                bytes_ds[s, a, b] = moved
+                if np.isfinite(best):
+                    bw_ds[s, a, b] = 8.0 * size / best
+                    if s == 0:
+                        lat_ds[a, b] = best
+        self._h("map/window_start_unix_s")[s, r] = window[0]
+        self._h("map/window_end_unix_s")[s, r] = window[1]
+        g.attrs["rounds_completed"] = self.rounds_completed + 1
+        chunk = CHUNK_EDGE * CHUNK_EDGE * 8
+        self._pending_bytes += len(results) * 2 * chunk * (t + 4)
+
+    def best_one_way(self, size_index: int) -> np.ndarray:
+        """[N, N] each measured pair's best one-way time at a size so far (NaN elsewhere)."""
+        return self._best[size_index]
+
+    def bandwidth_row(self, size_index: int) -> np.ndarray:
+        """[N, N] 8 * size / best one-way time at a size so far (NaN elsewhere)."""
+        return 8.0 * float(self.map_sizes[size_index]) / self._best[size_index]
+
+    def set_map_status(self, status: str) -> None:
+        """/map's status (as the root's): running, complete, interrupted or failed."""
+        self.set_group_attrs(MAP_GROUP, status=status)
+        self.flush()
+
+    def finish(self, status: str, message: str = "", **attrs) -> None:
+        """Close the file as RunWriter.finish does, with /map's status set first."""
+        if self._error is None and self._res.fd >= 0 and MAP_GROUP in self._file:
+            with contextlib.suppress(RunFileWriteError):
+                self.set_group_attrs(MAP_GROUP, status=status)
+        super().finish(status, message, **attrs)

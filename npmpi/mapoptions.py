@@ -1,0 +1,221 @@
+"""The command line of `python -m npmpi map`: parsing and checks that need no MPI.
+
+The map reuses a run's `Options` (npmpi/config.py) for what it shares with the sweep (trials,
+target time, kernel, mode, meters, baseline, output) and adds its own: the sizes, the schedule and
+whether every rank is mapped.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from npmpi.arguments import UsageParser, add_meter_option, seconds_arg
+from npmpi.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
+from npmpi.config import (
+    DEFAULT_TARGET_TIME_S,
+    DEFAULT_TRIALS,
+    MAX_BASELINE_S,
+    MAX_TARGET_TIME_S,
+    QUICK_TARGET_TIME_S,
+    QUICK_TRIALS,
+    Options,
+)
+from npmpi.errors import HelpRequested, UsageError
+from npmpi.kernels import KERNEL_NAMES
+from npmpi.mapschedule import SCHEDULE_ROUNDS, SCHEDULES
+from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
+from npmpi.units import format_size_bytes, parse_size_bytes
+
+DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
+MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank
+MAX_MAP_SIZES = 64
+
+
+@dataclass(frozen=True)
+class MapOptions:
+    """A map's command line: the run's shared options and the map's own."""
+
+    run: Options
+    sizes_bytes: tuple[int, ...]  # ascending, distinct
+    schedule: str
+    per_rank: bool
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    words = [w.strip() for w in text.split(",")]
+    try:
+        sizes = [parse_size_bytes(w) for w in words]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"invalid sizes {text!r}: {exc}") from None
+    return tuple(sizes)
+
+
+def build_parser() -> UsageParser:
+    """The parser of `python -m npmpi map`."""
+    p = UsageParser(
+        prog="python -m npmpi map",
+        description=(
+            "Measure every pair of nodes (latency and bandwidth at a few message sizes, and with "
+            "--meter each node's power) into one HDF5 map file. One rank per node measures "
+            "(--per-rank: every rank); with --meter each node needs one more rank for its meters. "
+            "Launch e.g.: mpirun -np 8 --map-by node python -m npmpi map."
+        ),
+        add_help=False,
+        allow_abbrev=False,
+    )
+    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    p.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=DEFAULT_MAP_SIZES,
+        metavar="LIST",
+        help="message sizes, comma-separated, suffixes K, M, G (default: 1,64K,4M); the smallest "
+        "gives the latency matrix",
+    )
+    p.add_argument(
+        "--schedule",
+        default=SCHEDULE_ROUNDS,
+        metavar="NAME",
+        help="'rounds': N-1 rounds of disjoint pairs measured at once (N rounds with a bye each "
+        "when N is odd); 'serial': one pair at a time, N(N-1)/2 rounds (default: %(default)s)",
+    )
+    p.add_argument(
+        "--per-rank",
+        action="store_true",
+        help="map every rank (not only one per node): for trying a map on one host",
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"trials per pair and size (default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
+    )
+    p.add_argument(
+        "--target-time",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="NetPIPE's RUNTM: each pair's iterations per trial come from NetPIPE's rule with its "
+        f"own time per message at the size (default: {DEFAULT_TARGET_TIME_S} s, "
+        f"{QUICK_TARGET_TIME_S} s with --quick)",
+    )
+    p.add_argument("--quick", action="store_true", help="fewer trials, shorter target time")
+    p.add_argument("--kernel", default="python", metavar="NAME", help="'python' or 'c' (default: python)")
+    p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help="pingpong, stream or bidir")
+    p.add_argument("--window", type=int, default=None, metavar="N", help="stream mode: messages per window")
+    add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
+    add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
+    add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
+    p.add_argument(
+        "--baseline",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="idle power before and after the map (default: 3 s when a meter is given)",
+    )
+    p.add_argument("--calibration", default=None, metavar="FILE", help="meter delays from calibrate")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="map file to write")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --output file")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    return p
+
+
+def parse_map_options(argv: list[str]) -> MapOptions:
+    """Parse and check a map's options; UsageError carries the one-line reason."""
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.help:
+        raise HelpRequested(parser.format_help())
+    sizes = _check_sizes(ns.sizes)
+    trials, target = _repetition(ns)
+    window = _check_mode(ns)
+    if ns.schedule not in SCHEDULES:
+        raise UsageError(
+            f"--schedule {ns.schedule!r}: unknown schedule; choose one of: {', '.join(SCHEDULES)}"
+        )
+    if ns.kernel not in KERNEL_NAMES:
+        raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
+    _check_power_and_output(ns)
+    plain = ns.mode == MODE_PINGPONG
+    run = Options(
+        lower_bytes=sizes[0],
+        upper_bytes=sizes[-1],
+        perturbation_bytes=0,
+        trials=trials,
+        target_time_s=target,
+        repeats=None,
+        quick=ns.quick,
+        max_one_way_s=float("inf"),
+        kernel=ns.kernel,
+        integrity=False,
+        output=ns.output,
+        force=ns.force,
+        quiet=ns.quiet,
+        meters=tuple(ns.meter),
+        sample_interval_s=ns.sample_interval,
+        baseline_s=ns.baseline,
+        meter_optional=ns.meter_optional,
+        calibration=ns.calibration,
+        mode=ns.mode,
+        window=window,
+        buffers=ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE,
+    )
+    return MapOptions(run=run, sizes_bytes=sizes, schedule=ns.schedule, per_rank=ns.per_rank)
+
+
+def _check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    bad = [s for s in sizes if not 1 <= s <= MAX_MAP_SIZE_BYTES]
+    if bad:
+        raise UsageError(
+            f"--sizes: {bad[0]} B is outside 1 B to {format_size_bytes(MAX_MAP_SIZE_BYTES)}; "
+            "give sizes such as 1,64K,4M"
+        )
+    distinct = tuple(sorted(set(sizes)))
+    if len(distinct) > MAX_MAP_SIZES:
+        raise UsageError(f"--sizes: {len(distinct)} sizes given, at most {MAX_MAP_SIZES}")
+    return distinct
+
+
+def _repetition(ns: argparse.Namespace) -> tuple[int, float]:
+    trials = ns.trials if ns.trials is not None else (QUICK_TRIALS if ns.quick else DEFAULT_TRIALS)
+    if not 1 <= trials <= 1000:
+        raise UsageError(f"--trials {trials}: give between 1 and 1000 trials per pair and size")
+    target = (
+        ns.target_time
+        if ns.target_time is not None
+        else (QUICK_TARGET_TIME_S if ns.quick else DEFAULT_TARGET_TIME_S)
+    )
+    if not 0 < target <= MAX_TARGET_TIME_S:
+        raise UsageError(f"--target-time {target}: give a time above 0 and at most {MAX_TARGET_TIME_S:.0f} s")
+    return trials, target
+
+
+def _check_mode(ns: argparse.Namespace) -> int:
+    if ns.mode not in MODES:
+        raise UsageError(f"--mode {ns.mode!r}: unknown mode; choose one of: {', '.join(MODES)}")
+    if ns.window is not None and ns.mode != MODE_STREAM:
+        raise UsageError(
+            f"--window {ns.window} only applies to --mode stream: drop --window or add --mode stream"
+        )
+    window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if ns.mode == MODE_STREAM else 1
+    if not 1 <= window <= MAX_WINDOW:
+        raise UsageError(f"--window {window}: give between 1 and {MAX_WINDOW} messages per iteration")
+    return window
+
+
+def _check_power_and_output(ns: argparse.Namespace) -> None:
+    from npmpi.meters import MeterError, parse_meter_spec
+
+    for text in ns.meter:
+        try:
+            parse_meter_spec(text)
+        except MeterError as exc:
+            raise UsageError(str(exc)) from None
+    if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
+        raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
+    if ns.baseline is not None and not 0 <= ns.baseline <= MAX_BASELINE_S:
+        raise UsageError(f"--baseline {ns.baseline}: give between 0 (off) and {MAX_BASELINE_S:.0f} s")
+    if ns.output is not None and ns.output.strip() == "":
+        raise UsageError("--output is empty: give a file name, e.g. -o map.h5")

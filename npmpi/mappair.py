@@ -1,0 +1,183 @@
+"""A map's pairs: one size measured between two members in a round, and every member's command loop.
+
+Rank 0 commands a round (npmpi/maprun.py): each paired member gets CMD_MAP_ROUND (size, peer),
+fills its buffers and says it is ready (SYNC_TAG); once all are, rank 0 sends each the go (1, or 0
+when a stop request abandons the round), which is the round's common start. Within a pair the lower
+rank transmits: it drives its reflector with steps on MAP_PAIR_TAG (untimed runs: first contact,
+the probe, the warm-up; then each trial, echoed so both sides start it together; then the end, to
+which the reflector answers with its data check), and reports to rank 0 (RESULT_TAG, TIMES_TAG).
+Members wait for commands asleep (a non-blocking receive tested every POLL_S), never spinning a
+core, so a member with a bye or whose pair has finished adds no load to its node.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from npmpi.baseline import take_part
+from npmpi.config import Options
+from npmpi.kernels import Kernel
+from npmpi.messageloop import MessageLoop, Patterns, warmup_iterations
+from npmpi.modes import MODE_STREAM, mode_factors
+from npmpi.protocol import (
+    CMD_BASELINE,
+    CMD_MAP_ROUND,
+    CMD_STOP,
+    CTRL_TAG,
+    MAP_PAIR_TAG,
+    RESULT_TAG,
+    SYNC_TAG,
+    TIMES_TAG,
+    StopFlag,
+)
+from npmpi.schedule import netpipe_repeats
+
+POLL_S = 0.002
+PROBE_FRACTION = 0.1  # the probe doubles its chunk of iterations until one takes this much of --target-time
+PROBE_MAX_ITERATIONS = 1 << 20
+MAX_ITERATIONS = 1_000_000_000
+STEP_END, STEP_RUN, STEP_TRIAL = 0, 1, 2
+RESULT_FIELDS = 4  # iterations, untimed iterations, data check passed on both sides, signal seen
+
+
+def wait_for(comm, buf, source: int, tag: int) -> None:
+    """Receive into `buf`, asleep between tests of a non-blocking receive (signal handlers run)."""
+    req = comm.Irecv(buf, source, tag)
+    while not req.Test():
+        time.sleep(POLL_S)
+
+
+def iterations_for(opts: Options, size: int, message_s: float) -> int:
+    """Iterations per trial by NetPIPE 3.7's nrepeat rule, with tlast this size's own time per message
+    (the probe's), so NetPIPE's size factor b/(b-inc+1) is 1; a stream's iterations are windows."""
+    repeats = netpipe_repeats(opts.target_time_s, size, 1, message_s, opts.trials, MAX_ITERATIONS)
+    per_iteration = opts.window if opts.mode == MODE_STREAM else 1
+    return -(-repeats // per_iteration)
+
+
+class PairSide:
+    """One member's buffers and patterns: a loop as transmitter and one as reflector, made when needed."""
+
+    def __init__(self, opts: Options, kernel: Kernel) -> None:
+        self.opts = opts
+        self.kernel = kernel
+        self.patterns = Patterns(opts.largest_message_bytes)
+        self._loops: dict[bool, MessageLoop] = {}
+
+    def loop(self, transmitter: bool) -> MessageLoop:
+        if transmitter not in self._loops:
+            self._loops[transmitter] = MessageLoop(self.opts, self.kernel, transmitter=transmitter)
+        return self._loops[transmitter]
+
+    def prepare(self, comm, size: int, peer: int) -> None:
+        """Fill this size's buffers with this rank's pattern (the lower rank of a pair transmits)."""
+        me = comm.Get_rank()
+        self.loop(me < peer).set_size(size, self.patterns, me)
+
+
+class _Stepper:
+    """The transmitter's side of the pair's steps; `holder.state` is "kernel" inside a timed loop."""
+
+    def __init__(self, comm, peer: int, loop: MessageLoop, holder) -> None:
+        self.comm, self.peer, self.loop, self.holder = comm, peer, loop, holder
+        self.step = np.zeros(2, dtype=np.int64)
+
+    def run(self, kind: int, n: int) -> float:
+        self.step[:] = (kind, n)
+        self.comm.Send(self.step, self.peer, MAP_PAIR_TAG)
+        if kind == STEP_TRIAL:
+            self.comm.Recv(self.step, self.peer, MAP_PAIR_TAG)
+        before = self.holder.state if self.holder is not None else None
+        if self.holder is not None:
+            self.holder.state = "kernel"
+        try:
+            return self.loop.run(self.comm, self.peer, n)
+        finally:
+            if self.holder is not None:
+                self.holder.state = before
+
+
+def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, holder=None):
+    """The transmitter's round: first contact, probe, iterations, warm-up, trials (until a stop), end.
+
+    Returns (int64[RESULT_FIELDS] result, float64[trials] trial times, NaN where not run)."""
+    opts = side.opts
+    loop = side.loop(True)
+    steps = _Stepper(comm, peer, loop, holder)
+    unit = mode_factors(opts.mode, opts.window).one_way_factor
+    steps.run(STEP_RUN, 1)  # first contact: a transport may set up its connection here
+    untimed, n = 1, 1
+    while True:
+        elapsed = steps.run(STEP_RUN, n)
+        untimed += n
+        if elapsed >= PROBE_FRACTION * opts.target_time_s or n >= PROBE_MAX_ITERATIONS:
+            break
+        n *= 2
+    iterations = iterations_for(opts, size, elapsed / (n * unit))
+    warm = warmup_iterations(iterations)
+    steps.run(STEP_RUN, warm)
+    untimed += warm
+    last = warm
+    times = np.full(opts.trials, np.nan)
+    for k in range(opts.trials):
+        if stop:
+            break
+        times[k] = steps.run(STEP_TRIAL, iterations)
+        last = iterations
+    steps.step[:] = (STEP_END, last)
+    comm.Send(steps.step, peer, MAP_PAIR_TAG)
+    check = np.zeros(2, dtype=np.int64)
+    comm.Recv(check, peer, MAP_PAIR_TAG)
+    ok = loop.received_ok(side.patterns, peer, 0, last) and bool(check[0])
+    signal = int(stop.signum or 0) or int(check[1])
+    return np.array([iterations, untimed, int(ok), signal], dtype=np.int64), times
+
+
+def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
+    """The reflector's round: follow the transmitter's steps, answer the end with the data check."""
+    loop = side.loop(False)
+    step = np.zeros(2, dtype=np.int64)
+    while True:
+        comm.Recv(step, peer, MAP_PAIR_TAG)
+        kind, n = int(step[0]), int(step[1])
+        if kind == STEP_END:
+            ok = loop.received_ok(side.patterns, peer, 0, n)
+            comm.Send(np.array([int(ok), int(stop.signum or 0)], dtype=np.int64), peer, MAP_PAIR_TAG)
+            return
+        if kind == STEP_TRIAL:
+            comm.Send(step, peer, MAP_PAIR_TAG)
+        loop.run(comm, peer, n)
+
+
+def serve_map(comm, side: PairSide, stop: StopFlag) -> int:
+    """A member other than rank 0: rounds, idle baselines and the stop, until rank 0 says stop."""
+    ctrl = np.zeros(4, dtype=np.int64)
+    sync = np.zeros(1, dtype=np.int64)
+    me = comm.Get_rank()
+    while True:
+        wait_for(comm, ctrl, 0, CTRL_TAG)
+        cmd = int(ctrl[0])
+        if cmd == CMD_STOP:
+            return int(ctrl[1])
+        if cmd == CMD_BASELINE:
+            code = take_part(comm, ctrl, node_stat=False)
+            if code is not None:
+                return code
+            continue
+        if cmd != CMD_MAP_ROUND:
+            raise RuntimeError(f"rank {me} got command {cmd} from rank 0, not a map's")
+        size, peer = int(ctrl[1]), int(ctrl[2])
+        side.prepare(comm, size, peer)
+        sync[0] = 1
+        comm.Send(sync, 0, SYNC_TAG)
+        comm.Recv(sync, 0, SYNC_TAG)  # the round's start; everyone is ready within moments
+        if sync[0] == 0:
+            continue
+        if me < peer:
+            result, times = transmit(comm, peer, side, size, stop)
+            comm.Send(result, 0, RESULT_TAG)
+            comm.Send(times, 0, TIMES_TAG)
+        else:
+            reflect(comm, peer, side, stop)

@@ -1,0 +1,350 @@
+"""Rank 0's side of a map: the rounds commanded and timed, the map file written round by round, the
+power recorded as in a run, and the file closed with its status whatever ends the map.
+
+Per size, per round: CMD_MAP_ROUND to every paired member, their ready, then the go (the round's
+start, a barrier); rank 0 measures its own pair when it has one, then collects each pair's result;
+the round's window on rank 0's clock runs from the go to the last result. A stop request is looked at
+before each round and between a pair's trials (npmpi/mappair.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from npmpi.errors import DataMismatch, NpmpiError
+from npmpi.job import abort, describe, error_line, say
+from npmpi.mapfile import MapWriter, PairResult
+from npmpi.mappair import RESULT_FIELDS, PairSide, transmit, wait_for
+from npmpi.mapschedule import make_rounds, round_matrix
+from npmpi.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
+from npmpi.units import format_size_bytes
+
+COLLECT_EVERY_S = (
+    2.0  # power samples reach the file at least this often (between rounds), and after each size
+)
+
+
+@dataclass
+class MapOutcome:
+    """How the map ended, for the file's status and the exit code."""
+
+    status: str = "complete"
+    message: str = ""
+    exit_code: int = 0
+    rounds: int = 0
+
+
+class MapCoordinator:
+    """Rank 0's rounds. `state` tells a stop signal's handler where rank 0 is: "between" rounds,
+    "ready" (members wait for the go), "trials" (waiting for results) or in a timed "kernel" loop."""
+
+    def __init__(self, comm, mopts, members: list[int], side: PairSide, stop, on_round) -> None:
+        self.comm, self.mopts, self.members, self.side, self.stop = comm, mopts, members, side, stop
+        self.rounds = make_rounds(mopts.schedule, len(members))
+        self.on_round = on_round  # (size index, round index, (start, end), [PairResult])
+        self.state = "between"
+        self.commanded: list[int] = []
+        self.ctrl = np.zeros(4, dtype=np.int64)
+        self.sync = np.zeros(1, dtype=np.int64)
+        stop.transmitter = self
+
+    def run(self) -> MapOutcome:
+        """Every size, every round, until done or stopped."""
+        outcome = MapOutcome()
+        for s, size in enumerate(self.mopts.sizes_bytes):
+            for r, pairs in enumerate(self.rounds):
+                if self.stop:
+                    break
+                measured = self.measure_round(size, pairs)
+                if measured is None:
+                    break
+                window, results = measured
+                self.on_round(s, r, window, results)
+                outcome.rounds += 1
+            if self.stop:
+                break
+        if self.stop:
+            outcome.status = "interrupted"
+            outcome.message = f"{self.stop.name} received; stopped after {outcome.rounds} rounds"
+            outcome.exit_code = 128 + int(self.stop.signum or 0)
+        return outcome
+
+    def _go(self, value: int) -> None:
+        self.sync[0] = value
+        for rank in self.commanded:
+            self.comm.Send(self.sync, rank, SYNC_TAG)
+
+    def measure_round(self, size: int, pairs: list[tuple[int, int]]):
+        """One round of one size: ((window start, end), [PairResult]); None when a stop came first."""
+        members = self.members
+        own = None
+        self.commanded = []
+        for i, j in pairs:
+            for me, peer in ((members[i], members[j]), (members[j], members[i])):
+                if me == 0:
+                    own = (i, j, peer)
+                    continue
+                self.ctrl[:] = (CMD_MAP_ROUND, size, peer, 0)
+                self.comm.Send(self.ctrl, me, CTRL_TAG)
+                self.commanded.append(me)
+        if own is not None:
+            self.side.prepare(self.comm, size, own[2])
+        self.state = "ready"
+        for rank in self.commanded:
+            wait_for(self.comm, self.sync, rank, SYNC_TAG)
+        if self.stop:
+            self._go(0)
+            self.state = "between"
+            return None
+        start = time.time()
+        self._go(1)
+        self.state = "trials"
+        results, bad = [], []
+        if own is not None:
+            result, times = transmit(self.comm, own[2], self.side, size, self.stop, holder=self)
+            results.append(self._result(own[0], own[1], result, times, bad))
+        result = np.zeros(RESULT_FIELDS, dtype=np.int64)
+        for i, j in pairs:
+            sender = members[i]  # the lower rank transmits and reports
+            if sender == 0:
+                continue
+            times = np.zeros(self.mopts.run.trials, dtype=np.float64)
+            wait_for(self.comm, result, sender, RESULT_TAG)
+            wait_for(self.comm, times, sender, TIMES_TAG)
+            results.append(self._result(i, j, result, times, bad))
+        end = time.time()
+        self.state = "between"
+        if bad:
+            raise DataMismatch(
+                f"data check failed at message size {size} B between {'; '.join(bad)}: the MPI transport "
+                "corrupted or truncated a message; the map file keeps every round before this one"
+            )
+        return (start, end), results
+
+    def _result(self, i: int, j: int, result: np.ndarray, times: np.ndarray, bad: list[str]) -> PairResult:
+        iterations, untimed, ok, signum = (int(x) for x in result)
+        if not ok:
+            bad.append(f"ranks {self.members[i]} and {self.members[j]}")
+        if signum and not self.stop:
+            self.stop.set(signum, f"signal {signum} on rank {self.members[i]} or {self.members[j]}")
+        return PairResult(i, j, iterations, untimed, np.array(times, dtype=np.float64))
+
+    def release(self, exit_code: int) -> bool:
+        """Tell every other rank to exit; False when members are inside a round (only an abort ends it)."""
+        if self.state in ("kernel", "trials"):
+            return False
+        if self.state == "ready":
+            self._go(0)
+        self.ctrl[:] = (CMD_STOP, exit_code, 0, 0)
+        for rank in range(1, self.comm.Get_size()):
+            self.comm.Send(self.ctrl, rank, CTRL_TAG)
+        self.state = "between"
+        return True
+
+
+def record_map(MPI, comm, mopts, argv: list[str], agreed, stop) -> int:
+    """Rank 0: the map recorded into its file; the exit status."""
+    import signal
+
+    try:
+        return MapRecording(MPI, comm, mopts, argv, agreed, stop).run()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)  # a stop's abandon timer must not outlive the map
+
+
+class MapRecording:
+    """Rank 0's map from the file's creation to its close; `run()` returns the exit status."""
+
+    def __init__(self, MPI, comm, mopts, argv, agreed, stop) -> None:
+        from npmpi.console import Console
+        from npmpi.power import PowerCollector
+        from npmpi.recording import provenance, thread_attrs
+
+        self.MPI, self.comm, self.mopts, self.agreed, self.stop = MPI, comm, mopts, agreed, stop
+        self.opts = opts = mopts.run
+        self.layout = layout = agreed.roles.layout
+        kernel = agreed.kernel
+        self.attrs = provenance(MPI, opts, ["map", *argv], layout, kernel.note, kernel.measure_clock())
+        self.attrs.update(thread_attrs(opts, layout, agreed.thread_levels))
+        self.power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
+        self.console = Console(quiet=opts.quiet)
+        self.collector = None
+        if layout.power_ranks:
+            self.collector = PowerCollector(
+                comm, list(layout.power_ranks), [p["channels"] for p in self.power_nodes]
+            )
+        self.writer = None
+        self.coordinator = None
+        self.last_collect = time.monotonic()
+        self.started = time.monotonic()
+
+    def _open(self) -> None:
+        from npmpi.recording import layout_rows
+
+        a, opts, mopts = self.agreed, self.opts, self.mopts
+        self.coordinator = MapCoordinator(
+            self.comm, mopts, a.members, PairSide(opts, a.kernel), self.stop, self.on_round
+        )
+        n = len(a.members)
+        spec = {
+            "attrs": {
+                "schedule": mopts.schedule,
+                "per_rank": bool(mopts.per_rank),
+                "kernel": opts.kernel,
+                "mode": opts.mode,
+                "window": opts.window,
+            },
+            "hosts": list(a.names),
+            "ranks": list(a.members),
+            "sizes": list(mopts.sizes_bytes),
+            "rounds_matrix": round_matrix(self.coordinator.rounds, n),
+            "n_rounds": len(self.coordinator.rounds),
+        }
+        self.writer = MapWriter(
+            a.output,
+            self.attrs,
+            layout_rows(self.layout, a.thread_levels),
+            opts.trials,
+            map_spec=spec,
+            overwrite=opts.force,
+            reservation=a.reservation,
+        )
+        self.stop.mark_file = self.mark_file
+
+    def mark_file(self, message: str) -> None:
+        """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
+        with contextlib.suppress(Exception):
+            self.writer.set_group_attrs("map", status="interrupted")
+            self.writer.set_attrs(status="interrupted", status_message=message)
+
+    def on_round(self, s: int, r: int, window, results: list[PairResult]) -> None:
+        """One round measured: into the file; power samples collected every few seconds."""
+        self.writer.store_round(s, r, window, results)
+        last_of_size = r == len(self.coordinator.rounds) - 1
+        if self.collector is not None and (
+            last_of_size or time.monotonic() - self.last_collect >= COLLECT_EVERY_S
+        ):
+            self.collector.collect(COLLECT_EVERY_S)
+            self.last_collect = time.monotonic()
+        if last_of_size:
+            self._size_line(s)
+
+    def _size_line(self, s: int) -> None:
+        from npmpi.mapfile import warnings_off
+
+        size = self.mopts.sizes_bytes[s]
+        bw = self.writer.bandwidth_row(s)
+        with warnings_off():
+            lo, med, hi = (float(f(bw)) for f in (np.nanmin, np.nanmedian, np.nanmax))
+            lat = float(np.nanmedian(self.writer.best_one_way(s)))
+        self.console.note(
+            f"{size:>10d} B ({format_size_bytes(size)}): {len(self.coordinator.rounds)} rounds; one-way "
+            f"median {lat * 1e6:.2f} us; bandwidth min {lo / 1e9:.3f}, median {med / 1e9:.3f}, "
+            f"max {hi / 1e9:.3f} Gbit/s"
+        )
+
+    def run(self) -> int:
+        """Record the map; on any failure close the file with its status and end every rank."""
+        try:
+            return self._record()
+        except BaseException as exc:
+            return self._end_after(exc)
+
+    def _record(self) -> int:
+        from npmpi.recording import final_power, power_setup
+
+        self._open()
+        opts, writer, collector, console = self.opts, self.writer, self.collector, self.console
+        n, rounds = len(self.agreed.members), len(self.coordinator.rounds)
+        console.note(f"output: {self.agreed.output}")
+        console.note(
+            f"map: {n} members ({'every rank' if self.mopts.per_rank else 'one rank per node'}, "
+            f"{self.layout.node_count} node(s)); schedule {self.mopts.schedule}: {rounds} rounds x "
+            f"{len(self.mopts.sizes_bytes)} sizes, {opts.trials} trials of ~{opts.target_time_s:g} s; "
+            f"kernel {opts.kernel}, mode {opts.mode}"
+        )
+        if collector is not None:
+            power_setup(writer, collector, self.layout, self.power_nodes, opts, console, self.stop)
+            if self.agreed.calibration is not None:
+                from npmpi.calibration import apply_calibration
+
+                for line in apply_calibration(
+                    writer, self.agreed.calibration, self.layout, self.power_nodes, opts.calibration
+                ):
+                    console.note(line)
+            self.last_collect = time.monotonic()
+        outcome = self.coordinator.run()
+        if collector is not None:
+            final_power(
+                writer,
+                collector,
+                self.layout,
+                self.power_nodes,
+                opts,
+                self.agreed.calibration,
+                outcome,
+                console,
+                self.stop,
+            )
+        elapsed = time.monotonic() - self.started
+        writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=_now_utc())
+        self.coordinator.release(outcome.exit_code)
+        console.note(
+            f"{outcome.rounds} rounds in {elapsed:.1f} s, status {outcome.status}: {self.agreed.output}"
+        )
+        if outcome.status != "complete":
+            say(
+                f"npmpi: {outcome.message}; the {outcome.rounds} completed rounds are in "
+                f"{self.agreed.output}",
+                sys.stderr,
+            )
+        return outcome.exit_code
+
+    def _end_after(self, exc: BaseException) -> int:
+        """Close the file as interrupted or failed, keeping every completed round; release or abort."""
+        status = (
+            "interrupted" if isinstance(exc, KeyboardInterrupt) or getattr(exc, "signum", None) else "failed"
+        )
+        message = describe(exc)
+        if isinstance(exc, NpmpiError):
+            code = getattr(exc, "exit_code", 1)
+        else:
+            code = 130 if status == "interrupted" else 1
+        coordinator, writer, collector = self.coordinator, self.writer, self.collector
+        quiet = coordinator is not None and coordinator.state not in ("kernel", "trials")
+        if collector is not None and writer is not None and quiet and collector.writer is not None:
+            with contextlib.suppress(Exception):
+                collector.collect()
+        kept = ""
+        if writer is not None:
+            try:
+                writer.finish(status, message, elapsed_s=time.monotonic() - self.started)
+            except Exception as werr:
+                if werr is not exc:
+                    message += f" (and the map file could not be closed: {werr})"
+            kept = f"; {writer.rounds_completed} completed rounds are in {self.agreed.output}"
+        elif self.agreed.reservation is not None:
+            from npmpi.outpath import release
+
+            release(self.agreed.reservation)
+        if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
+            message = f"internal error, please report: {message}"
+        released = False
+        if coordinator is not None:
+            with contextlib.suppress(Exception):
+                released = coordinator.release(code)
+        if released:
+            say(error_line(message + kept), sys.stderr)
+            return code
+        abort(self.comm, message + kept, code)
+        return code
+
+
+def _now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

