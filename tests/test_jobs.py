@@ -175,7 +175,8 @@ host = os.environ.get("FAKE_HOST", "")
 terms = []
 signal.signal(signal.SIGTERM, lambda s, f: terms.append(time.time()))
 record = {"what": "rank", "host": host, "argv": sys.argv[1:], "meters": os.environ.get("NPMPI_METERS"),
-          "usr1_ignored": signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN}
+          "usr1_ignored": signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,
+          "bmc_password": os.environ.get("NPMPI_REDFISH_PASSWORD")}
 out = sys.argv[sys.argv.index("-o") + 1]
 first = host == os.environ.get("FAKE_HOSTS", "node1").split()[0]
 if first:
@@ -327,6 +328,28 @@ def test_two_nodes_launch_line_under_srun_with_per_node_meters(fakes):
     meters = {r["host"]: r["meters"] for r in records(fakes, "rank")}
     # a listed host reads its own specs from NPMPI_METERS; an unlisted one keeps --meter
     assert meters == {"node017": "wattsup:/dev/ttyUSB0", "node018": "rapl;nvml", "node019": None}
+
+
+def test_meter_credentials_reach_the_ranks_by_name_only(fakes):
+    secret = 'bmc-Pa$$-w0rd "q'  # $, a blank and a quote: taken as written inside single quotes
+    cred = fakes / "bmc.env"
+    quoted = "'" + secret + "'"
+    cred.write_text(
+        f"# BMC monitoring account\nNPMPI_REDFISH_USER=monitor\nexport NPMPI_REDFISH_PASSWORD={quoted}\n"
+    )
+    cred.chmod(0o600)
+    env = job_env(fakes, METERS="redfish:bmc1,verify=no", METER_CREDENTIALS=str(cred))
+    proc = run_script("one-node", env, fakes)
+    assert proc.returncode == 0, proc.stderr
+    (launch,) = records(fakes, "launch")
+    i = launch["argv"].index("NPMPI_NODE_METERS")
+    assert launch["argv"][i + 1 : i + 5] == ["-x", "NPMPI_REDFISH_USER", "-x", "NPMPI_REDFISH_PASSWORD"]
+    assert secret not in " ".join(launch["argv"]) + proc.stdout + proc.stderr  # names only, never the value
+    assert [r["bmc_password"] for r in records(fakes, "rank")] == [secret]
+    cred.chmod(0o644)
+    proc = run_script("one-node", env, fakes)
+    assert proc.returncode == 2 and f"others may read it: chmod 600 {cred}" in proc.stderr
+    assert secret not in proc.stdout + proc.stderr
 
 
 def test_map_runs_the_map_subcommand_with_a_power_rank_per_node(fakes):

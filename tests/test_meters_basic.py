@@ -30,7 +30,7 @@ def test_spec_parsing():
     "text,fragment",
     [
         ("", "empty"),
-        ("geiger", "unknown meter 'geiger'; known meters: estimate, hwmon, ipmi, nvml, rapl, replay"),
+        ("geiger", "unknown meter 'geiger'; known meters: estimate, hwmon, ipmi, nvml, rapl, redfish, rep"),
         ("replay:a.csv,b.csv", "more than one positional"),
     ],
 )
@@ -41,7 +41,7 @@ def test_bad_specs(text, fragment):
 
 
 def test_every_documented_meter_is_registered():
-    assert known_meters() == ["estimate", "hwmon", "ipmi", "nvml", "rapl", "replay", "snmp", "wattsup"]
+    assert known_meters() == ["estimate", "hwmon", "ipmi", "nvml", "rapl", "redfish", "replay", "snmp", "wattsup"]
 
 
 def write_stat(path, busy, idle):

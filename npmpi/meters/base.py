@@ -168,6 +168,7 @@ _REGISTRY: dict[str, str] = {
     "nvml": "npmpi.meters.nvml:NvmlMeter",
     "ipmi": "npmpi.meters.ipmi:IpmiMeter",
     "snmp": "npmpi.meters.snmp:SnmpMeter",
+    "redfish": "npmpi.meters.redfish:RedfishMeter",
     "estimate": "npmpi.meters.estimate:EstimateMeter",
     "replay": "npmpi.meters.replay:ReplayMeter",
 }

@@ -26,6 +26,7 @@ __all__ = [
     "INLINE_SECRET_KEYS",
     "check_private_file",
     "credential_parameters",
+    "credentials_source",
     "read_credentials",
     "reject_inline_secrets",
 ]
@@ -75,6 +76,16 @@ def read_credentials(spec: MeterSpec, wanted: dict[str, str], meter: str) -> dic
             )
         found[name] = value
     return found
+
+
+def credentials_source(spec: MeterSpec, wanted: dict[str, str]) -> str:
+    """Where read_credentials takes the fields from (a file path or variable names), for messages and
+    the run file: never a value."""
+    path = spec.params.get(CREDENTIALS_KEY)
+    if path:
+        return f"credentials file {path}"
+    names = [spec.params.get(f"{name}{ENV_SUFFIX}") or default for name, default in wanted.items()]
+    return f"environment variable{'s' if len(names) > 1 else ''} {', '.join(names)}"
 
 
 def check_private_file(path: str, meter: str) -> os.stat_result:
