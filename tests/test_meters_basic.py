@@ -41,7 +41,17 @@ def test_bad_specs(text, fragment):
 
 
 def test_every_documented_meter_is_registered():
-    assert known_meters() == ["estimate", "hwmon", "ipmi", "nvml", "rapl", "redfish", "replay", "snmp", "wattsup"]
+    assert known_meters() == [
+        "estimate",
+        "hwmon",
+        "ipmi",
+        "nvml",
+        "rapl",
+        "redfish",
+        "replay",
+        "snmp",
+        "wattsup",
+    ]
 
 
 def write_stat(path, busy, idle):
