@@ -89,6 +89,27 @@ def test_counter_power_is_exact_when_power_changes_only_between_readings():
     assert got.mean == pytest.approx([65.0, 40.0, truth_19], abs=1e-12)
 
 
+def test_a_stale_counter_read_faster_than_it_refreshes_never_reads_zero():
+    # a BMC's EnergykWh refreshed every 0.25 s, read every 0.23 s: about one reading in twelve
+    # repeats the previous value. Each value is kept from its first reading only.
+    refresh, read, watts = 0.25, 0.23, 300.0
+    t = np.arange(0.0, 30.0, read) + 0.011
+    e = np.floor(t / refresh) * refresh * watts  # the energy at the last refresh
+    e -= e[0]
+    assert np.sum(np.diff(e) == 0) >= 5  # the stale repeats this test is about
+    lo, hi, pw = counter_spans(t, e, segment_breaks(t, Z))
+    assert np.all(np.diff(hi) > 0) and len(hi) == len(np.unique(e)) - 1
+    ch = ChannelReadings(t, np.full(len(t), np.nan), METHOD_COUNTER, refresh, lo, hi, pw)
+    starts = np.arange(1.0, 25.0, 0.37)
+    for length_s, tolerance in ((0.1, 0.5), (0.3, 0.5), (1.0, 0.2), (4.0, 0.05)):
+        got = window_power(ch, starts, starts + length_s)
+        # never 0 W (a window between a stale repeat and the next change read 0 W before); long
+        # windows within the edges' timing error: each edge's value lags its refresh by < 0.23 s
+        assert np.all(np.abs(got.mean - watts) <= tolerance * watts), (length_s, got.mean.min())
+    long = window_power(ch, np.array([2.0]), np.array([27.0])).mean[0]
+    assert long == pytest.approx(watts, rel=2 * read / 25.0)
+
+
 def test_a_counter_restarting_at_zero_after_a_reopen_is_two_stretches():
     t = np.arange(0.0, 10.01, 1.0)
     e = np.concatenate((np.arange(6) * 50.0, np.arange(5) * 70.0))  # 50 W, reopened at t=6, then 70 W

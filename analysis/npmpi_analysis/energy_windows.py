@@ -66,14 +66,26 @@ def segment_breaks(t: np.ndarray, fault_t: np.ndarray) -> np.ndarray:
 
 def counter_spans(t: np.ndarray, e: np.ndarray, breaks: np.ndarray) -> tuple[np.ndarray, ...]:
     """(lo, hi, power) between consecutive counter readings of one stretch. The counter restarts
-    at 0 when the meter is reopened: a drop, a non-finite value or a fault starts a new stretch
-    (the energy before a stretch's first reading is unknown, so no span ends there)."""
+    at 0 when the meter is opened again: a drop, a non-finite value or a fault starts a new
+    stretch (the energy before a stretch's first reading is unknown, so no span ends there).
+
+    A counter is known where it changes: a reading that repeats the previous value is left out
+    (the first reading of a value is kept). A device that refreshes its counter less often than
+    it is read (a BMC's EnergykWh every 0.25 s read every 0.23 s) repeats stale values; spans
+    ending at a stale repeat would put all of the energy in the next span and read 0 W in windows
+    between them. Without repeats each span runs from one change to the next and its power is the
+    mean over it, whether the counter was stale or no quantum was crossed."""
     if len(t) < 2:
         z = np.zeros(0)
         return z, z, z
+    keep = np.ones(len(t), dtype=bool)
+    keep[1:] = breaks[1:] | (e[1:] != e[:-1]) | ~np.isfinite(e[1:])
+    idx = np.flatnonzero(keep)
+    crossed = np.cumsum(breaks)[idx]  # a fault between two kept readings breaks the span
+    t, e = t[idx], e[idx]
     de = np.diff(e)
     dt = np.diff(t)
-    ok = ~breaks[1:] & np.isfinite(de) & (de >= 0) & (dt > 0)
+    ok = (crossed[1:] == crossed[:-1]) & np.isfinite(de) & (de >= 0) & (dt > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         pw = de / dt
     return t[:-1][ok], t[1:][ok], pw[ok]
