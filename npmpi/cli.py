@@ -8,26 +8,23 @@ rank blocked (the job's plumbing: npmpi/job.py; rank 0's recording: npmpi/record
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import signal
 import socket
 import sys
-from dataclasses import dataclass, field
-from typing import Any
 
+from npmpi.agreement import Agreed, settle
 from npmpi.config import Options
 from npmpi.errors import NpmpiError, UsageError
 from npmpi.job import (
     abort,
-    collective_check,
     describe,
     error_line,
     install_signal_handlers,
     parse_or_exit_status,
     say,
 )
-from npmpi.options import default_output_name, parse_options
+from npmpi.options import parse_options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,21 +88,7 @@ def _memory_problem(pool: int) -> str | None:
     return None
 
 
-@dataclass
-class _Agreed:
-    """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
-
-    roles: Any = None
-    kernel: Any = None  # npmpi.kernels.Kernel on the ranks that measure
-    gathered_power: list | None = None
-    thread_levels: list | None = None
-    output: str | None = None
-    calibration: dict | None = None
-    reservation: Any = None
-    problem: str | None = field(default=None, repr=False)
-
-
-def _local_problem(MPI, opts: Options, agreed: _Agreed) -> str | None:
+def _local_problem(MPI, opts: Options, agreed: Agreed) -> str | None:
     """This rank's first problem with the options, its memory, kernel, huge pages, meters, thread level."""
     from npmpi.buffers import huge_pages_problem
     from npmpi.kernels import get_kernels
@@ -135,31 +118,11 @@ def _local_problem(MPI, opts: Options, agreed: _Agreed) -> str | None:
     return problem
 
 
-def _prepare_output(opts: Options, agreed: _Agreed) -> str | None:
-    """Rank 0: name, reserve and lock the run file and read the calibration; the problem, if any."""
-    if opts.output is None:
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        agreed.output = default_output_name(stamp)
-    else:
-        agreed.output = opts.output
-    try:
-        if opts.calibration is not None:
-            from npmpi.calibration import load_calibration
-
-            agreed.calibration = load_calibration(opts.calibration)
-        agreed.reservation = _reserve_output(agreed.output, opts.force)
-    except UsageError as exc:
-        return str(exc)
-    return None
-
-
-def _agree(MPI, comm, opts: Options) -> _Agreed:
+def _agree(MPI, comm, opts: Options) -> Agreed:
     """The checks every rank agrees on before anything is written; UsageError on every rank if one fails."""
-    from npmpi.layout import ROLE_POWER
     from npmpi.ranks import discover_roles
-    from npmpi.threadlevel import level_problem
 
-    agreed = _Agreed(roles=discover_roles(MPI, comm, list(opts.meters)))
+    agreed = Agreed(roles=discover_roles(MPI, comm, list(opts.meters)))
     roles = agreed.roles
     if opts.pairs != 1:
         from npmpi.layout import LayoutError, with_pairs
@@ -171,23 +134,7 @@ def _agree(MPI, comm, opts: Options) -> _Agreed:
     from npmpi.fabric import fabric_rank
 
     roles.fabric_rank = fabric_rank(roles.layout, opts.fabric_meters, opts.fabric_rank)
-    problem = _local_problem(MPI, opts, agreed)
-    provided = MPI.Query_thread()
-    runs_threads = roles.role == ROLE_POWER and bool(roles.samplers)
-    if problem is None:
-        problem = level_problem(provided, runs_threads, opts.thread_level)
-    agreed.gathered_power = comm.gather(roles.power_info, root=0)
-    agreed.thread_levels = comm.gather((provided, runs_threads), root=0)
-    if comm.Get_rank() == 0 and problem is None:
-        problem = _prepare_output(opts, agreed)
-    try:
-        collective_check(comm, problem)
-    except UsageError:
-        if agreed.reservation is not None:
-            from npmpi.outpath import release
-
-            release(agreed.reservation)
-        raise
+    settle(MPI, comm, opts, agreed, _local_problem(MPI, opts, agreed))
     return agreed
 
 
@@ -224,7 +171,7 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
         return 1
 
 
-def _record(MPI, comm, opts: Options, argv: list[str], agreed: _Agreed, stop) -> int:
+def _record(MPI, comm, opts: Options, argv: list[str], agreed: Agreed, stop) -> int:
     """Rank 0 as the first pair's transmitter: the sweep recorded into the run file."""
     from npmpi.recording import Recording, RunSetup
 
@@ -250,12 +197,3 @@ def _record(MPI, comm, opts: Options, argv: list[str], agreed: _Agreed, stop) ->
         # a stop signal's abandon timer must not outlive the run: at exit it would end rank 0 with
         # SIGALRM (exit 142, "Alarm clock") after the file was closed
         signal.setitimer(signal.ITIMER_REAL, 0)
-
-
-def _reserve_output(output: str, force: bool):
-    """The run file's temporary, created and locked now (npmpi/outpath.py), with disk space held back
-    to close the file properly if the disk fills up during the run."""
-    from npmpi.outpath import reserve_output
-    from npmpi.writecheck import RESERVED_BYTES
-
-    return reserve_output(output, force, ballast_bytes=RESERVED_BYTES)

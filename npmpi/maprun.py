@@ -11,16 +11,15 @@ with one message.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import signal
 import socket
 import sys
 from dataclasses import dataclass, replace
-from typing import Any
 
+from npmpi.agreement import Agreed, settle
 from npmpi.errors import NpmpiError, UsageError
-from npmpi.job import abort, collective_check, describe, error_line, install_signal_handlers, say
+from npmpi.job import abort, describe, error_line, install_signal_handlers, say
 from npmpi.layout import ROLE_IDLE, ROLE_POWER, Layout
 from npmpi.mapoptions import MapOptions, parse_map_options
 
@@ -114,18 +113,11 @@ def memory_problem(layout: Layout, members: list[int], rank: int, largest: int) 
 
 
 @dataclass
-class MapAgreed:
-    """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
+class MapAgreed(Agreed):
+    """What the start-up checks found, with the map's members and their names (/map/hosts)."""
 
-    roles: Any = None
     members: list[int] | None = None
-    names: list[str] | None = None  # /map/hosts
-    kernel: Any = None  # npmpi.kernels.Kernel on the measuring ranks
-    gathered_power: list | None = None
-    thread_levels: list | None = None
-    output: str | None = None
-    calibration: dict | None = None
-    reservation: Any = None
+    names: list[str] | None = None
 
 
 def _local_problem(MPI, mopts: MapOptions, agreed: MapAgreed) -> str | None:
@@ -144,29 +136,9 @@ def _local_problem(MPI, mopts: MapOptions, agreed: MapAgreed) -> str | None:
     return None
 
 
-def _prepare_output(opts, agreed: MapAgreed) -> str | None:
-    """Rank 0: name, reserve and lock the map file and read the calibration; the problem, if any."""
-    from npmpi.options import default_output_name
-    from npmpi.outpath import reserve_output
-    from npmpi.writecheck import RESERVED_BYTES
-
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    agreed.output = opts.output if opts.output is not None else default_output_name(f"map-{stamp}")
-    try:
-        if opts.calibration is not None:
-            from npmpi.calibration import load_calibration
-
-            agreed.calibration = load_calibration(opts.calibration)
-        agreed.reservation = reserve_output(agreed.output, opts.force, ballast_bytes=RESERVED_BYTES)
-    except UsageError as exc:
-        return str(exc)
-    return None
-
-
 def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
     """The checks every rank agrees on before anything is written; UsageError on every rank if one fails."""
     from npmpi.ranks import discover_roles
-    from npmpi.threadlevel import level_problem
 
     opts = mopts.run
     try:
@@ -176,22 +148,7 @@ def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
         raise UsageError(text.replace("python -m npmpi …", "python -m npmpi map --per-rank …")) from None
     agreed.roles.layout, agreed.members = map_layout(agreed.roles.layout, mopts.per_rank)
     agreed.names = member_names(agreed.roles.layout, agreed.members, mopts.per_rank)
-    problem = _local_problem(MPI, mopts, agreed)
-    provided = MPI.Query_thread()
-    runs_threads = agreed.roles.role == ROLE_POWER and bool(agreed.roles.samplers)
-    problem = problem or level_problem(provided, runs_threads, opts.thread_level)
-    agreed.gathered_power = comm.gather(agreed.roles.power_info, root=0)
-    agreed.thread_levels = comm.gather((provided, runs_threads), root=0)
-    if comm.Get_rank() == 0 and problem is None:
-        problem = _prepare_output(opts, agreed)
-    try:
-        collective_check(comm, problem)
-    except UsageError:
-        if agreed.reservation is not None:
-            from npmpi.outpath import release
-
-            release(agreed.reservation)
-        raise
+    settle(MPI, comm, opts, agreed, _local_problem(MPI, mopts, agreed), stem_prefix="map-")
     return agreed
 
 

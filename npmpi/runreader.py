@@ -368,8 +368,10 @@ def read_power_part(
     f, p: Path, notices: list[str], sample_fields: tuple[str, ...] = SAMPLE_FIELDS
 ) -> tuple[dict[str, Any], list[PowerNode]]:
     """The /power group of an open npmpi file (a run or a cluster map): (its attributes, its nodes),
-    ({}, []) without one; RunFileError when it is damaged."""
-    return _read_power(f, p, notices, sample_fields)
+    ({}, []) without one; RunFileError when it is damaged. A fabric group is not read here (maps
+    have none; a run's is Run.fabric)."""
+    attrs, nodes, _fabric = _read_power(f, p, notices, sample_fields)
+    return attrs, nodes
 
 
 def read_layout_part(f, p: Path) -> dict[str, np.ndarray]:

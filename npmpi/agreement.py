@@ -1,0 +1,77 @@
+"""What every rank of a job agrees on before anything is written (a run, a map).
+
+Each rank checks what it can (options, memory, kernel, meters, thread level); the power ranks'
+meters and every rank's thread level are gathered on rank 0, which names, reserves and locks the
+output file; then one collective check either lets every rank go on or gives every rank the same
+UsageError (rank 0's reservation released), so a bad option never leaves a file or a hung rank.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from npmpi.errors import UsageError
+from npmpi.job import collective_check
+from npmpi.layout import ROLE_POWER
+
+
+@dataclass
+class Agreed:
+    """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
+
+    roles: Any = None  # npmpi.ranks.Roles
+    kernel: Any = None  # npmpi.kernels.Kernel on the ranks that measure
+    gathered_power: list | None = None
+    thread_levels: list | None = None
+    output: str | None = None
+    calibration: dict | None = None
+    reservation: Any = None
+    problem: str | None = field(default=None, repr=False)
+
+
+def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
+    """Rank 0: name (`-o`, else npmpi-PREFIXSTAMP.h5), reserve and lock the output file and read
+    the calibration file; the problem, if any."""
+    from npmpi.options import default_output_name
+    from npmpi.outpath import reserve_output
+    from npmpi.writecheck import RESERVED_BYTES
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    agreed.output = opts.output if opts.output is not None else default_output_name(stem_prefix + stamp)
+    try:
+        if opts.calibration is not None:
+            from npmpi.calibration import load_calibration
+
+            agreed.calibration = load_calibration(opts.calibration)
+        # disk space held back to close the file properly if the disk fills up during the run
+        agreed.reservation = reserve_output(agreed.output, opts.force, ballast_bytes=RESERVED_BYTES)
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
+def settle(MPI, comm, opts, agreed: Agreed, problem: str | None, stem_prefix: str = "") -> None:
+    """Finish the agreement from this rank's `problem` (None: none): the thread level checked, the
+    power ranks' meters and the thread levels gathered on rank 0, rank 0's output prepared, and
+    one collective check (UsageError on every rank if any rank has a problem)."""
+    from npmpi.threadlevel import level_problem
+
+    roles = agreed.roles
+    provided = MPI.Query_thread()
+    runs_threads = roles.role == ROLE_POWER and bool(roles.samplers)
+    if problem is None:
+        problem = level_problem(provided, runs_threads, opts.thread_level)
+    agreed.gathered_power = comm.gather(roles.power_info, root=0)
+    agreed.thread_levels = comm.gather((provided, runs_threads), root=0)
+    if comm.Get_rank() == 0 and problem is None:
+        problem = prepare_output(opts, agreed, stem_prefix)
+    try:
+        collective_check(comm, problem)
+    except UsageError:
+        if agreed.reservation is not None:
+            from npmpi.outpath import release
+
+            release(agreed.reservation)
+        raise
