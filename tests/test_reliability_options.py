@@ -7,11 +7,17 @@ as one exits with a non-zero status, so the table runs with that policy off
 (PRTE_MCA_state_base_error_non_zero_exit=0): each rank must reach exit status 2 by itself. A few
 cases also run with mpirun's default policy, whose status (what a user sees) must be 2. The jobs
 run a few at a time (they mostly wait for MPI to start) and each case is checked on its own.
+
+A case the options parser refuses is refused before MPI starts, on every rank alike (the same
+argv, the same parser): such cases are checked in-process through `npmpi.cli.main` (exit status 2,
+one line, nothing left), and every eighth of them, with every case the parser lets through (meters,
+layouts, output paths, files: refused by the ranks' collective check), under mpirun.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +26,12 @@ from pathlib import Path
 
 import pytest
 
+from npmpi import cli
+from npmpi.calibration import parse_calibrate_options
+from npmpi.errors import HelpRequested, UsageError
 from npmpi.launcher import local_mpi_env, npmpi_command
+from npmpi.mapoptions import parse_map_options
+from npmpi.options import parse_options
 
 pytestmark = pytest.mark.mpi
 
@@ -315,7 +326,7 @@ def _run_case(case: Case, root: Path, default_policy: bool, silent_tty: str) -> 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> dict[tuple[str, bool], Outcome]:
     root = tmp_path_factory.mktemp("options")
-    runs = [(c, False) for c in CASES] + [(c, True) for c in CASES if c.default_policy]
+    runs = [(c, False) for c in LAUNCHED] + [(c, True) for c in LAUNCHED if c.default_policy]
     master, slave = os.openpty()  # a serial port where no meter ever answers
     try:
         tty = os.ttyname(slave)
@@ -325,6 +336,27 @@ def outcomes(tmp_path_factory) -> dict[tuple[str, bool], Outcome]:
     finally:
         os.close(master)
         os.close(slave)
+
+
+def _parser_refuses(case: Case) -> bool:
+    """Whether the options parser refuses the case's command line (before MPI starts)."""
+    if case.files or case.links or case.fifos:
+        return False
+    args = [a.replace("{silent_tty}", "/dev/null") for a in case.args]
+    parsers = {"calibrate": parse_calibrate_options, "map": parse_map_options}
+    parse = parsers.get(args[0] if args else "")
+    try:
+        parse(args[1:]) if parse is not None else parse_options(args)
+    except UsageError:
+        return True
+    except HelpRequested:
+        return False
+    return False
+
+
+PARSER_CASES = [c for c in CASES if _parser_refuses(c)]
+LAUNCHED = [c for c in CASES if c not in PARSER_CASES or c.default_policy or PARSER_CASES.index(c) % 8 == 0]
+IN_PROCESS = [c for c in CASES if c not in LAUNCHED]
 
 
 def _one_clear_error(got: Outcome, case: Case) -> None:
@@ -343,15 +375,34 @@ def test_the_table_is_large_and_unique():
     assert len({c.id for c in CASES}) == len(CASES)
 
 
+def test_both_ways_cover_the_table():
+    assert len(IN_PROCESS) >= 20 and len(LAUNCHED) >= 20 and len(IN_PROCESS) + len(LAUNCHED) == len(CASES)
+    assert any(c in LAUNCHED for c in PARSER_CASES)
+
+
+@pytest.mark.parametrize("case", IN_PROCESS, ids=[c.id for c in IN_PROCESS])
+def test_a_command_line_the_parser_refuses_exits_2_with_one_line(case, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    sigint = signal.getsignal(signal.SIGINT)
+    try:
+        code = cli.main(list(case.args))
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    got = Outcome(code, out, err, 0.0, {0: code}, sorted(p.name for p in tmp_path.iterdir()), tmp_path)
+    _one_clear_error(got, case)
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", LAUNCHED, ids=[c.id for c in LAUNCHED])
 def test_invalid_command_line_every_rank_exits_2(outcomes, case):
     got = outcomes[(case.id, False)]
     assert got.rank_codes == dict.fromkeys(range(case.np), 2), (got.rank_codes, got.stderr)
     _one_clear_error(got, case)
 
 
-DEFAULT_POLICY = [c for c in CASES if c.default_policy]
+DEFAULT_POLICY = [c for c in LAUNCHED if c.default_policy]
 
 
 @pytest.mark.timeout(600)
