@@ -16,7 +16,6 @@ from npmpi.config import (
     DEFAULT_TARGET_TIME_S,
     DEFAULT_TRIALS,
     MAX_BASELINE_S,
-    MAX_TARGET_TIME_S,
     QUICK_TARGET_TIME_S,
     QUICK_TRIALS,
     Options,
@@ -25,6 +24,7 @@ from npmpi.errors import HelpRequested, UsageError
 from npmpi.kernels import KERNEL_NAMES
 from npmpi.mapschedule import SCHEDULE_ROUNDS, SCHEDULES
 from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
+from npmpi.options import trials_and_target
 from npmpi.units import format_size_bytes, parse_size_bytes
 
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
@@ -179,17 +179,7 @@ def _check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _repetition(ns: argparse.Namespace) -> tuple[int, float]:
-    trials = ns.trials if ns.trials is not None else (QUICK_TRIALS if ns.quick else DEFAULT_TRIALS)
-    if not 1 <= trials <= 1000:
-        raise UsageError(f"--trials {trials}: give between 1 and 1000 trials per pair and size")
-    target = (
-        ns.target_time
-        if ns.target_time is not None
-        else (QUICK_TARGET_TIME_S if ns.quick else DEFAULT_TARGET_TIME_S)
-    )
-    if not 0 < target <= MAX_TARGET_TIME_S:
-        raise UsageError(f"--target-time {target}: give a time above 0 and at most {MAX_TARGET_TIME_S:.0f} s")
-    return trials, target
+    return trials_and_target(ns.trials, ns.target_time, ns.quick, "per pair and size")
 
 
 def _check_mode(ns: argparse.Namespace) -> int:

@@ -129,17 +129,23 @@ def _check_sizes(ns: argparse.Namespace) -> None:
 
 def _repetition(ns: argparse.Namespace) -> tuple[int, float]:
     """Trials per size and the target time of a trial, checked (defaults depend on --quick)."""
-    trials = ns.trials if ns.trials is not None else (QUICK_TRIALS if ns.quick else DEFAULT_TRIALS)
-    if not 1 <= trials <= 1000:
-        raise UsageError(f"--trials {trials}: give between 1 and 1000 trials per size")
     if ns.repeats is not None and ns.target_time is not None:
         raise UsageError("--repeats and --target-time contradict each other: give one of them")
     if ns.repeats is not None and not 1 <= ns.repeats <= MAX_REPEATS:
         raise UsageError(f"--repeats {ns.repeats}: give between 1 and {MAX_REPEATS} round trips")
+    return trials_and_target(ns.trials, ns.target_time, ns.quick, "per size")
+
+
+def trials_and_target(
+    trials: int | None, target_time: float | None, quick: bool, per: str
+) -> tuple[int, float]:
+    """--trials and --target-time with their defaults (--quick's when `quick`), checked; `per` says
+    what the trials are counted per in the error ("per size", "per pair and size")."""
+    trials = trials if trials is not None else (QUICK_TRIALS if quick else DEFAULT_TRIALS)
+    if not 1 <= trials <= 1000:
+        raise UsageError(f"--trials {trials}: give between 1 and 1000 trials {per}")
     target = (
-        ns.target_time
-        if ns.target_time is not None
-        else (QUICK_TARGET_TIME_S if ns.quick else DEFAULT_TARGET_TIME_S)
+        target_time if target_time is not None else (QUICK_TARGET_TIME_S if quick else DEFAULT_TARGET_TIME_S)
     )
     if not 0 < target <= MAX_TARGET_TIME_S:
         raise UsageError(f"--target-time {target}: give a time above 0 and at most {MAX_TARGET_TIME_S:.0f} s")
