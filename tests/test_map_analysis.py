@@ -277,6 +277,10 @@ def test_ranks_sharing_a_node_split_its_power(tmp_path):
     # 4 ranks of one 100 W node measured in every round: each pair gets 2/4 of it
     assert e.power_w[2][np.triu_indices(4, 1)] == pytest.approx([50.0] * 6, rel=1e-9)
     assert any("split equally" in n for n in a.notices)
+    # the ranks share one host: whatever is named may be contention between a round's pairs
+    assert any("4 mapped ranks share a host (vm)" in n and "not the network" in n for n in a.notices)
+    one_per_node = analyse_map(load_map(power_map(tmp_path / "pn.h5"), FIELDS), "pn")
+    assert not any("share a host" in n for n in one_per_node.notices)
 
 
 # ---------------------------------------------------------------- the command: outputs

@@ -16,6 +16,7 @@ in a round is split equally among its ranks measured in that round, and the summ
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,6 +179,7 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
         problems=list(m.problems),
     )
     a.notices += _stored_notice(m, latency, timing["bandwidth_bit_s"])
+    a.notices += shared_host_notice(entry_hosts(m))
     if not np.isfinite(a.best_s).any():
         a.problems.append(f"{m.path.name}: /map/trial_s holds no measured pair: nothing to analyse")
     skipped = no_power_notice(m)
@@ -197,6 +199,22 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
             )
     a.outliers = find_outliers(a)
     return a
+
+
+def shared_host_notice(hosts: list[str]) -> list[str]:
+    """A notice when several mapped entries run on one host (--per-rank): its pairs of a round
+    share cores, memory and the shared-memory transport, so what is named there may be contention."""
+    counts = Counter(hosts)
+    crowded = sorted(h for h, n in counts.items() if n > 1)
+    if not crowded:
+        return []
+    most = max(counts.values())
+    return [
+        f"{most} mapped ranks share a host ({', '.join(crowded[:4])}{', ...' if len(crowded) > 4 else ''}): "
+        "the pairs of a round there run at once on the same cores, memory and shared-memory transport, "
+        "so a slow 'link' or 'node' named below can be contention between those pairs, not the network; "
+        "map one rank per node (without --per-rank) to measure links"
+    ]
 
 
 def entry_hosts(m: MapFile) -> list[str]:
