@@ -89,6 +89,18 @@ def test_one_slow_node_is_named_and_its_links_are_not(tmp_path, n):
     assert len(a.outliers) == 3  # latency, 64 KiB and 4 MiB; no link of it
 
 
+@pytest.mark.parametrize("n", [4, 8])
+def test_a_link_far_slower_than_its_slow_nodes_other_links_is_named_too(tmp_path, n):
+    # a node at 0.7x (all its links) whose link to h1 is also broken (0.03x more): both are named
+    node = n - 1
+    a = analysed(tmp_path / "m.h5", n=n, slow_nodes={node: 0.7}, slow_links={(1, node): 0.03}, jitter=0.02)
+    bw = [f for f in a.outliers if f.metric == "bandwidth" and f.size_bytes == 4 << 20]
+    assert {(f.kind, f.names) for f in bw} == {("node", (f"h{node}",)), ("link", ("h1", f"h{node}"))}
+    link = next(f for f in bw if f.kind == "link")
+    assert link.sentence.startswith(f"link h1–h{node}: bandwidth 0.02x the median at 4 MiB")
+    assert link.ratio == pytest.approx(0.7 * 0.03, rel=0.1)
+
+
 def test_a_slow_node_exact_sentence(tmp_path):
     a = analysed(tmp_path / "m.h5", n=8, slow_nodes={4: 0.5})
     assert "node h4: every link 0.50x the median bandwidth at 4 MiB — the node, not a link" in sentences(a)

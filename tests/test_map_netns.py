@@ -58,8 +58,11 @@ def shape_link(src: str, dst_index: int) -> None:
     one at the hosts' own rate."""
     tc(src, "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
     tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", SLOW_RATE)
+    # the rest as the other hosts' tbf lets it through: the same rate and bucket (htb's ceiling and
+    # its bucket cburst default to the rate and a small bucket: such a class measured 0.69x the
+    # other hosts' links on an idle machine, and the analysis named the host, not the link)
     tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", RATE,
-       "burst", BURST)  # fmt: skip
+       "ceil", RATE, "burst", BURST, "cburst", BURST)  # fmt: skip
     tc(src, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
        "match", "ip", "dst", f"{SUBNET}.{dst_index}/32", "flowid", "1:10")  # fmt: skip
 

@@ -12,8 +12,9 @@ a uniform map, whose MAD is 0, names nothing); its latency when above both exp(3
 Node or link: a node is judged first, its links against the median of the links that do not touch
 it (so that its own slow links do not pull the median down: with 3 or 4 nodes they are half or more
 of the map). When nearly all its links are slow (all of them with up to 3 links, all but ⌊deg/4⌋
-of deg links otherwise) the node is named, and its links are not. The remaining links are then
-judged against the median of the links touching no named node.
+of deg links otherwise) the node is named, and its links are not, unless a link stands out by the
+same rule from the node's own links (at least 3 of them: a node at 0.7x with one link at 0.02x names
+both). The remaining links are then judged against the median of the links touching no named node.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ THRESHOLD_TEXT = (
     f"a link is named when its bandwidth is below {MIN_EFFECT:g}x the median link's and below the median "
     f"by more than {K_MAD:g} MAD (median absolute deviation of the ratios' logarithms, x{MAD_SCALE}); its "
     f"latency when above {1 / MIN_EFFECT:g}x and {K_MAD:g} MAD above; a node when all its links are (all but "
-    "a quarter with 4 or more links), judged against the links not touching it: then its links are not named"
+    "a quarter with 4 or more links), judged against the links not touching it: then its links are named "
+    "only when they stand out the same way from the node's own links"
 )
 
 CHANGE_TEXT = (
@@ -125,9 +127,25 @@ def detect(x: np.ndarray, direction: str) -> Flagged:
     out.reference, out.mad = med, mad
     if math.isfinite(med):
         ratio = x / med
-        hit = rest & beyond(ratio, mad, direction)
+        hit = (rest & beyond(ratio, mad, direction)) | _beyond_their_nodes(x, ok, named, direction)
         out.links = [(int(i), int(j), float(ratio[i, j]), float(x[i, j])) for i, j in np.argwhere(hit)]
     return out
+
+
+def _beyond_their_nodes(x: np.ndarray, ok: np.ndarray, named: np.ndarray, direction: str) -> np.ndarray:
+    """Links of named nodes that stand out from each named end's own links by the same rule (a node
+    whose links are all 0.7x, one of them 0.02x: the node is named, and that link too)."""
+    hit = ok & (named[:, None] | named[None, :])
+    for k in np.flatnonzero(named):
+        mine = np.concatenate((x[k, :k], x[k, k + 1 :]))
+        med, mad = _stats(mine)
+        if np.isfinite(mine).sum() < 3 or not math.isfinite(med):
+            hit[k, :] = hit[:, k] = False
+            continue
+        row = beyond(x[k] / med, mad, direction)
+        hit[k, :] &= row
+        hit[:, k] &= row
+    return hit
 
 
 def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str, possible: int) -> str:
