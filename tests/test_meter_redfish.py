@@ -3,6 +3,7 @@ whose readings are a known function of time, and one real `mpirun -np 3` run wit
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from decimal import Decimal
@@ -10,11 +11,13 @@ from decimal import Decimal
 import numpy as np
 import pytest
 from fakes.redfish_server import FakeBmc, Truth, make_ca_and_cert
+from test_meter_snmp import SECRET_COMMUNITY, agent  # noqa: F401 - the SNMP agent fixture: the fabric
 
 import npmpi.meters.redfish as redfish_meter
 from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_spec
 from npmpi.meters.redfish import RedfishMeter, parse_host
 from npmpi.meters.redfish_discovery import PayloadError, duration_s, number, resolution
+from npmpi.meters.snmp import COMMUNITY_ENV
 from npmpi.power import ChannelSampler, open_meters
 
 SECRET = "Rf-s3cret-7781!"
@@ -363,15 +366,27 @@ def test_expired_session_and_counter_reset_are_faults(bmc, monkeypatch):
 
 
 @pytest.mark.mpi
-def test_real_run_records_the_bmc_and_never_the_secret(bmc, npmpi_run, tmp_path, capsys):
+def test_real_run_with_a_bmc_and_a_switch_records_both_and_never_the_secrets(
+    bmc,
+    agent,  # noqa: F811 - the SNMP agent fixture of test_meter_snmp
+    npmpi_run,
+    tmp_path,
+    capsys,
+):
+    """Issue 17's run: `mpirun -np 3 python -m npmpi --quick --meter redfish:…,verify=CA
+    --fabric-meter snmp:…,profile=entity-sensor` against the fake BMC and a real SNMP agent: the file
+    holds the node's and the fabric's channels, the analysis reports nodes, fabric and total
+    energy per bit, and neither the BMC password nor the community is anywhere."""
     from npmpi_analysis.cli import main
 
     from npmpi.runfile import load_run
 
-    env = {"NPMPI_REDFISH_USER": USER, "NPMPI_REDFISH_PASSWORD": SECRET}
+    env = {"NPMPI_REDFISH_USER": USER, "NPMPI_REDFISH_PASSWORD": SECRET, COMMUNITY_ENV: SECRET_COMMUNITY}
     spec = f"redfish:127.0.0.1:{bmc.port},verify={bmc.ca}"
+    switch = f"snmp:127.0.0.1:{agent.port},profile=entity-sensor"
     tiny = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6", "--baseline", "1"]
-    proc = npmpi_run(["--quick", *tiny, "--meter", spec, "-o", "r.h5"], np=3, timeout=120, env=env)
+    args = ["--quick", *tiny, "--meter", spec, "--fabric-meter", switch, "-o", "r.h5"]
+    proc = npmpi_run(args, np=3, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     run = load_run(tmp_path / "r.h5")
     (ch,) = run.power[0].channels
@@ -383,13 +398,27 @@ def test_real_run_records_the_bmc_and_never_the_secret(bmc, npmpi_run, tmp_path,
     for t, w in zip(ch.time_unix_s, ch.power_w, strict=True):
         assert any(abs(v - w) <= 0.05 + 1e-9 for v, _ in shown_truth(bmc.truth, t)), (t, w)
     assert bmc.logins == bmc.logouts >= 1 and not bmc.tokens  # every session was deleted
-    report = tmp_path / "report.html"
+    (sw,) = run.fabric.channels
+    assert (sw.attrs["kind"], sw.attrs["profile"], sw.label) == ("snmp", "entity-sensor", "measured")
+    assert len(sw.power_w) >= 5 and len(sw.fault_message) == 0 and np.all(sw.power_w > 0)
+    report, doc = tmp_path / "report.html", tmp_path / "r.json"
     capsys.readouterr()
-    code = main([str(tmp_path / "r.h5"), "--report", str(report)])
+    code = main([str(tmp_path / "r.h5"), "--report", str(report), "--json", str(doc)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "redfish" in report.read_text()
-    for path in (tmp_path / "r.h5", report):
+    rows = {ln.split()[0] for ln in out.splitlines() if ln.startswith("    ") and ln.split()}
+    assert {"nodes", "fabric", "total"} <= rows, out
+    sizes = [
+        r for r in json.loads(doc.read_text())["runs"][0]["sizes"] if r["total_energy_pj_bit"] is not None
+    ]
+    assert sizes and all(
+        r["total_energy_pj_bit"] == pytest.approx(r["energy_pj_bit"] + r["fabric_energy_pj_bit"])
+        for r in sizes
+    )
+    assert "redfish" in report.read_text() and "snmp" in report.read_text()
+    for path in (tmp_path / "r.h5", report, doc):
         data = path.read_bytes()
         assert SECRET.encode() not in data and b"tok1x" not in data, path  # no password, no session token
+        assert SECRET_COMMUNITY.encode() not in data, path
     assert SECRET not in proc.stdout + proc.stderr + out + err
+    assert SECRET_COMMUNITY not in proc.stdout + proc.stderr + out + err
