@@ -292,25 +292,16 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
             if label in by_label:
                 write_atomic(path, report.np_out_bytes(by_label[label]), args.force)
                 written.append(str(path))
-    from npmpi_analysis.plots import render_all
+    from npmpi_analysis.figures import write_figures
     from npmpi_analysis.report import summarise_alike
 
-    pngs: dict[str, bytes] = {}
-    skipped: list[str] = []
-    if args.plots is not None:
-        rendered, skipped = render_all(plots, args.format)
-        files = dict(zip((p.name for p in plots), plot_files, strict=True))
-        for p, data in rendered:
-            if args.format == "png":
-                pngs[p.name] = data
-            write_atomic(files[p.name], data, args.force)
-        if rendered:
-            written.append(f"{len(rendered)} figure(s) in {args.plots}/")
+    files = dict(zip((p.name for p in plots), plot_files, strict=True)) if args.plots is not None else None
+    count, figures, skipped = write_figures(
+        plots, args.format, files, args.force, args.report is not None, write_atomic
+    )
+    if count:
+        written.append(f"{count} figure(s) in {args.plots}/")
     if args.report is not None:
-        if args.plots is None or args.format != "png":
-            rendered, skipped = render_all(plots, "png")
-            pngs = {p.name: data for p, data in rendered}
-        figures = [(p.name, p.caption, pngs[p.name], p.caveat) for p in plots if p.name in pngs]
         shown = summarise_alike(problems) + skipped
         write_atomic(args.report, report.html_report(analyses, figures, shown), args.force)
         written.append(str(args.report))

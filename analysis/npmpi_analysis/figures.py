@@ -45,6 +45,28 @@ def render_all(plots: list[Plot], fmt: str) -> tuple[list[tuple[Plot, bytes]], l
     return done, skipped
 
 
+def write_figures(
+    plots: list[Plot], fmt: str, files: dict | None, force: bool, for_report: bool, write
+) -> tuple[int, list[tuple], list[str]]:
+    """Draw the figures into `files` (name -> path, None without --plots) with `write(path, data,
+    force)`, and as PNG for an HTML report when `for_report` (drawn once when the files are PNG);
+    returns (figures written, the report's (name, caption, png, caveat), notes of figures skipped)."""
+    pngs: dict[str, bytes] = {}
+    skipped: list[str] = []
+    count = 0
+    if files is not None:
+        rendered, skipped = render_all(plots, fmt)
+        for p, data in rendered:
+            if fmt == "png":
+                pngs[p.name] = data
+            write(files[p.name], data, force)
+        count = len(rendered)
+    if for_report and (files is None or fmt != "png"):
+        rendered, skipped = render_all(plots, "png")
+        pngs = {p.name: data for p, data in rendered}
+    return count, [(p.name, p.caption, pngs[p.name], p.caveat) for p in plots if p.name in pngs], skipped
+
+
 CAVEAT_COLOR = "firebrick"
 
 

@@ -71,7 +71,7 @@ def _write(args, analyses, changes, problems, say) -> None:
     import sys
 
     from npmpi_analysis import map_report
-    from npmpi_analysis.figures import render_all
+    from npmpi_analysis.figures import write_figures
     from npmpi_analysis.map_figures import change_plots, map_plots
     from npmpi_analysis.outfiles import check_free, write_atomic
     from npmpi_analysis.report import summarise_alike
@@ -96,21 +96,17 @@ def _write(args, analyses, changes, problems, say) -> None:
     if args.json:
         write_atomic(args.json, map_report.json_bytes(analyses, changes), args.force)
         written.append(str(args.json))
-    pngs: dict[str, bytes] = {}
-    skipped: list[str] = []
-    if args.plots is not None:
-        rendered, skipped = render_all(plots, args.format)
-        for p, data in rendered:
-            if args.format == "png":
-                pngs[p.name] = data
-            write_atomic(files[p.name], data, args.force)
-        if rendered:
-            written.append(f"{len(rendered)} figure(s) in {args.plots}/")
+    count, figures, skipped = write_figures(
+        plots,
+        args.format,
+        files if args.plots is not None else None,
+        args.force,
+        args.report is not None,
+        write_atomic,
+    )
+    if count:
+        written.append(f"{count} figure(s) in {args.plots}/")
     if args.report is not None:
-        if args.plots is None or args.format != "png":
-            rendered, skipped = render_all(plots, "png")
-            pngs = {p.name: data for p, data in rendered}
-        figures = [(p.name, p.caption, pngs[p.name], p.caveat) for p in plots if p.name in pngs]
         shown = summarise_alike(problems) + skipped
         write_atomic(args.report, map_report.html_report(analyses, changes, figures, shown), args.force)
         written.append(str(args.report))
