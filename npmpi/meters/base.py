@@ -174,6 +174,28 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+def host_and_port(
+    target: str | None, spec_text: str, default_port: int, device: str, kind: str
+) -> tuple[str, int]:
+    """(host, port) of a network meter's HOST, HOST:PORT or [IPV6]:PORT (`device`: whose address,
+    for the error: "the BMC's"); MeterError if absent or malformed."""
+    text = (target or "").strip()
+    if not text:
+        raise MeterError(f"--meter {spec_text}: give {device} address: {kind}:HOST[:PORT]")
+    host, port_text = text, ""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else rest
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    if not host or (port_text and not port_text.isdigit()):
+        raise MeterError(f"--meter {spec_text}: {text!r} is not HOST[:PORT]")
+    port = int(port_text) if port_text else default_port
+    if not 0 < port < 65536:
+        raise MeterError(f"--meter {spec_text}: port {port} is not between 1 and 65535")
+    return host, port
+
+
 def register(kind: str, target: str) -> None:
     """Register a backend as 'module:Class' (imported only when chosen)."""
     _REGISTRY[kind] = target

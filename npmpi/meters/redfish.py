@@ -31,7 +31,7 @@ import time
 from dataclasses import replace
 
 from npmpi.inputfiles import read_regular_file
-from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
+from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, host_and_port
 from npmpi.meters.credentials import credential_parameters, credentials_source, read_credentials
 from npmpi.meters.redfish_discovery import (
     JOULES_PER_KWH,
@@ -62,20 +62,7 @@ logging.getLogger("redfish").addHandler(logging.NullHandler())
 
 def parse_host(target: str | None, spec_text: str) -> tuple[str, int]:
     """(host, port) from HOST, HOST:PORT or [IPV6]:PORT; MeterError if absent or malformed."""
-    if not target:
-        raise MeterError(f"--meter {spec_text}: give the BMC's address: redfish:HOST[:PORT]")
-    host, port_text = target, ""
-    if target.startswith("["):
-        host, _, rest = target[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else rest
-    elif target.count(":") == 1:
-        host, _, port_text = target.partition(":")
-    if not host or (port_text and not port_text.isdigit()):
-        raise MeterError(f"--meter {spec_text}: {target!r} is not HOST[:PORT]")
-    port = int(port_text) if port_text else DEFAULT_PORT
-    if not 0 < port < 65536:
-        raise MeterError(f"--meter {spec_text}: port {port} is not in 1..65535")
-    return host, port
+    return host_and_port(target, spec_text, DEFAULT_PORT, "the BMC's", "redfish")
 
 
 def system_ca_file() -> str | None:

@@ -21,7 +21,7 @@ import warnings
 from typing import ClassVar
 
 from npmpi.meters import snmp_profiles as profiles
-from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
+from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, host_and_port
 from npmpi.meters.credentials import credential_parameters, read_credentials, reject_inline_secrets
 
 DEFAULT_PORT = 161
@@ -235,21 +235,7 @@ class SnmpClient:
 
 def parse_target(spec: MeterSpec) -> tuple[str, int]:
     """HOST[:PORT] (an IPv6 address in brackets: [::1]:1161); MeterError if absent or malformed."""
-    text = (spec.target or "").strip()
-    if not text:
-        raise MeterError(f"--meter {spec.text}: give the agent's address: snmp:HOST[:PORT]")
-    host, port_text = text, ""
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else rest
-    elif text.count(":") == 1:
-        host, _, port_text = text.partition(":")
-    if not host or (port_text and not port_text.isdigit()):
-        raise MeterError(f"--meter {spec.text}: {text!r} is not HOST[:PORT]")
-    port = int(port_text) if port_text else DEFAULT_PORT
-    if not 0 < port < 65536:
-        raise MeterError(f"--meter {spec.text}: port {port} is not between 1 and 65535")
-    return host, port
+    return host_and_port(spec.target, spec.text, DEFAULT_PORT, "the agent's", "snmp")
 
 
 class SnmpMeter(Meter):
