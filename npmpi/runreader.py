@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from npmpi.runformat import (
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
 )
+from npmpi.runopen import read_npmpi_file
 
 
 @dataclass
@@ -142,47 +142,7 @@ def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FI
 
     `sample_fields`: the per-sample datasets of the power channels to read (every one's shape is
     still checked); the others are None. The analysis reads ("time_unix_s", "power_w") only."""
-    p = Path(path)
-    f = open_npmpi_file(p)
-    with f:
-        try:
-            return _read_run(f, p, sample_fields)
-        except RunFileError:
-            raise
-        except MemoryError:
-            raise RunFileError(
-                f"{p}: holds more data than this machine can read; the file may be corrupt"
-            ) from None
-        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:  # what h5py raises
-            raise RunFileError(f"{p}: cannot be read ({exc}); the file may be truncated or corrupt") from None
-
-
-def open_npmpi_file(p: Path):
-    """An npmpi HDF5 file (a run or a map) opened read-only after checking it is a regular HDF5
-    file; RunFileError says why not."""
-    import h5py
-
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise RunFileError(f"{p}: no such file") from None
-    except (OSError, ValueError) as exc:  # a link loop, a name too long, a NUL byte
-        raise RunFileError(f"{p}: cannot be opened ({getattr(exc, 'strerror', None) or exc})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise RunFileError(f"{p}: is a directory, not a run file")
-    if not stat.S_ISREG(st.st_mode):  # a pipe would block the open, a device never ends
-        raise RunFileError(f"{p}: is not a regular file (a pipe or a device?), not a run file")
-    try:
-        if not h5py.is_hdf5(p):
-            raise RunFileError(f"{p}: not an HDF5 file (is it an npmpi run file?)")
-        f = h5py.File(p, "r", locking=False)  # a run may still be writing it: read a snapshot
-    except RunFileError:
-        raise
-    except (OSError, ValueError) as exc:
-        raise RunFileError(
-            f"{p}: cannot be opened as HDF5 ({exc}); the file may be truncated or corrupt"
-        ) from None
-    return f
+    return read_npmpi_file(path, lambda f, p: _read_run(f, p, sample_fields))
 
 
 def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:

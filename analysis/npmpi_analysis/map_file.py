@@ -101,21 +101,9 @@ def is_map_file(path: Path) -> bool:
 
 def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
-    from npmpi.runreader import open_npmpi_file
+    from npmpi.runopen import read_npmpi_file
 
-    p = Path(path)
-    f = open_npmpi_file(p)
-    with f:
-        try:
-            return _read(f, p, sample_fields)
-        except RunFileError:
-            raise
-        except MemoryError:
-            raise RunFileError(
-                f"{p}: holds more data than this machine can read; the file may be corrupt"
-            ) from None
-        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
-            raise RunFileError(f"{p}: cannot be read ({exc}); the file may be truncated or corrupt") from None
+    return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields))
 
 
 def _check_root(attrs: dict, p: Path) -> None:
