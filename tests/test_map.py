@@ -247,23 +247,16 @@ def test_map_layout_members_roles_and_refusals():
         map_layout(bare, per_rank=False)
 
 
+# a 4-rank map long enough to be stopped after its second size (65536 B printed)
+LONG_MAP = ["map", "--per-rank", "--sizes", "1,64K,1M,4M", "--trials", "10", "--target-time", "0.01"]
+
+
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ctrl_c_keeps_every_completed_round(tmp_path):
     name = f"stop-{os.getpid()}.h5"
-    args = [
-        "map",
-        "--per-rank",
-        "--sizes",
-        "1,64K,1M,4M",
-        "--trials",
-        "10",
-        "--target-time",
-        "0.01",
-        "-o",
-        name,
-    ]
+    args = [*LONG_MAP, "-o", name]
     job = Job(args, 4, tmp_path, name)
     try:
         assert job.wait_until(lambda: "65536 B" in job.stdout, 90), job.stderr[-2000:]
@@ -292,18 +285,7 @@ def test_ctrl_c_keeps_every_completed_round(tmp_path):
 @pytest.mark.timeout(120)
 def test_sigkill_of_a_member_keeps_every_completed_round(tmp_path):
     name = f"kill-{os.getpid()}.h5"
-    args = [
-        "map",
-        "--per-rank",
-        "--sizes",
-        "1,64K,1M,4M",
-        "--trials",
-        "10",
-        "--target-time",
-        "0.01",
-        "-o",
-        name,
-    ]
+    args = [*LONG_MAP, "-o", name]
     job = Job(args, 4, tmp_path, name)
     try:
         assert job.wait_until(lambda: "65536 B" in job.stdout, 90), job.stderr[-2000:]
