@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import io
 import json
 import math
@@ -12,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.safetext import printable_lines
 from npmpi.units import format_size_iec as format_size
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
+from npmpi_analysis.report import figures_html, html_text
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
 HTML_MATRIX_MAX = 64
@@ -358,8 +356,7 @@ figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444}img{max-width:100%}
 """
 
 
-def _e(x: Any) -> str:
-    return html.escape(printable_lines(x), quote=True)
+_e = html_text
 
 
 def _html_matrix(names: list[str], x: np.ndarray, digits: int) -> str:
@@ -392,13 +389,7 @@ def html_report(
         parts.append(f"<h2>Comparison {_e(c.after)} / {_e(c.before)}</h2><pre>{_e(change_text(c))}</pre>")
     if figures:
         parts.append("<h2>Heatmaps</h2>")
-    for name, caption, png, caveat in figures:
-        data = base64.b64encode(png).decode("ascii")
-        cav = f" <span class=caveat>Power is {_e(caveat)}.</span>" if caveat else ""
-        parts.append(
-            f'<figure id={_e(name)}><img src="data:image/png;base64,{data}" alt="{_e(name)}">'
-            f"<figcaption>{_e(caption)}{cav}</figcaption></figure>"
-        )
+    parts += figures_html(figures)
     for a in analyses:
         if a.nodes > HTML_MATRIX_MAX:
             continue

@@ -362,9 +362,25 @@ img{max-width:100%}
 """
 
 
-def _e(x: Any) -> str:
+def html_text(x: Any) -> str:
     """HTML-escaped text, control characters shown escaped (npmpi.safetext) except line breaks."""
     return html.escape(printable_lines(x), quote=True)
+
+
+_e = html_text
+
+
+def figures_html(figures: list[tuple[str, str, bytes, str]]) -> list[str]:
+    """Each (name, caption, png, caveat) as an HTML figure with its image inline."""
+    parts = []
+    for name, caption, png, caveat in figures:
+        data = base64.b64encode(png).decode("ascii")
+        cav = f" <span class=caveat>Power is {_e(caveat)}.</span>" if caveat else ""
+        parts.append(
+            f'<figure id={_e(name)}><img src="data:image/png;base64,{data}" alt="{_e(name)}">'
+            f"<figcaption>{_e(caption)}{cav}</figcaption></figure>"
+        )
+    return parts
 
 
 def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
@@ -434,13 +450,7 @@ def html_report(
         )
     if figures:
         parts.append("<h2>Figures</h2>")
-    for name, caption, png, caveat in figures:
-        data = base64.b64encode(png).decode("ascii")
-        cav = f" <span class=caveat>Power is {_e(caveat)}.</span>" if caveat else ""
-        parts.append(
-            f'<figure id={_e(name)}><img src="data:image/png;base64,{data}" alt="{_e(name)}">'
-            f"<figcaption>{_e(caption)}{cav}</figcaption></figure>"
-        )
+    parts += figures_html(figures)
     for a in analyses:
         parts.append(f"<h2>Per message size: {_e(a.label)}</h2>")
         if a.caveat:
