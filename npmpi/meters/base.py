@@ -171,6 +171,7 @@ _REGISTRY: dict[str, str] = {
     "redfish": "npmpi.meters.redfish:RedfishMeter",
     "estimate": "npmpi.meters.estimate:EstimateMeter",
     "replay": "npmpi.meters.replay:ReplayMeter",
+    "cray": "npmpi.meters.cray:CrayMeter",
 }
 
 
