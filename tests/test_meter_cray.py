@@ -184,7 +184,7 @@ def test_counter_going_back_without_a_restart_is_a_fault(tmp_path):
     meter = meter_for(tree, clock)
     tree.energy_j["node"] -= 1000
     scan(tree, clock, 0.1)
-    with pytest.raises(MeterFault, match="went back from 12044825101 to .* no controller restart"):
+    with pytest.raises(MeterFault, match=r"went back from 12044825101 to .* no controller restart"):
         meter.read(0.0)
 
 

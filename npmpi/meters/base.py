@@ -172,6 +172,7 @@ _REGISTRY: dict[str, str] = {
     "estimate": "npmpi.meters.estimate:EstimateMeter",
     "replay": "npmpi.meters.replay:ReplayMeter",
     "cray": "npmpi.meters.cray:CrayMeter",
+    "perf": "npmpi.meters.perf:PerfMeter",
 }
 
 

@@ -59,7 +59,7 @@ class FakePmCounters:
             stem = "" if name == "node" else f"{name}_"
             watts = self.node_w() if name == "node" else self.watts[name]
             write_line(self.root / f"{stem}energy", f"{int(self.energy_j[name])} J {self.stamp_us} us")
-            write_line(self.root / f"{stem}power", f"{int(round(watts))} W {self.stamp_us} us")
+            write_line(self.root / f"{stem}power", f"{round(watts)} W {self.stamp_us} us")
         write_line(self.root / "generation", str(self.generation))
         write_line(self.root / "startup", str(self.startup))
         if publish:
@@ -69,7 +69,7 @@ class FakePmCounters:
     def scan(self, seconds: float | None = None) -> None:
         """One controller update after `seconds` (default one scan period): energies, stamps, freshness."""
         dt = 1.0 / self.scan_hz if seconds is None else seconds
-        self.stamp_us += int(round(dt * 1e6))
+        self.stamp_us += round(dt * 1e6)
         self.energy_j["node"] += self.node_w() * dt
         for name in self.parts:
             self.energy_j[name] += self.watts[name] * dt
@@ -77,7 +77,7 @@ class FakePmCounters:
 
     def scan_values_only(self, seconds: float) -> None:
         """The first half of an update: values written, freshness not yet moved (a read in between)."""
-        self.stamp_us += int(round(seconds * 1e6))
+        self.stamp_us += round(seconds * 1e6)
         self.energy_j["node"] += self.node_w() * seconds
         self._write(publish=False)
 
