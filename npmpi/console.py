@@ -95,6 +95,8 @@ class Console:
             )
             for reason in node.get("meters_skipped") or []:
                 self._print(f"  skipped (--meter-optional): {reason}")
+            if node.get("meter_auto_summary"):
+                self._print(f"  {node['meter_auto_summary']}")
             if any(c["label"] != "measured" for c in chans):
                 self._print("  note: estimated or simulated power is not a measurement; it is labelled so")
 

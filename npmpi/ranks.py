@@ -46,13 +46,13 @@ def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
 def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float | None) -> str | None:
     """On a power rank: open the node's meters and prepare their samplers; the problem, if any."""
     from npmpi.meters import MeterError
-    from npmpi.power import METERS_ENV, ChannelSampler, open_meters, sample_interval_for
+    from npmpi.power import METERS_ENV, ChannelSampler, sample_interval_for
 
     node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
     try:
         if not roles.meter_specs:
             raise MeterError(f"{node_label} has no meter: give --meter, or set {METERS_ENV} on every node")
-        meters, skipped = open_meters(roles.meter_specs, meter_optional)
+        meters, skipped, auto = _open_node_meters(roles.meter_specs, meter_optional)
     except MeterError as exc:
         return f"{node_label}: {exc}"
     roles.samplers = [
@@ -64,4 +64,19 @@ def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float
         d["sample_interval_s"] = s.interval_s
         descs.append(d)
     roles.power_info = {"specs": roles.meter_specs, "channels": descs, "skipped": skipped}
+    if auto:  # --meter auto: what it chose and why (npmpi.meters.auto)
+        roles.power_info["auto"] = [c.record() for c in auto]
+        roles.power_info["auto_summary"] = "; ".join(c.summary() for c in auto)
     return None
+
+
+def _open_node_meters(specs: list[str], meter_optional: bool):
+    """The node's meters: `auto` specs replaced by the meters they choose here; (meters, skipped, choices)."""
+    from npmpi.meters.auto import choose, is_auto
+    from npmpi.power import open_meters
+
+    meters, skipped = open_meters([s for s in specs if not is_auto(s)], meter_optional)
+    choices = [choose(s) for s in specs if is_auto(s)]
+    for c in choices:
+        meters.extend(c.meters)
+    return meters, skipped, choices

@@ -149,6 +149,7 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
                 "power_rank": rank,
                 "meter_specs": list(info["specs"]),
                 "meters_skipped": list(info["skipped"]) or "",
+                **auto_attrs(info),
             }
         )
         channels.append(info["channels"])
@@ -176,6 +177,15 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
         console.note(f"recording {baseline_s:g} s of idle baseline power")
         store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
     return baseline_s
+
+
+def auto_attrs(info: dict) -> dict[str, str]:
+    """A node's `--meter auto` choice (format 1.6): every kind's outcome as JSON, and its one line."""
+    if not info.get("auto"):
+        return {}
+    import json
+
+    return {"meter_auto": json.dumps(info["auto"]), "meter_auto_summary": info.get("auto_summary", "")}
 
 
 def final_power(writer, collector, layout, power_nodes, opts, calibration, outcome, console, stop) -> None:

@@ -173,6 +173,8 @@ _REGISTRY: dict[str, str] = {
     "replay": "npmpi.meters.replay:ReplayMeter",
     "cray": "npmpi.meters.cray:CrayMeter",
     "perf": "npmpi.meters.perf:PerfMeter",
+    # not a meter: the best meters that open on each node, chosen by the power rank (meters/auto.py)
+    "auto": "npmpi.meters.auto:AutoSpec",
 }
 
 
