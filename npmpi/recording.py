@@ -22,6 +22,7 @@ from npmpi.fabric import fabric_group_attrs, fabric_info
 from npmpi.job import abort, describe, error_line, say
 from npmpi.kernels import Kernel
 from npmpi.runformat import FABRIC_GROUP
+from npmpi.slurmcontext import consumed_energy_attrs, context_attrs
 
 
 @dataclass
@@ -74,7 +75,7 @@ def provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, cl
         "hdf5_version": h5py.version.hdf5_version,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
+        **context_attrs(os.environ),
         "clock_name": clock.name,
         "clock_resolution_s": clock.resolution_s,
         "clock_smallest_step_s": clock.smallest_step_s,
@@ -314,6 +315,8 @@ class Recording:
             final_power(
                 writer, collector, s.layout, s.power_nodes, opts, s.calibration, outcome, console, s.stop
             )
+        if not s.stop:  # Slurm's own count of the step's energy, beside npmpi's (absent: said why)
+            writer.set_attrs(**consumed_energy_attrs(os.environ))
         elapsed = time.monotonic() - self.started
         writer.finish(
             outcome.status,

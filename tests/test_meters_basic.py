@@ -30,7 +30,11 @@ def test_spec_parsing():
     "text,fragment",
     [
         ("", "empty"),
-        ("geiger", "unknown meter 'geiger'; known meters: auto, cray, estimate, hwmon, ipmi, nvml, perf, rapl, redfish, rep"),
+        (
+            "geiger",
+            "unknown meter 'geiger'; known meters: auto, cray, estimate, hwmon, ipmi, nvml, perf, rapl, "
+            "redfish, rep",
+        ),
         ("replay:a.csv,b.csv", "more than one positional"),
     ],
 )
