@@ -282,7 +282,9 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         g,
         "--meter",
         "a meter channel of every node, KIND[:TARGET,key=value,...]; repeat for several. "
-        "Kinds: wattsup, rapl, hwmon, nvml, ipmi, redfish, estimate, replay (see docs/meters.md). "
+        "Kinds: auto (the best that opens on each node), cray, rapl, perf, wattsup, hwmon, nvml, ipmi, "
+        "redfish, snmp, estimate, replay (see docs/meters.md; `python -m npmpi meters` shows what works "
+        "here). "
         "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node",
     )
     add_meter_option(

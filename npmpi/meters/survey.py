@@ -114,6 +114,11 @@ def _reason(spec: str, exc: MeterError) -> str:
 
 def fix_for(kind: str, reason: str) -> str:
     permission, other = FIXES.get(kind, ("", ""))
+    if kind == "perf":  # the level decides it as soon as the PMU is there: say what it is here
+        from npmpi.meters.perf import paranoid_level
+
+        level = f" (perf_event_paranoid is {paranoid_level()} here)"
+        permission, other = permission + level, other + level
     lowered = reason.lower()
     if "permission" in lowered or "paranoid" in lowered or "refused" in lowered:
         return permission
