@@ -56,15 +56,16 @@ def parse_energy(stdout: str, step: str) -> tuple[float, str]:
 def consumed_energy_attrs(
     env: Mapping[str, str], run: Callable[..., subprocess.CompletedProcess] = subprocess.run
 ) -> dict[str, object]:
-    """The step's ConsumedEnergy by sstat, else sacct, as root attributes; absent with its reason."""
+    """The step's ConsumedEnergy by sstat, else sacct, as root attributes; absent with its reason ({}
+    outside Slurm)."""
     job = env.get("SLURM_JOB_ID", "")
+    if not job:  # not a Slurm job: nothing to compare with, nothing recorded
+        return {}
     out: dict[str, object] = {
         "slurm_consumed_energy_j": math.nan,
         "slurm_energy_source": "",
         "slurm_energy_query_unix_s": time.time(),
     }
-    if not job:
-        return {**out, "slurm_energy_note": "absent: not run inside a Slurm job"}
     step = f"{job}.{step_of(env)}"
     out["slurm_energy_step"] = step
     notes = []

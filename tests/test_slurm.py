@@ -114,6 +114,8 @@ def test_one_node_job_under_mpirun(cluster, workdir):
     assert "mpirun -np 3 --bind-to none" in job.output
     data = check_analysis(workdir / "runs", name, 1)
     assert data["runs"][0]["summary"]["status"] == "complete"
+    # npmpi-analyze says what Slurm's count was (absent here) beside npmpi's
+    assert any("Slurm's energy count of the step: absent: sstat: " in n for n in data["runs"][0]["notices"])
 
 
 @pytest.mark.timeout(300)

@@ -71,7 +71,39 @@ def test_missing_commands_and_no_job():
     commands = Commands(sstat=FileNotFoundError(2, "No such file or directory", "sstat"), sacct=("", 1))
     note = consumed_energy_attrs(JOB, commands)["slurm_energy_note"]
     assert "sstat: [Errno 2] No such file or directory" in note and "sacct: sstat: error" in note
-    outside = consumed_energy_attrs({}, Commands())
-    assert outside["slurm_energy_note"] == "absent: not run inside a Slurm job"
+    commands = Commands()
+    assert consumed_energy_attrs({}, commands) == {} and commands.calls == []  # not a Slurm job
     joules, why = parse_energy("4242.1|77\n", "4242.0")
     assert math.isnan(joules) and why == "no accounting record of step 4242.0"
+
+
+def fake_run(attrs, watts=(100.0, 100.0), label="measured"):
+    """A loaded run's shape as slurm_energy reads it: attributes, path, nodes with one channel each."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    t = 1.7e9 + np.arange(0.0, 10.01, 0.1)
+    nodes = [
+        SimpleNamespace(channels=[SimpleNamespace(time_unix_s=t, power_w=np.full(len(t), w), label=label)])
+        for w in watts
+    ]
+    return SimpleNamespace(attrs=attrs, path=Path("r.h5"), power=nodes)
+
+
+def test_analysis_sets_slurms_count_beside_npmpis():
+    from npmpi_analysis.slurm_energy import slurm_energy_notice
+
+    attrs = {"slurm_consumed_energy_j": 2300.0, "slurm_energy_step": "4242.0", "slurm_energy_source": "sstat"}
+    note = slurm_energy_notice(fake_run(attrs))
+    assert note == (
+        "r.h5: Slurm's ConsumedEnergy of step 4242.0 (sstat): 2300 J over the whole step; npmpi: 2000 J on "
+        "its 2 power node(s) over its 10.0 s of samples (ratio 1.15; the step's span also holds the start-up)"
+    )
+    assert "(estimated, not measured)" in slurm_energy_notice(fake_run(attrs, label="estimated"))
+    absent = {"slurm_consumed_energy_j": math.nan, "slurm_energy_note": "absent: sstat: ConsumedEnergy is 0"}
+    assert slurm_energy_notice(fake_run(absent)) == (
+        "r.h5: Slurm's energy count of the step: absent: sstat: ConsumedEnergy is 0"
+    )
+    assert slurm_energy_notice(fake_run({})) is None  # a 1.5 file

@@ -14,6 +14,7 @@ from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
 from npmpi_analysis.fabric import FabricResult, analyse_fabric, group_summary, parts_summary, size_columns
 from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
+from npmpi_analysis.slurm_energy import slurm_energy_notice
 
 
 @dataclass
@@ -98,6 +99,9 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
     skipped = no_power_notice(run)
     if skipped:
         notices.append(skipped)
+    slurm = slurm_energy_notice(run)  # Slurm's own count of the step's energy, beside npmpi's (1.6)
+    if slurm:
+        notices.append(slurm)
     no_window = np.isnan(starts)
     if power is not None and no_window.any():
         k = int(np.argmax(no_window))
