@@ -137,6 +137,9 @@ def test_freshness_that_never_holds_still_is_a_fault(tmp_path, monkeypatch):
     monkeypatch.setattr(sysfs, "read_text", always_updating)
     with pytest.raises(MeterFault, match="freshness moved during each of 5 reads"):
         meter.read(0.0)
+    meter.close()
+    with pytest.raises(MeterError, match=r"cannot read .*freshness moved during each of 5 reads"):
+        meter.open()  # at open it is a MeterError: the run does not start on a meter that never settles
 
 
 def test_values_written_before_freshness_moves_are_read_once_it_has(tmp_path):

@@ -177,7 +177,7 @@ class CrayMeter(Meter):
                 f"--meter {self.spec.text}: permission denied reading {self.root}: pm_counters are "
                 "world-readable on Cray EX; ask the site why they are not here"
             ) from None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, MeterFault) as exc:
             raise MeterError(f"--meter {self.spec.text}: cannot read {self.root}: {exc}") from None
         if hz:
             self.scan_hz = float(hz)
