@@ -8,9 +8,10 @@ joules or watts, then the controller's own time stamp in microseconds. Beside th
 a free-running counter that moves at each update (about 10 Hz); `generation`, which moves when a
 power cap changes; `startup`, which moves when the controller restarts; `version`; `raw_scan_hz`.
 
-Reading as the vendor documents it (HPE's "User Access to Compute Node Power Data"; EPCC's
-pm_mpi_lib reads the same way): `freshness` before and after the values, and the values again when
-it moved in between (an update landed in the middle). A change of `startup` (the controller
+HPE ("User Access to Compute Node Power Data") documents `freshness` as the counter that moves
+at each update; reading it before and after the values, and the values again when it moved in
+between (an update landed in the middle), is how EPCC's pm_mpi_lib (github.com/cresta-eu/pm_mpi_lib)
+reads them, and how this meter does. A change of `startup` (the controller
 restarted: its energy counter starts again) or of `generation` (a power cap changed) is a
 MeterFault: the power rank records it, reopens the meter, and the energy counter's segment starts
 again from the new reference. A counter that goes back without either is a fault too.
