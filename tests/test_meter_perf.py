@@ -37,6 +37,9 @@ def test_the_kernels_rapl_description_is_read(tmp_path):
     assert perf.parse_cpumask("0,28\n") == [0, 28] and perf.parse_cpumask("0-2,8") == [0, 1, 2, 8]
     (root / "format" / "event").write_text("config:8-15\n")  # a term placed elsewhere in config
     assert perf.read_event(root, "ram").config == 0x0300
+    old = rapl_tree(tmp_path / "old", old_kernel=True)
+    assert (old / "events" / "energy-pkg").read_bytes() == b"event=0x02"
+    assert perf.read_event(old, "pkg") == perf.PmuEvent("energy-pkg", 35, 0x02, float(RAPL_SCALE), "Joules")
 
 
 def test_one_event_per_domain_and_package_summed_with_its_scale(tmp_path):

@@ -17,20 +17,24 @@ RAPL_SCALE = "2.3283064365386962890625e-10"
 RAPL_CODES = {"cores": 0x01, "pkg": 0x02, "ram": 0x03, "gpu": 0x04, "psys": 0x05}
 
 
-def write(path: Path, text: str) -> None:
+def write(path: Path, text: str, end: str = "\n") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
+    path.write_text(text + end)
 
 
-def rapl_tree(root: Path, pmu_type: int = 35, cpumask: str = "0", domains=("pkg", "ram")) -> Path:
-    """The kernel's RAPL PMU description."""
+def rapl_tree(
+    root: Path, pmu_type: int = 35, cpumask: str = "0", domains=("pkg", "ram"), old_kernel: bool = False
+) -> Path:
+    """The kernel's RAPL PMU description. Kernels before 4.x's perf_event_sysfs_show printed the event
+    strings (`event=0x02`, the scale, the unit) without a newline (rapl_sysfs_show: "%s")."""
+    end = "" if old_kernel else "\n"
     write(root / "type", str(pmu_type))
     write(root / "cpumask", cpumask)
     write(root / "format" / "event", "config:0-7")
     for d in domains:
-        write(root / "events" / f"energy-{d}", f"event=0x{RAPL_CODES[d]:02x}")
-        write(root / "events" / f"energy-{d}.scale", RAPL_SCALE)
-        write(root / "events" / f"energy-{d}.unit", "Joules")
+        write(root / "events" / f"energy-{d}", f"event=0x{RAPL_CODES[d]:02x}", end)
+        write(root / "events" / f"energy-{d}.scale", RAPL_SCALE, end)
+        write(root / "events" / f"energy-{d}.unit", "Joules", end)
     return root
 
 
