@@ -25,8 +25,9 @@ def write(path: Path, text: str, end: str = "\n") -> None:
 def rapl_tree(
     root: Path, pmu_type: int = 35, cpumask: str = "0", domains=("pkg", "ram"), old_kernel: bool = False
 ) -> Path:
-    """The kernel's RAPL PMU description. Kernels before 4.x's perf_event_sysfs_show printed the event
-    strings (`event=0x02`, the scale, the unit) without a newline (rapl_sysfs_show: "%s")."""
+    """The kernel's RAPL PMU description. The first RAPL PMU (arch/x86/kernel/cpu/perf_event_intel_rapl.c)
+    printed the event strings (`event=0x02`, the scale, the unit) without a newline (rapl_sysfs_show:
+    "%s"); `old_kernel` writes them so. Later kernels end them with one."""
     end = "" if old_kernel else "\n"
     write(root / "type", str(pmu_type))
     write(root / "cpumask", cpumask)
