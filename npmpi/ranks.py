@@ -75,8 +75,10 @@ def _open_node_meters(specs: list[str], meter_optional: bool):
     from npmpi.meters.auto import choose, is_auto
     from npmpi.power import open_meters
 
-    meters, skipped = open_meters([s for s in specs if not is_auto(s)], meter_optional)
-    choices = [choose(s) for s in specs if is_auto(s)]
+    others = [s for s in specs if not is_auto(s)]
+    meters, skipped = open_meters(others, meter_optional)
+    given = tuple(s.strip().lower().partition(":")[0] for s in others)
+    choices = [choose(s, given) for s in specs if is_auto(s)]
     for c in choices:
         meters.extend(c.meters)
     return meters, skipped, choices

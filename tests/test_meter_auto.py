@@ -73,6 +73,8 @@ def test_auto_falls_to_packages_then_perf_then_adds_gpus(tmp_path, monkeypatch):
     assert [m.kind for m in choice.meters] == ["rapl"]
     assert outcomes(choice)["perf"] == NOT_TRIED
     assert outcomes(choice)["nvml"] in (NOT_OPENED, EXTRA)  # tried: rapl does not see GPUs
+    both = closed(choose(f"auto:cray_root={tmp_path}/none,rapl_root={rapl.root}", given=("nvml",)))
+    assert {s.kind: s.reason for s in both.steps}["nvml"] == "given with its own --meter"
     pmu = software_clock_tree(tmp_path / "power")
     choice = choose(f"auto:cray_root={tmp_path}/none,rapl_root={tmp_path}/none,perf_root={pmu}")
     closed(choice)

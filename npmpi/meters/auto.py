@@ -115,8 +115,9 @@ def _not_configured(kind: str, spec: MeterSpec) -> str:
     return ""
 
 
-def choose(spec: MeterSpec | str) -> AutoChoice:
-    """Open this node's best meters (see the module docstring); MeterError only if none opens at all."""
+def choose(spec: MeterSpec | str, given: tuple[str, ...] = ()) -> AutoChoice:
+    """Open this node's best meters (see the module docstring); MeterError only if none opens at all.
+    `given`: kinds the node also has from other --meter specs (auto then leaves the GPUs to them)."""
     if isinstance(spec, str):
         spec = parse_meter_spec(spec)
     specs = kind_specs(spec)
@@ -138,7 +139,7 @@ def choose(spec: MeterSpec | str) -> AutoChoice:
         chosen = meter
         choice.meters.append(meter)
         choice.steps.append(Step(kind, text, CHOSEN, KIND_INFO[kind][1]))
-    _add_gpus(choice, chosen)
+    _add_gpus(choice, chosen, "nvml" in given)
     if chosen is None:
         finding, meter = try_kind("estimate")
         if meter is None:
@@ -152,7 +153,10 @@ def choose(spec: MeterSpec | str) -> AutoChoice:
     return choice
 
 
-def _add_gpus(choice: AutoChoice, chosen: Meter | None) -> None:
+def _add_gpus(choice: AutoChoice, chosen: Meter | None, given: bool) -> None:
+    if given:
+        choice.steps.append(Step("nvml", "nvml", NOT_TRIED, "given with its own --meter"))
+        return
     if chosen is not None and chosen.kind in NODE_LEVEL:
         choice.steps.append(
             Step("nvml", "nvml", NOT_TRIED, f"{chosen.kind} measures the whole node, its GPUs included")
