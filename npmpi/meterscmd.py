@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 
@@ -53,7 +54,7 @@ def main(argv: list[str]) -> int:
         return ns
     from npmpi.meters.auto import choose, is_auto, kind_specs
     from npmpi.meters.base import parse_meter_spec
-    from npmpi.meters.survey import survey, table
+    from npmpi.meters.survey import survey
 
     try:
         if not is_auto(ns.auto):
@@ -67,7 +68,17 @@ def main(argv: list[str]) -> int:
     for meter in choice.meters:
         meter.close()
     chosen = ", ".join(m.spec.text for m in choice.meters)
-    if ns.json:
+    try:
+        _print_survey(ns.json, findings, choice, chosen)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _print_survey(as_json: bool, findings, choice, chosen: str) -> None:
+    from npmpi.meters.survey import table
+
+    if as_json:
         doc = {
             "host": socket.gethostname(),
             "meters": [f.as_dict() for f in findings],
@@ -77,4 +88,4 @@ def main(argv: list[str]) -> int:
     else:
         print(f"meters on {socket.gethostname()}:")
         print(table(findings, chosen))
-    return 0
+    sys.stdout.flush()

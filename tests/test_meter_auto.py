@@ -152,3 +152,22 @@ def test_run_with_meter_auto_on_a_fake_cray_node(npmpi_run, tmp_path):
         record = json.loads(node["meter_auto"])
         assert record[0]["chosen"] == [f"cray:root={tree.root}"]
         assert "cray" in node["meter_auto_summary"] and f.attrs["format_version"] == "1.6"
+
+
+def test_meters_command_into_a_closed_pipe_ends_quietly():
+    """`npmpi meters --json | head -1`: the reader closes the pipe early; no traceback, exit 0."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npmpi", "meters", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
+    assert proc.stdout.read(1) == b"{"
+    proc.stdout.close()
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
