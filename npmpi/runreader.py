@@ -21,6 +21,7 @@ from npmpi.runformat import (
     BASELINE_COLUMNS,
     COUNTER_KINDS,
     ENERGY_OF_COUNTERS,
+    EXTRA_SAMPLE_FIELDS,
     FABRIC_GROUP,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -142,7 +143,9 @@ def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FI
 
     `sample_fields`: the per-sample datasets of the power channels to read (every one's shape is
     still checked); the others are None. The analysis reads ("time_unix_s", "power_w") only."""
-    return read_npmpi_file(path, lambda f, p: _read_run(f, p, sample_fields))
+    # the sample fields not asked for are never read (energy_j only of counters: counted)
+    unread = tuple(n for n in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS) if n not in (*sample_fields, "energy_j"))
+    return read_npmpi_file(path, lambda f, p: _read_run(f, p, sample_fields), unread)
 
 
 def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:

@@ -1,0 +1,275 @@
+"""Stopped maps and runs are analysable (issue 28, items 1 and 8): a map stopped before its last
+size by a signal, a killed writer or rank, or a full disk holds every flushed round and
+`npmpi-analyze` reads it (text, JSON, CSV, report) with the rest blank; a file whose declared
+data exceed what the analysis reads (a compression bomb) is refused with one line, never a
+MemoryError.
+
+Stopped maps are written by the map writer itself (npmpi.mapfile.MapWriter) in this process, as a
+stopped `npmpi map` leaves them: finished `interrupted` by a signal's handler, never finished
+(a killed writer, in a forked child), `failed` on a real full tmpfs. Two real stopped maps under
+mpirun are analysed in tests/test_map.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from npmpi_analysis.synthetic_map import circle_rounds
+from test_reliability_disk import fill, tmpfs  # noqa: F401  (a fixture)
+from test_reliability_files import write_base
+
+from npmpi.errors import RunFileWriteError
+from npmpi.mapfile import MapWriter, PairResult
+from npmpi.outpath import reserve_output
+from npmpi.writecheck import RESERVED_BYTES
+
+HOSTS = ["a", "b", "c", "d"]
+SIZES = [1, 65536, 1 << 20, 4 << 20]
+TRIALS = 3
+
+
+def map_writer(path: Path, reservation=None) -> MapWriter:
+    rounds, nr = circle_rounds(len(HOSTS))
+    spec = {
+        "attrs": {
+            "schedule": "rounds",
+            "per_rank": True,
+            "kernel": "python",
+            "mode": "pingpong",
+            "window": 1,
+        },
+        "hosts": HOSTS,
+        "ranks": list(range(len(HOSTS))),
+        "sizes": SIZES,
+        "rounds_matrix": rounds,
+        "n_rounds": nr,
+    }
+    return MapWriter(
+        path, {"kernel": "python"}, {"host": HOSTS}, TRIALS, map_spec=spec, reservation=reservation
+    )
+
+
+def store_rounds(w: MapWriter, count: int) -> int:
+    """Store rounds in the map's order (size 0's rounds first) until `count` or a write error."""
+    rounds, nr = circle_rounds(len(HOSTS))
+    n = len(HOSTS)
+    for k in range(count):
+        s, r = divmod(k, nr)
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if rounds[i, j] == r]
+        t = 1.7e9 + 2.0 * k
+        results = [
+            PairResult(i, j, 100, 30, np.array([2e-3, 1e-3, 1.5e-3]) * (1 + SIZES[s] / 1e5)) for i, j in pairs
+        ]
+        try:
+            w.store_round(s, r, (t, t + 1.0), results)
+        except RunFileWriteError:
+            return k
+    return count
+
+
+def stopped_map(path: Path, how: str, rounds: int = 4) -> Path:
+    """A map stopped after `rounds` rounds (3 per size): `interrupted` by a signal's handler,
+    `killed` (the writer never finishes: a forked child exits at once), `failed` (a rank's error)."""
+    if how == "killed":
+        pid = os.fork()
+        if pid == 0:  # the writer, killed after its last flush: no finish, no close
+            try:
+                store_rounds(map_writer(path), rounds)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        for lock in path.parent.glob(".npmpi-*"):
+            lock.unlink()
+        return path
+    w = map_writer(path)
+    store_rounds(w, rounds)
+    message = {"interrupted": "stopped by SIGTERM", "failed": "rank 2 on a: fault injected"}[how]
+    w.finish(how, message)
+    return path
+
+
+def analyse_all_outputs(capsys, path: Path, out: Path) -> tuple[int, str, str]:
+    from npmpi_analysis.cli import main
+
+    out.mkdir(exist_ok=True)
+    capsys.readouterr()
+    code = main(
+        [
+            str(path),
+            "--json",
+            str(out / "m.json"),
+            "--csv",
+            str(out / "m.csv"),
+            "--report",
+            str(out / "m.html"),
+        ]
+    )
+    got = capsys.readouterr()
+    return code, got.out, got.err
+
+
+def check_stopped_map_analysis(capsys, path: Path, out: Path, measured_at_1b: int) -> dict:
+    code, text, err = analyse_all_outputs(capsys, path, out)
+    assert code == 0 and "Traceback" not in text + err and "internal error" not in err, err
+    assert "notice:" in text and f"{measured_at_1b}/6 at 1 B" in text, text
+    assert "0/6 at 4 MiB" in text  # sizes not reached: blank, not refused
+    data = json.loads((out / "m.json").read_text())
+    rows = (out / "m.csv").read_text().splitlines()
+    html = (out / "m.html").read_text()
+    assert "notice" in html.lower() and len(rows) >= 2
+    return data
+
+
+@pytest.mark.parametrize("how", ["interrupted", "killed", "failed"])
+def test_a_stopped_map_is_analysed_with_the_rest_blank(tmp_path, capsys, how):
+    """Before issue 28: '/map/trial_s claims shape … damaged or forged', exit 1."""
+    path = stopped_map(tmp_path / f"{how}.h5", how, rounds=4)  # size 0 whole, one round of 64 KiB
+    with h5py.File(path) as f:
+        assert f["map"].attrs["rounds_completed"] == 4
+        assert f["map"].attrs["status"] == ("running" if how == "killed" else how)
+    check_stopped_map_analysis(capsys, path, tmp_path / "out", 6)
+
+
+def test_a_map_stopped_in_its_first_round_is_refused_with_one_line(tmp_path, capsys):
+    from npmpi_analysis.cli import main
+
+    path = stopped_map(tmp_path / "none.h5", "interrupted", rounds=0)
+    capsys.readouterr()
+    code = main([str(path)])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and "internal error" not in err, err
+
+
+def test_a_round_written_but_not_counted_is_left_out(tmp_path, capsys):
+    """A writer killed between a round's data and its count: the data are not trusted."""
+    path = stopped_map(tmp_path / "late.h5", "killed", rounds=5)
+    with h5py.File(path, "r+") as f:
+        f["map"].attrs["rounds_completed"] = 4  # round 5's data flushed, its count not
+    from npmpi_analysis.map_file import load_map
+
+    from npmpi.runfile import SAMPLE_FIELDS
+
+    m = load_map(path, SAMPLE_FIELDS)
+    assert any("rounds after the 4 counted" in n for n in m.notices), m.notices
+    assert np.isfinite(m.trial_s[1]).any(axis=2).sum() == 4  # one round of 64 KiB: two pairs, both ways
+    assert np.isnan(m.window_start_unix_s[1, 1:]).all()
+    check_stopped_map_analysis(capsys, path, tmp_path / "out", 6)
+
+
+def test_a_map_whose_disk_fills_is_analysed(tmpfs, tmp_path, capsys):  # noqa: F811
+    path = tmpfs / "full.h5"
+    res = reserve_output(path, False, ballast_bytes=RESERVED_BYTES)
+    w = map_writer(path, reservation=res)
+    assert store_rounds(w, 4) == 4
+    fill(tmpfs)
+    stored = store_rounds(w, 12)  # the next flush finds no room
+    assert stored < 12
+    with pytest.raises(RunFileWriteError):
+        w.finish("complete")
+    with h5py.File(path) as f:
+        assert f.attrs["status"] == "failed" and "No space left" in f.attrs["status_message"]
+    (tmpfs / "filler").unlink()
+    check_stopped_map_analysis(capsys, path, tmp_path / "out", 6)
+
+
+@pytest.mark.parametrize("status", ["interrupted", "running", "failed"])
+def test_a_stopped_run_is_analysed_into_every_output(tmp_path, capsys, status):
+    path = write_base(tmp_path / f"{status}.h5", rows=7, status=status)
+    code, text, err = analyse_all_outputs(capsys, path, tmp_path / "out")
+    assert code == 0 and "Traceback" not in text + err and "notice:" in text, err
+    assert len(json.loads((tmp_path / "out" / "m.json").read_text())) >= 1
+    assert len((tmp_path / "out" / "m.csv").read_text().splitlines()) == 8  # header + 7 sizes
+
+
+# ---- bounded memory: a compression bomb
+
+
+def _limited_memory():
+    limit = 3 << 30  # the refusal allocates nothing; without the cap the read needs 16 GiB
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _bomb_map(path: Path) -> Path:
+    """A 2.6 GB trial_s (200 hosts, 8 sizes, 1000 trials), every chunk stored, gzip'd NaN at about
+    190:1 (as the issue's forged map): a 14 MB file."""
+    stopped_map(path, "interrupted", rounds=3)
+    n, s, t = 200, 8, 1000
+    with h5py.File(path, "r+") as f:
+        g = f["map"]
+        for name in list(g):
+            del g[name]
+        hosts = np.array([f"h{k}" for k in range(n)], dtype=object)
+        g.create_dataset("hosts", data=hosts, dtype=h5py.string_dtype())
+        g.create_dataset("ranks", data=np.arange(n, dtype=np.int32))
+        g.create_dataset("size_bytes", data=np.arange(1, s + 1, dtype=np.int64))
+        g.create_dataset("round", data=np.where(np.eye(n, dtype=bool), -1, 0).astype(np.int32))
+        ds = g.create_dataset("trial_s", (s, n, n, t), np.float64, chunks=(1, n, n, 100), compression="gzip")
+        packed = _gzip((1, n, n, 100), np.nan)
+        for k in range(s):
+            for m in range(0, t, 100):
+                ds.id.write_direct_chunk((k, 0, 0, m), packed, 0)
+        for name in ("iterations", "bytes_moved"):
+            g.create_dataset(name, data=np.zeros((s, n, n), dtype=np.int64))
+        for name in ("window_start_unix_s", "window_end_unix_s"):
+            g.create_dataset(name, data=np.full((s, 1), np.nan))
+    return path
+
+
+def _bomb_run(path: Path) -> Path:
+    """Every sample dataset of 60 million samples (0.96 GB read by the analysis: times and watts),
+    every chunk stored, gzip'd at
+    about 190:1 (within the 1000:1 the reader allows a compressed dataset): a 13 MB file."""
+    write_base(path, rows=4, status="complete")
+    chunk = 1 << 20
+    count = 57 * chunk
+    packed = _gzip((chunk,), 1.0)
+    with h5py.File(path, "r+") as f:
+        cg = f["power/node0/channel0"]
+        for name in ("time_unix_s", "power_w", "energy_j", "volts", "amps"):
+            del cg[name]
+            ds = cg.create_dataset(
+                name, (count,), np.float64, chunks=(chunk,), compression="gzip", maxshape=(None,)
+            )
+            for k in range(count // chunk):
+                ds.id.write_direct_chunk((k * chunk,), packed, 0)
+    return path
+
+
+@functools.cache
+def _gzip(shape: tuple, value: float) -> bytes:
+    import zlib
+
+    return zlib.compress(np.full(shape, value).tobytes(), 1)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("make", [_bomb_map, _bomb_run], ids=["map", "run"])
+def test_a_compression_bomb_is_refused_with_one_line_under_a_memory_limit(tmp_path, make):
+    """Before issue 28 the map took 11 GB ('internal error … MemoryError' under a 6 GB limit)."""
+    path = make(tmp_path / "bomb.h5")
+    assert path.stat().st_size < 40 << 20
+    proc = subprocess.run(
+        [sys.executable, "-m", "npmpi_analysis", str(path), "--json", str(tmp_path / "b.json")],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+        preexec_fn=_limited_memory,
+    )
+    err = proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in err and "MemoryError" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("npmpi-analyze: error:")]
+    assert len(lines) == 1 and "over the 0.5 GiB npmpi-analyze reads of a file" in lines[0], err
+    if make is _bomb_map:
+        assert not (tmp_path / "b.json").exists()
+    else:  # the run's bandwidth and latency are analysed without its power
+        assert "/power/node0/channel0/" in lines[0] and "analysed without power" in lines[0]
