@@ -38,6 +38,7 @@ from npmpi.runformat import (
     STATUS_RUNNING,
 )
 from npmpi.runopen import read_npmpi_file
+from npmpi.safetext import valid_text
 
 
 @dataclass
@@ -123,6 +124,8 @@ class Run:
 def _attr(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if isinstance(value, str):  # h5py gives bytes that are not UTF-8 as lone surrogates
+        return valid_text(value)
     if isinstance(value, np.ndarray):
         return [_attr(v) for v in value.tolist()]
     if isinstance(value, np.generic):

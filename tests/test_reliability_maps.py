@@ -12,9 +12,12 @@ mpirun are analysed in tests/test_map.py.
 
 from __future__ import annotations
 
+import csv
 import functools
+import io
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -273,3 +276,60 @@ def test_a_compression_bomb_is_refused_with_one_line_under_a_memory_limit(tmp_pa
         assert not (tmp_path / "b.json").exists()
     else:  # the run's bandwidth and latency are analysed without its power
         assert "/power/node0/channel0/" in lines[0] and "analysed without power" in lines[0]
+
+
+# ---- text safety: what a file holds is safe for the terminal, CSV and HTML
+
+CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e\ud800-\udfff]")
+
+
+def test_map_host_names_with_escapes_are_escaped_in_every_output(tmp_path, capsys):
+    """Before issue 28 the map CSV wrote host names raw: a CR split the row, ESC and BEL went to
+    whoever printed the file."""
+    from npmpi_analysis.synthetic_map import MapTruth, write_map
+
+    hosts = ["a\x1b[31m", "b\x07", "c\rX", "d\u202e"]
+    path = write_map(tmp_path / "esc.h5", MapTruth(hosts=hosts, size_bytes=[1, 1024]))
+    code, text, err = analyse_all_outputs(capsys, path, tmp_path / "out")
+    assert code == 0, err
+    raw = (tmp_path / "out" / "m.csv").read_bytes().decode()
+    assert not CONTROL.search(raw + text + err), repr(raw[:300])
+    rows = list(csv.DictReader(io.StringIO(raw)))
+    assert len(rows) == 2 * 6  # 2 sizes x 6 pairs: no row split
+    assert {r["host_a"] for r in rows} >= {"a\\x1b[31m", "b\\x07", "c\\x0dX"}
+    html = (tmp_path / "out" / "m.html").read_text()
+    assert not CONTROL.search(html) and "a\\x1b[31m" in html
+
+
+def _not_utf8(f, owner: str, key: str, raw: bytes) -> None:
+    f[owner].attrs.create(key, np.array(raw, dtype=h5py.string_dtype("utf-8")))
+
+
+def test_a_report_of_a_run_with_attributes_that_are_not_utf8(tmp_path, capsys):
+    """Before issue 28: 'internal error … UnicodeEncodeError' (h5py gives such bytes as lone
+    surrogates, which no encoder writes)."""
+    path = write_base(tmp_path / "u.h5", rows=6)
+    with h5py.File(path, "r+") as f:
+        _not_utf8(f, "/", "kernel", b"py\xff\xfethon")
+        _not_utf8(f, "/", "mpi_library_version", b"Open \xc3MPI")
+        _not_utf8(f, "power/node0/channel0", "description", b"\x9bmodel\xff")
+        _not_utf8(f, "power/node0", "host", b"vm\xfe")
+    code, text, err = analyse_all_outputs(capsys, path, tmp_path / "out")
+    assert code == 0 and "internal error" not in err, err
+    html = (tmp_path / "out" / "m.html").read_text(encoding="utf-8")
+    out = text + err + html + (tmp_path / "out" / "m.csv").read_text()
+    assert not CONTROL.search(out) and "py\ufffd\ufffdthon" in html
+    json.loads((tmp_path / "out" / "m.json").read_text())
+
+
+def test_a_map_with_host_names_that_are_not_utf8(tmp_path, capsys):
+    from npmpi_analysis.synthetic_map import MapTruth, write_map
+
+    path = write_map(tmp_path / "u.h5", MapTruth(hosts=["a", "b", "c"], size_bytes=[1]))
+    with h5py.File(path, "r+") as f:
+        f["map/hosts"][1] = b"b\xff\x1b"
+        _not_utf8(f, "map", "kernel", b"py\xff")
+    code, text, err = analyse_all_outputs(capsys, path, tmp_path / "out")
+    assert code == 0, err
+    every = text + err + (tmp_path / "out" / "m.html").read_text() + (tmp_path / "out" / "m.csv").read_text()
+    assert not CONTROL.search(every) and "b\ufffd\\x1b" in every

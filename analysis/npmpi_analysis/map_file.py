@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.errors import RunFileError
+from npmpi.safetext import valid_text
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")
@@ -78,6 +79,8 @@ class MapFile:
 def _attr(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if isinstance(value, str):  # h5py gives bytes that are not UTF-8 as lone surrogates
+        return valid_text(value)
     if isinstance(value, np.ndarray):
         return [_attr(v) for v in value.tolist()]
     if isinstance(value, np.generic):
