@@ -291,7 +291,12 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
         arrays[name] = ds
     n = min(lengths)
     if n < max(lengths):
-        notices.append(f"{where}: {max(lengths) - n} partially written sample(s) ignored")
+        held = ", ".join(f"{name} {k}" for name, k in zip(SAMPLE_FIELDS, lengths, strict=True) if k != n)
+        short = ", ".join(name for name, k in zip(SAMPLE_FIELDS, lengths, strict=True) if k == n)
+        notices.append(
+            f"{where}: {short} {'holds' if ',' not in short else 'hold'} {n} sample(s), {held}: "
+            f"the {max(lengths) - n} sample(s) past {n} (partly written, or lost) are ignored"
+        )
     fg = _member(cg, "faults", p, f"{where}/faults", dataset=False, required=False)
     ft_ds = fm_ds = None
     if fg is not None:

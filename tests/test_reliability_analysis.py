@@ -1,8 +1,9 @@
-"""Stopped maps and runs are analysable (issue 28, items 1 and 8): a map stopped before its last
+"""What npmpi-analyze makes of stopped and hostile files (issue 28): a map stopped before its last
 size by a signal, a killed writer or rank, or a full disk holds every flushed round and
-`npmpi-analyze` reads it (text, JSON, CSV, report) with the rest blank; a file whose declared
-data exceed what the analysis reads (a compression bomb) is refused with one line, never a
-MemoryError.
+`npmpi-analyze` reads it (text, JSON, CSV, report) with the rest blank; a file whose declared data
+exceed what the analysis reads (a compression bomb) is refused with one line, never a MemoryError;
+text from a file (not UTF-8, control characters) is safe in every output; an impossible timing
+attribute or a short sample dataset is named.
 
 Stopped maps are written by the map writer itself (npmpi.mapfile.MapWriter) in this process, as a
 stopped `npmpi map` leaves them: finished `interrupted` by a signal's handler, never finished
@@ -19,6 +20,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -333,3 +335,57 @@ def test_a_map_with_host_names_that_are_not_utf8(tmp_path, capsys):
     assert code == 0, err
     every = text + err + (tmp_path / "out" / "m.html").read_text() + (tmp_path / "out" / "m.csv").read_text()
     assert not CONTROL.search(every) and "b\ufffd\\x1b" in every
+
+
+# ---- messages name the bad field
+
+
+def _damaged(base: Path, path: Path, owner: str, key: str, value) -> Path:
+    shutil.copy(base, path)
+    with h5py.File(path, "r+") as f:
+        f[owner].attrs[key] = value
+    return path
+
+
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory) -> Path:
+    return write_base(tmp_path_factory.mktemp("base") / "base.h5")
+
+
+FIELD_CASES = [
+    ("power/node0", "clock_offset_start_s", np.inf),
+    ("power/node0", "clock_offset_end_s", -np.inf),
+    ("power/node0/channel0", "meter_delay_s", -1e6),
+    ("power/node0/channel0", "meter_delay_s", 1e300),
+    ("power/node0/channel0", "meter_delay_s", np.nan),
+]
+
+
+@pytest.mark.parametrize("owner,key,value", FIELD_CASES, ids=[f"{k}={v}" for _, k, v in FIELD_CASES])
+def test_an_impossible_timing_attribute_is_named(base_run, tmp_path, capsys, owner, key, value):
+    """Before issue 28: 'no sample in or near the baseline window' (or nothing at all)."""
+    from npmpi_analysis.cli import main
+
+    path = _damaged(base_run, tmp_path / "d.h5", owner, key, value)
+    capsys.readouterr()
+    code = main([str(path)])
+    got = capsys.readouterr()
+    errors = [ln for ln in got.err.splitlines() if ln.startswith("npmpi-analyze: error:")]
+    assert code == 1 and len(errors) == 1, got.err
+    assert f"/{owner}: attribute {key} = " in errors[0] and "is ignored" in errors[0], errors
+    assert "no sample in or near" not in got.err
+    assert "24 sizes analysed" in got.out  # the rest of the power analysis stands
+
+
+def test_a_sample_dataset_shorter_than_the_others_is_named(base_run, tmp_path, capsys):
+    from npmpi_analysis.cli import main
+
+    path = tmp_path / "short.h5"
+    shutil.copy(base_run, path)
+    with h5py.File(path, "r+") as f:
+        f["power/node0/channel0/power_w"].resize((3,))
+    capsys.readouterr()
+    code = main([str(path)])
+    got = capsys.readouterr()
+    assert code in (0, 1) and "Traceback" not in got.out + got.err
+    assert "/power/node0/channel0: power_w holds 3 sample(s), time_unix_s " in got.out, got.out
