@@ -389,3 +389,82 @@ def test_a_sample_dataset_shorter_than_the_others_is_named(base_run, tmp_path, c
     got = capsys.readouterr()
     assert code in (0, 1) and "Traceback" not in got.out + got.err
     assert "/power/node0/channel0: power_w holds 3 sample(s), time_unix_s " in got.out, got.out
+
+
+# ---- gaps and stalls in maps
+
+
+def _gap_map(path: Path, stall_s: float = 0.0) -> Path:
+    """4 nodes, 2 sizes (6 round windows of 1 s, 0.5 s apart), 100 W sampled every 0.1 s; node 2's
+    power rank stopped over windows 1 and 2 (a gap record, no samples); with `stall_s`, the trial 1
+    of pair (0, 1) at 64 KiB took that much longer (its member stopped)."""
+    from npmpi_analysis.synthetic import SynthChannel, SynthNode
+    from npmpi_analysis.synthetic_map import T0, MapTruth, write_map
+
+    from npmpi.faultlog import gap_record
+
+    t = np.arange(T0 - 5.0, T0 + 15.0, 0.1)
+    gap = (T0 + 1.4, T0 + 4.2)
+    nodes = []
+    for i in range(4):
+        keep = (t < gap[0]) | (t > gap[1]) if i == 2 else np.ones(len(t), dtype=bool)
+        faults = [gap_record(*gap, "replay on node 2")] if i == 2 else []
+        ch = SynthChannel(t[keep], np.full(keep.sum(), 100.0), sample_interval_s=0.1, faults=faults)
+        nodes.append(SynthNode([ch], host=f"h{i}"))
+    truth = MapTruth([f"h{i}" for i in range(4)], [1, 65536], trials=5)
+    write_map(path, truth, nodes=nodes, window_s=1.0, gap_s=0.5, baseline=(T0 - 4.0, T0 - 1.0))
+    if stall_s:
+        with h5py.File(path, "r+") as f:
+            ds = f["map/trial_s"]
+            for i, j in ((0, 1), (1, 0)):
+                ds[1, i, j, 1] += stall_s / 100  # 100 iterations: stall_s more loop time
+    return path
+
+
+def test_a_recorded_gap_flags_the_pairs_of_its_node_in_the_windows_it_overlaps(tmp_path, capsys):
+    """Before issue 28 the map's analysis flagged nothing and gave energy from the samples around."""
+    from npmpi_analysis.map_file import load_map
+    from npmpi_analysis.maps import analyse_map
+
+    from npmpi.runfile import SAMPLE_FIELDS
+
+    path = _gap_map(tmp_path / "gap.h5")
+    a = analyse_map(load_map(path, SAMPLE_FIELDS), "gap")
+    rd = a.round
+    flagged = {
+        (k, i, j)
+        for k in range(2)
+        for i, j in a.pairs()
+        if a.energy.flag[k, i, j] == 4  # 'recorded gap'
+    }
+    # windows 1 and 2 are rounds 1 and 2 of size 1 B: the pairs of node 2 in those rounds
+    want = {(0, i, j) for i, j in a.pairs() if 2 in (i, j) and rd[i, j] in (1, 2)}
+    assert flagged == want and len(want) == 2
+    assert all("replay on node 2" in a.energy.flag_reason[k, i, j] for k, i, j in want)
+    assert any("2 pair-size(s) flagged 'recorded gap'" in n for n in a.notices), a.notices
+    code, text, err = analyse_all_outputs(capsys, path, tmp_path / "out")
+    assert code == 0 and "flagged 'recorded gap': 2 pair-size(s)" in text, err
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "m.csv").read_text())))
+    assert sum(r["power_flag"] == "recorded gap" for r in rows) == 2
+    assert all("did not run" in r["power_flag_reason"] for r in rows if r["power_flag"] == "recorded gap")
+
+
+def test_a_stalled_trial_is_flagged_and_left_out_of_the_mean(tmp_path, capsys):
+    """Before issue 28: a member stopped 15 s left a 15 s trial in the mean bandwidth, no flag."""
+    from npmpi_analysis.map_file import load_map
+    from npmpi_analysis.maps import analyse_map
+
+    from npmpi.runfile import SAMPLE_FIELDS
+
+    clean = analyse_map(load_map(_gap_map(tmp_path / "clean.h5"), SAMPLE_FIELDS), "clean")
+    a = analyse_map(load_map(_gap_map(tmp_path / "stall.h5", stall_s=15.0), SAMPLE_FIELDS), "stall")
+    assert a.trials_stalled[1, 0, 1] == a.trials_stalled[1, 1, 0] == 1 and a.trials_stalled.sum() == 2
+    assert clean.trials_stalled.sum() == 0
+    # the mean of the 4 other trials: close to the clean map's mean of 5
+    assert a.mean_bit_s[1, 0, 1] == pytest.approx(clean.mean_bit_s[1, 0, 1], rel=0.01)
+    assert a.bandwidth_bit_s[1, 0, 1] == clean.bandwidth_bit_s[1, 0, 1]
+    assert any("stalled trial(s)" in n and "h0-h1 at 65536 B (1)" in n for n in a.notices), a.notices
+    code, text, err = analyse_all_outputs(capsys, tmp_path / "stall.h5", tmp_path / "out")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "m.csv").read_text())))
+    assert [r["trials_stalled"] for r in rows].count("1") == 1 and "stalled trial(s)" in text
