@@ -114,4 +114,20 @@ def read_declared(ds, p: Path, where: str):
     plist = ds.id.get_create_plist()
     if ds.is_virtual or plist.get_external_count() > 0:
         raise RunFileError(f"{p}: {where} keeps its data in another file; an npmpi file keeps its own")
-    return ds[()]
+    return read_checked(ds, (), p, where)
+
+
+def read_checked(ds, selection, p: Path, where: str):
+    """ds[selection]; RunFileError naming the dataset when HDF5 cannot read it, and saying so when
+    its Fletcher-32 checksum (format 1.6) no longer matches its data."""
+    try:
+        return ds[selection]
+    except OSError as exc:
+        if ds.fletcher32 and "filter" in str(exc):
+            raise RunFileError(
+                f"{p}: {where} fails its checksum (Fletcher-32): its data changed after they were "
+                "written (a flipped bit, a damaged disk or copy); the file is corrupt"
+            ) from None
+        raise RunFileError(
+            f"{p}: {where} cannot be read ({exc}); the file may be truncated or corrupt"
+        ) from None

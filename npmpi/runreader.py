@@ -37,7 +37,7 @@ from npmpi.runformat import (
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
 )
-from npmpi.runopen import read_npmpi_file
+from npmpi.runopen import read_checked, read_npmpi_file
 from npmpi.safetext import valid_text
 
 
@@ -216,7 +216,7 @@ def _member(group, name: str, p: Path, where: str, dataset: bool, required: bool
 def _read_rows(ds, n: int, p: Path, where: str) -> np.ndarray:
     """The first n rows of a dataset, after checking that the file holds them."""
     _check_stored(ds, n, p, where)
-    return ds[:n]
+    return read_checked(ds, np.s_[:n], p, where)
 
 
 def read_whole(ds, p: Path, where: str) -> np.ndarray:
@@ -281,6 +281,8 @@ def _read_group(ng, group_name: str, p: Path, notices: list[str], sample_fields)
 
 def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sample_fields) -> PowerChannel:
     """One channel group: attributes, the per-sample datasets asked for (all checked) and faults."""
+    import h5py
+
     cg = _member(ng, ch_name, p, where, dataset=False)
     lengths, arrays = [], {}
     for name in SAMPLE_FIELDS:
@@ -317,11 +319,18 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
             wanted = name in sample_fields or (
                 name == "energy_j" and ENERGY_OF_COUNTERS in sample_fields and _is_counter(cg.attrs)
             )
-            data[name] = np.asarray(ds[:n], dtype=np.float64) if wanted else None
+            data[name] = (
+                np.asarray(read_checked(ds, np.s_[:n], p, f"{where}/{name}"), dtype=np.float64)
+                if wanted
+                else None
+            )
         if fg is not None:
             nf = min(ft_ds.shape[0], fm_ds.shape[0])
             ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)
             fm = [str(_attr(m)) for m in _read_rows(fm_ds, nf, p, f"{where}/faults/message")]
+            for name in ("last_time_unix_s", "count"):  # read by faultlog.read_extras: checked here
+                if isinstance(fg.get(name), h5py.Dataset) and fg[name].shape[0] >= nf:
+                    read_checked(fg[name], np.s_[:nf], p, f"{where}/faults/{name}")
         else:
             ft, fm = np.zeros(0), []
     except (OSError, ValueError, TypeError, KeyError) as exc:
