@@ -440,6 +440,12 @@ def test_a_recorded_gap_flags_the_pairs_of_its_node_in_the_windows_it_overlaps(t
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "m.csv").read_text())))
     assert sum(r["power_flag"] == "recorded gap" for r in rows) == 2
     assert all("did not run" in r["power_flag_reason"] for r in rows if r["power_flag"] == "recorded gap")
+    doc = json.loads((tmp_path / "out" / "m.json").read_text())["maps"][0]
+    assert (
+        sum(f == "recorded gap" for size in doc["power_flag"] for row in size for f in row) == 4
+    )  # both ways
+    reasons = [r for size in doc["power_flag_reason"] for row in size for r in row if r]
+    assert len(reasons) == 4 and all("did not run" in r for r in reasons)
 
 
 def test_a_stalled_trial_is_flagged_and_left_out_of_the_mean(tmp_path, capsys):
@@ -461,6 +467,7 @@ def test_a_stalled_trial_is_flagged_and_left_out_of_the_mean(tmp_path, capsys):
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "m.csv").read_text())))
     assert [r["trials_stalled"] for r in rows].count("1") == 1 and "stalled trial(s)" in text
+    assert json.loads((tmp_path / "out" / "m.json").read_text())["maps"][0]["trials_stalled"][1][0][1] == 1
 
 
 # ---- checksums (format 1.6): a flipped bit in any numeric dataset is detected and named

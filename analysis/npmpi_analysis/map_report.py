@@ -303,6 +303,7 @@ def map_doc(a) -> dict[str, Any]:
         "bandwidth_mean_bit_s": a.mean_bit_s,
         "bandwidth_sigma_bit_s": a.sigma_bit_s,
         "bytes_moved": a.bytes_moved,
+        "trials_stalled": a.trials_stalled,
         "outliers": [_finding(f) for f in a.outliers],
     }
     if a.energy is not None:
@@ -315,6 +316,8 @@ def map_doc(a) -> dict[str, Any]:
                 "energy_sigma_pj_bit": e.energy_sigma_pj_bit,
                 "dynamic_energy_pj_bit": e.dynamic_pj_bit,
                 "dynamic_energy_sigma_pj_bit": e.dynamic_sigma_pj_bit,
+                "power_flag": np.vectorize(lambda c: FLAG_NAMES[c] or FLAG_NAMES[FLAG_OK])(e.flag),
+                "power_flag_reason": e.flag_reason,
             }
         )
     return doc
