@@ -102,7 +102,8 @@ def check_read_size(f, p: Path, cap: int = MAX_READ_BYTES, unread: tuple[str, ..
         raise RunFileError(
             f"{p}: /{name} declares {_gib(sizes[name])} of data (shape {ds.shape}, {ds.dtype}), "
             f"{_gib(total)} with the rest: over the {_gib(cap)} npmpi-analyze reads of a file; "
-            "the file is damaged or forged (docs/reliability.md, 'Memory')"
+            "the file is damaged or forged, or larger than this analysis reads (docs/reliability.md, "
+            "'Memory')"
         )
     return total
 
