@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi.errors import RunFileWriteError
-from npmpi.runformat import CHECKSUM
+from npmpi.runformat import CHECKSUM, TEXT_CHECKSUM, text_crc32
 from npmpi.runwriter import RunWriter
 
 MAP_GROUP = "map"
@@ -83,7 +83,8 @@ class MapWriter(RunWriter):
         for key, value in {**attrs, "n_rounds": n_rounds, "trials": t, "rounds_completed": 0}.items():
             g.attrs[key] = value
         g.attrs["status"] = "running"
-        g.create_dataset("hosts", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
+        ds = g.create_dataset("hosts", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
+        ds.attrs[TEXT_CHECKSUM] = text_crc32(hosts)
         g.create_dataset("ranks", data=np.asarray(ranks, dtype=np.int32), **CHECKSUM)
         g.create_dataset("size_bytes", data=np.asarray(sizes, dtype=np.int64), **CHECKSUM)
         g.create_dataset("round", data=np.asarray(rounds_matrix, dtype=np.int32), **CHECKSUM)

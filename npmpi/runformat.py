@@ -66,6 +66,22 @@ EXTRA_SAMPLE_FIELDS = ("time_spaced_unix_s",)
 CHECKSUM = {"fletcher32": True}
 
 
+# Text datasets written once (/layout's text, /map/hosts) carry the CRC-32 of their text instead, in
+# this attribute (format 1.6): the reader compares it with what it read.
+TEXT_CHECKSUM = "text_crc32"
+
+
+def text_crc32(values) -> int:
+    """CRC-32 of text values (str or UTF-8 bytes), each followed by a NUL byte."""
+    import zlib
+
+    crc = 0
+    for v in values:
+        raw = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
+        crc = zlib.crc32(raw + b"\0", crc)
+    return crc
+
+
 def checksum(data=None) -> dict:
     """create_dataset's keywords for the checksum, for a dataset created with `data` (or a shape)."""
     return CHECKSUM if data is None or np.size(data) > 0 else {}

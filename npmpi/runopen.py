@@ -132,3 +132,21 @@ def read_checked(ds, selection, p: Path, where: str):
         raise RunFileError(
             f"{p}: {where} cannot be read ({exc}); the file may be truncated or corrupt"
         ) from None
+
+
+def check_text(ds, values, p: Path, where: str) -> None:
+    """RunFileError when a text dataset's stored CRC-32 (format 1.6) differs from its text's."""
+    from npmpi.runformat import TEXT_CHECKSUM, text_crc32
+
+    stored = ds.attrs.get(TEXT_CHECKSUM)
+    if stored is None:
+        return
+    try:
+        stored = int(stored)
+    except (TypeError, ValueError):
+        raise RunFileError(f"{p}: {where}: attribute {TEXT_CHECKSUM} is not a number") from None
+    if stored != text_crc32(values):
+        raise RunFileError(
+            f"{p}: {where} fails its checksum (CRC-32 of its text): its text changed after it was "
+            "written (a flipped bit, a damaged disk or copy); the file is corrupt"
+        )

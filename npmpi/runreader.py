@@ -37,7 +37,7 @@ from npmpi.runformat import (
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
 )
-from npmpi.runopen import read_checked, read_npmpi_file
+from npmpi.runopen import check_text, read_checked, read_npmpi_file
 from npmpi.safetext import valid_text
 
 
@@ -374,6 +374,7 @@ def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
             raise RunFileError(f"{p}: /layout/{key} has an unexpected shape")
         data = _read_rows(ds, ds.shape[0], p, f"/layout/{key}")
         if data.dtype.kind in "OS":
+            check_text(ds, data, p, f"/layout/{key}")
             data = np.array([_attr(v) for v in data], dtype=object)
         out[key] = data
     return out

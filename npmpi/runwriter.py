@@ -30,9 +30,11 @@ from npmpi.runformat import (
     SAMPLE_FIELDS,
     STATUS_RUNNING,
     STATUSES,
+    TEXT_CHECKSUM,
     SizeResult,
     checksum,
     power_group,
+    text_crc32,
 )
 
 
@@ -120,7 +122,8 @@ class RunWriter:
         str_dt = h5py.string_dtype()
         for key, values in layout_rows.items():
             if values and isinstance(values[0], str):
-                lay.create_dataset(key, data=np.array(values, dtype=object), dtype=str_dt)
+                ds = lay.create_dataset(key, data=np.array(values, dtype=object), dtype=str_dt)
+                ds.attrs[TEXT_CHECKSUM] = text_crc32(values)
             else:
                 lay.create_dataset(key, data=np.asarray(values), **checksum(values))
         pp = f.create_group("pingpong")

@@ -42,8 +42,8 @@ SIZES = [1, 65536, 1 << 20, 4 << 20]
 TRIALS = 3
 
 
-def map_writer(path: Path, reservation=None) -> MapWriter:
-    rounds, nr = circle_rounds(len(HOSTS))
+def map_writer(path: Path, reservation=None, hosts: list[str] = HOSTS) -> MapWriter:
+    rounds, nr = circle_rounds(len(hosts))
     spec = {
         "attrs": {
             "schedule": "rounds",
@@ -52,14 +52,14 @@ def map_writer(path: Path, reservation=None) -> MapWriter:
             "mode": "pingpong",
             "window": 1,
         },
-        "hosts": HOSTS,
-        "ranks": list(range(len(HOSTS))),
+        "hosts": hosts,
+        "ranks": list(range(len(hosts))),
         "sizes": SIZES,
         "rounds_matrix": rounds,
         "n_rounds": nr,
     }
     return MapWriter(
-        path, {"kernel": "python"}, {"host": HOSTS}, TRIALS, map_spec=spec, reservation=reservation
+        path, {"kernel": "python"}, {"host": hosts}, TRIALS, map_spec=spec, reservation=reservation
     )
 
 
@@ -518,3 +518,32 @@ def test_a_flipped_bit_in_any_numeric_dataset_is_detected_and_named(tmp_path, ki
             load_run(path) if kind == "run" else load_map(path, SAMPLE_FIELDS)
         assert f"/{name} fails its checksum (Fletcher-32)" in str(info.value), (name, info.value)
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["run", "map"])
+def test_a_flipped_bit_in_a_host_name_is_detected_and_named(tmp_path, kind):
+    """Text datasets cannot take a filter: /layout's text and /map/hosts carry a CRC-32 of it."""
+    from npmpi_analysis.map_file import load_map
+
+    from npmpi.errors import RunFileError
+    from npmpi.runfile import SAMPLE_FIELDS, RunWriter, load_run
+
+    host = "uniquehost-q7"
+    path = tmp_path / "h.h5"
+    if kind == "run":
+        w = RunWriter(path, {"kernel": "python"}, {"host": [host, "other"], "node_index": [0, 1]}, 3)
+        w.finish("interrupted", "test")
+    else:
+        w = map_writer(path, hosts=[host, "hb", "hc", "hd"])
+        store_rounds(w, 12)
+        w.finish("complete")
+    data = bytearray(path.read_bytes())
+    spots = [m.start() for m in re.finditer(host.encode(), bytes(data))]
+    assert spots
+    for at in spots:  # every copy of the name (a map's layout holds it too)
+        data[at + 3] ^= 0x02
+    path.write_bytes(bytes(data))
+    with pytest.raises(RunFileError) as info:
+        load_run(path) if kind == "run" else load_map(path, SAMPLE_FIELDS)
+    where = "/layout/host" if kind == "run" else "/map/hosts"
+    assert f"{where} fails its checksum (CRC-32 of its text)" in str(info.value), info.value

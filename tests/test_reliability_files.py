@@ -37,6 +37,7 @@ import pytest
 
 from npmpi.errors import RunFileError
 from npmpi.runfile import SAMPLE_FIELDS, RunWriter, SizeResult, load_run
+from npmpi.runformat import TEXT_CHECKSUM, text_crc32
 from npmpi.schedule import netpipe_schedule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -612,6 +613,7 @@ def test_code_and_pickles_in_a_file_stay_data(base, tmp_path, capsys):
             "pingpong/pickled", data=np.frombuffer(pickle.dumps(_Exploit(marker)), dtype=np.uint8)
         )
         f["layout/host"][0] = code
+        f["layout/host"].attrs[TEXT_CHECKSUM] = text_crc32(f["layout/host"][()])  # a forger's own
     run = load_run(path)
     assert run.attrs["options_json"] == code and not marker.exists()
     out_dir = tmp_path / "out"
@@ -842,6 +844,7 @@ def mutate_map(base: Path, dst: Path, rng, kind: str) -> Mutation:
             return Mutation(f"{name} made a link", "error", (f"/{name}",))
         if kind == "hostile-text":
             g["hosts"][int(rng.integers(4))] = "\x1b[2J\x07\r\u202eevil"
+            g["hosts"].attrs[TEXT_CHECKSUM] = text_crc32(g["hosts"][()])  # forged consistently
             g.attrs["status_message"] = "\x1b]0;title\x07"
             return Mutation("escapes in the host names", "any")
         if kind == "attr":

@@ -159,7 +159,7 @@ def _dataset(g, name: str, kinds: str, ndim: int, p: Path, required: bool = True
 
 
 def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
-    from npmpi.runopen import read_declared
+    from npmpi.runopen import check_text, read_declared
     from npmpi.runreader import read_layout_part
 
     attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
@@ -175,6 +175,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     _check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
     # a stopped map's rounds not reached were never written: read as their fill value (NaN, 0)
     data = {k: read_declared(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
+    check_text(ds["hosts"], data["hosts"], p, "/map/hosts")
     hosts = [str(_attr(h)) for h in data["hosts"]]
     m = MapFile(
         path=p,
