@@ -174,7 +174,14 @@ def test_a_map_whose_disk_fills_is_analysed(tmpfs, tmp_path, capsys):  # noqa: F
     with h5py.File(path) as f:
         assert f.attrs["status"] == "failed" and "No space left" in f.attrs["status_message"]
     (tmpfs / "filler").unlink()
-    check_stopped_map_analysis(capsys, path, tmp_path / "out", 6)
+    data = check_stopped_map_analysis(capsys, path, tmp_path / "out", 6)
+    assert data["maps"][0]["summary"]["status"] == "failed"
+    from npmpi_analysis.map_file import load_map
+
+    from npmpi.runfile import SAMPLE_FIELDS
+
+    m = load_map(path, SAMPLE_FIELDS)  # /map may still say running: the root's failed stands
+    assert m.status == "failed" and any("the map failed: cannot write" in n for n in m.notices), m.notices
 
 
 @pytest.mark.parametrize("status", ["interrupted", "running", "failed"])

@@ -69,7 +69,11 @@ class MapFile:
 
     @property
     def status(self) -> str:
-        return str(self.map_attrs.get("status", self.attrs.get("status", "")))
+        """/map's status, or the root's when /map was left `running` by a writer that then closed
+        the file as failed or interrupted (a full disk stops the writer before /map's status)."""
+        root = str(self.attrs.get("status", ""))
+        own = str(self.map_attrs.get("status", root))
+        return root if own == "running" and root in ("failed", "interrupted") else own
 
     @property
     def nodes(self) -> int:
