@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi.errors import RunFileWriteError
+from npmpi.runformat import CHECKSUM, TEXT_CHECKSUM, text_crc32
 from npmpi.runwriter import RunWriter
 
 MAP_GROUP = "map"
@@ -82,19 +83,22 @@ class MapWriter(RunWriter):
         for key, value in {**attrs, "n_rounds": n_rounds, "trials": t, "rounds_completed": 0}.items():
             g.attrs[key] = value
         g.attrs["status"] = "running"
-        g.create_dataset("hosts", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
-        g.create_dataset("ranks", data=np.asarray(ranks, dtype=np.int32))
-        g.create_dataset("size_bytes", data=np.asarray(sizes, dtype=np.int64))
-        g.create_dataset("round", data=np.asarray(rounds_matrix, dtype=np.int32))
+        ds = g.create_dataset("hosts", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
+        ds.attrs[TEXT_CHECKSUM] = text_crc32(hosts)
+        g.create_dataset("ranks", data=np.asarray(ranks, dtype=np.int32), **CHECKSUM)
+        g.create_dataset("size_bytes", data=np.asarray(sizes, dtype=np.int64), **CHECKSUM)
+        g.create_dataset("round", data=np.asarray(rounds_matrix, dtype=np.int32), **CHECKSUM)
         c = min(n, CHUNK_EDGE)
         nan = np.nan
-        g.create_dataset("trial_s", (s, n, n, t), np.float64, chunks=(1, c, c, t), fillvalue=nan)
+        g.create_dataset("trial_s", (s, n, n, t), np.float64, chunks=(1, c, c, t), fillvalue=nan, **CHECKSUM)
         for name in ("iterations", "bytes_moved"):
-            g.create_dataset(name, (s, n, n), np.int64, chunks=(1, c, c), fillvalue=0)
-        g.create_dataset("bandwidth_bit_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan)
-        g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan)
+            g.create_dataset(name, (s, n, n), np.int64, chunks=(1, c, c), fillvalue=0, **CHECKSUM)
+        g.create_dataset(
+            "bandwidth_bit_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan, **CHECKSUM
+        )
+        g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan, **CHECKSUM)
         for name in ("window_start_unix_s", "window_end_unix_s"):
-            g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan)
+            g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan, **CHECKSUM)
         self._pending_bytes += 8 * (s * n_rounds * 2 + 4 * n * n)
 
     def store_round(

@@ -17,8 +17,9 @@ FORMAT_NAME = "npmpi-run"
 # utilisation, the channels' reading attributes (averaging, resolutions, energy_from_counter), the
 # faults' last_time_unix_s, count and kind, and a Watts Up?'s time_spaced_unix_s; 1.5 the /map group
 # (npmpi map), /power/fabric (--fabric-meter) and the redfish and snmp channels' attributes; 1.6 the
-# nodes' --meter auto choice (meter_auto, meter_auto_summary), the cray and perf channels' attributes
-# and the Slurm context (slurm_* root attributes)
+# nodes' --meter auto choice (meter_auto, meter_auto_summary), the cray and perf channels' attributes,
+# the Slurm context (slurm_* root attributes) and the Fletcher-32 checksum of every numeric dataset
+# (CHECKSUM below)
 FORMAT_VERSION = (1, 6)
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
@@ -59,6 +60,34 @@ ENERGY_OF_COUNTERS = "energy_j_of_counters"
 COUNTER_KINDS = ("rapl", "nvml")
 # per-sample datasets only channels that name them in their `extra_sample_fields` attribute have
 EXTRA_SAMPLE_FIELDS = ("time_spaced_unix_s",)
+
+# Every numeric dataset is written with HDF5's Fletcher-32 checksum filter (format 1.6): a flipped bit
+# in its data makes the read fail, and the reader names the dataset. Text datasets (variable-length
+# strings) cannot take a filter. `checksum(data)` gives the keywords of create_dataset (none for an
+# empty array given as data: such a dataset cannot be chunked).
+CHECKSUM = {"fletcher32": True}
+
+
+# Text datasets written once (/layout's text, /map/hosts) carry the CRC-32 of their text instead, in
+# this attribute (format 1.6): the reader compares it with what it read.
+TEXT_CHECKSUM = "text_crc32"
+
+
+def text_crc32(values) -> int:
+    """CRC-32 of text values (str or UTF-8 bytes), each followed by a NUL byte."""
+    import zlib
+
+    crc = 0
+    for v in values:
+        raw = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
+        crc = zlib.crc32(raw + b"\0", crc)
+    return crc
+
+
+def checksum(data=None) -> dict:
+    """create_dataset's keywords for the checksum, for a dataset created with `data` (or a shape)."""
+    return CHECKSUM if data is None or np.size(data) > 0 else {}
+
 
 # A file claiming more rows or trials than this is refused before anything is allocated.
 MAX_ROWS = 10_000_000

@@ -254,7 +254,7 @@ LONG_MAP = ["map", "--per-rank", "--sizes", "1,64K,1M,4M", "--trials", "10", "--
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_ctrl_c_keeps_every_completed_round(tmp_path):
+def test_ctrl_c_keeps_every_completed_round(tmp_path, capsys):
     name = f"stop-{os.getpid()}.h5"
     args = [*LONG_MAP, "-o", name]
     job = Job(args, 4, tmp_path, name)
@@ -278,12 +278,32 @@ def test_ctrl_c_keeps_every_completed_round(tmp_path):
         t = g["trial_s"][:]
         assert np.isfinite(t[:2][:, ~np.eye(4, dtype=bool)]).all()  # the sizes before are whole
         assert np.isnan(t[:, 0, 0]).all()
+    analyse_stopped_map(capsys, tmp_path / name, tmp_path / "out")
+
+
+def analyse_stopped_map(capsys, path, out) -> None:
+    """npmpi-analyze (text, JSON, CSV, report) on a stopped map: exit 0, a notice, the sizes reached
+    measured and the rest blank (before issue 28: refused as 'damaged or forged')."""
+    import json
+
+    from npmpi_analysis.cli import main
+
+    out.mkdir()
+    capsys.readouterr()
+    files = ["--json", str(out / "m.json"), "--csv", str(out / "m.csv"), "--report", str(out / "m.html")]
+    code = main([str(path), *files])
+    got = capsys.readouterr()
+    assert code == 0 and "Traceback" not in got.out + got.err, got.err
+    assert "notice:" in got.out and "6/6 at 1 B" in got.out and "6/6 at 64 KiB" in got.out, got.out
+    assert "/6 at 4 MiB" in got.out
+    assert json.loads((out / "m.json").read_text()) and (out / "m.html").stat().st_size > 0
+    assert len((out / "m.csv").read_text().splitlines()) > 12  # both sizes' 6 pairs at least
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_sigkill_of_a_member_keeps_every_completed_round(tmp_path):
+def test_sigkill_of_a_member_keeps_every_completed_round(tmp_path, capsys):
     name = f"kill-{os.getpid()}.h5"
     args = [*LONG_MAP, "-o", name]
     job = Job(args, 4, tmp_path, name)
@@ -308,3 +328,4 @@ def test_sigkill_of_a_member_keeps_every_completed_round(tmp_path):
         for k in range(done):  # every pair of every completed round is whole
             s, r = divmod(k, 3)
             assert np.isfinite(t[s][rounds == r]).all()
+    analyse_stopped_map(capsys, tmp_path / name, tmp_path / "out")

@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 1
+    except MemoryError:  # what the files declare is capped (npmpi/runopen.py); the machine may have less
+        _error("out of memory: this machine has too little free memory for these files' analysis")
+        return 1
     except Exception as exc:  # never a traceback: one line a user can report
         _error(f"internal error, please report: {type(exc).__name__}: {exc}")
         return 1

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.errors import RunFileError
+from npmpi.safetext import valid_text
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")
@@ -68,7 +69,11 @@ class MapFile:
 
     @property
     def status(self) -> str:
-        return str(self.map_attrs.get("status", self.attrs.get("status", "")))
+        """/map's status, or the root's when /map was left `running` by a writer that then closed
+        the file as failed or interrupted (a full disk stops the writer before /map's status)."""
+        root = str(self.attrs.get("status", ""))
+        own = str(self.map_attrs.get("status", root))
+        return root if own == "running" and root in ("failed", "interrupted") else own
 
     @property
     def nodes(self) -> int:
@@ -78,6 +83,8 @@ class MapFile:
 def _attr(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if isinstance(value, str):  # h5py gives bytes that are not UTF-8 as lone surrogates
+        return valid_text(value)
     if isinstance(value, np.ndarray):
         return [_attr(v) for v in value.tolist()]
     if isinstance(value, np.generic):
@@ -101,9 +108,11 @@ def is_map_file(path: Path) -> bool:
 
 def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
+    from npmpi.runformat import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
     from npmpi.runopen import read_npmpi_file
 
-    return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields))
+    unread = tuple(n for n in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS) if n not in (*sample_fields, "energy_j"))
+    return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields), unread)
 
 
 def _check_root(attrs: dict, p: Path) -> None:
@@ -154,7 +163,8 @@ def _dataset(g, name: str, kinds: str, ndim: int, p: Path, required: bool = True
 
 
 def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
-    from npmpi.runreader import read_layout_part, read_whole
+    from npmpi.runopen import check_text, read_declared
+    from npmpi.runreader import read_layout_part
 
     attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
     _check_root(attrs, p)
@@ -167,7 +177,9 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     ds = {name: _dataset(g, name, kinds, ndim, p) for name, kinds, ndim in REQUIRED}
     ds.update({name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED})
     _check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
-    data = {k: read_whole(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
+    # a stopped map's rounds not reached were never written: read as their fill value (NaN, 0)
+    data = {k: read_declared(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
+    check_text(ds["hosts"], data["hosts"], p, "/map/hosts")
     hosts = [str(_attr(h)) for h in data["hosts"]]
     m = MapFile(
         path=p,
@@ -186,6 +198,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         stored_bandwidth_bit_s=data.get("bandwidth_bit_s"),
     )
     _check_values(m, p)
+    _keep_counted_rounds(m)
     _sort_sizes(m)
     _status_notices(m)
     try:
@@ -272,6 +285,41 @@ def _check_values(m: MapFile, p: Path) -> None:
     schedule = str(m.map_attrs.get("schedule", ""))
     if schedule and schedule not in SCHEDULES:
         m.notices.append(f"/map: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+
+
+def _keep_counted_rounds(m: MapFile) -> None:
+    """A map not complete holds what was flushed: the rounds `rounds_completed` counts (size 0's
+    rounds first). A round after them (written, not yet counted when the writer stopped) is left
+    out, with a notice; a count that is not a whole number of rounds of this map is said and unused."""
+    if m.status == STATUS_COMPLETE:
+        return
+    s_count, rounds = m.window_start_unix_s.shape
+    done = m.map_attrs.get("rounds_completed")
+    if isinstance(done, bool) or not isinstance(done, int) or not 0 <= done <= s_count * rounds:
+        if done is not None:
+            m.notices.append(
+                f"/map: rounds_completed is {str(done)[:40]!r}, not a count from 0 to {s_count * rounds}; "
+                "every round holding data is analysed"
+            )
+        return
+    late = np.arange(s_count * rounds).reshape(s_count, rounds) >= done  # [S, R]
+    pair_late = np.zeros(m.iterations.shape, dtype=bool)  # [S, N, N]
+    off = m.round >= 0
+    pair_late[:, off] = late[:, m.round[off]]
+    had = np.isfinite(m.trial_s[pair_late]).any() or np.isfinite(m.window_start_unix_s[late]).any()
+    if not had:
+        return
+    m.trial_s[pair_late] = np.nan
+    m.iterations[pair_late] = 0
+    m.bytes_moved[pair_late] = 0
+    m.window_start_unix_s[late] = np.nan
+    m.window_end_unix_s[late] = np.nan
+    if m.stored_bandwidth_bit_s is not None:
+        m.stored_bandwidth_bit_s = np.where(pair_late, np.nan, m.stored_bandwidth_bit_s)
+    m.notices.append(
+        f"/map: data of rounds after the {done} counted in rounds_completed (written as the map "
+        "stopped, never confirmed) are left out"
+    )
 
 
 def _sort_sizes(m: MapFile) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from npmpi.safetext import csv_cell
 from npmpi.units import format_size_iec as format_size
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
@@ -215,6 +216,7 @@ def pair_rows(a) -> list[dict[str, Any]]:
                 "size_bytes": int(size),
                 "round": int(a.round[i, j]),
                 "trials": int(a.trials_run[k, i, j]),
+                "trials_stalled": int(a.trials_stalled[k, i, j]),
                 "best_one_way_s": float(a.best_s[k, i, j]),
                 "latency_s": float(a.latency_s[i, j]),
                 "bandwidth_bit_s": float(a.bandwidth_bit_s[k, i, j]),
@@ -230,6 +232,7 @@ def pair_rows(a) -> list[dict[str, Any]]:
                         "power_w": float(e.power_w[k, i, j]),
                         "power_sigma_w": float(e.power_sigma_w[k, i, j]),
                         "power_flag": FLAG_NAMES[flag] or FLAG_NAMES[FLAG_OK],
+                        "power_flag_reason": str(e.flag_reason[k, i, j]) if e.flag_reason is not None else "",
                         "power_label": a.caveat or "measured",
                         "energy_pj_bit": float(e.energy_pj_bit[k, i, j]),
                         "energy_sigma_pj_bit": float(e.energy_sigma_pj_bit[k, i, j]),
@@ -250,10 +253,12 @@ def csv_bytes(analyses: list) -> bytes:
     rows = [r for a in analyses for r in pair_rows(a)]
     fields = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()})
+        w.writerow(
+            {k: ("" if isinstance(v, float) and not math.isfinite(v) else csv_cell(v)) for k, v in r.items()}
+        )
     return buf.getvalue().encode()
 
 
@@ -298,6 +303,7 @@ def map_doc(a) -> dict[str, Any]:
         "bandwidth_mean_bit_s": a.mean_bit_s,
         "bandwidth_sigma_bit_s": a.sigma_bit_s,
         "bytes_moved": a.bytes_moved,
+        "trials_stalled": a.trials_stalled,
         "outliers": [_finding(f) for f in a.outliers],
     }
     if a.energy is not None:
@@ -310,6 +316,8 @@ def map_doc(a) -> dict[str, Any]:
                 "energy_sigma_pj_bit": e.energy_sigma_pj_bit,
                 "dynamic_energy_pj_bit": e.dynamic_pj_bit,
                 "dynamic_energy_sigma_pj_bit": e.dynamic_sigma_pj_bit,
+                "power_flag": np.vectorize(lambda c: FLAG_NAMES[c] or FLAG_NAMES[FLAG_OK])(e.flag),
+                "power_flag_reason": e.flag_reason,
             }
         )
     return doc

@@ -43,6 +43,7 @@ class PairEnergy:
     dynamic_pj_bit: np.ndarray | None  # None without an idle baseline
     dynamic_sigma_pj_bit: np.ndarray | None
     shared_nodes: bool = False  # several mapped ranks on one node: its power was split among them
+    flag_reason: np.ndarray | None = None  # [S, N, N] why a pair-size is flagged 'recorded gap' ('' if not)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class MapAnalysis:
     size_bytes: np.ndarray  # [S]
     round: np.ndarray  # [N, N]
     trials_run: np.ndarray  # [S, N, N]
+    trials_stalled: np.ndarray  # [S, N, N] trials left out of the mean (maps.STALL_RATIO)
     best_s: np.ndarray  # [S, N, N] best one-way time
     latency_s: np.ndarray  # [N, N] best one-way time at the smallest size
     bandwidth_bit_s: np.ndarray  # [S, N, N] 8 size / best
@@ -102,8 +104,16 @@ def symmetric(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), x, swapped)
 
 
+# A trial is stalled (a member stopped, swapped out or preempted) when it took over STALL_RATIO times
+# the pair's best trial and at least STALL_MIN_S more loop time: it is flagged and left out of the
+# mean bandwidth and its σ (issue 28); the best trial is unaffected.
+STALL_RATIO = 10.0
+STALL_MIN_S = 0.5
+
+
 def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
-    """Best, mean ± σ one-way time and the bandwidths of every pair and size (NaN unmeasured)."""
+    """Best, mean ± σ one-way time and the bandwidths of every pair and size (NaN unmeasured), and
+    the stalled trials of each (left out of the mean)."""
     t = symmetric(m.trial_s)
     s, n = len(m.size_bytes), m.nodes
     for k in range(n):  # the diagonal is never a pair
@@ -111,10 +121,18 @@ def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
     flat = t.reshape(s * n * n, t.shape[3])
     finite = np.isfinite(flat)
     runs = finite.sum(axis=1)
+    iterations = np.maximum(m.iterations, np.swapaxes(m.iterations, 1, 2)).reshape(-1, 1).astype(float)
     with np.errstate(all="ignore"):
         best = np.where(runs > 0, np.min(np.where(finite, flat, np.inf), axis=1), np.nan)
-        mean = np.where(runs > 0, np.where(finite, flat, 0.0).sum(axis=1) / np.maximum(runs, 1), np.nan)
-        sigma_t = np.where(runs > 0, compute.sigma_of_mean(flat), np.nan)
+        # a trial's loop time is at least its one-way time x iterations (the mode's divisor is >= 1)
+        stalled = finite & (flat > STALL_RATIO * best[:, None])
+        stalled &= (flat - best[:, None]) * iterations >= STALL_MIN_S
+        flat = np.where(stalled, np.nan, flat)
+        kept = runs - stalled.sum(axis=1)
+        mean = np.where(
+            kept > 0, np.where(np.isfinite(flat), flat, 0.0).sum(axis=1) / np.maximum(kept, 1), np.nan
+        )
+        sigma_t = np.where(kept > 0, compute.sigma_of_mean(flat), np.nan)
         bits = (compute.BITS_PER_BYTE * m.size_bytes.astype(float))[:, None, None]
         best = best.reshape(s, n, n)
         mean = mean.reshape(s, n, n)
@@ -123,11 +141,29 @@ def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
         mean_b = bits / mean
     return {
         "trials_run": runs.reshape(s, n, n),
+        "trials_stalled": stalled.sum(axis=1).reshape(s, n, n),
         "best_s": best,
         "bandwidth_bit_s": bandwidth,
         "mean_bit_s": mean_b,
         "sigma_bit_s": mean_b * sigma_t / mean,
     }
+
+
+def stalled_notice(a: MapAnalysis) -> list[str]:
+    """One notice naming the pairs with stalled trials (at most 4, then how many more)."""
+    where = [(k, i, j) for k, i, j in zip(*np.nonzero(a.trials_stalled), strict=True) if i < j]
+    if not where:
+        return []
+    named = ", ".join(
+        f"{a.names[i]}-{a.names[j]} at {int(a.size_bytes[k])} B ({int(a.trials_stalled[k, i, j])})"
+        for k, i, j in where[:4]
+    )
+    more = f" and {len(where) - 4} more pair-size(s)" if len(where) > 4 else ""
+    return [
+        f"stalled trial(s), over {STALL_RATIO:g}x the pair's best trial and {STALL_MIN_S:g} s longer "
+        f"(a member stopped, swapped out or preempted): {named}{more}; left out of the mean bandwidth "
+        "and its sigma (the best trial stands)"
+    ]
 
 
 def _stored_notice(m: MapFile, latency: np.ndarray, bandwidth: np.ndarray) -> list[str]:
@@ -163,12 +199,13 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
         label=label,
         path=str(m.path),
         attrs=dict(m.attrs),
-        map_attrs=dict(m.map_attrs),
+        map_attrs={**m.map_attrs, "status": m.status},
         hosts=list(m.hosts),
         names=entry_names(m.hosts, m.ranks),
         size_bytes=m.size_bytes,
         round=m.round,
         trials_run=timing["trials_run"],
+        trials_stalled=timing["trials_stalled"],
         best_s=timing["best_s"],
         latency_s=latency,
         bandwidth_bit_s=timing["bandwidth_bit_s"],
@@ -179,6 +216,7 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
         problems=list(m.problems),
     )
     a.notices += _stored_notice(m, latency, timing["bandwidth_bit_s"])
+    a.notices += stalled_notice(a)
     a.notices += shared_host_notice(entry_hosts(m))
     if not np.isfinite(a.best_s).any():
         a.problems.append(f"{m.path.name}: /map/trial_s holds no measured pair: nothing to analyse")
@@ -191,6 +229,7 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
         a.notices += power.notices
         a.problems += power.problems
         a.energy = pair_energy(m, a, power)
+        a.notices += _gap_notice(a.energy)
         if a.energy.shared_nodes:
             a.notices.append(
                 "several mapped ranks share a node: each node's power in a round is split equally "
@@ -265,6 +304,7 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
     nw = np.array([nd.sizes.mean for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
     ns = np.array([nd.sizes.sigma for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
     nf = np.array([nd.sizes.flag for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
+    gap_reason = _node_gaps(m, power, nf)
     idle = np.array([nd.idle.mean[0] for nd in power.nodes])
     idle_sigma = np.array([nd.idle.sigma[0] for nd in power.nodes])
     counts = _measuring_counts(m, a, node_of, len(power.nodes))
@@ -272,6 +312,7 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
     p, sp, ip, sip = (np.full(shape, np.nan) for _ in range(4))
     flag = np.full(shape, FLAG_NONE, dtype=np.int8)
     window = np.full(shape, np.nan)
+    reason = np.full(shape, "", dtype=object)
     for i, j in a.pairs():
         r, ki, kj = int(m.round[i, j]), int(node_of[i]), int(node_of[j])
         if r < 0 or ki < 0 or kj < 0:
@@ -283,6 +324,9 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
         ip[:, i, j] = sum(w * idle[k] for k, w in shares)
         sip[:, i, j] = np.sqrt(sum((w * idle_sigma[k]) ** 2 for k, w in shares))
         flag[:, i, j] = flag[:, j, i] = np.maximum(nf[ki, :, r], nf[kj, :, r])
+        for k in range(s_count):
+            why = "; ".join(dict.fromkeys(x for x in (gap_reason[ki, k, r], gap_reason[kj, k, r]) if x))
+            reason[k, i, j] = reason[k, j, i] = why
         window[:, i, j] = m.window_end_unix_s[:, r] - m.window_start_unix_s[:, r]
     for x in (p, sp, ip, sip, window):
         x[:] = symmetric(x)
@@ -304,4 +348,35 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
         dynamic_pj_bit=dyn,
         dynamic_sigma_pj_bit=dyn_sigma,
         shared_nodes=bool(np.any(counts > 1)),
+        flag_reason=reason,
     )
+
+
+def _gap_notice(e: PairEnergy) -> list[str]:
+    upper = np.triu(np.ones(e.flag.shape[1:], dtype=bool), 1)
+    flagged = e.flag_reason[:, upper] if e.flag_reason is not None else np.zeros(0)
+    reasons = list(dict.fromkeys(r for r in flagged.ravel() if r))
+    if not reasons:
+        return []
+    return [
+        f"{int((flagged != '').sum())} pair-size(s) flagged 'recorded gap': their round's window "
+        "overlaps a recorded sampling gap of one of their nodes, so their power and energy per bit "
+        f"come from the samples around it: {'; '.join(reasons[:3])}"
+    ]
+
+
+def _node_gaps(m: MapFile, power: PowerResult, nf: np.ndarray) -> np.ndarray:
+    """Flag (in nf [nodes, S, R]) each node's round windows that overlap one of its recorded gaps
+    (a stopped power rank), as the sweep flags its sizes; [nodes, S, R] the reasons ('' if none)."""
+    from npmpi_analysis.faults import flag_recorded_gaps
+
+    starts, ends = m.window_start_unix_s.ravel(), m.window_end_unix_s.ravel()
+    reasons = np.full(nf.shape, "", dtype=object)
+    for k, nd in enumerate(power.nodes):
+        faults = [(f"node {nd.index} ({nd.host}) {c.kind}", f) for c in nd.channels for f in c.fault_records]
+        flag = nf[k].ravel().copy()
+        reasons[k] = np.array(flag_recorded_gaps(faults, starts, ends, flag), dtype=object).reshape(
+            nf.shape[1:]
+        )
+        nf[k] = flag.reshape(nf.shape[1:])
+    return reasons

@@ -203,7 +203,7 @@ def _channel_series(
 ) -> tuple[ChannelReadings, ChannelInfo]:
     """One channel's readings on rank 0's time line (invalid samples dropped and reported), with
     their spans for windows, and what the summary says about the channel."""
-    attrs = ch.attrs
+    attrs = compute.checked_timing_attrs(ch.attrs, where, problems)
     t, p, e = _valid_samples(ch, where, problems)
     interval = compute.float_attr(attrs, "sample_interval_s")
     if interval is None or interval <= 0:
@@ -297,8 +297,9 @@ def node_group_power(
     baseline, after, sweep = windows
     where = f"{run.path.name}: /power/{group or f'node{i}'}"
     host = str(node.attrs.get("host", "")) or f"node{i}"
-    align, offset_note = _align_node(node.attrs, f"{where} ({host})", notices)
-    offset_sigma = _offset_sigma(node.attrs)
+    attrs = compute.checked_timing_attrs(node.attrs, where, problems)
+    align, offset_note = _align_node(attrs, f"{where} ({host})", notices)
+    offset_sigma = _offset_sigma(attrs)
     readings, infos, counted = [], [], []
     for j, ch in enumerate(node.channels):
         r, info = _channel_series(ch, f"{where}/channel{j}", delay_override, align, problems, offset_sigma)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.safetext import printable_lines
+from npmpi.safetext import csv_cell, printable_lines
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import FLAG_NAMES, mode_label
 from npmpi_analysis.fabric import fabric_line, part_cells
@@ -303,10 +303,12 @@ def csv_bytes(analyses: list[RunAnalysis]) -> bytes:
     rows = [r for a in analyses for r in size_rows(a)]
     fields = list(dict.fromkeys(k for r in rows for k in r))  # first-seen order, linear time
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()})
+        w.writerow(
+            {k: ("" if isinstance(v, float) and not math.isfinite(v) else csv_cell(v)) for k, v in r.items()}
+        )
     return buf.getvalue().encode()
 
 
