@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.runformat import OPEN_EPOCH
 from npmpi_analysis import baselines, compute
+from npmpi_analysis.channel_samples import sample_extras, stamp_sigma_s, valid_samples
 from npmpi_analysis.compute import FLAG_NONE, WindowStats
 from npmpi_analysis.energy_windows import (
     METHOD_AVERAGE,
@@ -36,10 +38,6 @@ from npmpi_analysis.faults import KIND_GAP, FaultInfo, channel_faults, flag_reco
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
-
-# No meter channel of one node (a wall meter, a PDU outlet, a BMC, RAPL, a GPU) reads a megawatt: such a
-# value is a corrupt sample or a unit mix-up (mW or µW stored as W), not power.
-MAX_PLAUSIBLE_CHANNEL_W = 1e6
 
 
 @dataclass
@@ -168,43 +166,14 @@ def _method(attrs: dict, e: np.ndarray) -> tuple[str, str, float]:
     return METHOD_INSTANT, "instant", 0.0
 
 
-def _valid_samples(ch, where: str, problems: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(time, power, energy) of one channel, invalid samples dropped and reported."""
-    t = np.asarray(ch.time_unix_s, dtype=float)
-    p = np.asarray(ch.power_w, dtype=float)
-    energy = getattr(ch, "energy_j", None)
-    n = min(len(t), len(p))
-    t, p = t[:n], p[:n]
-    e = np.full(n, np.nan)
-    if energy is not None:
-        energy = np.asarray(energy, dtype=float)[:n]
-        e[: len(energy)] = energy
-    bad_t = ~np.isfinite(t) | (t < 0)
-    if bad_t.any():
-        k = int(np.argmax(bad_t))
-        problems.append(
-            f"{where}/time_unix_s: {int(bad_t.sum())} NaN or negative time(s) (first at sample {k}): "
-            "those samples are ignored"
-        )
-    bad_p = ~bad_t & (~np.isfinite(p) | (p < 0) | (p > MAX_PLAUSIBLE_CHANNEL_W))
-    if bad_p.any():
-        k = int(np.argmax(bad_p))
-        problems.append(
-            f"{where}/power_w: {int(bad_p.sum())} NaN, negative or implausible (above "
-            f"{MAX_PLAUSIBLE_CHANNEL_W:.0e} W) power value(s) (first at sample {k}: {p[k]:g} W): "
-            "those samples are ignored"
-        )
-    keep = ~(bad_t | bad_p)
-    return t[keep], p[keep], e[keep]
-
-
 def _channel_series(
     ch, where: str, delay_override: float | None, align, problems: list[str], offset_sigma_s: float = 0.0
 ) -> tuple[ChannelReadings, ChannelInfo]:
     """One channel's readings on rank 0's time line (invalid samples dropped and reported), with
     their spans for windows, and what the summary says about the channel."""
     attrs = ch.attrs
-    t, p, e = _valid_samples(ch, where, problems)
+    t, p, e, kept = valid_samples(ch, where, problems)
+    extra = sample_extras(ch, kept)
     interval = compute.float_attr(attrs, "sample_interval_s")
     if interval is None or interval <= 0:
         interval = compute.float_attr(attrs, "natural_interval_s")
@@ -223,13 +192,15 @@ def _channel_series(
     if len(t) > 1 and np.any(np.diff(t) < 0):
         order = np.argsort(t, kind="stable")
         t, p, e = t[order], p[order], e[order]
+        extra = {k: v[order] for k, v in extra.items()}
     fault_t = np.asarray(ch.fault_time_unix_s, dtype=float)
     faults = list(zip(fault_t.tolist(), ch.fault_message, strict=False))
     method, averaging, averaging_s = _method(attrs, e)
     records = channel_faults(ch, align, float(delay))
     # a meter fault (the meter is reopened, its counter restarts) ends a stretch; a gap does not
     reopen_t = [x for f in records if f.kind != KIND_GAP for x in (f.first_unix_s, f.last_unix_s)]
-    breaks = segment_breaks(t, np.asarray(reopen_t, dtype=float))
+    repeated = [(f.first_unix_s, f.last_unix_s) for f in records if f.kind != KIND_GAP and f.count > 1]
+    breaks = segment_breaks(t, np.asarray(reopen_t, dtype=float), extra.get(OPEN_EPOCH), repeated)
     if method == METHOD_COUNTER:
         lo, hi, pw = counter_spans(t, e, breaks)
     elif method == METHOD_AVERAGE:
@@ -249,6 +220,7 @@ def _channel_series(
         energy_resolution_j=abs(compute.float_attr(attrs, "energy_resolution_j") or 0.0),
         sigma_delay_s=abs(delay_sigma or 0.0),
         sigma_offset_s=offset_sigma_s,
+        sigma_stamp_s=stamp_sigma_s(extra),
     )
     info = ChannelInfo(
         index=0,
