@@ -70,8 +70,7 @@ def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -
     samplers = [ChannelSampler(m, sample_interval_for(m, sample_interval_s), label) for m in meters]
     channels = []
     for s in samplers:
-        d = s.meter.describe()
-        d["sample_interval_s"] = s.interval_s
+        d = s.describe()
         d["sampled_by_rank"] = roles.rank
         channels.append(d)
     roles.samplers = [*roles.samplers, *samplers]

@@ -160,6 +160,14 @@ class ChannelSampler(threading.Thread):
                     delay = 0
                 self._wait(delay)
 
+    def describe(self) -> dict[str, object]:
+        """The channel's attributes for the run file: the meter's, the sample interval, and the
+        per-sample datasets beyond SAMPLE_FIELDS (every channel's open_epoch, the meter's own)."""
+        d = self.meter.describe()
+        d["sample_interval_s"] = self.interval_s
+        d["extra_sample_fields"] = [*(d.get("extra_sample_fields") or []), OPEN_EPOCH]
+        return d
+
     def drain(self) -> ChannelBuffer:
         """What was gathered since the last drain (faults: the new ones and those counted again)."""
         with self._lock:

@@ -58,10 +58,6 @@ def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float
     roles.samplers = [
         ChannelSampler(m, sample_interval_for(m, sample_interval_s), node_label) for m in meters
     ]
-    descs = []
-    for s in roles.samplers:
-        d = s.meter.describe()
-        d["sample_interval_s"] = s.interval_s
-        descs.append(d)
+    descs = [s.describe() for s in roles.samplers]
     roles.power_info = {"specs": roles.meter_specs, "channels": descs, "skipped": skipped}
     return None

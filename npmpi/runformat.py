@@ -60,12 +60,14 @@ COUNTER_KINDS = ("rapl", "nvml")
 # per-sample datasets only channels that name them in their `extra_sample_fields` attribute have
 EXTRA_SAMPLE_FIELDS = (
     "time_spaced_unix_s",
+    "open_epoch",  # OPEN_EPOCH: named by every channel of a run (format 1.6)
     "request_start_unix_s",  # a network meter: its request's start and end (time_unix_s: their middle)
     "request_end_unix_s",
     "reading_time_unix_s",  # a network meter: the time the device itself gave its reading (NaN: none)
 )
-# per-sample dataset of every channel (format 1.6): which opening of the meter took the reading (0 the
-# first, +1 at each reopening after a fault); a counter restarts at each, so no span joins two
+# per-sample dataset of every channel of a run (format 1.6): which opening of the meter took the
+# reading (0 the first, +1 at each reopening after a fault); a counter restarts at each, so no span
+# joins two
 OPEN_EPOCH = "open_epoch"
 # the per-sample datasets a reader may ask for beyond SAMPLE_FIELDS (absent from older files)
 OPTIONAL_SAMPLE_FIELDS = (OPEN_EPOCH, "request_start_unix_s", "request_end_unix_s", "reading_time_unix_s")

@@ -25,7 +25,6 @@ from npmpi.runformat import (
     FORMAT_NAME,
     FORMAT_VERSION,
     LAYOUT_BASELINE_CPU,
-    OPEN_EPOCH,
     PINGPONG_DATASETS,
     SAMPLE_FIELDS,
     STATUS_RUNNING,
@@ -52,7 +51,7 @@ def _create_channels(group, channels: list[dict[str, Any]]) -> None:
         for key, value in ch_attrs.items():
             cg.attrs[key] = _to_attr(value)
         extra = [n for n in EXTRA_SAMPLE_FIELDS if n in (ch_attrs.get("extra_sample_fields") or ())]
-        for name in (*SAMPLE_FIELDS, *extra, OPEN_EPOCH):
+        for name in (*SAMPLE_FIELDS, *extra):
             cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
         faultlog.create_datasets(cg.create_group("faults"))
 
@@ -272,7 +271,7 @@ class RunWriter:
         cg = self._h(where)
         count = len(samples["time_unix_s"])
         if count:
-            for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS, OPEN_EPOCH):
+            for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS):
                 if name in samples and (name in SAMPLE_FIELDS or name in cg):
                     ds, n = self._grow(f"{where}/{name}", count)
                     ds[n:] = samples[name]
