@@ -77,6 +77,7 @@ class NodePower:
     plot_w: np.ndarray
     idle_before: WindowStats | None = None  # one element each: the baselines before and after
     idle_after: WindowStats | None = None
+    readings: np.ndarray | None = None  # per size: the channels' readings stamped inside its window
 
 
 @dataclass
@@ -295,6 +296,7 @@ def node_group_power(
     elif readings:
         series = (readings[0].t, readings[0].p)
     delays = [c.delay_s for c in counted]
+    in_window = _readings_inside(readings, starts, ends)
     if len(readings) > 1 and all(r.method == METHOD_INSTANT for r in readings):
         readings, delays = [merged_instant(readings, *series)], [max(delays)]
     interval = max((c.sample_interval_s for c in infos), default=1.0)
@@ -331,8 +333,19 @@ def node_group_power(
         plot_w=np.asarray(plot_w, dtype=float),
         idle_before=before,
         idle_after=later,
+        readings=in_window,
     )
     return node_power, series
+
+
+def _readings_inside(readings: list[ChannelReadings], starts, ends) -> np.ndarray:
+    """Per window: the readings of all channels stamped inside it (repeats included)."""
+    s = np.where(np.isfinite(starts), starts, 0.0)
+    e = np.where(np.isfinite(ends), ends, 0.0)
+    total = np.zeros(len(s), dtype=np.int64)
+    for r in readings:
+        total += np.searchsorted(r.t, e, side="right") - np.searchsorted(r.t, s, side="left")
+    return np.maximum(total, 0)
 
 
 def _job_one(counted: list[NodePower], which: str) -> tuple[float, float]:
