@@ -75,7 +75,9 @@ def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -
         channels.append(d)
     roles.samplers = [*roles.samplers, *samplers]
     if roles.power_info is None:
-        roles.power_info = {"specs": [], "channels": [], "skipped": []}
+        from npmpi.ranks import machine_ids
+
+        roles.power_info = {"specs": [], "channels": [], "skipped": [], **machine_ids()}
     roles.power_info["fabric"] = {
         "specs": list(specs),
         "channels": channels,

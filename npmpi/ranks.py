@@ -59,5 +59,23 @@ def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float
         ChannelSampler(m, sample_interval_for(m, sample_interval_s), node_label) for m in meters
     ]
     descs = [s.describe() for s in roles.samplers]
-    roles.power_info = {"specs": roles.meter_specs, "channels": descs, "skipped": skipped}
+    roles.power_info = {"specs": roles.meter_specs, "channels": descs, "skipped": skipped, **machine_ids()}
     return None
+
+
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+MACHINE_ID_FILE = "/etc/machine-id"
+
+
+def machine_ids(boot_id_file: str = BOOT_ID_FILE, machine_id_file: str = MACHINE_ID_FILE) -> dict[str, str]:
+    """This host's kernel boot (boot_id: one per running kernel, shared by containers and network
+    namespaces on it) and installation (machine-id); '' where unreadable. Two nodes with one boot_id
+    are one machine: each meter of theirs reads that machine's power."""
+    out = {}
+    for key, path in (("boot_id", boot_id_file), ("machine_id", machine_id_file)):
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                out[key] = f.read(128).strip()
+        except OSError:
+            out[key] = ""
+    return out

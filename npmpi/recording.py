@@ -149,6 +149,8 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
                 "power_rank": rank,
                 "meter_specs": list(info["specs"]),
                 "meters_skipped": list(info["skipped"]) or "",
+                "boot_id": str(info.get("boot_id", "")),  # format 1.6: nodes that are one machine
+                "machine_id": str(info.get("machine_id", "")),
             }
         )
         channels.append(info["channels"])

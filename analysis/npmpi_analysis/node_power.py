@@ -35,6 +35,7 @@ from npmpi_analysis.energy_windows import (
     window_power,
 )
 from npmpi_analysis.faults import KIND_GAP, FaultInfo, channel_faults, flag_recorded_gaps
+from npmpi_analysis.machines import shared_machines
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
@@ -354,10 +355,10 @@ def _job_one(counted: list[NodePower], which: str) -> tuple[float, float]:
     return float(np.sum([s.mean[0] for s in stats])), float(np.sqrt(np.sum([s.sigma[0] ** 2 for s in stats])))
 
 
-def _job_figures(nodes: list[NodePower], nsizes: int) -> tuple:
+def _job_figures(nodes: list[NodePower], nsizes: int, left_out: set[int] = frozenset()) -> tuple:
     """(power, sigma and flag per size, idle before, idle after, active) of the job, from the nodes
-    with samples; NaN without any."""
-    counted = [n for n in nodes if n.samples]
+    with samples (but those `left_out`: another node of theirs is the same machine); NaN without any."""
+    counted = [n for n in nodes if n.samples and n.index not in left_out]
     if not counted:
         nan = (math.nan, math.nan)
         return (
@@ -396,7 +397,7 @@ def analyse_power(
         else (math.nan, math.nan)
     )
     nodes: list[NodePower] = []
-    full_series: list[tuple[np.ndarray, np.ndarray]] = []
+    full_series: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
     labels: list[str] = []
     for i, node in enumerate(run.power):
         node_power, series = node_group_power(
@@ -405,22 +406,27 @@ def analyse_power(
         nodes.append(node_power)
         labels.extend(c.label for c in node_power.channels)
         if series is not None:
-            full_series.append(series)
+            full_series.append((i, series))
     notices.extend(
         baselines.disturbed_notices(
             run.layout, [n.attrs for n in run.power], (baseline, after), run.path.name
         )
     )
-    job_w, job_sigma, job_flag, idle_before, idle_after, active = _job_figures(nodes, nsizes)
+    left_out, machine_notices = shared_machines(
+        [n.attrs for n in run.power], [[c.label for c in n.channels] for n in nodes]
+    )
+    notices.extend(machine_notices)
+    job_w, job_sigma, job_flag, idle_before, idle_after, active = _job_figures(nodes, nsizes, left_out)
     idle_w, idle_sigma = baselines.combine_idle(idle_before, idle_after)
     drift = baselines.drift_notice(idle_before, idle_after, run.path.name)
     if drift:
         notices.append(drift)
-    st, sw = compute.resample_sum(full_series)
-    if len(full_series) > 1 and not len(st):
+    summed = [series for i, series in full_series if i not in left_out]
+    st, sw = compute.resample_sum(summed)
+    if len(summed) > 1 and not len(st):
         notices.append("the nodes' sample times do not overlap: no summed power over time")
     series_t, series_w, series_min, series_max = compute.decimate(st, sw, PLOT_POINTS)
-    del full_series
+    del full_series, summed
     gap_reasons = flag_recorded_gaps(
         [
             (f"node {n.index} ({n.host}) {c.kind}", f)
