@@ -12,6 +12,19 @@ from __future__ import annotations
 LABEL_SIMULATED = "simulated"
 
 
+def machine_of(node_attrs: list[dict], labels: list[list[str]]) -> list[int]:
+    """For each node, the first node of its machine (itself unless another shares its boot_id and
+    their power is not all simulated)."""
+    dropped, _ = shared_machines(node_attrs, labels)
+    first: dict[str, int] = {}
+    out = []
+    for i, attrs in enumerate(node_attrs):
+        boot = str(attrs.get("boot_id", "") or "").strip()
+        k = first.setdefault(boot, i) if boot else i
+        out.append(k if i in dropped else i)
+    return out
+
+
 def shared_machines(node_attrs: list[dict], labels: list[list[str]]) -> tuple[set[int], list[str]]:
     """(indices of the nodes left out of the job's sum, notices) from each node's attributes and its
     channels' labels."""
