@@ -99,3 +99,36 @@ def test_a_reading_time_the_bmc_gives_is_the_stamp(start_bmc, monkeypatch):
         assert abs(r.time_unix_s - bmc.truth.refreshed_at(r.time_unix_s + 1e-4)) < 1.5e-3
         assert r.time_unix_s <= r.request_end_unix_s
         assert float(bmc.truth.shown(r.time_unix_s + 1e-4)[0]) == r.power_w
+
+
+def test_plain_http_is_named_so_in_the_spec_and_on_the_https_port(tmp_path):
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from threading import Thread
+
+    from npmpi.meters.base import MeterError
+
+    with pytest.raises(MeterError, match=r"http:// is plain HTTP, not HTTPS"):
+        make_meter("redfish:http://127.0.0.1:8000")
+
+    class Plain(BaseHTTPRequestHandler):  # a web server speaking HTTP where HTTPS was expected
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def do_HEAD(self):
+            self.do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Plain)
+    Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        with pytest.raises(MeterError, match=r"serves plain HTTP, not HTTPS") as info:
+            make_meter(f"redfish:127.0.0.1:{server.server_address[1]},verify=no").open()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "certificate" not in str(info.value)

@@ -47,6 +47,10 @@ from npmpi.meters.redfish_service import RedfishService, ServiceError
 
 DEFAULT_PORT = 443
 DEFAULT_TIMEOUT_S = 2.0
+# a login is two requests with TLS handshakes: on a loaded 2-core host (12 busy processes besides
+# other jobs) 45 logins to the test BMC took 0.2-0.6 s median, up to 2.0-5.8 s in all (docs/meters.md);
+# each wait for the BMC is bounded by half the timeout: 6 s unless timeout= is given (2 s had failed)
+DEFAULT_LOGIN_TIMEOUT_S = 6.0
 WANTED = {"username": "NPMPI_REDFISH_USER", "password": "NPMPI_REDFISH_PASSWORD"}
 MEASURE_FOR_S = 3.0  # at most this long polling at open to see the value change twice
 MEASURE_POLL_S = 0.05
@@ -63,8 +67,19 @@ logging.getLogger("redfish").addHandler(logging.NullHandler())
 
 
 def parse_host(target: str | None, spec_text: str) -> tuple[str, int]:
-    """(host, port) from HOST, HOST:PORT or [IPV6]:PORT; MeterError if absent or malformed."""
-    return host_and_port(target, spec_text, DEFAULT_PORT, "the BMC's", "redfish")
+    """(host, port) from HOST, HOST:PORT or [IPV6]:PORT (an https:// before it and a path after it
+    are allowed); MeterError if absent or malformed, or for http://: plain HTTP is refused."""
+    text = (target or "").strip()
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme.lower() == "http":
+        raise MeterError(
+            f"--meter {spec_text}: http:// is plain HTTP, not HTTPS: the BMC's password and session "
+            "would cross the network in clear text; npmpi reads Redfish over HTTPS only: give "
+            "redfish:HOST[:PORT] of the BMC's HTTPS service (port 443 unless told otherwise)"
+        )
+    if sep and scheme.lower() == "https":
+        text = rest.split("/", 1)[0]
+    return host_and_port(text, spec_text, DEFAULT_PORT, "the BMC's", "redfish")
 
 
 def _refreshed(last: Values, values: Values, rates: list[float], dt_s: float) -> bool:
@@ -117,7 +132,8 @@ class RedfishMeter(Meter):
         self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S)
         if not 0 < self.timeout_s <= 60:
             raise MeterError(f"--meter {spec.text}: timeout must be in (0, 60] seconds")
-        self.longest_call_s = self.timeout_s
+        self.login_timeout_s = self.timeout_s if "timeout" in spec.params else DEFAULT_LOGIN_TIMEOUT_S
+        self.longest_call_s = max(self.timeout_s, self.login_timeout_s)
         self.use = spec.params.get("use", "auto")
         if self.use not in USES:
             raise MeterError(f"--meter {spec.text}: use={self.use!r}: give one of {', '.join(USES)}")
@@ -140,7 +156,7 @@ class RedfishMeter(Meter):
         cafile = self._ca_file_for_open()
         creds = read_credentials(self.spec, WANTED, self.spec.text)
         self._delete_stale_sessions()
-        service = RedfishService(f"https://{self._netloc()}", cafile, self.timeout_s)
+        service = RedfishService(f"https://{self._netloc()}", cafile, self.timeout_s, self.login_timeout_s)
         try:
             service.login(creds["username"], creds["password"])
         except ServiceError as exc:
@@ -186,6 +202,12 @@ class RedfishMeter(Meter):
             return (
                 f"{text}: the BMC refused the user name or password from "
                 f"{credentials_source(self.spec, WANTED)}; check them (they are never shown)"
+            )
+        if exc.kind == "plain-http":
+            return (
+                f"{text}: {self._netloc()} serves plain HTTP, not HTTPS; npmpi reads Redfish over HTTPS "
+                "only (the password would cross the network in clear text): give the port of the BMC's "
+                "HTTPS service"
             )
         if exc.kind == "tls":
             hint = f"verify={self.ca_file}" if self.ca_file else "the system CA bundle"
