@@ -212,6 +212,7 @@ def _pack(readings: list[Reading], epochs: list[int]) -> dict[str, np.ndarray]:
     out = {
         name: np.array([getattr(r, name) for r in readings], dtype=np.float64)
         for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS)
+        if name != OPEN_EPOCH  # the sampler's, not the meter's
     }
     out[OPEN_EPOCH] = np.array(epochs, dtype=np.float64)
     return out
