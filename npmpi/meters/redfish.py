@@ -311,14 +311,14 @@ class RedfishMeter(Meter):
         return values_of(self.source, self._service.get_json(self.source.uri))
 
     def read(self, timeout_s: float) -> list[Reading]:
-        start = time.time()
         try:
             values = self._values()
         except ServiceError as exc:
             raise MeterFault(str(exc)) from None
         except PayloadError as exc:
             raise MeterFault(f"{exc} (no reading taken)") from None
-        end = time.time()
+        assert self._service is not None
+        start, end = self._service.last_request_unix_s  # the exchange, not the decoding after it
         reading = self._reading(self._stamp(start, end, values.reading_time_unix_s), values)
         if reading is None:
             return []

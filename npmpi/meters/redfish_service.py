@@ -10,8 +10,10 @@ missing.
 
 from __future__ import annotations
 
+import math
 import re
 import socket
+import time
 import warnings
 from urllib.parse import urlsplit
 
@@ -51,6 +53,7 @@ class RedfishService:
         # the login (service root, session: two TLS handshakes) may take longer than a read
         self.login_timeout_s = login_timeout_s or timeout_s
         self.reachable = False  # the last request got an HTTP answer (so a logout may be tried)
+        self.last_request_unix_s = (math.nan, math.nan)  # wall clock before and after the last GET
         self._client = None
 
     def _timeouts(self) -> tuple[float, float]:
@@ -88,7 +91,9 @@ class RedfishService:
         if self._client is None:
             raise ServiceError("connect", "not logged in")
         try:
+            start = time.time()
             resp = self._client.get(uri, timeout=self._timeouts(), max_retry=0)
+            self.last_request_unix_s = (start, time.time())  # the exchange alone, before decoding
         except Exception as exc:
             raise self._error(exc, uri) from None
         self.reachable = True

@@ -116,6 +116,7 @@ class FakeBmc:
         self.served: list[tuple[float, str | None, str | None]] = []
         self._power_answers = 0
         self._now = 0.0  # the instant of the answer being built
+        self.on_served = None  # called with each `served` entry (main(): printed for another process)
         self.tokens: dict[str, str] = {}  # token -> session id
         self.logins = self.logouts = self.failed_logins = 0
         self.requests: list[tuple[str, str]] = []
@@ -306,6 +307,8 @@ class FakeBmc:
                 self._power_answers += 1
                 faulty = self.fault_every and self._power_answers % self.fault_every == 0
                 self.served.append((now, None, None) if faulty else (now, watts, kwh))
+                if self.on_served is not None:
+                    self.on_served(*self.served[-1])
             if faulty:  # strings and null in turn: the kinds of garbage a flaky BMC sends
                 watts, kwh = (None, None) if self._power_answers % (2 * self.fault_every) else ("", "")
         if name == "EnvironmentMetrics" and self.environment:
@@ -388,10 +391,17 @@ def _error(code: str, message: str) -> dict:
 
 
 def main() -> None:
-    """Run a fake BMC in the foreground (python -m fakes.redfish_server DIR PASSWORD): prints its port."""
+    """Run a fake BMC in the foreground (python -m fakes.redfish_server DIR PASSWORD [USER
+    [exact_energy]]): prints its port and CA file, then one line `SERVED <time> <watts> <kWh>` per
+    answer of a power resource (its process of its own: a BMC is not sharing the client's CPU time)."""
     import sys
 
-    bmc = FakeBmc(Path(sys.argv[1]), password=sys.argv[2]).start()
+    user = sys.argv[3] if len(sys.argv) > 3 else "admin"
+    bmc = FakeBmc(
+        Path(sys.argv[1]), username=user, password=sys.argv[2], exact_energy="exact_energy" in sys.argv
+    )
+    bmc.on_served = lambda t, w, k: print(f"SERVED {t!r} {w} {k}", flush=True)
+    bmc.start()
     print(bmc.port, bmc.ca, flush=True)
     threading.Event().wait()
 
