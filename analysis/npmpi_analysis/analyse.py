@@ -121,7 +121,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             dyn_w = power.job_w - power.idle_w
             dyn_sigma_w = np.sqrt(power.job_sigma_w**2 + power.idle_sigma_w**2)
             dyn, dyn_sigma = compute.energy_per_bit_pj(b, sb, dyn_w, dyn_sigma_w)
-            low, bound = not_above_idle(b, dyn_w, dyn_sigma_w)
+            low, bound = compute.not_above_idle(b, dyn_w, dyn_sigma_w)
         corr = compute.correlation(b, rate.rate_bit_j)
     fabric = analyse_fabric(run, power, bw, starts, ends, meter_delay_s, notices, problems)
     return RunAnalysis(
@@ -147,19 +147,6 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
         dynamic_not_above_idle=low,
         dynamic_bound_pj_bit=bound,
     )
-
-
-def not_above_idle(
-    b: np.ndarray, dyn_w: np.ndarray, dyn_sigma_w: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(True where the power above idle is not above its own sigma, or negative; the upper bound of
-    the dynamic energy per bit there, in pJ/bit: the power above idle, if positive, plus 2 sigma).
-    Such a difference is noise: its value (down to -3.7e4 pJ/bit on a busy host) says nothing."""
-    with np.errstate(invalid="ignore"):
-        low = np.isfinite(dyn_w) & ~(dyn_w > dyn_sigma_w)
-        bound_w = np.where(low, np.maximum(dyn_w, 0.0) + 2.0 * dyn_sigma_w, np.nan)
-    bound, _ = compute.energy_per_bit_pj(b, np.zeros_like(b), bound_w, np.zeros_like(bound_w))
-    return low, bound
 
 
 # ---------------------------------------------------------------- summary
