@@ -133,12 +133,14 @@ def test_a_reading_time_the_bmc_gives_is_the_stamp(start_bmc, monkeypatch):
         assert float(bmc.truth.shown(r.time_unix_s + 1e-4)[0]) == r.power_w
 
 
-def test_plain_http_is_named_so_in_the_spec_and_on_the_https_port(tmp_path):
+def test_plain_http_is_named_so_in_the_spec_and_on_the_https_port(monkeypatch):
     from http.server import BaseHTTPRequestHandler, HTTPServer
     from threading import Thread
 
     from npmpi.meters.base import MeterError
 
+    monkeypatch.setenv("NPMPI_REDFISH_USER", USER)
+    monkeypatch.setenv("NPMPI_REDFISH_PASSWORD", SECRET)
     with pytest.raises(MeterError, match=r"http:// is plain HTTP, not HTTPS"):
         make_meter("redfish:http://127.0.0.1:8000")
 
