@@ -226,7 +226,9 @@ def plot_energy_per_bit(runs: list[RunAnalysis]) -> Plot | None:
         if a.dynamic_pj_bit is not None:
             low = a.dynamic_not_above_idle
             dyn = np.where(~low, a.dynamic_pj_bit, np.nan)
-            ax.plot(x, dyn, "s--", ms=3, lw=1, color=c, alpha=0.7, label=_legend_label(a, "dynamic", several))
+            if np.isfinite(dyn).any():
+                label = _legend_label(a, "dynamic", several)
+                ax.plot(x, dyn, "s--", ms=3, lw=1, color=c, alpha=0.7, label=label)
             if low.any():  # noise-sized or negative: marked at their 2σ upper bound, never dropped
                 label = _legend_label(a, "dynamic not above idle (< 2σ bound)", several)
                 ax.plot(x[low], a.dynamic_bound_pj_bit[low], "v", ms=5, color=c, mfc="none", label=label)
