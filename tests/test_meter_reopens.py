@@ -146,3 +146,41 @@ def test_a_bmc_sending_strings_or_null_every_third_answer_gives_power_in_its_ser
     w = analyse_run(load_run(path, ANALYSED_SAMPLE_FIELDS), "b").power.job_w
     assert np.isfinite(w).sum() >= len(w) // 2
     assert np.all(np.isnan(w) | ((w >= low) & (w <= high))), (w, low, high)
+
+
+@pytest.mark.mpi
+def test_a_real_run_against_the_flaky_bmc_stores_openings_and_never_reads_below_what_it_served(
+    flaky_bmc, npmpi_run, tmp_path
+):
+    """`mpirun -np 3 python -m npmpi --meter redfish:…` while the BMC sends strings or null every
+    third answer: the file holds each reading's opening and every reopening's fault, and no size's
+    power is outside what the BMC served (or it has none)."""
+    env = {"NPMPI_REDFISH_USER": USER, "NPMPI_REDFISH_PASSWORD": SECRET}
+    spec = f"redfish:127.0.0.1:{flaky_bmc.port},verify={flaky_bmc.ca}"
+    tiny = [
+        "-u",
+        "64K",
+        "-p",
+        "0",
+        "--trials",
+        "3",
+        "--repeats",
+        "20",
+        "--baseline",
+        "1",
+        "--sample-interval",
+        "0.25",
+    ]
+    proc = npmpi_run(["--quick", *tiny, "--meter", spec, "-o", "r.h5"], np=3, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(tmp_path / "r.h5", ANALYSED_SAMPLE_FIELDS)
+    (ch,) = run.power[0].channels
+    epochs = ch.extra["open_epoch"]
+    assert len(epochs) == len(ch.power_w) >= 5 and np.all(np.diff(epochs) >= 0) and epochs[-1] >= 2
+    counts = ch.fault_extra["count"]
+    assert sum(int(c) for c, m in zip(counts, ch.fault_message, strict=True) if "meter is back" in m) >= 2
+    served = [float(w) for _, w, _ in flaky_bmc.served if w is not None]
+    low, high = min(served) - 2.0, max(served) + 2.0
+    a = analyse_run(run, "r")
+    w = a.power.job_w
+    assert np.isfinite(w).any() and np.all(np.isnan(w) | ((w >= low) & (w <= high))), (w, low, high)
