@@ -65,7 +65,9 @@ def test_dynamic_energy_not_above_idle_is_a_bound_everywhere(tmp_path):
     for r, bound in zip(rows, a.dynamic_bound_pj_bit, strict=True):
         assert float(r["dynamic_energy_bound_pj_bit"]) == pytest.approx(bound)
         assert float(r["dynamic_energy_sigma_pj_bit"]) > 0  # the value and its σ stay in the CSV
-    s = json.loads(json_bytes([a]))["runs"][0]["summary"]
+    doc = json.loads(json_bytes([a]))
+    assert "not above idle" in doc["dynamic_flags"]
+    s = doc["runs"][0]["summary"]
     assert s["dynamic_not_above_idle_at_min"] is True and s["dynamic_energy_bound_pj_bit_at_min"] > 0
     # the figure marks them at their bound instead of dropping them from its log scale
     plot = plot_energy_per_bit([a])

@@ -338,6 +338,10 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
         "format": "npmpi-analysis",
         "format_version": "1.0",
         "flags": {name: FLAG_TEXT[name] for name in FLAG_NAMES[1:]},
+        "dynamic_flags": {
+            "not above idle": "the power above idle is not above its own sigma (or is negative): the "
+            "dynamic energy per bit is only bounded, by dynamic_energy_bound_pj_bit (value + 2 sigma)"
+        },
         "runs": [
             {
                 "summary": a.summary(),
