@@ -151,6 +151,8 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
                 "meter_specs": list(info["specs"]),
                 "meters_skipped": list(info["skipped"]) or "",
                 **auto_attrs(info),
+                "boot_id": str(info.get("boot_id", "")),  # format 1.6: nodes that are one machine
+                "machine_id": str(info.get("machine_id", "")),
             }
         )
         channels.append(info["channels"])
@@ -251,8 +253,15 @@ class Recording:
                 [p["channels"] for p in s.power_nodes],
                 (fabric[0], fabric[1]["channels"]) if fabric else None,
             )
-        self.shortest_interval = min(
-            (c["sample_interval_s"] for p in s.power_nodes for c in p["channels"]), default=None
+        # the analysis flags a size 'short' when its window (first trial start to last trial end) is
+        # shorter than a channel's interval (its sample interval, or the span its readings average)
+        self.longest_interval = max(
+            (
+                max(float(c["sample_interval_s"]), float(c.get("averaging_s") or 0.0))
+                for p in s.power_nodes
+                for c in p["channels"]
+            ),
+            default=None,
         )
         self.started = time.monotonic()
 
@@ -262,8 +271,9 @@ class Recording:
         self.writer.append(row)
         if self.collector is not None:
             self.collector.collect(opts.trials * opts.target_time_s if opts.repeats is None else 0.0)
-            if self.shortest_interval is not None and max(row.trial_s) < self.shortest_interval:
-                self.console.short_trials(row.size_bytes, max(row.trial_s), self.shortest_interval)
+            window_s = max(row.trial_end_unix_s) - min(row.trial_start_unix_s)
+            if self.longest_interval is not None and window_s < self.longest_interval:
+                self.console.short_trials(row.size_bytes, window_s, self.longest_interval)
         self.console.row(index, row)
 
     def mark_file(self, message: str) -> None:

@@ -18,8 +18,10 @@ FORMAT_NAME = "npmpi-run"
 # faults' last_time_unix_s, count and kind, and a Watts Up?'s time_spaced_unix_s; 1.5 the /map group
 # (npmpi map), /power/fabric (--fabric-meter) and the redfish and snmp channels' attributes; 1.6 the
 # nodes' --meter auto choice (meter_auto, meter_auto_summary), the cray and perf channels' attributes,
-# the Slurm context (slurm_* root attributes) and the Fletcher-32 checksum of every numeric dataset
-# (CHECKSUM below)
+# the Slurm context (slurm_* root attributes), the Fletcher-32 checksum of every numeric dataset
+# (CHECKSUM below), the channels' open_epoch (every reading's meter opening), a network meter's
+# request_start_unix_s, request_end_unix_s and reading_time_unix_s, and the nodes' boot_id and
+# machine_id attributes
 FORMAT_VERSION = (1, 6)
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
@@ -59,7 +61,19 @@ SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
 ENERGY_OF_COUNTERS = "energy_j_of_counters"
 COUNTER_KINDS = ("rapl", "nvml")
 # per-sample datasets only channels that name them in their `extra_sample_fields` attribute have
-EXTRA_SAMPLE_FIELDS = ("time_spaced_unix_s",)
+EXTRA_SAMPLE_FIELDS = (
+    "time_spaced_unix_s",
+    "open_epoch",  # OPEN_EPOCH: named by every channel of a run (format 1.6)
+    "request_start_unix_s",  # a network meter: its request's start and end (time_unix_s: their middle)
+    "request_end_unix_s",
+    "reading_time_unix_s",  # a network meter: the time the device itself gave its reading (NaN: none)
+)
+# per-sample dataset of every channel of a run (format 1.6): which opening of the meter took the
+# reading (0 the first, +1 at each reopening after a fault); a counter restarts at each, so no span
+# joins two
+OPEN_EPOCH = "open_epoch"
+# the per-sample datasets a reader may ask for beyond SAMPLE_FIELDS (absent from older files)
+OPTIONAL_SAMPLE_FIELDS = (OPEN_EPOCH, "request_start_unix_s", "request_end_unix_s", "reading_time_unix_s")
 
 # Every numeric dataset is written with HDF5's Fletcher-32 checksum filter (format 1.6): a flipped bit
 # in its data makes the read fail, and the reader names the dataset. Text datasets (variable-length

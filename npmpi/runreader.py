@@ -31,6 +31,7 @@ from npmpi.runformat import (
     MAX_SAMPLES,
     MAX_TRIAL_S,
     MAX_TRIALS,
+    OPTIONAL_SAMPLE_FIELDS,
     PINGPONG_DATASETS,
     SAMPLE_FIELDS,
     STATUS_FAILED,
@@ -82,6 +83,9 @@ class PowerChannel:
     fault_message: list[str]
     # per fault: last occurrence (a gap's end), how many times, kind (npmpi.faultlog); see load_run
     fault_extra: dict[str, np.ndarray] = field(default_factory=dict)
+    # format 1.6's per-sample datasets (runformat.OPTIONAL_SAMPLE_FIELDS) asked for and present, as long
+    # as the samples
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -333,6 +337,7 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
                     read_checked(fg[name], np.s_[:nf], p, f"{where}/faults/{name}")
         else:
             ft, fm = np.zeros(0), []
+        extra = _optional_fields(cg, n, p, where, sample_fields, notices)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise RunFileError(f"{p}: {where} cannot be read ({exc}); the file may be corrupt") from None
     return PowerChannel(
@@ -340,8 +345,25 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
         fault_time_unix_s=ft,
         fault_message=fm[: len(ft)],
         fault_extra=faultlog.read_extras(fg, len(ft)),
+        extra=extra,
         **data,
     )
+
+
+def _optional_fields(cg, n: int, p: Path, where: str, sample_fields, notices: list[str]) -> dict:
+    """The optional per-sample datasets asked for (format 1.6); one shorter than the samples or of
+    another shape is left out with a notice (the samples stand without it)."""
+    out = {}
+    for name in OPTIONAL_SAMPLE_FIELDS:
+        if name not in sample_fields or name not in cg:
+            continue
+        ds = cg[name]
+        if not hasattr(ds, "shape") or len(ds.shape) != 1 or ds.dtype.kind not in "iuf" or ds.shape[0] < n:
+            notices.append(f"{where}/{name}: not one value per sample: left out")
+            continue
+        _check_stored(ds, n, p, f"{where}/{name}")
+        out[name] = np.asarray(ds[:n], dtype=np.float64)
+    return out
 
 
 def read_power_part(

@@ -34,8 +34,11 @@ class _Parser(argparse.ArgumentParser):
 ANALYSED_SAMPLE_FIELDS = (
     "time_unix_s",
     "power_w",
-    "energy_j_of_counters",
-)  # npmpi.runfile.ENERGY_OF_COUNTERS
+    "energy_j_of_counters",  # npmpi.runfile.ENERGY_OF_COUNTERS
+    "open_epoch",  # the format 1.6 fields the analysis uses: npmpi.runformat.OPTIONAL_SAMPLE_FIELDS
+    "request_start_unix_s",
+    "request_end_unix_s",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

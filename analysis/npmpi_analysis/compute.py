@@ -219,6 +219,19 @@ def energy_per_bit_pj(
     return e, sigma
 
 
+def not_above_idle(
+    b: np.ndarray, dyn_w: np.ndarray, dyn_sigma_w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(True where the power above idle is not above its own sigma, or negative; the upper bound of
+    the dynamic energy per bit there, in pJ/bit: the power above idle, if positive, plus 2 sigma).
+    Such a difference is noise: its value (down to -3.7e4 pJ/bit on a busy host) says nothing."""
+    with np.errstate(invalid="ignore"):
+        low = np.isfinite(dyn_w) & ~(dyn_w > dyn_sigma_w)
+        bound_w = np.where(low, np.maximum(dyn_w, 0.0) + 2.0 * dyn_sigma_w, np.nan)
+    bound, _ = energy_per_bit_pj(b, np.zeros_like(b), bound_w, np.zeros_like(bound_w))
+    return low, bound
+
+
 def correlation(x: np.ndarray, y: np.ndarray) -> float:
     """numpy.corrcoef of x and y over the elements where both are finite; NaN if undefined."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)

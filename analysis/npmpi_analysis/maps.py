@@ -24,6 +24,7 @@ import numpy as np
 
 from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NONE
+from npmpi_analysis.machines import machine_of
 from npmpi_analysis.map_file import MapFile
 from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
 
@@ -308,6 +309,7 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
     idle = np.array([nd.idle.mean[0] for nd in power.nodes])
     idle_sigma = np.array([nd.idle.sigma[0] for nd in power.nodes])
     counts = _measuring_counts(m, a, node_of, len(power.nodes))
+    machine = machine_of([nd.attrs for nd in m.power], [[c.label for c in nd.channels] for nd in power.nodes])
     shape = (s_count, n, n)
     p, sp, ip, sip = (np.full(shape, np.nan) for _ in range(4))
     flag = np.full(shape, FLAG_NONE, dtype=np.int8)
@@ -319,6 +321,8 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
             continue
         ci, cj = np.maximum(counts[:, r, ki], 1), np.maximum(counts[:, r, kj], 1)
         shares = [(ki, 1.0 / ci), (kj, 1.0 / cj)] if ki != kj else [(ki, 1.0 / ci + 1.0 / cj)]
+        if ki != kj and machine[ki] == machine[kj]:  # two nodes of one machine: its power once
+            shares = [(ki, 1.0 / ci)]
         p[:, i, j] = sum(w * nw[k, :, r] for k, w in shares)
         sp[:, i, j] = np.sqrt(sum((w * ns[k, :, r]) ** 2 for k, w in shares))
         ip[:, i, j] = sum(w * idle[k] for k, w in shares)

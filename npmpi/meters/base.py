@@ -72,6 +72,10 @@ class Reading:
     amps: float = NAN
     # records that arrived together, spaced one meter interval apart (newest at receipt); NaN elsewhere
     time_spaced_unix_s: float = NAN
+    # a network meter's request: sent and answered (time_unix_s is their middle); NaN elsewhere
+    request_start_unix_s: float = NAN
+    request_end_unix_s: float = NAN
+    reading_time_unix_s: float = NAN  # the time the device gave its reading (Redfish ReadingTime)
 
 
 @dataclass(frozen=True)
