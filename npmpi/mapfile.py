@@ -25,11 +25,13 @@ CHUNK_EDGE = 8  # chunks of 8 x 8 pairs: a round touches few bytes of each matri
 class PairResult:
     """One pair's measurement at one size, as its transmitter reports it."""
 
-    i: int  # member indices, i < j
+    i: int  # member indices, i < j; with `directed`, i transmitted to j (either may be the lower)
     j: int
     iterations: int
     untimed_iterations: int  # probe and warm-up, inside the round's window
     trial_s: np.ndarray  # [trials] each trial's loop time; NaN for a trial that did not run
+    directed: bool = False  # one direction of the pair (a stream map's i -> j), not both
+    elapsed_s: float = float("nan")  # from the round's go to the end of this transmitter's work
 
 
 def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,6 +95,7 @@ class MapWriter(RunWriter):
             g.create_dataset(name, (s, n, n), np.int64, chunks=(1, c, c), fillvalue=0)
         g.create_dataset("bandwidth_bit_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan)
         g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan)
+        g.create_dataset("pair_window_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan)
         for name in ("window_start_unix_s", "window_end_unix_s"):
             g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan)
         self._pending_bytes += 8 * (s * n_rounds * 2 + 4 * n * n)
@@ -120,6 +123,7 @@ class MapWriter(RunWriter):
         )
         bw_ds, lat_ds = self._h("map/bandwidth_bit_s"), self._h("map/latency_s")
         t = self.trials
+        pair_ds = self._h("map/pair_window_s")
         for res in results:
             one_way = np.full(t, np.nan)
             times = np.asarray(res.trial_s, dtype=np.float64)[:t]
@@ -131,8 +135,13 @@ class MapWriter(RunWriter):
             )
             with warnings_off():
                 best = float(np.nanmin(one_way))
-            self._best[s, res.i, res.j] = self._best[s, res.j, res.i] = best
-            for a, b in ((res.i, res.j), (res.j, res.i)):
+            ways = ((res.i, res.j),) if res.directed else ((res.i, res.j), (res.j, res.i))
+            for a, b in ways:
+                self._best[s, a, b] = best
+            if np.isfinite(res.elapsed_s):  # the pair's window: the later of its transmitters' ends
+                elapsed = float(np.fmax(pair_ds[s, res.i, res.j], res.elapsed_s))
+                pair_ds[s, res.i, res.j] = pair_ds[s, res.j, res.i] = elapsed
+            for a, b in ways:
                 trial_ds[s, a, b, :] = one_way
                 it_ds[s, a, b] = res.iterations
                 bytes_ds[s, a, b] = moved

@@ -30,6 +30,7 @@ from npmpi.units import format_size_bytes, parse_size_bytes
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
 MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank
 MAX_MAP_SIZES = 64
+DIRECTIONS_ONE, DIRECTIONS_BOTH = "one", "both"
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class MapOptions:
     sizes_bytes: tuple[int, ...]  # ascending, distinct
     schedule: str
     per_rank: bool
+    directions: str = DIRECTIONS_ONE  # both: i -> j and j -> i measured apart (a stream's default)
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -105,6 +107,14 @@ def build_parser() -> UsageParser:
     p.add_argument("--kernel", default="python", metavar="NAME", help="'python' or 'c' (default: python)")
     p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help="pingpong, stream or bidir")
     p.add_argument("--window", type=int, default=None, metavar="N", help="stream mode: messages per window")
+    p.add_argument(
+        "--directions",
+        default=None,
+        metavar="WHICH",
+        help="'both': measure i -> j and j -> i apart (a stream map's default; the matrices are then "
+        "asymmetric); 'one': the lower rank of each pair streams to the higher only. A ping-pong or "
+        "bidir map measures both directions at once (the round trip): only 'one' applies",
+    )
     add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
     add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
     add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
@@ -131,6 +141,7 @@ def parse_map_options(argv: list[str]) -> MapOptions:
     sizes = _check_sizes(ns.sizes)
     trials, target = _repetition(ns)
     window = _check_mode(ns)
+    directions = _check_directions(ns)
     if ns.schedule not in SCHEDULES:
         raise UsageError(
             f"--schedule {ns.schedule!r}: unknown schedule; choose one of: {', '.join(SCHEDULES)}"
@@ -162,7 +173,22 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         window=window,
         buffers=ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE,
     )
-    return MapOptions(run=run, sizes_bytes=sizes, schedule=ns.schedule, per_rank=ns.per_rank)
+    return MapOptions(
+        run=run, sizes_bytes=sizes, schedule=ns.schedule, per_rank=ns.per_rank, directions=directions
+    )
+
+
+def _check_directions(ns: argparse.Namespace) -> str:
+    if ns.directions is None:
+        return DIRECTIONS_BOTH if ns.mode == MODE_STREAM else DIRECTIONS_ONE
+    if ns.directions not in (DIRECTIONS_ONE, DIRECTIONS_BOTH):
+        raise UsageError(f"--directions {ns.directions!r}: choose 'both' or 'one'")
+    if ns.directions == DIRECTIONS_BOTH and ns.mode != MODE_STREAM:
+        raise UsageError(
+            f"--directions both: a {ns.mode} map's message goes both ways in every iteration (it measures "
+            "the round trip, not one direction); use --mode stream --directions both to measure each way"
+        )
+    return ns.directions
 
 
 def _check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
