@@ -16,8 +16,9 @@ FORMAT_NAME = "npmpi-run"
 # the sweep (/power baseline_after_* attributes), /layout/baseline_cpu_s, the nodes' baseline CPU
 # utilisation, the channels' reading attributes (averaging, resolutions, energy_from_counter), the
 # faults' last_time_unix_s, count and kind, and a Watts Up?'s time_spaced_unix_s; 1.5 the /map group
-# (npmpi map), /power/fabric (--fabric-meter) and the redfish and snmp channels' attributes
-FORMAT_VERSION = (1, 5)
+# (npmpi map), /power/fabric (--fabric-meter) and the redfish and snmp channels' attributes; 1.6 the map's
+# directions attribute and /map/pair_window_s (optional: 1.5 maps still read)
+FORMAT_VERSION = (1, 6)
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
 BASELINE_COLUMNS = ("before", "after")

@@ -35,6 +35,9 @@ SIZES = "1,256K"
 # A ping-pong at 256 KiB over a link slowed one way to 20 Mbit/s measures at most 2 x 20 Mbit/s (the
 # other way is fast: 0.037-0.038 Gbit/s measured); the other links, at 1 Gbit/s, 0.58 to 1.6 Gbit/s
 SLOW_BELOW_BIT_S = 0.25e9
+# A stream of windows of 4 x 64 KiB each way (a window of 64 would take 7 s at 20 Mbit/s); the
+# shaped direction h1 -> h2 streams at most 20 Mbit/s, its reverse and every other direction ~1 Gbit/s
+STREAM_ARGS = ("--mode", "stream", "--window", "4", "--sizes", "1,64K")
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +95,9 @@ def unshape(host: str) -> None:
     )
 
 
-def run_map(hosts: NetnsHosts, tmp_path, name: str) -> tuple[np.ndarray, list[str], str]:
+def run_map(
+    hosts: NetnsHosts, tmp_path, name: str, extra: tuple[str, ...] = ("--sizes", SIZES)
+) -> tuple[np.ndarray, list[str], str]:
     """A serial map of one rank per host; (bandwidth [N,N] at the largest size, hosts, console)."""
     from npmpi import _build_info
 
@@ -101,7 +106,7 @@ def run_map(hosts: NetnsHosts, tmp_path, name: str) -> tuple[np.ndarray, list[st
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "PYTHONPATH"}
     cmd = [str(mpirun), "-np", "4", "--map-by", "node", str(VENV / "bin" / "python"), "-m", "npmpi", "map"]
     cmd += ["--schedule", "serial", "--trials", "3", "--target-time", "0.01", "--kernel", kernel]
-    cmd += ["--sizes", SIZES, "-o", str(tmp_path / name)]
+    cmd += [*extra, "-o", str(tmp_path / name)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
@@ -136,17 +141,19 @@ def slow_links(bw: np.ndarray) -> set[frozenset[int]]:
 
 @pytest.fixture(scope="module")
 def maps(hosts, tmp_path_factory):
-    """The two maps, measured once: {"link"|"node": (path, bandwidth [N,N] at 256 KiB, hosts, console)}."""
+    """The three maps, measured once: {"link"|"node"|"direction": (path, bandwidth [N,N] at the largest
+    size, hosts, console)}; "direction" is a stream map of both directions with h1 -> h2 shaped."""
     h = hosts.names
     out = tmp_path_factory.mktemp("maps")
     made = {}
-    for kind, shape, host in (
-        ("link", lambda: shape_link(h[0], 2), h[0]),
-        ("node", lambda: shape_host(h[3]), h[3]),
+    for kind, shape, host, extra in (
+        ("link", lambda: shape_link(h[0], 2), h[0], ("--sizes", SIZES)),
+        ("node", lambda: shape_host(h[3]), h[3], ("--sizes", SIZES)),
+        ("direction", lambda: shape_link(h[0], 2), h[0], STREAM_ARGS),
     ):
         try:
             shape()
-            made[kind] = (out / f"{kind}.h5", *run_map(hosts, out, f"{kind}.h5"))
+            made[kind] = (out / f"{kind}.h5", *run_map(hosts, out, f"{kind}.h5", extra))
         finally:
             unshape(host)
     return made
@@ -163,6 +170,24 @@ def test_one_shaped_link_then_one_shaped_host_measure_slow(hosts, maps):
 
 
 @pytest.mark.timeout(120)
+def test_a_stream_map_measures_each_direction_and_names_the_shaped_one(hosts, maps):
+    h = hosts.names
+    path, bw, _, log = maps["direction"]
+    assert "each direction of a pair measured apart" in log
+    slow = {(i, j) for i in range(4) for j in range(4) if i != j and bw[i, j] < SLOW_BELOW_BIT_S}
+    assert slow == {(0, 1)}, f"{bw / 1e9} Gbit/s\n{log}"  # h1 -> h2 only: h2 -> h1 is fast
+    assert bw[1, 0] > 10 * bw[0, 1], f"{bw / 1e9} Gbit/s"
+    proc = subprocess.run(
+        [str(VENV / "bin" / "npmpi-analyze"), str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    named = re.findall(r"^\s*(\S+) → (\S+): bandwidth", proc.stdout, flags=re.M)
+    assert named == [(h[0], h[1])], proc.stdout
+    assert not re.search(r"^\s*(node|link) \S+.*bandwidth", proc.stdout, flags=re.M), proc.stdout
+    assert "directions: each measured apart" in proc.stdout
+
+
+@pytest.mark.timeout(120)
 def test_the_analysis_names_the_shaped_link_and_the_shaped_node(hosts, maps):
     h = hosts.names
     path, bw, _, _ = maps["link"]
@@ -173,3 +198,4 @@ def test_the_analysis_names_the_shaped_link_and_the_shaped_node(hosts, maps):
     links, nodes, said = named_for_bandwidth(path)
     assert f"node {h[3]}: every link" in said, f"{bw / 1e9} Gbit/s\n{said}"
     assert (links, nodes) == (set(), {h[3]}), f"{bw / 1e9} Gbit/s\n{said}"
+    assert "directions: the round trip" in said  # a ping-pong map says it cannot tell the direction

@@ -40,6 +40,7 @@ REQUIRED = (
     ("window_end_unix_s", "f", 2),
 )
 DERIVED = (("latency_s", "f", 2), ("bandwidth_bit_s", "f", 3))
+OPTIONAL = (("pair_window_s", "f", 3),)  # format 1.6: each pair's own window; older maps lack it
 
 
 @dataclass
@@ -60,6 +61,7 @@ class MapFile:
     window_end_unix_s: np.ndarray
     stored_latency_s: np.ndarray | None = None  # the writer's derived matrices (checked against ours)
     stored_bandwidth_bit_s: np.ndarray | None = None
+    pair_window_s: np.ndarray | None = None  # [S, N, N] from the round's start to the pair's end (1.6)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list = field(default_factory=list)  # npmpi.runreader.PowerNode
@@ -165,7 +167,9 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
     map_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
     ds = {name: _dataset(g, name, kinds, ndim, p) for name, kinds, ndim in REQUIRED}
-    ds.update({name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED})
+    ds.update(
+        {name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED + OPTIONAL}
+    )
     _check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
     data = {k: read_whole(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
     hosts = [str(_attr(h)) for h in data["hosts"]]
@@ -184,6 +188,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         window_end_unix_s=np.asarray(data["window_end_unix_s"], dtype=np.float64),
         stored_latency_s=data.get("latency_s"),
         stored_bandwidth_bit_s=data.get("bandwidth_bit_s"),
+        pair_window_s=data.get("pair_window_s"),
     )
     _check_values(m, p)
     _sort_sizes(m)
@@ -232,6 +237,7 @@ def _check_shapes(shapes: dict[str, tuple], p: Path) -> None:
         "window_end_unix_s": (s, r),
         "latency_s": (n, n),
         "bandwidth_bit_s": (s, n, n),
+        "pair_window_s": (s, n, n),
     }
     for name, want in expected.items():
         if name in shapes and tuple(shapes[name]) != want:
@@ -290,6 +296,8 @@ def _sort_sizes(m: MapFile) -> None:
         setattr(m, name, getattr(m, name)[order])
     if m.stored_bandwidth_bit_s is not None:
         m.stored_bandwidth_bit_s = m.stored_bandwidth_bit_s[order]
+    if m.pair_window_s is not None:
+        m.pair_window_s = m.pair_window_s[order]
 
 
 def _status_notices(m: MapFile) -> None:

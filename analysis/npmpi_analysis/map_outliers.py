@@ -31,6 +31,7 @@ K_MAD = 3.5  # Iglewicz and Hoaglin: |modified z| > 3.5 is an outlier
 MIN_EFFECT = 0.8  # a link is named only below 0.8x the median bandwidth, or above 1/0.8 x its latency
 LOW, HIGH = "low", "high"
 DASH = "–"  # en dash between a link's two ends
+ARROW = "→"  # between the two ends of one direction of a link (a map with --directions both)
 
 THRESHOLD_TEXT = (
     f"a link is named when its bandwidth is below {MIN_EFFECT:g}x the median link's and below the median "
@@ -159,22 +160,55 @@ def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, a
     return f"node {name}: {every} {ratio:.2f}x the median {metric} {at} — the node, not a link"
 
 
+def detect_directions(x: np.ndarray, direction: str) -> tuple[Flagged, list[tuple[int, int, float, float]]]:
+    """An asymmetric [N, N] matrix (x[i, j]: i -> j): nodes judged on each link's worse direction,
+    then every direction not touching a named node against the median of those directions;
+    (the nodes as `detect` gives them, [(i, j, ratio, value)] of the slow directions)."""
+    n = x.shape[0]
+    worse = np.fmin(x, x.T) if direction == LOW else np.fmax(x, x.T)
+    nodes = detect(worse, direction)
+    named = np.zeros(n, dtype=bool)
+    named[[k for k, *_ in nodes.nodes]] = True
+    rest = ~np.eye(n, dtype=bool) & np.isfinite(x) & (x > 0) & ~named[:, None] & ~named[None, :]
+    med, mad = _stats(x[rest])
+    nodes.reference, nodes.mad = med, mad
+    if not math.isfinite(med):
+        return nodes, []
+    ratio = x / med
+    hit = rest & beyond(ratio, mad, direction)
+    return nodes, [(int(i), int(j), float(ratio[i, j]), float(x[i, j])) for i, j in np.argwhere(hit)]
+
+
+def _node_findings(a, metric: str, size: int, found: Flagged, at: str) -> list[Finding]:
+    out = []
+    for k, ratio, value, slow, links in found.nodes:
+        sentence = node_sentence(a.names[k], metric, ratio, slow, links, at, a.nodes - 1)
+        out.append(
+            Finding("node", (a.names[k],), metric, size, ratio, value, found.reference, sentence, slow, links)
+        )
+    return out
+
+
 def find_outliers(a) -> list[Finding]:
     """The named nodes and links of an analysed map (npmpi_analysis.maps.MapAnalysis): latency at
-    the smallest size, bandwidth at every other size (at the smallest, bandwidth is latency again)."""
+    the smallest size, bandwidth at every other size (at the smallest, bandwidth is latency again).
+    A map whose directions were measured apart names slow directions ('h4 → h1'), not links."""
+    directed = str(a.map_attrs.get("directions", "one")) == "both"
     jobs = [("latency", a.latency_s, int(a.size_bytes[0]), HIGH)]
     jobs += [("bandwidth", a.bandwidth_bit_s[k], int(s), LOW) for k, s in enumerate(a.size_bytes) if k > 0]
     out = []
     for metric, x, size, direction in jobs:
-        found = detect(x, direction)
         at = f"at {format_size(size)}"
-        for k, ratio, value, slow, links in found.nodes:
-            sentence = node_sentence(a.names[k], metric, ratio, slow, links, at, a.nodes - 1)
-            out.append(
-                Finding(
-                    "node", (a.names[k],), metric, size, ratio, value, found.reference, sentence, slow, links
-                )
-            )
+        if directed:
+            found, ways = detect_directions(x, direction)
+            out += _node_findings(a, metric, size, found, at)
+            for i, j, ratio, value in ways:
+                names = (a.names[i], a.names[j])
+                sentence = f"{names[0]} {ARROW} {names[1]}: {metric} {ratio:.2f}x the median direction {at}"
+                out.append(Finding("direction", names, metric, size, ratio, value, found.reference, sentence))
+            continue
+        found = detect(x, direction)
+        out += _node_findings(a, metric, size, found, at)
         for i, j, ratio, value in found.links:
             names = (a.names[i], a.names[j])
             sentence = f"link {names[0]}{DASH}{names[1]}: {metric} {ratio:.2f}x the median {at}"

@@ -130,6 +130,7 @@ def summary_text(a, show_matrices: bool = True) -> str:
         f"{'every rank' if s['per_rank'] else 'one rank per node'}; "
         f"kernel {s['kernel'] or '?'}, mode {s['mode'] or '?'}"
     )
+    out.append(f"  directions: {directions_text(a.map_attrs)}")
     out.append(f"  hosts ({a.nodes}): {', '.join(a.names)}")
     measured = ", ".join(
         f"{d}/{s['pairs']} at {format_size(z)}"
@@ -160,8 +161,23 @@ def summary_text(a, show_matrices: bool = True) -> str:
     return "\n".join(out)
 
 
+def directions_text(map_attrs: dict) -> str:
+    """What a map's cell (i, j) measures: one direction, or the round trip of a ping-pong."""
+    if str(map_attrs.get("directions", "one")) == "both":
+        return "each measured apart: row i, column j is i -> j (the matrices are asymmetric)"
+    mode = str(map_attrs.get("mode", "pingpong"))
+    if mode == "stream":
+        return "one: the lower rank streamed to the higher; the matrices repeat it both ways"
+    return (
+        f"the round trip ({mode}: both directions in every iteration): a link slow one way reads as slow "
+        "as its round trip, and which direction is slow is not told apart (--mode stream measures each)"
+    )
+
+
 def _power_lines(a, s: dict) -> list[str]:
-    out = [f"  power: {a.caveat or 'measured'}; a pair's power is its two nodes' in its round's window"]
+    own = a.energy is not None and a.energy.own_windows
+    where = "its own window (its round's start to its end)" if own else "its round's window"
+    out = [f"  power: {a.caveat or 'measured'}; a pair's power is its two nodes' over {where}"]
     for nd in a.power.nodes:
         out.append(
             f"  node {nd.index} {nd.host}: idle {_g(nd.idle.mean[0])} ± {_g(nd.idle.sigma[0], 2)} W, "
