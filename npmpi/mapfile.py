@@ -47,6 +47,14 @@ def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np
     return latency, bandwidth
 
 
+def _one_way(res: PairResult, f, trials: int) -> tuple[np.ndarray, np.ndarray]:
+    """([trials] one-way time per iteration of each trial, NaN where not run; the loop times given)."""
+    one_way = np.full(trials, np.nan)
+    times = np.asarray(res.trial_s, dtype=np.float64)[:trials]
+    one_way[: len(times)] = times / (f.one_way_factor * res.iterations)
+    return one_way, times
+
+
 @contextlib.contextmanager
 def warnings_off():
     """numpy's 'All-NaN slice' warning silenced (an unmeasured pair is NaN by design)."""
@@ -69,6 +77,7 @@ class MapWriter(RunWriter):
         self.map_sizes = sizes
         self.rounds_completed = 0
         self._best = np.full((len(sizes), n, n), np.nan)  # each pair's best one-way time, for the console
+        self._pair_s = np.full((len(sizes), n, n), np.nan)  # each pair's own window, for the confirmations
         super().__init__(path, attrs, layout_rows, trials, **kwargs)
 
     def _create(self, attrs, layout_rows, trials) -> None:
@@ -125,9 +134,7 @@ class MapWriter(RunWriter):
         t = self.trials
         pair_ds = self._h("map/pair_window_s")
         for res in results:
-            one_way = np.full(t, np.nan)
-            times = np.asarray(res.trial_s, dtype=np.float64)[:t]
-            one_way[: len(times)] = times / (f.one_way_factor * res.iterations)
+            one_way, times = _one_way(res, f, t)
             moved = (
                 f.bytes_per_iteration_factor
                 * size
@@ -139,8 +146,9 @@ class MapWriter(RunWriter):
             for a, b in ways:
                 self._best[s, a, b] = best
             if np.isfinite(res.elapsed_s):  # the pair's window: the later of its transmitters' ends
-                elapsed = float(np.fmax(pair_ds[s, res.i, res.j], res.elapsed_s))
+                elapsed = float(np.fmax(self._pair_s[s, res.i, res.j], res.elapsed_s))
                 pair_ds[s, res.i, res.j] = pair_ds[s, res.j, res.i] = elapsed
+                self._pair_s[s, res.i, res.j] = self._pair_s[s, res.j, res.i] = elapsed
             for a, b in ways:
                 trial_ds[s, a, b, :] = one_way
                 it_ds[s, a, b] = res.iterations
@@ -154,6 +162,42 @@ class MapWriter(RunWriter):
         g.attrs["rounds_completed"] = self.rounds_completed + 1
         chunk = CHUNK_EDGE * CHUNK_EDGE * 8
         self._pending_bytes += len(results) * 2 * chunk * (t + 4)
+
+    def best_all(self) -> np.ndarray:
+        """[S, N, N] each measured pair's best one-way time so far (NaN elsewhere)."""
+        return self._best.copy()
+
+    def pair_seconds(self, size_index: int, i: int, j: int) -> float:
+        """Pair i, j's own window at a size (0 when not known)."""
+        v = float(self._pair_s[size_index, i, j])
+        return v if np.isfinite(v) else 0.0
+
+    def store_confirmations(self, rows, repeats: int, budget: float, suspects: int, skipped: int) -> None:
+        """The suspects measured again (npmpi/mapconfirm.py): rows of (size index, (start, end),
+        [PairResult]), one row per measurement of K in all, into /map/confirm_* and a flush."""
+        from npmpi.modes import mode_factors
+
+        with self._checked("writing the suspects measured again"):
+            g = self._h(MAP_GROUP)
+            f = mode_factors(str(g.attrs["mode"]), int(g.attrs["window"]))
+            flat = [(s, w, res) for s, w, results in rows for res in results]
+            k, t = len(flat), self.trials
+            pair = np.array([(r.i, r.j) for _, _, r in flat], dtype=np.int32).reshape(k, 2)
+            g.create_dataset("confirm_pair", data=pair)
+            g.create_dataset("confirm_size_index", data=np.array([s for s, _, _ in flat], dtype=np.int32))
+            trial = np.array([_one_way(r, f, t)[0] for _, _, r in flat], dtype=np.float64).reshape(k, t)
+            g.create_dataset("confirm_trial_s", data=trial)
+            for name, col in (("confirm_window_start_unix_s", 0), ("confirm_window_end_unix_s", 1)):
+                g.create_dataset(name, data=np.array([w[col] for _, w, _ in flat], dtype=np.float64))
+            for key, value in {
+                "confirm_repeats": repeats,
+                "confirm_budget": budget,
+                "confirm_suspects": suspects,
+                "confirm_skipped": skipped,
+            }.items():
+                g.attrs[key] = value
+            self._pending_bytes += 8 * k * (t + 5)
+            self._flush()
 
     def best_one_way(self, size_index: int) -> np.ndarray:
         """[N, N] each measured pair's best one-way time at a size so far (NaN elsewhere)."""

@@ -22,6 +22,7 @@ from npmpi.config import (
 )
 from npmpi.errors import HelpRequested, UsageError
 from npmpi.kernels import KERNEL_NAMES
+from npmpi.mapconfirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.mapschedule import SCHEDULE_ROUNDS, SCHEDULES
 from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.options import trials_and_target
@@ -42,6 +43,8 @@ class MapOptions:
     schedule: str
     per_rank: bool
     directions: str = DIRECTIONS_ONE  # both: i -> j and j -> i measured apart (a stream's default)
+    confirm_repeats: int = DEFAULT_REPEATS  # each suspect measured again this many times (0: not)
+    confirm_budget: float = DEFAULT_BUDGET  # the re-measurements' time, a fraction of the map's
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -115,6 +118,22 @@ def build_parser() -> UsageParser:
         "asymmetric); 'one': the lower rank of each pair streams to the higher only. A ping-pong or "
         "bidir map measures both directions at once (the round trip): only 'one' applies",
     )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=DEFAULT_REPEATS,
+        metavar="N",
+        help="after the map, measure every link, direction or node the analysis would name again, one "
+        "pair at a time, N times (0: not); only what is still slow is named (default: %(default)s)",
+    )
+    p.add_argument(
+        "--confirm-budget",
+        type=float,
+        default=DEFAULT_BUDGET,
+        metavar="FRACTION",
+        help="the re-measurements may add this fraction of the map's time (the two most severe "
+        "suspects are measured whatever it is; default: %(default)s)",
+    )
     add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
     add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
     add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
@@ -142,6 +161,10 @@ def parse_map_options(argv: list[str]) -> MapOptions:
     trials, target = _repetition(ns)
     window = _check_mode(ns)
     directions = _check_directions(ns)
+    if not 0 <= ns.confirm <= 100:
+        raise UsageError(f"--confirm {ns.confirm}: give between 0 (no re-measurement) and 100 repeats")
+    if not 0 <= ns.confirm_budget <= 100:
+        raise UsageError(f"--confirm-budget {ns.confirm_budget}: give a fraction of the map's time, 0 to 100")
     if ns.schedule not in SCHEDULES:
         raise UsageError(
             f"--schedule {ns.schedule!r}: unknown schedule; choose one of: {', '.join(SCHEDULES)}"
@@ -174,7 +197,13 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         buffers=ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE,
     )
     return MapOptions(
-        run=run, sizes_bytes=sizes, schedule=ns.schedule, per_rank=ns.per_rank, directions=directions
+        run=run,
+        sizes_bytes=sizes,
+        schedule=ns.schedule,
+        per_rank=ns.per_rank,
+        directions=directions,
+        confirm_repeats=ns.confirm,
+        confirm_budget=ns.confirm_budget,
     )
 
 

@@ -305,6 +305,8 @@ class MapRecording:
             self.last_collect = time.monotonic()
         self.last_progress = self.rounds_started = time.monotonic()
         outcome = self.coordinator.run()
+        if outcome.status == "complete" and self.mopts.confirm_repeats > 0:
+            self._confirm(outcome)
         if collector is not None:
             final_power(
                 writer,
@@ -330,6 +332,20 @@ class MapRecording:
                 sys.stderr,
             )
         return outcome.exit_code
+
+    def _confirm(self, outcome: MapOutcome) -> None:
+        """The suspects measured again (npmpi/mapconfirm.py); a stop meanwhile marks the map interrupted."""
+        from npmpi.mapconfirm import confirm_suspects
+
+        map_s = time.monotonic() - self.rounds_started
+        m = self.mopts
+        confirm_suspects(
+            self.coordinator, self.writer, m.confirm_repeats, m.confirm_budget, map_s, self.console
+        )
+        if self.stop:
+            outcome.status = "interrupted"
+            outcome.message = f"{self.stop.name} received while suspects were measured again"
+            outcome.exit_code = 128 + int(self.stop.signum or 0)
 
     def _end_after(self, exc: BaseException) -> int:
         """Close the file as interrupted or failed, keeping every completed round; release or abort."""
