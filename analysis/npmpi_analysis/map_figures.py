@@ -109,7 +109,7 @@ def _boxes(a, metric: str, size: int) -> list[tuple[int, ...]]:
     index = {name: k for k, name in enumerate(a.names)}
     out = []
     for f in a.outliers:
-        if f.metric != metric or f.size_bytes != size:
+        if f.metric != metric or f.size_bytes != size or f.confirmed is False:
             continue
         if f.kind in ("link", "direction"):  # a link boxes both cells, a direction its own (i -> j)
             i, j = index[f.names[0]], index[f.names[1]]

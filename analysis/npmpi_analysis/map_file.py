@@ -62,6 +62,7 @@ class MapFile:
     stored_latency_s: np.ndarray | None = None  # the writer's derived matrices (checked against ours)
     stored_bandwidth_bit_s: np.ndarray | None = None
     pair_window_s: np.ndarray | None = None  # [S, N, N] from the round's start to the pair's end (1.6)
+    confirm: dict[str, np.ndarray] | None = None  # the suspects measured again, /map/confirm_* (1.6)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list = field(default_factory=list)  # npmpi.runreader.PowerNode
@@ -191,6 +192,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         pair_window_s=data.get("pair_window_s"),
     )
     _check_values(m, p)
+    m.confirm = _read_confirm(g, p, m)
     _sort_sizes(m)
     _status_notices(m)
     try:
@@ -278,6 +280,44 @@ def _check_values(m: MapFile, p: Path) -> None:
     schedule = str(m.map_attrs.get("schedule", ""))
     if schedule and schedule not in SCHEDULES:
         m.notices.append(f"/map: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+
+
+CONFIRM = (
+    ("confirm_pair", "iu", 2),
+    ("confirm_size_index", "iu", 1),
+    ("confirm_trial_s", "f", 2),
+    ("confirm_window_start_unix_s", "f", 1),
+    ("confirm_window_end_unix_s", "f", 1),
+)
+
+
+def _read_confirm(g, p: Path, m: MapFile) -> dict[str, np.ndarray] | None:
+    """/map/confirm_* (format 1.6: the suspects measured again), checked; None when absent. Damaged,
+    they are left out with the problem said: the map's findings are then not confirmed."""
+    from npmpi.runreader import read_whole
+
+    if "confirm_pair" not in g:
+        return None
+    try:
+        out = {n: np.asarray(read_whole(_dataset(g, n, k, d, p), p, f"/map/{n}")) for n, k, d in CONFIRM}
+        k = out["confirm_pair"].shape[0]
+        shapes_ok = out["confirm_pair"].shape == (k, 2) and out["confirm_trial_s"].shape == (
+            k,
+            m.trial_s.shape[3],
+        )
+        shapes_ok &= all(out[n].shape == (k,) for n, _, d in CONFIRM if d == 1)
+        t = out["confirm_trial_s"]
+        if not shapes_ok or np.any(out["confirm_pair"] < 0) or np.any(out["confirm_pair"] >= m.nodes):
+            raise RunFileError(f"{p}: /map/confirm_* disagree in shape or name hosts that are not mapped")
+        if np.any(out["confirm_size_index"] < 0) or np.any(out["confirm_size_index"] >= len(m.size_bytes)):
+            raise RunFileError(f"{p}: /map/confirm_size_index names a size the map does not have")
+        if np.any(np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))):
+            raise RunFileError(f"{p}: /map/confirm_trial_s holds a non-positive, infinite or impossible time")
+    except (RunFileError, OSError, KeyError, ValueError, TypeError) as exc:
+        m.problems.append(f"{exc}; the suspects measured again are not used: no finding is confirmed")
+        return None
+    out["confirm_size_bytes"] = m.size_bytes[out["confirm_size_index"]]  # before the sizes are sorted
+    return out
 
 
 def _sort_sizes(m: MapFile) -> None:

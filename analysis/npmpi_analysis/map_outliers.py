@@ -19,6 +19,7 @@ both). The remaining links are then judged against the median of the links touch
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,9 @@ class Finding:
     sentence: str
     slow_links: int = 1
     links: int = 1
+    mad: float = math.nan  # the spread the rule judged it with (npmpi.mapstats)
+    confirmed: bool | None = None  # measured again and still beyond the rule; None: not measured again
+    confirm_ratio: float = math.nan  # the new measurement's ratio to `reference`
 
 
 def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str, possible: int) -> str:
@@ -101,6 +105,7 @@ def find_outliers(a) -> list[Finding]:
     jobs += [("bandwidth", a.bandwidth_bit_s[k], int(s), LOW) for k, s in enumerate(a.size_bytes) if k > 0]
     out = []
     for metric, x, size, direction in jobs:
+        first = len(out)
         at = f"at {format_size(size)}"
         if directed:
             found, ways = detect_directions(x, direction)
@@ -109,6 +114,8 @@ def find_outliers(a) -> list[Finding]:
                 names = (a.names[i], a.names[j])
                 sentence = f"{names[0]} {ARROW} {names[1]}: {metric} {ratio:.2f}x the median direction {at}"
                 out.append(Finding("direction", names, metric, size, ratio, value, found.reference, sentence))
+            for f in out[first:]:
+                f.mad = found.mad
             continue
         found = detect(x, direction)
         out += _node_findings(a, metric, size, found, at)
@@ -116,6 +123,8 @@ def find_outliers(a) -> list[Finding]:
             names = (a.names[i], a.names[j])
             sentence = f"link {names[0]}{DASH}{names[1]}: {metric} {ratio:.2f}x the median {at}"
             out.append(Finding("link", names, metric, size, ratio, value, found.reference, sentence))
+        for f in out[first:]:
+            f.mad = found.mad
     return out
 
 

@@ -194,9 +194,26 @@ def _power_lines(a, s: dict) -> list[str]:
 
 
 def outlier_lines(a) -> list[str]:
-    """'outliers (rule): ' then one sentence a line, or 'none named'."""
-    out = [f"  outliers ({THRESHOLD_TEXT}):"]
-    out += [f"    {f.sentence}" for f in a.outliers] or ["    none named"]
+    """'outliers (rule): ' then one sentence a line, or 'none named'; with a second measurement
+    (/map/confirm_*), only the confirmed ones, then the others listed as not confirmed."""
+    from npmpi_analysis.map_confirmed import confirm_summary
+
+    facts = confirm_summary(a)
+    if facts is None:
+        out = [f"  outliers ({THRESHOLD_TEXT}):"]
+        return out + ([f"    {f.sentence}" for f in a.outliers] or ["    none named"])
+    out = [
+        f"  outliers confirmed by measuring each suspect again, one pair at a time, {facts['repeats']} "
+        f"times ({THRESHOLD_TEXT}):"
+    ]
+    out += [f"    {f.sentence}" for f in a.outliers if f.confirmed] or ["    none named"]
+    for f in a.outliers:
+        if f.confirmed:
+            continue
+        if math.isfinite(f.confirm_ratio):
+            out.append(f"  not confirmed: {f.sentence}; measured again: {f.confirm_ratio:.2f}x the median")
+        else:
+            out.append(f"  not confirmed: {f.sentence}; not measured again (--confirm-budget spent)")
     return out
 
 
@@ -299,6 +316,8 @@ def _finding(f) -> dict[str, Any]:
         "slow_links": f.slow_links,
         "links": f.links,
         "sentence": f.sentence,
+        "confirmed": f.confirmed,
+        "confirm_ratio": f.confirm_ratio,
     }
 
 

@@ -156,6 +156,7 @@ def _stored_notice(m: MapFile, latency: np.ndarray, bandwidth: np.ndarray) -> li
 
 def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> MapAnalysis:
     """Analyse a loaded map (timing, power per pair, outliers); problems are listed, not raised."""
+    from npmpi_analysis.map_confirmed import confirm_findings
     from npmpi_analysis.map_outliers import find_outliers
 
     timing = pair_timing(m)
@@ -203,6 +204,7 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
                 "measurement of that pair alone)"
             )
     a.outliers = find_outliers(a)
+    confirm_findings(a, m.confirm)
     return a
 
 
