@@ -2,10 +2,15 @@
 or node the map's statistic (npmpi/mapstats.py) would name and measures it again, one pair at a time
 (nothing else running), `repeats` times with the map's trials, each in its own window.
 
-The file keeps both measurements (/map/confirm_*, docs/file-format.md "1.6"); the analysis names a
-finding only when the new measurement is also beyond the rule (npmpi_analysis/map_outliers.py). The
+With them, REFERENCES links near the median are measured again the same way, interleaved, so the
+suspects are judged against links measured under the same conditions (a busy host slows a pair
+measured alone as much as one measured in a round). The file keeps both measurements
+(/map/confirm_*, docs/file-format.md "1.6"); the analysis names a finding only when the new
+measurement, against the references', is also beyond the rule (npmpi_analysis/map_confirmed.py). The
 re-measurements may add `budget` x the map's time; the most severe suspects go first, and the first
-MIN_CONFIRMED are measured whatever the budget (a small map's 10 % is less than one slow pair).
+MIN_CONFIRMED are measured whatever the budget (a small map's 10 % is less than one pair's cost, at
+most (NODE_LINKS + REFERENCES) x repeats = 12 pairs measured alone: 6 % of a 64-node map's 189
+rounds of 3 sizes, each at least as long as any of its pairs).
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from npmpi.mapstats import HIGH, LOW, detect, detect_directions
 
 DEFAULT_REPEATS = 3
 DEFAULT_BUDGET = 0.1  # of the map's own time: a 64-node map's cost stays within +10 %
-MIN_CONFIRMED = 2
-NODE_LINKS = 3  # a suspect node is measured again on this many of its links
+MIN_CONFIRMED = 1
+NODE_LINKS = 2  # a suspect node is measured again on this many of its links
+REFERENCES = 2  # links near the median measured again with the suspects of each size
+ROLE_SUSPECT, ROLE_REFERENCE = 0, 1  # /map/confirm_role
 
 
 @dataclass
@@ -33,6 +40,7 @@ class Suspect:
     size_index: int
     pairs: list[tuple[int, int]]  # for a direction (from, to); for a link or a node's links (i, j), i < j
     severity: float  # |ln ratio to the median|: the most severe are measured first
+    node: int = -1  # a suspect node's index
 
 
 def _node_pairs(k: int, x: np.ndarray) -> list[tuple[int, int]]:
@@ -56,38 +64,69 @@ def find_suspects(best_s: np.ndarray, sizes: np.ndarray, directed: bool) -> list
             found = detect(x, direction)
             links = [("link", [(i, j)], ratio) for i, j, ratio, _ in found.links]
         for node, ratio, *_ in found.nodes:
-            out.append(Suspect("node", metric, k, _node_pairs(node, x), abs(math.log(ratio))))
+            out.append(Suspect("node", metric, k, _node_pairs(node, x), abs(math.log(ratio)), node))
         out += [Suspect(kind, metric, k, pairs, abs(math.log(ratio))) for kind, pairs, ratio in links]
     return sorted(out, key=lambda s: -s.severity)
 
 
-def confirm_suspects(coordinator, writer, repeats: int, budget: float, map_s: float, console) -> None:
-    """Measure every suspect again (within the budget) and store it; a stop ends it early."""
-    directed = coordinator.mopts.directions == "both"
-    suspects = find_suspects(writer.best_all(), writer.map_sizes, directed)
-    rows, skipped, spent = [], 0, 0.0
-    allowed = budget * map_s
+def reference_pairs(
+    best: np.ndarray, suspects: list[Suspect], count: int = REFERENCES
+) -> list[tuple[int, int]]:
+    """Up to `count` links (i < j) of one size nearest the median, touching no suspect's ends when
+    the map has such links (else any link that is not a suspect): measured again alongside the
+    suspects, under the same conditions, they give the median the suspects are judged against."""
+    n = best.shape[0]
+    ends = {s.node for s in suspects if s.kind == "node"}
+    ends |= {k for s in suspects if s.kind != "node" for p in s.pairs for k in p}
+    suspect_pairs = {tuple(sorted(p)) for s in suspects for p in s.pairs}
+    links = [(i, j) for i in range(n) for j in range(i + 1, n) if np.isfinite(best[i, j]) and best[i, j] > 0]
+    if not links:
+        return []
+    med = float(np.median([best[i, j] for i, j in links]))
+    clear = [p for p in links if not set(p) & ends] or [p for p in links if p not in suspect_pairs]
+    return sorted(clear, key=lambda p: abs(math.log(best[p] / med)))[:count]
+
+
+def _chosen(suspects, writer, repeats: int, allowed_s: float) -> tuple[list[Suspect], int]:
+    """The suspects that fit the budget, the most severe first (the first MIN_CONFIRMED always)."""
+    chosen, cost = [], 0.0
     for n, suspect in enumerate(suspects):
-        pairs = list(dict.fromkeys(tuple(sorted(p)) for p in suspect.pairs))
-        cost = repeats * sum(writer.pair_seconds(suspect.size_index, i, j) for i, j in pairs)
-        if n >= MIN_CONFIRMED and spent + cost > allowed:
-            skipped += 1
+        pairs = {tuple(sorted(p)) for p in suspect.pairs}
+        more = 2 * repeats * sum(writer.pair_seconds(suspect.size_index, i, j) for i, j in pairs)
+        if n >= MIN_CONFIRMED and cost + more > allowed_s:
             continue
-        started = time.monotonic()
-        for i, j in pairs:
-            for _ in range(repeats):
-                if coordinator.stop:
-                    break
-                measured = coordinator.measure_round(int(writer.map_sizes[suspect.size_index]), [(i, j)])
+        chosen.append(suspect)
+        cost += more  # its own pairs and about as many references
+    return chosen, len(suspects) - len(chosen)
+
+
+def confirm_suspects(coordinator, writer, repeats: int, budget: float, map_s: float, console) -> None:
+    """Measure the suspects again (within the budget) with reference links of each size, one pair at
+    a time, `repeats` rounds interleaved; store them. A stop ends it early."""
+    directed = coordinator.mopts.directions == "both"
+    best = writer.best_all()
+    suspects = find_suspects(best, writer.map_sizes, directed)
+    chosen, skipped = _chosen(suspects, writer, repeats, budget * map_s)
+    started = time.monotonic()
+    rows = []
+    for k in sorted({s.size_index for s in chosen}):
+        here = [s for s in chosen if s.size_index == k]
+        pairs = list(dict.fromkeys(tuple(sorted(p)) for s in here for p in s.pairs))
+        plan = [(p, ROLE_SUSPECT) for p in pairs] + [
+            (p, ROLE_REFERENCE) for p in reference_pairs(best[k], here)
+        ]
+        for _ in range(repeats):
+            for pair, role in plan:
+                measured = (
+                    None if coordinator.stop else coordinator.measure_round(int(writer.map_sizes[k]), [pair])
+                )
                 if measured is None:
                     break
-                rows.append((suspect.size_index, measured[0], measured[1]))
-        spent += time.monotonic() - started
-        if coordinator.stop:
-            break
+                rows.append((k, measured[0], measured[1], role))
+    spent = time.monotonic() - started
     writer.store_confirmations(rows, repeats, budget, len(suspects), skipped)
     if suspects:
         console.note(
-            f"suspects measured again: {len(suspects) - skipped} of {len(suspects)} in {spent:.1f} s "
-            f"({repeats} repeats each, serially; budget {budget:g} x the map's {map_s:.1f} s)"
+            f"suspects measured again: {len(chosen)} of {len(suspects)} in {spent:.1f} s ({repeats} repeats "
+            f"each with reference links, one pair at a time; budget {budget:g} x the map's {map_s:.1f} s)"
         )

@@ -174,13 +174,15 @@ class MapWriter(RunWriter):
 
     def store_confirmations(self, rows, repeats: int, budget: float, suspects: int, skipped: int) -> None:
         """The suspects measured again (npmpi/mapconfirm.py): rows of (size index, (start, end),
-        [PairResult]), one row per measurement of K in all, into /map/confirm_* and a flush."""
+        [PairResult], role: 0 suspect, 1 reference), K results in all, into /map/confirm_*; a flush."""
         from npmpi.modes import mode_factors
 
         with self._checked("writing the suspects measured again"):
             g = self._h(MAP_GROUP)
             f = mode_factors(str(g.attrs["mode"]), int(g.attrs["window"]))
-            flat = [(s, w, res) for s, w, results in rows for res in results]
+            flat = [(s, w, res) for s, w, results, _ in rows for res in results]
+            role = [r for _, _, results, r in rows for _ in results]
+            g.create_dataset("confirm_role", data=np.array(role, dtype=np.int8))
             k, t = len(flat), self.trials
             pair = np.array([(r.i, r.j) for _, _, r in flat], dtype=np.int32).reshape(k, 2)
             g.create_dataset("confirm_pair", data=pair)

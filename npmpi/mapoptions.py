@@ -135,6 +135,21 @@ def build_parser() -> UsageParser:
         "suspects are measured whatever it is; default: %(default)s)",
     )
     add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
+    p.add_argument(
+        "--fabric-meter",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a meter of a device that belongs to no node (a switch, a shared PDU), as for a run; "
+        "repeat for several. Sampled by one power rank, stored under /power/fabric (needs --meter)",
+    )
+    p.add_argument(
+        "--fabric-rank",
+        type=int,
+        default=None,
+        metavar="RANK",
+        help="the power rank that samples the --fabric-meter devices (default: the first node's)",
+    )
     add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
     add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
     p.add_argument(
@@ -188,6 +203,8 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         force=ns.force,
         quiet=ns.quiet,
         meters=tuple(ns.meter),
+        fabric_meters=tuple(ns.fabric_meter),
+        fabric_rank=ns.fabric_rank,
         sample_interval_s=ns.sample_interval,
         baseline_s=ns.baseline,
         meter_optional=ns.meter_optional,
@@ -250,6 +267,24 @@ def _check_mode(ns: argparse.Namespace) -> int:
     return window
 
 
+def _check_fabric(ns: argparse.Namespace) -> None:
+    """--fabric-meter specs parse; --fabric-rank only with them (that it is a power rank is checked
+    once the roles are known: npmpi.fabric.fabric_rank)."""
+    from npmpi.fabric import fabric_spec_problem
+
+    for text in ns.fabric_meter:
+        problem = fabric_spec_problem(text)
+        if problem:
+            raise UsageError(problem)
+    if ns.fabric_rank is not None and not ns.fabric_meter:
+        raise UsageError(
+            f"--fabric-rank {ns.fabric_rank} only applies with --fabric-meter: add a fabric meter or drop "
+            "--fabric-rank"
+        )
+    if ns.fabric_rank is not None and ns.fabric_rank < 0:
+        raise UsageError(f"--fabric-rank {ns.fabric_rank}: give a rank number (a power rank, 0 or more)")
+
+
 def _check_power_and_output(ns: argparse.Namespace) -> None:
     from npmpi.meters import MeterError, parse_meter_spec
 
@@ -258,6 +293,7 @@ def _check_power_and_output(ns: argparse.Namespace) -> None:
             parse_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
+    _check_fabric(ns)
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
         raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
     if ns.baseline is not None and not 0 <= ns.baseline <= MAX_BASELINE_S:

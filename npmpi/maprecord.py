@@ -185,8 +185,14 @@ class MapRecording:
         self.console = Console(quiet=opts.quiet)
         self.collector = None
         if layout.power_ranks:
+            from npmpi.fabric import fabric_info
+
+            fabric = fabric_info(self.power_nodes)
             self.collector = PowerCollector(
-                comm, list(layout.power_ranks), [p["channels"] for p in self.power_nodes]
+                comm,
+                list(layout.power_ranks),
+                [p["channels"] for p in self.power_nodes],
+                (fabric[0], fabric[1]["channels"]) if fabric else None,
             )
         self.writer = None
         self.coordinator = None

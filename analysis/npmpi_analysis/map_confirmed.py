@@ -1,9 +1,10 @@
 """Which of a map's findings its second measurement confirms (/map/confirm_*, written by
 npmpi/mapconfirm.py: each suspect measured again, one pair at a time, several times).
 
-A link or direction is confirmed when its best re-measured value, divided by the median the map's
-rule judged it against, is still beyond the rule (npmpi.mapstats.beyond with the map's spread); a
-node when every one of its re-measured links is. A finding not measured again (the time budget ran
+A link or direction is confirmed when its best re-measured value, divided by the median of the
+reference links measured again with it (the same way, interleaved; the map's median when there are
+none), is still beyond the rule (npmpi.mapstats.beyond with the map's spread); a node when every one
+of its re-measured links is. A finding not measured again (the time budget ran
 out) is not confirmed. A map without /map/confirm_* (older, or --confirm 0) confirms nothing and
 names its findings as before.
 """
@@ -17,22 +18,35 @@ import numpy as np
 from npmpi.mapstats import HIGH, LOW, beyond
 
 
-def _best_values(confirm: dict[str, np.ndarray]) -> dict[tuple[int, int, int], float]:
-    """{(size bytes, i, j): best one-way time over every re-measurement of direction or pair i, j}."""
+def _best_values(confirm: dict[str, np.ndarray], role: int) -> dict[tuple[int, int, int], float]:
+    """{(size bytes, i, j): best one-way time over every re-measurement of direction or pair i, j}
+    of the suspects (role 0) or of the references (role 1)."""
     out: dict[tuple[int, int, int], float] = {}
-    for (i, j), size, t in zip(
-        confirm["confirm_pair"], confirm["confirm_size_bytes"], confirm["confirm_trial_s"], strict=True
+    for (i, j), size, t, r in zip(
+        confirm["confirm_pair"],
+        confirm["confirm_size_bytes"],
+        confirm["confirm_trial_s"],
+        confirm["confirm_role"],
+        strict=True,
     ):
         finite = t[np.isfinite(t)]
+        if int(r) != role:
+            continue
         if finite.size:
             key = (int(size), int(i), int(j))
             out[key] = min(out.get(key, math.inf), float(finite.min()))
     return out
 
 
-def _ratio(f, best_s: float) -> float:
-    value = best_s if f.metric == "latency" else 8.0 * f.size_bytes / best_s
-    return value / f.reference if f.reference > 0 else math.nan
+def _value(f, best_s: float) -> float:
+    return best_s if f.metric == "latency" else 8.0 * f.size_bytes / best_s
+
+
+def _reference(f, refs: dict) -> float:
+    """The median of the references' re-measured values at the finding's size (each link's worse
+    direction counts once), else the map's median."""
+    values = [_value(f, v) for (s, _, _), v in refs.items() if s == int(f.size_bytes)]
+    return float(np.median(values)) if values else f.reference
 
 
 def _pairs_of(f, index: dict[str, int], best: dict) -> list[float]:
@@ -54,14 +68,15 @@ def confirm_findings(a, confirm: dict[str, np.ndarray] | None) -> None:
     """Set each finding's `confirmed` and `confirm_ratio` from the map's second measurement."""
     if confirm is None:
         return
-    best = _best_values(confirm)
+    best, refs = _best_values(confirm, 0), _best_values(confirm, 1)
     index = {name: k for k, name in enumerate(a.names)}
     for f in a.outliers:
         times = _pairs_of(f, index, best)
-        if not times:
+        reference = _reference(f, refs)
+        if not times or not reference > 0:
             f.confirmed = False
             continue
-        ratios = np.array([_ratio(f, t) for t in times])
+        ratios = np.array([_value(f, t) / reference for t in times])
         way = HIGH if f.metric == "latency" else LOW
         mad = f.mad if math.isfinite(f.mad) else 0.0
         f.confirmed = bool(np.all(beyond(ratios, mad, way)))

@@ -285,6 +285,7 @@ def _check_values(m: MapFile, p: Path) -> None:
 CONFIRM = (
     ("confirm_pair", "iu", 2),
     ("confirm_size_index", "iu", 1),
+    ("confirm_role", "iu", 1),
     ("confirm_trial_s", "f", 2),
     ("confirm_window_start_unix_s", "f", 1),
     ("confirm_window_end_unix_s", "f", 1),

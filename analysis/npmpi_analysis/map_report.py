@@ -211,7 +211,10 @@ def outlier_lines(a) -> list[str]:
         if f.confirmed:
             continue
         if math.isfinite(f.confirm_ratio):
-            out.append(f"  not confirmed: {f.sentence}; measured again: {f.confirm_ratio:.2f}x the median")
+            out.append(
+                f"  not confirmed: {f.sentence}; measured again: {f.confirm_ratio:.2f}x the reference links "
+                "measured with it"
+            )
         else:
             out.append(f"  not confirmed: {f.sentence}; not measured again (--confirm-budget spent)")
     return out
