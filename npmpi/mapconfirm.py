@@ -7,10 +7,11 @@ suspects are judged against links measured under the same conditions (a busy hos
 measured alone as much as one measured in a round). The file keeps both measurements
 (/map/confirm_*, docs/file-format.md "1.6"); the analysis names a finding only when the new
 measurement, against the references', is also beyond the rule (npmpi_analysis/map_confirmed.py). The
-re-measurements may add `budget` x the map's time; the most severe suspects go first, and the first
-MIN_CONFIRMED are measured whatever the budget (a small map's 10 % is less than one pair's cost, at
-most (NODE_LINKS + REFERENCES) x repeats = 12 pairs measured alone: 6 % of a 64-node map's 189
-rounds of 3 sizes, each at least as long as any of its pairs).
+re-measurements may add `budget` x the map's time or MIN_BUDGET_S, whichever is more (a 64-node map
+at the defaults lasts about 150 s: 10 %); the most severe suspects (in MADs of their matrix) go
+first, and the first MIN_CONFIRMED is measured whatever the budget: at most (NODE_LINKS +
+REFERENCES) x repeats = 12 pairs measured alone, 6 % of a 64-node map's 189 rounds of 3 sizes
+(each round at least as long as any of its pairs).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from npmpi.mapstats import HIGH, LOW, detect, detect_directions
 DEFAULT_REPEATS = 3
 DEFAULT_BUDGET = 0.1  # of the map's own time: a 64-node map's cost stays within +10 %
 MIN_CONFIRMED = 1
+MIN_BUDGET_S = 10.0  # the budget is never less: a small map's 10 % cannot pay for one slow link
 NODE_LINKS = 2  # a suspect node is measured again on this many of its links
 REFERENCES = 2  # links near the median measured again with the suspects of each size
 ROLE_SUSPECT, ROLE_REFERENCE = 0, 1  # /map/confirm_role
+MIN_SPREAD = 0.05  # a matrix's MAD taken as at least this when ranking suspects
 
 
 @dataclass
@@ -39,7 +42,7 @@ class Suspect:
     metric: str  # "latency" or "bandwidth"
     size_index: int
     pairs: list[tuple[int, int]]  # for a direction (from, to); for a link or a node's links (i, j), i < j
-    severity: float  # |ln ratio to the median|: the most severe are measured first
+    severity: float  # |ln ratio to the median| in MADs of its matrix: the most severe are measured first
     node: int = -1  # a suspect node's index
 
 
@@ -48,6 +51,13 @@ def _node_pairs(k: int, x: np.ndarray) -> list[tuple[int, int]]:
     peers = [j for j in range(x.shape[0]) if j != k and np.isfinite(x[k, j])]
     picked = [peers[round(q * (len(peers) - 1) / max(NODE_LINKS - 1, 1))] for q in range(NODE_LINKS)]
     return [(min(k, j), max(k, j)) for j in dict.fromkeys(picked)] if peers else []
+
+
+def _severity(ratio: float, mad: float) -> float:
+    """How far out a suspect is, in MADs of its matrix (a 0.08x link among links spread 10 % before a
+    100x latency among latencies spread 3x: scheduling noise on a busy host is mostly in latency)."""
+    spread = mad if math.isfinite(mad) and mad > MIN_SPREAD else MIN_SPREAD
+    return abs(math.log(ratio)) / spread
 
 
 def find_suspects(best_s: np.ndarray, sizes: np.ndarray, directed: bool) -> list[Suspect]:
@@ -64,8 +74,8 @@ def find_suspects(best_s: np.ndarray, sizes: np.ndarray, directed: bool) -> list
             found = detect(x, direction)
             links = [("link", [(i, j)], ratio) for i, j, ratio, _ in found.links]
         for node, ratio, *_ in found.nodes:
-            out.append(Suspect("node", metric, k, _node_pairs(node, x), abs(math.log(ratio)), node))
-        out += [Suspect(kind, metric, k, pairs, abs(math.log(ratio))) for kind, pairs, ratio in links]
+            out.append(Suspect("node", metric, k, _node_pairs(node, x), _severity(ratio, found.mad), node))
+        out += [Suspect(kind, metric, k, pairs, _severity(ratio, found.mad)) for kind, pairs, ratio in links]
     return sorted(out, key=lambda s: -s.severity)
 
 
@@ -106,7 +116,9 @@ def confirm_suspects(coordinator, writer, repeats: int, budget: float, map_s: fl
     directed = coordinator.mopts.directions == "both"
     best = writer.best_all()
     suspects = find_suspects(best, writer.map_sizes, directed)
-    chosen, skipped = _chosen(suspects, writer, repeats, budget * map_s)
+    chosen, skipped = _chosen(
+        suspects, writer, repeats, max(budget * map_s, MIN_BUDGET_S if budget > 0 else 0.0)
+    )
     started = time.monotonic()
     rows = []
     for k in sorted({s.size_index for s in chosen}):

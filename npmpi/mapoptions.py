@@ -131,8 +131,8 @@ def build_parser() -> UsageParser:
         type=float,
         default=DEFAULT_BUDGET,
         metavar="FRACTION",
-        help="the re-measurements may add this fraction of the map's time (the two most severe "
-        "suspects are measured whatever it is; default: %(default)s)",
+        help="the re-measurements may add this fraction of the map's time, or 10 s if more (the most severe "
+        "suspect is measured whatever it is; default: %(default)s)",
     )
     add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
     p.add_argument(
