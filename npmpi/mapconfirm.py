@@ -98,15 +98,20 @@ def reference_pairs(
 
 
 def _chosen(suspects, writer, repeats: int, allowed_s: float) -> tuple[list[Suspect], int]:
-    """The suspects that fit the budget, the most severe first (the first MIN_CONFIRMED always)."""
-    chosen, cost = [], 0.0
+    """The suspects that fit the budget, the most severe first (the first MIN_CONFIRMED always); a
+    suspect costs its pairs' own windows in the map and its size's references (the median window)
+    the first time that size comes up, `repeats` times."""
+    chosen, cost, sizes = [], 0.0, set()
     for n, suspect in enumerate(suspects):
+        k = suspect.size_index
         pairs = {tuple(sorted(p)) for p in suspect.pairs}
-        more = 2 * repeats * sum(writer.pair_seconds(suspect.size_index, i, j) for i, j in pairs)
-        if n >= MIN_CONFIRMED and cost + more > allowed_s:
+        more = sum(writer.pair_seconds(k, i, j) for i, j in pairs)
+        more += 0.0 if k in sizes else REFERENCES * writer.median_pair_seconds(k)
+        if n >= MIN_CONFIRMED and cost + repeats * more > allowed_s:
             continue
         chosen.append(suspect)
-        cost += more  # its own pairs and about as many references
+        sizes.add(k)
+        cost += repeats * more
     return chosen, len(suspects) - len(chosen)
 
 

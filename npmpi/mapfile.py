@@ -172,6 +172,11 @@ class MapWriter(RunWriter):
         v = float(self._pair_s[size_index, i, j])
         return v if np.isfinite(v) else 0.0
 
+    def median_pair_seconds(self, size_index: int) -> float:
+        """The median pair's own window at a size (0 when none is known)."""
+        known = self._pair_s[size_index][np.isfinite(self._pair_s[size_index])]
+        return float(np.median(known)) if known.size else 0.0
+
     def store_confirmations(self, rows, repeats: int, budget: float, suspects: int, skipped: int) -> None:
         """The suspects measured again (npmpi/mapconfirm.py): rows of (size index, (start, end),
         [PairResult], role: 0 suspect, 1 reference), K results in all, into /map/confirm_*; a flush."""
