@@ -95,17 +95,21 @@ def unshape(host: str) -> None:
     )
 
 
+SERIAL = ("--schedule", "serial", "--trials", "3", "--target-time", "0.01", "--confirm", "1")
+
+
 def run_map(
-    hosts: NetnsHosts, tmp_path, name: str, extra: tuple[str, ...] = ("--sizes", SIZES)
+    hosts: NetnsHosts, tmp_path, name: str, extra: tuple[str, ...] = ("--sizes", SIZES), base=SERIAL
 ) -> tuple[np.ndarray, list[str], str]:
-    """A serial map of one rank per host; (bandwidth [N,N] at the largest size, hosts, console)."""
+    """A map (serial unless `base` says otherwise) of one rank per host; (bandwidth [N,N] at the
+    largest size, hosts, console)."""
     from npmpi import _build_info
 
     mpirun = hosts.mpirun_wrapper(str(VENV / "bin" / "mpirun"))
     kernel = "c" if _build_info.CKERNEL_BUILT else "python"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "PYTHONPATH"}
     cmd = [str(mpirun), "-np", "4", "--map-by", "node", str(VENV / "bin" / "python"), "-m", "npmpi", "map"]
-    cmd += ["--schedule", "serial", "--trials", "3", "--target-time", "0.01", "--kernel", kernel]
+    cmd += [*base, "--kernel", kernel]
     cmd += [*extra, "-o", str(tmp_path / name)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     log = proc.stdout + proc.stderr
@@ -199,3 +203,83 @@ def test_the_analysis_names_the_shaped_link_and_the_shaped_node(hosts, maps):
     assert f"node {h[3]}: every link" in said, f"{bw / 1e9} Gbit/s\n{said}"
     assert (links, nodes) == (set(), {h[3]}), f"{bw / 1e9} Gbit/s\n{said}"
     assert "directions: the round trip" in said  # a ping-pong map says it cannot tell the direction
+
+
+ENERGY_SLOW_RATE = "40mbit"
+
+
+@pytest.mark.timeout(180)
+def test_energy_is_charged_to_the_pair_that_used_it(hosts, tmp_path):
+    """A rounds map with h4 slowed: each pair's energy over its own window, so every link's energy
+    per bit is its power over its own bandwidth (pJ/bit x bandwidth / power alike for all links),
+    and h4's links cost several times the others' instead of the round's slowest pair setting all."""
+    from npmpi_analysis.cli import ANALYSED_SAMPLE_FIELDS
+    from npmpi_analysis.map_file import load_map
+    from npmpi_analysis.maps import analyse_map
+
+    h = hosts.names
+    tc(h[3], "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", ENERGY_SLOW_RATE, "burst", BURST,
+       "latency", "50ms")  # fmt: skip
+    try:
+        mpirun = hosts.mpirun_wrapper(str(VENV / "bin" / "mpirun"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "PYTHONPATH"}
+        cmd = [str(mpirun), "-np", "8", "--map-by", "node", str(VENV / "bin" / "python"), "-m", "npmpi",
+               "map", "--sizes", "256K", "--trials", "3", "--target-time", "0.05", "--meter", "estimate",
+               "--sample-interval", "0.05", "--baseline", "0", "--confirm", "0", "-q",
+               "-o", str(tmp_path / "e.h5")]  # fmt: skip
+        proc = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    finally:
+        unshape(h[3])
+    a = analyse_map(load_map(tmp_path / "e.h5", ANALYSED_SAMPLE_FIELDS), "e")
+    e = a.energy
+    assert e.own_windows and "ESTIMATED" in a.caveat
+    bw, pj, watts = a.bandwidth_bit_s[0], e.energy_pj_bit[0], e.power_w[0]
+    slow = [(k, 3) for k in range(3)]
+    healthy = [(i, j) for i in range(3) for j in range(i + 1, 3)]
+    cost = {p: pj[p] * 1e-12 * bw[p] / watts[p] for p in slow + healthy}  # pJ/bit x b / P: 1 + overheads
+    detail = f"pJ/bit {pj}\nGbit/s {bw / 1e9}\nW {watts}\ncost {cost}"
+    assert max(cost.values()) < 1.5 * min(cost.values()), detail  # energy per bit ∝ 1 / bandwidth
+    assert min(pj[p] for p in slow) > 3 * max(pj[p] for p in healthy), detail
+
+
+@pytest.fixture
+def cpu_hog():
+    """A busy loop in its own session (its own scheduling group, as another user's job) for the test."""
+    import sys
+
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        yield hog
+    finally:
+        hog.kill()
+        hog.wait(timeout=30)
+
+
+def bandwidth_named(path) -> tuple[list[str], str]:
+    """The findings npmpi-analyze names (confirmed) for bandwidth, and its output."""
+    links, nodes, said = named_for_bandwidth(path)
+    ways = re.findall(r"^    (\S+ → \S+): bandwidth", said, flags=re.M)
+    return [*(f"link {'–'.join(sorted(x))}" for x in links), *(f"node {x}" for x in nodes), *ways], said
+
+
+@pytest.mark.timeout(240)
+def test_suspects_measured_again_under_background_load(hosts, tmp_path, cpu_hog):
+    """Under a CPU hog, uniform --quick maps name no bandwidth finding (a link or node slow in one
+    window is measured again and is not named); a shaped link is still named."""
+    h = hosts.names
+    quick = ("--quick",)
+    for k in range(2):
+        path = tmp_path / f"u{k}.h5"
+        run_map(hosts, tmp_path, path.name, base=quick)
+        named, said = bandwidth_named(path)
+        assert named == [], said
+    shape_link(h[0], 2)
+    try:
+        run_map(hosts, tmp_path, "s.h5", base=quick)
+    finally:
+        unshape(h[0])
+    named, said = bandwidth_named(tmp_path / "s.h5")
+    assert named == [f"link {h[0]}–{h[1]}"], said
