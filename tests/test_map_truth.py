@@ -194,3 +194,39 @@ def test_heatmap_colours_are_the_ratio_to_the_median_on_a_fixed_scale():
         worse.append(im.cmap(im.norm(im.get_array()[0, 1])))
     assert worse[0] == pytest.approx(worse[1], abs=0.02)  # the same colour for worse on both
     assert worse[0][0] > worse[0][2] + 0.2 and worse[0][0] > worse[0][1] + 0.2  # red
+
+
+def test_progress_lines_on_long_maps_and_none_with_quiet(monkeypatch):
+    import io
+    from types import SimpleNamespace
+
+    from npmpi import maprecord
+    from npmpi.console import Console
+
+    now = [1000.0]
+    monkeypatch.setattr(maprecord.time, "monotonic", lambda: now[0])
+    for quiet in (False, True):
+        out = io.StringIO()
+        rec = maprecord.MapRecording.__new__(maprecord.MapRecording)
+        rec.coordinator = SimpleNamespace(rounds=[[(0, 1)]] * 63)
+        rec.mopts = SimpleNamespace(sizes_bytes=(1, 65536, 4 << 20))
+        rec.console = Console(quiet=quiet, stream=out)
+        rec.last_progress = rec.rounds_started = 1000.0
+        now[0] = 1001.0
+        rec._progress(10)  # under PROGRESS_EVERY_S since the start: nothing
+        now[0] = 1000.0 + 63.0
+        rec._progress(63)  # a third of 189 rounds in 63 s: 126 s left
+        now[0] = 1000.0 + 64.0
+        rec._progress(64)  # a second later: nothing
+        rec._progress(189)  # the last round: nothing
+        expected = "" if quiet else "round 63/189 (33 %), 63 s so far, about 126 s left\n"
+        assert out.getvalue() == expected
+
+
+def test_fabric_meter_options_of_a_map():
+    m = parse_map_options(["--meter", "estimate", "--fabric-meter", "estimate", "--fabric-rank", "3"])
+    assert m.run.fabric_meters == ("estimate",) and m.run.fabric_rank == 3
+    with pytest.raises(UsageError, match="only applies with --fabric-meter"):
+        parse_map_options(["--fabric-rank", "1"])
+    with pytest.raises(UsageError, match="--fabric-meter"):
+        parse_map_options(["--fabric-meter", "nosuchmeter"])
