@@ -290,4 +290,7 @@ def test_suspects_measured_again_under_background_load(hosts, tmp_path, cpu_hog)
     finally:
         unshape(h[0])
     named, said = bandwidth_named(tmp_path / "s.h5")
-    assert named == [f"link {h[0]}–{h[1]}"], said
+    assert f"link {h[0]}–{h[1]}" in named, said
+    # h1's htb qdisc (its other class at the hosts' rate) can make its other links slower too: the
+    # node is then named beside the link (see shape_link); nothing else may be
+    assert set(named) <= {f"link {h[0]}–{h[1]}", f"node {h[0]}"}, said
