@@ -230,3 +230,13 @@ def test_fabric_meter_options_of_a_map():
         parse_map_options(["--fabric-rank", "1"])
     with pytest.raises(UsageError, match="--fabric-meter"):
         parse_map_options(["--fabric-meter", "nosuchmeter"])
+
+
+def test_the_csv_of_a_map_of_both_directions_has_a_row_per_direction(tmp_path):
+    from npmpi_analysis.map_report import pair_rows
+
+    a = analyse_map(load_map(stream_map(tmp_path / "s.h5"), FIELDS), "s")
+    rows = [r for r in pair_rows(a) if r["size_bytes"] == 65536]
+    assert len(rows) == 12
+    by = {(r["host_a"], r["host_b"]): r["bandwidth_bit_s"] for r in rows}
+    assert by[("h3", "h0")] < 0.35 * by[("h0", "h3")]

@@ -239,11 +239,15 @@ def change_text(change) -> str:
 
 
 def pair_rows(a) -> list[dict[str, Any]]:
-    """One row per pair (i < j) and size, units in the keys."""
+    """One row per pair (i < j) and size, units in the keys; with directions measured apart one
+    row per direction (host_a -> host_b)."""
     rows = []
     e = a.energy
+    n = a.nodes
+    directed = str(a.map_attrs.get("directions", "one")) == "both"
+    pairs = [(i, j) for i in range(n) for j in range(n) if i != j] if directed else a.pairs()
     for k, size in enumerate(a.size_bytes):
-        for i, j in a.pairs():
+        for i, j in pairs:
             row = {
                 "map": a.label,
                 "host_a": a.names[i],
