@@ -425,7 +425,10 @@ def html_report(
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         parts.append(f"<pre>{_e(summary_text(a, show_matrices=False))}</pre>")
         parts.append(f"<h3>Outliers</h3><p>Rule: {_e(THRESHOLD_TEXT)}.</p><ul id=outliers-{_e(a.label)}>")
-        parts += [f"<li>{_e(f.sentence)}</li>" for f in a.outliers] or ["<li>none named</li>"]
+        parts += [f"<li>{_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is not False] or [
+            "<li>none named</li>"
+        ]
+        parts += [f"<li>not confirmed: {_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is False]
         parts.append("</ul>")
     for c in changes:
         parts.append(f"<h2>Comparison {_e(c.after)} / {_e(c.before)}</h2><pre>{_e(change_text(c))}</pre>")
