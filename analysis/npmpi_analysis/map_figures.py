@@ -47,7 +47,7 @@ def heatmap(
     1 (after / before), coloured on the same fixed scale."""
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Rectangle
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     n = len(names)
     fig, ax = _figure(n)
@@ -60,8 +60,9 @@ def heatmap(
     cmap = "RdBu" if worse == WORSE_LOW else "RdBu_r"
     image = ax.imshow(ratio, cmap=cmap, norm=norm, interpolation="nearest")
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    for axis_fmt in (bar.ax.yaxis.set_major_formatter, bar.ax.yaxis.set_minor_formatter):
-        axis_fmt(FuncFormatter(lambda v, _pos: f"{v:.2g}x"))  # 0.5x, 1x, 2x rather than 5x10^-1
+    bar.set_ticks([1 / RATIO_SPAN, 0.5, 1.0, 2.0, RATIO_SPAN])
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.2g}x"))  # 0.5x, not 5x10^-1
+    bar.ax.yaxis.set_minor_formatter(NullFormatter())
     label = unit if diverging else f"ratio to the median, {_short(median)} {unit}; red: worse"
     bar.set_label(label if not caveat else f"{label} ({caveat.split(',')[0]})", fontsize=9)
     step = -(-n // MAX_TICK_LABELS)  # every host named up to MAX_TICK_LABELS, then every step-th
