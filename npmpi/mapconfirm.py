@@ -97,7 +97,7 @@ def reference_pairs(
     return sorted(clear, key=lambda p: abs(math.log(best[p] / med)))[:count]
 
 
-def _chosen(suspects, writer, repeats: int, allowed_s: float) -> tuple[list[Suspect], int]:
+def chosen_within_budget(suspects, writer, repeats: int, allowed_s: float) -> tuple[list[Suspect], int]:
     """The suspects that fit the budget, the most severe first (the first MIN_CONFIRMED always); a
     suspect costs its pairs' own windows in the map and its size's references (the median window)
     the first time that size comes up, `repeats` times."""
@@ -121,7 +121,7 @@ def confirm_suspects(coordinator, writer, repeats: int, budget: float, map_s: fl
     directed = coordinator.mopts.directions == "both"
     best = writer.best_all()
     suspects = find_suspects(best, writer.map_sizes, directed)
-    chosen, skipped = _chosen(
+    chosen, skipped = chosen_within_budget(
         suspects, writer, repeats, max(budget * map_s, MIN_BUDGET_S if budget > 0 else 0.0)
     )
     started = time.monotonic()

@@ -240,3 +240,21 @@ def test_the_csv_of_a_map_of_both_directions_has_a_row_per_direction(tmp_path):
     assert len(rows) == 12
     by = {(r["host_a"], r["host_b"]): r["bandwidth_bit_s"] for r in rows}
     assert by[("h3", "h0")] < 0.35 * by[("h0", "h3")]
+
+
+def test_the_default_budget_keeps_a_64_node_map_within_ten_percent():
+    """A 64-node map at the defaults (63 rounds x 3 sizes, each pair 0.78 s: 147 s): however many
+    suspects, the re-measurements chosen cost at most 10 % of it (their pairs' own windows and the
+    references, 3 times)."""
+    from types import SimpleNamespace
+
+    from npmpi.mapconfirm import REFERENCES, Suspect, chosen_within_budget
+
+    writer = SimpleNamespace(pair_seconds=lambda k, i, j: 0.78, median_pair_seconds=lambda k: 0.78)
+    map_s = 63 * 3 * 0.78
+    suspects = [Suspect("node", "bandwidth", k % 3, [(k, k + 1), (k, k + 2)], 50.0 - k, k) for k in range(40)]
+    suspects += [Suspect("link", "latency", 0, [(k, k + 9)], 10.0 - k / 10, -1) for k in range(40)]
+    chosen, skipped = chosen_within_budget(suspects, writer, 3, 0.1 * map_s)
+    sizes = {s.size_index for s in chosen}
+    cost = 3 * 0.78 * (sum(len(s.pairs) for s in chosen) + REFERENCES * len(sizes))
+    assert 0 < cost <= 0.1 * map_s and skipped == 80 - len(chosen) > 0
