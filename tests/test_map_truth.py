@@ -258,3 +258,11 @@ def test_the_default_budget_keeps_a_64_node_map_within_ten_percent():
     sizes = {s.size_index for s in chosen}
     cost = 3 * 0.78 * (sum(len(s.pairs) for s in chosen) + REFERENCES * len(sizes))
     assert 0 < cost <= 0.1 * map_s and skipped == 80 - len(chosen) > 0
+
+
+def test_a_maps_fabric_is_said_to_be_recorded_not_attributed(tmp_path):
+    path = energy_map(tmp_path / "f.h5")
+    with h5py.File(path, "r+") as f:
+        f["power"].create_group("fabric")
+    m = load_map(path, FIELDS)
+    assert any("/power/fabric (--fabric-meter) is recorded" in n for n in m.notices)

@@ -206,6 +206,11 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
 def _read_power(f, p: Path, m: MapFile, sample_fields: tuple[str, ...]) -> None:
     from npmpi.runreader import read_power_part
 
+    if "power" in f and "fabric" in f["power"]:
+        m.notices.append(
+            "/power/fabric (--fabric-meter) is recorded but a map's analysis does not attribute the "
+            "fabric's energy to pairs: read it with npmpi.runreader or h5py"
+        )
     try:
         m.power_attrs, m.power = read_power_part(f, p, m.notices, sample_fields)
     except RunFileError as exc:
