@@ -110,6 +110,27 @@ def build_parser() -> UsageParser:
     p.add_argument("--kernel", default="python", metavar="NAME", help="'python' or 'c' (default: python)")
     p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help="pingpong, stream or bidir")
     p.add_argument("--window", type=int, default=None, metavar="N", help="stream mode: messages per window")
+    _add_map_measuring(p)
+    add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
+    _add_fabric(p)
+    add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
+    add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
+    p.add_argument(
+        "--baseline",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="idle power before and after the map (default: 3 s when a meter is given)",
+    )
+    p.add_argument("--calibration", default=None, metavar="FILE", help="meter delays from calibrate")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="map file to write")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --output file")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    return p
+
+
+def _add_map_measuring(p: UsageParser) -> None:
+    """The map's own options on what is measured: directions, and the suspects measured again."""
     p.add_argument(
         "--directions",
         default=None,
@@ -134,7 +155,10 @@ def build_parser() -> UsageParser:
         help="the re-measurements may add this fraction of the map's time, or 10 s if more (the most severe "
         "suspect is measured whatever it is; default: %(default)s)",
     )
-    add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
+
+
+def _add_fabric(p: UsageParser) -> None:
+    """--fabric-meter and --fabric-rank, as a run's."""
     p.add_argument(
         "--fabric-meter",
         action="append",
@@ -150,20 +174,6 @@ def build_parser() -> UsageParser:
         metavar="RANK",
         help="the power rank that samples the --fabric-meter devices (default: the first node's)",
     )
-    add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
-    add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
-    p.add_argument(
-        "--baseline",
-        type=seconds_arg,
-        default=None,
-        metavar="SECONDS",
-        help="idle power before and after the map (default: 3 s when a meter is given)",
-    )
-    p.add_argument("--calibration", default=None, metavar="FILE", help="meter delays from calibrate")
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="map file to write")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --output file")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    return p
 
 
 def parse_map_options(argv: list[str]) -> MapOptions:
