@@ -21,7 +21,8 @@ FORMAT_NAME = "npmpi-run"
 # the Slurm context (slurm_* root attributes), the Fletcher-32 checksum of every numeric dataset
 # (CHECKSUM below), the channels' open_epoch (every reading's meter opening), a network meter's
 # request_start_unix_s, request_end_unix_s and reading_time_unix_s, and the nodes' boot_id and
-# machine_id attributes
+# machine_id attributes; the map's directions attribute, /map/pair_window_s and /map/confirm_*
+# (optional: 1.5 maps still read)
 FORMAT_VERSION = (1, 6)
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"

@@ -178,7 +178,7 @@ def check_complete_map(path, n: int, sizes: list[int], trials: int, per_rank: bo
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
-    proc = npmpi_run(["map", "--per-rank", "--quick", "-o", "map.h5"], np=4)
+    proc = npmpi_run(["map", "--per-rank", "--quick", "--confirm", "0", "-o", "map.h5"], np=4)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     got = check_complete_map(tmp_path / "map.h5", 4, list(DEFAULT_MAP_SIZES), 3)
@@ -199,7 +199,11 @@ def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
 @pytest.mark.mpi
 @pytest.mark.timeout(180)
 def test_eight_rank_map_on_one_host(npmpi_run, tmp_path):
-    proc = npmpi_run(["map", "--per-rank", "--quick", "--sizes", "1,64K", "-o", "map8.h5"], np=8, timeout=150)
+    proc = npmpi_run(
+        ["map", "--per-rank", "--quick", "--confirm", "0", "--sizes", "1,64K", "-o", "map8.h5"],
+        np=8,
+        timeout=150,
+    )
     assert proc.returncode == 0, proc.stderr
     check_complete_map(tmp_path / "map8.h5", 8, [1, 65536], 3)
 
@@ -210,7 +214,17 @@ def test_odd_map_with_a_power_rank(npmpi_run, tmp_path):
     """3 members (3 rounds with a bye each) and the node's power rank: /power as a run writes it."""
     trace = tmp_path / "trace.csv"
     trace.write_text("time_s,power_w\n0,120\n1,120\n")
-    args = ["map", "--per-rank", "--quick", "--sizes", "1,64K", "--meter", f"replay:{trace},interval=0.05"]
+    args = [
+        "map",
+        "--per-rank",
+        "--quick",
+        "--confirm",
+        "0",
+        "--sizes",
+        "1,64K",
+        "--meter",
+        f"replay:{trace},interval=0.05",
+    ]
     proc = npmpi_run([*args, "--baseline", "0.3", "-o", "p.h5"], np=4)
     assert proc.returncode == 0, proc.stderr
     check_complete_map(tmp_path / "p.h5", 3, [1, 65536], 3)
