@@ -35,7 +35,7 @@ CALIBRATION_VERSION = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.arguments import UsageParser, add_meter_option, seconds_arg
+    from npmpi.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
 
     p = UsageParser(
         prog="python -m npmpi calibrate",
@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="longest load or idle burst (default: %(default)s s)",
     )
-    p.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random sequence (default: 1)")
+    p.add_argument(
+        "--seed", type=count_arg, default=1, help="seed of the pseudo-random sequence (default: 1)"
+    )
     p.add_argument(
         "--max-delay",
         type=seconds_arg,
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--matrix",
-        type=int,
+        type=count_arg,
         default=256,
         metavar="N",
         help="size of the N x N matrices multiplied during load bursts (default: %(default)s)",
@@ -104,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
     from npmpi.errors import HelpRequested
-    from npmpi.meters import MeterError, parse_meter_spec
+    from npmpi.meters import MeterError, check_meter_spec
 
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -112,7 +114,7 @@ def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
         raise HelpRequested(parser.format_help())
     for text in ns.meter:
         try:
-            parse_meter_spec(text)
+            check_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
     if not 5 <= ns.duration <= 3600:
@@ -201,13 +203,18 @@ def main(argv: list[str]) -> int:
                 release(output)
             say(error_line(str(exc)), sys.stderr)
         return 2
+    except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
+        from npmpi.job import abort, describe
+
+        abort(comm, f"calibration failed on rank {rank} while starting: {describe(exc)}", 1)
+        return 1
 
     is_power = roles.role == ROLE_POWER
     load_comm = comm.Split(1 if is_power else 0, rank)
-    if is_power:
-        load_comm.Free()
-        return power_rank_main(comm, roles.samplers, StopFlag())
     try:
+        if is_power:
+            load_comm.Free()
+            return power_rank_main(comm, roles.samplers, StopFlag())
         return _load_and_measure(comm, load_comm, ns, layout, gathered, output)
     except BaseException as exc:  # end the whole job with one message
         from npmpi.job import abort, describe

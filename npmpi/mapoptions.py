@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.arguments import UsageParser, add_meter_option, seconds_arg
+from npmpi.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
 from npmpi.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
 from npmpi.config import (
     DEFAULT_TARGET_TIME_S,
@@ -87,7 +87,7 @@ def build_parser() -> UsageParser:
     )
     p.add_argument(
         "--trials",
-        type=int,
+        type=count_arg,
         default=None,
         metavar="N",
         help=f"trials per pair and size (default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
@@ -104,7 +104,9 @@ def build_parser() -> UsageParser:
     p.add_argument("--quick", action="store_true", help="fewer trials, shorter target time")
     p.add_argument("--kernel", default="python", metavar="NAME", help="'python' or 'c' (default: python)")
     p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help="pingpong, stream or bidir")
-    p.add_argument("--window", type=int, default=None, metavar="N", help="stream mode: messages per window")
+    p.add_argument(
+        "--window", type=count_arg, default=None, metavar="N", help="stream mode: messages per window"
+    )
     add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
     add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
     add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
@@ -172,7 +174,15 @@ def _check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
             f"--sizes: {bad[0]} B is outside 1 B to {format_size_bytes(MAX_MAP_SIZE_BYTES)}; "
             "give sizes such as 1,64K,4M"
         )
-    distinct = tuple(sorted(set(sizes)))
+    repeated = sorted({s for s in sizes if sizes.count(s) > 1})
+    if repeated:
+        # refused rather than merged: a size given twice is a typo (64K,64K for 64K,64M) more often
+        # than an intent, and a merged list would measure other sizes than the ones typed
+        raise UsageError(
+            f"--sizes: {format_size_bytes(repeated[0])} ({repeated[0]} B) is given more than once; "
+            "give each size once"
+        )
+    distinct = tuple(sorted(sizes))
     if len(distinct) > MAX_MAP_SIZES:
         raise UsageError(f"--sizes: {len(distinct)} sizes given, at most {MAX_MAP_SIZES}")
     return distinct
@@ -196,11 +206,11 @@ def _check_mode(ns: argparse.Namespace) -> int:
 
 
 def _check_power_and_output(ns: argparse.Namespace) -> None:
-    from npmpi.meters import MeterError, parse_meter_spec
+    from npmpi.meters import MeterError, check_meter_spec
 
     for text in ns.meter:
         try:
-            parse_meter_spec(text)
+            check_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:

@@ -25,7 +25,7 @@ LEVEL_NAMES = {0: SINGLE, 1: FUNNELED, 2: "serialized", 3: "multiple"}  # MPI_TH
 
 def _int(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "").strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if re.fullmatch(r"[0-9]{1,9}", value, re.ASCII) else None  # '²'.isdigit() is True
 
 
 def _slurm_tasks_on_node(spec: str, node: int) -> int | None:
