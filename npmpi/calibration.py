@@ -29,6 +29,7 @@ from npmpi.delayfit import (
     make_schedule,
 )
 from npmpi.errors import UsageError
+from npmpi.safetext import printable
 
 CALIBRATION_FORMAT = "npmpi-calibration"
 CALIBRATION_VERSION = 1
@@ -128,6 +129,8 @@ def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
         )
     if not 0 < ns.max_delay <= 60:
         raise UsageError(f"--max-delay {ns.max_delay}: give between 0 and 60 s")
+    if not 0 <= ns.seed < 2**32:
+        raise UsageError(f"--seed {ns.seed}: give a whole number from 0 to {2**32 - 1}")
     if not 16 <= ns.matrix <= 8192:
         raise UsageError(f"--matrix {ns.matrix}: give between 16 and 8192")
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 60:
@@ -293,8 +296,10 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
     if not ns.quiet:
         print(format_table(results))
         print(
-            f"calibration written to {output.target}; use it with: "
-            f"python -m npmpi --calibration {output.target} …"
+            printable(
+                f"calibration written to {output.target}; use it with: "
+                f"python -m npmpi --calibration {output.target} …"
+            )
         )
     return 0
 

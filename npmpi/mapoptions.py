@@ -43,7 +43,7 @@ class MapOptions:
 
 
 def _sizes(text: str) -> tuple[int, ...]:
-    words = [w.strip() for w in text.split(",")]
+    words = text.split(",")
     try:
         sizes = [parse_size_bytes(w) for w in words]
     except ValueError as exc:

@@ -30,6 +30,7 @@ from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading,
 from npmpi.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
 from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
 from npmpi.runformat import FABRIC_GROUP, power_group
+from npmpi.safetext import printable
 
 COMMAND_POLL_S = 0.01
 REOPEN_AFTER_S = 2.0
@@ -77,7 +78,7 @@ class ChannelSampler(threading.Thread):
             new = self._faults.record(message, time.time())
         if new:
             print(
-                f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}",
+                printable(f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}"),
                 file=sys.stderr,
                 flush=True,
             )
@@ -376,7 +377,7 @@ class PowerCollector:
             beat = self.heartbeats[(node, channel)] = Heartbeat(1.0, f"channel {channel} on node {node}")
         gaps = beat.observe(ticks)
         for g in gaps:
-            print(f"npmpi: {g.message}", file=sys.stderr, flush=True)
+            print(printable(f"npmpi: {g.message}"), file=sys.stderr, flush=True)
         return gaps
 
     def baseline(self, seconds: float, stop=None):

@@ -32,7 +32,7 @@ def _slurm_tasks_on_node(spec: str, node: int) -> int | None:
     """Entry `node` of a Slurm tasks-per-node list such as '2(x3),1'."""
     counts: list[int] = []
     for part in spec.split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        m = re.fullmatch(r"\s*([0-9]{1,9})(?:\(x([0-9]{1,9})\))?\s*", part, re.ASCII)
         if not m:
             return None
         counts += [int(m.group(1))] * int(m.group(2) or 1)

@@ -184,7 +184,7 @@ def host_and_port(
 ) -> tuple[str, int]:
     """(host, port) of a network meter's HOST, HOST:PORT or [IPV6]:PORT (`device`: whose address,
     for the error: "the BMC's"); MeterError if absent or malformed."""
-    text = (target or "").strip()
+    text = target or ""  # not stripped: a port of " 1" or "1 " is not a number
     if not text:
         raise MeterError(f"--meter {spec_text}: give {device} address: {kind}:HOST[:PORT]")
     host, port_text = text, ""
@@ -231,11 +231,11 @@ def parse_meter_spec(text: str) -> MeterSpec:
     raw = text.strip()
     if not raw:
         raise MeterError("--meter is empty: give a meter, e.g. --meter estimate")
-    kind, _, rest = raw.partition(":")
+    kind, _, rest = text.lstrip().partition(":")  # values keep their spaces: ' 1' is not a number
     kind = kind.strip().lower()
     if not _KIND_RE.fullmatch(kind):
         raise MeterError(f"--meter: unknown meter (not shown); known meters: {', '.join(known_meters())}")
-    items = [item.strip() for item in rest.split(",") if item.strip()] if rest else []
+    items = [item for item in rest.split(",") if item.strip()] if rest else []
     for item in items:
         key, eq, _value = item.partition("=")
         if eq and key.strip().lower() in INLINE_SECRET_KEYS:
@@ -254,7 +254,7 @@ def parse_meter_spec(text: str) -> MeterSpec:
                     f"--meter {kind}: unknown parameter {key!r} for {kind} (its value is not shown); "
                     f"known parameters: {', '.join(known) or 'none'}"
                 )
-            params[key] = value.strip()
+            params[key] = value
         elif target is None:
             target = item
         else:

@@ -62,7 +62,7 @@ class NvmlMeter(Meter):
 
     def __init__(self, spec: MeterSpec, monotonic: Callable[[], float] = time.monotonic) -> None:
         super().__init__(spec)
-        target = (spec.target or "all").strip().lower()
+        target = (spec.target or "all").lower()
         if target != "all" and not re.fullmatch(r"[0-9]{1,4}", target, re.ASCII):
             raise MeterError(
                 f"--meter {spec.text}: the GPU must be an index (0, 1, ...) or all, not {target!r}"

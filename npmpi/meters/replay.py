@@ -79,6 +79,7 @@ class ReplayMeter(Meter):
 
     def __init__(self, spec) -> None:
         super().__init__(spec)
+        spec.number("node", 0, hi=1e6), spec.number("channel", 0, hi=1e6)  # checked now, used at open
         self.loop = spec.number("loop", 1.0, hi=1.0) != 0
         self.scale = spec.number("scale", 1.0)
         self._t = np.zeros(0)
