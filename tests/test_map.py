@@ -64,7 +64,7 @@ def test_options_defaults_and_one_line_refusals():
     for argv, words in (
         (["--sizes", "1,x"], "invalid sizes"),
         (["--sizes", "0"], "outside 1 B"),
-        (["--sizes", "4M,1,64K,1"], "1 (1 B) is given more than once"),
+        (["--sizes", "4M,1,64K,1"], r"1 \(1 B\) is given more than once"),
         (["--schedule", "ring"], "unknown schedule"),
         (["--kernel", "fortran"], "unknown kernel"),
         (["--trials", "0"], "--trials 0"),
