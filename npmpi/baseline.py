@@ -25,6 +25,10 @@ PHASE_START = 1
 POLL_S = 0.01
 SLEEP_SLICE_S = 0.1  # rank 0 checks for a stop request this often while it sleeps
 MAX_SETTLE_S = 2.0
+# the most the baseline after the sweep is lengthened beyond --baseline to cover the meters' delays
+# and sample intervals: a calibrated delay (at most MAX_METER_DELAY_S plus 3 uncertainties of at most
+# as much) and two intervals of a slow meter; a longer wait is no measurement but a hang
+MAX_AFTER_EXTENSION_S = 300.0
 PROC_STAT = "/proc/stat"
 
 
@@ -141,8 +145,12 @@ def run_baseline(comm, seconds: float, stop=None, settle: float = 0.0) -> Baseli
 
 def after_baseline_s(baseline_s: float, power_nodes, largest_delay_s: float) -> float:
     """How long the baseline after the sweep lasts: --baseline, but at least the largest meter delay
-    plus two sample (or averaging) intervals, so the samples describing the last sizes are taken."""
-    return max(baseline_s, largest_delay_s + 2.0 * longest_span_s(power_nodes))
+    plus two sample (or averaging) intervals, so the samples describing the last sizes are taken;
+    that extension is at most MAX_AFTER_EXTENSION_S whatever a calibration file or a meter claims."""
+    extension = largest_delay_s + 2.0 * longest_span_s(power_nodes)
+    if not math.isfinite(extension):
+        extension = MAX_AFTER_EXTENSION_S
+    return max(baseline_s, min(extension, MAX_AFTER_EXTENSION_S))
 
 
 def store_baseline(writer, layout, window, after: bool) -> None:

@@ -191,6 +191,10 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
         if seconds > 0:
             console.note(f"recording {seconds:g} s of idle power after the sweep")
             store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
+        if stop:  # a stop signal during that baseline: the file says so, though every size was measured
+            outcome.status = "interrupted"
+            outcome.message = f"{stop.name} received during the idle baseline after the sweep"
+            outcome.exit_code = 128 + int(stop.signum or 0)
     fabric = fabric_info(power_nodes)
     store_offsets(writer, collector.clock_offsets(), "end", fabric[0] if fabric else None)
 
