@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.errors import DataMismatch, NpmpiError
+from npmpi.errors import DataMismatch, NpmpiError, RunFileGone
 from npmpi.job import abort, describe, error_line, say
 from npmpi.mapfile import MapWriter, PairResult
 from npmpi.mappair import RESULT_FIELDS, PairSide, transmit, wait_for
@@ -328,7 +328,8 @@ class MapRecording:
             except Exception as werr:
                 if werr is not exc:
                     message += f" (and the map file could not be closed: {werr})"
-            kept = f"; {writer.rounds_completed} completed rounds are in {self.agreed.output}"
+            if not isinstance(exc, RunFileGone):  # that one says where they are
+                kept = f"; {writer.rounds_completed} completed rounds are in {self.agreed.output}"
         elif self.agreed.reservation is not None:
             from npmpi.outpath import release
 

@@ -50,6 +50,8 @@ class Reservation:
     ballast: Path | None = None
     ballast_fd: int = -1
     published: bool = False
+    absolute: str = ""  # the target's absolute path at start-up (the working directory may move)
+    dir_fd: int = -1  # the target's directory, held open to find the file should the directory move
 
     @property
     def fd_path(self) -> str:
@@ -183,10 +185,12 @@ def reserve_output(
             lock_path, lock_fd = _lock_name(directory, target.name, target, what)
         except OSError as exc:
             raise UsageError(f"{what} {target}: cannot lock its name in {directory} ({_why(exc)})") from None
-        res = Reservation(target, temp, fd, force, what, lock_path, lock_fd)
+        res = Reservation(target, temp, fd, force, what, lock_path, lock_fd, absolute=os.path.abspath(target))
         _check_target(target, force, what)  # again, now that the name is ours
         if ballast_bytes > 0:
             res.ballast, res.ballast_fd = _make_ballast(directory, ballast_bytes, target, what)
+        with contextlib.suppress(OSError):
+            res.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         return res
     except BaseException:
         with contextlib.suppress(OSError):
@@ -307,6 +311,26 @@ def publish(res: Reservation) -> None:
     res.published = True
 
 
+def published_problem(res: Reservation) -> str | None:
+    """None while the published name still leads to the open file; else one line saying where the
+    data is now (its directory was moved: the descriptor's path) or that it is lost (removed)."""
+    own = os.fstat(res.fd)
+    try:
+        if os.path.samestat(own, os.lstat(res.absolute or res.target)):
+            return None
+    except OSError:
+        pass
+    where = ""
+    if own.st_nlink > 0 and res.dir_fd >= 0:  # still linked: by its name, in its directory moved elsewhere
+        with contextlib.suppress(OSError):
+            if os.path.samestat(own, os.stat(res.target.name, dir_fd=res.dir_fd, follow_symlinks=False)):
+                where = os.path.join(os.readlink(f"/proc/self/fd/{res.dir_fd}"), res.target.name)
+    said = f"{res.what} {res.absolute or res.target} no longer leads to the file written"
+    if where and " (deleted)" not in where and os.path.isabs(where):
+        return f"{said} (its directory was moved or replaced during the run): the data is in {where}"
+    return f"{said}: it was removed during the run (its directory deleted?), and the data with it is lost"
+
+
 def release(res: Reservation) -> None:
     """Drop the temporary (if never published), the ballast and both locks; idempotent."""
     if res.fd < 0:
@@ -321,6 +345,9 @@ def release(res: Reservation) -> None:
             os.unlink(res.lock_path)  # while still holding it: see _lock_name
         os.close(res.lock_fd)
         res.lock_fd = -1
+    if res.dir_fd >= 0:
+        os.close(res.dir_fd)
+        res.dir_fd = -1
     os.close(res.fd)
     res.fd = -1
 

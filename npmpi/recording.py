@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from npmpi.config import DEFAULT_BASELINE_S, Options
-from npmpi.errors import NpmpiError
+from npmpi.errors import NpmpiError, RunFileGone
 from npmpi.fabric import fabric_group_attrs, fabric_info
 from npmpi.job import abort, describe, error_line, say
 from npmpi.kernels import Kernel
@@ -333,7 +333,7 @@ class Recording:
         )
         message += self._close_after(exc, status, message)
         kept = ""
-        if self.writer is not None:
+        if self.writer is not None and not isinstance(exc, RunFileGone):  # that one says where they are
             kept = f"; {self.writer.rows} completed sizes are in {self.setup.output}"
         if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
             message = f"internal error, please report: {message}"
