@@ -75,6 +75,7 @@ class BaselineWindow:
     end_unix_s: float
     cpu_s: np.ndarray  # per rank of the world (rank 0 included)
     system_busy: np.ndarray  # per rank: the node's utilisation as its power rank measured, else NaN
+    silent: tuple[int, ...] = ()  # power ranks that did not reply within their patience (frozen)
 
     @property
     def seconds(self) -> float:
@@ -110,11 +111,17 @@ def settle_s(power_nodes) -> float:
     return min(max(longest_span_s(power_nodes), 0.0), MAX_SETTLE_S)
 
 
-def run_baseline(comm, seconds: float, stop=None, settle: float = 0.0) -> BaselineWindow:
+def run_baseline(
+    comm, seconds: float, stop=None, settle: float = 0.0, skip=(), patience: dict | None = None
+) -> BaselineWindow:
     """Rank 0: hold every other rank quiet for `settle` + `seconds` (less if a stop request comes);
-    the baseline's window is the last `seconds` of it."""
+    the baseline's window is the last `seconds` of it. Ranks in `skip` (power ranks given up on) take
+    no part; a rank in `patience` (rank -> seconds) that does not reply within its patience after the
+    end is left out and named in the window's `silent`."""
     size = comm.Get_size()
-    others = range(1, size)
+    others = [r for r in range(1, size) if r not in skip]
+    patience = patience or {}
+    silent = []
     ctrl = np.array([CMD_BASELINE, PHASE_START, 0, 0], dtype=np.int64)
     for rank in others:
         comm.Send(ctrl, rank, CTRL_TAG)
@@ -134,13 +141,20 @@ def run_baseline(comm, seconds: float, stop=None, settle: float = 0.0) -> Baseli
         ctrl[1] = PHASE_END
         for rank in others:
             comm.Send(ctrl, rank, CTRL_TAG)
-        reply = np.zeros(2, dtype=np.float64)
+        ended = time.monotonic()
         for rank in others:
+            reply = np.zeros(2, dtype=np.float64)
             req = comm.Irecv(reply, rank, BASELINE_TAG)
             while not req.Test():  # asleep, not spinning, should a rank be slow to answer
                 time.sleep(POLL_S / 10)
-            cpu[rank], busy[rank] = reply
-    return BaselineWindow(start, end, cpu, busy)
+                if time.monotonic() - ended > patience.get(rank, math.inf):
+                    silent.append(rank)  # a frozen power rank: not waited for any longer
+                    req.Cancel()
+                    req.Wait()
+                    break
+            else:
+                cpu[rank], busy[rank] = reply
+    return BaselineWindow(start, end, cpu, busy, tuple(silent))
 
 
 def after_baseline_s(baseline_s: float, power_nodes, largest_delay_s: float) -> float:

@@ -284,6 +284,9 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
                     offsets_start[node].uncertainty_s,
                 )
             )
+    for r in results:  # a power rank given up on (frozen): its node's delay is not known
+        if layout.power_ranks[r["node"]] in collector.lost:
+            r.update(delay_s=None, uncertainty_s=None, reason="its power rank stopped answering")
     collector.stop_all(0)
     document = {
         "format": CALIBRATION_FORMAT,
@@ -305,6 +308,7 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
                 f"python -m npmpi --calibration {output.target} …"
             )
         )
+    collector.end_job_if_lost(1)
     return 0
 
 

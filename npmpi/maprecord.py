@@ -304,6 +304,8 @@ class MapRecording:
                 f"{self.agreed.output}",
                 sys.stderr,
             )
+        if collector is not None:
+            collector.end_job_if_lost(outcome.exit_code)
         return outcome.exit_code
 
     def _end_after(self, exc: BaseException) -> int:
@@ -340,7 +342,7 @@ class MapRecording:
         if coordinator is not None:
             with contextlib.suppress(Exception):
                 released = coordinator.release(code)
-        if released:
+        if released and not (collector is not None and collector.lost):
             say(error_line(message + kept), sys.stderr)
             return code
         abort(self.comm, message + kept, code)

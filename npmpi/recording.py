@@ -191,6 +191,8 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
         if seconds > 0:
             console.note(f"recording {seconds:g} s of idle power after the sweep")
             store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
+        if collector.lost and outcome.status == "complete":  # a frozen power rank, gone on without
+            outcome.message = collector.lost_message()
         if stop:  # a stop signal during that baseline: the file says so, though every size was measured
             outcome.status = "interrupted"
             outcome.message = f"{stop.name} received during the idle baseline after the sweep"
@@ -318,6 +320,8 @@ class Recording:
         )
         self.transmitter.release(outcome.exit_code)
         console.summary(outcome, s.output, elapsed, collector)
+        if collector is not None:
+            collector.end_job_if_lost(outcome.exit_code)
         return outcome.exit_code
 
     def _end_after(self, exc: BaseException) -> int:
@@ -343,7 +347,7 @@ class Recording:
                 released = self.transmitter.release(code)
             except Exception:
                 released = False
-        if released:
+        if released and not (self.collector is not None and self.collector.lost):
             say(error_line(message + kept), sys.stderr)
             return code
         abort(self.setup.comm, message + kept, code)
