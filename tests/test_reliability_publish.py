@@ -6,6 +6,7 @@ is. Never "status complete" with a path that holds nothing, or another file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -88,6 +89,64 @@ def test_a_map_file_is_checked_the_same_way(tmp_path):
         w.finish("complete")
     with h5py.File(tmp_path / "moved" / "m.h5") as f:
         assert f.attrs["status"] == "complete" and f["map"].attrs["status"] == "complete"
+
+
+def test_a_map_stopped_by_a_full_disk_is_failed_everywhere_with_one_count(tmp_path):
+    """Issue 28, item 9: root and /map `failed`, /map's rounds_completed the rounds written."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs to fill needs root")
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)]
+    if subprocess.run(mount, capture_output=True, check=False).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        _fill_during_a_map(mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill_during_a_map(mnt) -> None:
+    from npmpi.errors import RunFileWriteError
+    from npmpi.mapfile import PairResult
+    from npmpi.outpath import reserve_output
+    from npmpi.writecheck import RESERVED_BYTES
+
+    n, sizes = 4, [1, 1024, 65536]
+    spec = {
+        "attrs": {
+            "schedule": "serial",
+            "per_rank": True,
+            "kernel": "python",
+            "mode": "pingpong",
+            "window": 1,
+        },
+        "hosts": [f"h{k}" for k in range(n)],
+        "ranks": list(range(n)),
+        "sizes": sizes,
+        "rounds_matrix": np.zeros((n, n), dtype=np.int64),
+        "n_rounds": 6,
+    }
+    path = mnt / "m.h5"
+    res = reserve_output(path, False, ballast_bytes=RESERVED_BYTES)
+    w = MapWriter(path, {"kernel": "python"}, {"host": spec["hosts"]}, 2, map_spec=spec, reservation=res)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    for r in range(4):
+        w.store_round(0, r, (10.0 + r, 10.5 + r), [PairResult(*pairs[r], 100, 30, np.array([2e-3, 1e-3]))])
+    with open(mnt / "filler", "wb", buffering=0) as filler, contextlib.suppress(OSError):  # the disk full
+        while True:
+            filler.write(b"\xa5" * 65536)
+    with pytest.raises(RunFileWriteError):
+        for r in range(4, 6):
+            w.store_round(
+                0, r, (10.0 + r, 10.5 + r), [PairResult(*pairs[r], 100, 30, np.array([2e-3, 1e-3]))]
+            )
+    assert w.rounds_completed == 4
+    with pytest.raises(RunFileWriteError):
+        w.finish("failed", "disk full")
+    with h5py.File(path) as f:
+        assert f.attrs["status"] == "failed" and f["map"].attrs["status"] == "failed"
+        assert f["map"].attrs["rounds_completed"] == w.rounds_completed == 4
 
 
 @pytest.mark.mpi
