@@ -157,12 +157,13 @@ def _lock_name(directory: Path, name: str, target: Path, what: str) -> tuple[Pat
 
 
 def reserve_output(
-    path: str | os.PathLike, force: bool, what: str = "--output", ballast_bytes: int = 0
+    path: str | os.PathLike, force: bool, what: str = "--output", ballast_bytes: int = 0, room_bytes: int = 0
 ) -> Reservation:
     """Create and lock the output's temporary file now; UsageError (one line) if it cannot be written.
 
     `ballast_bytes` > 0 also reserves that much disk space in a second hidden file, released by
-    `free_ballast` when a write fails for lack of space so that the file can still be closed whole.
+    `free_ballast` when a write fails for lack of space so that the file can still be closed whole;
+    `room_bytes` more must be free beside it (the file's first writes).
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
@@ -188,6 +189,7 @@ def reserve_output(
         res = Reservation(target, temp, fd, force, what, lock_path, lock_fd, absolute=os.path.abspath(target))
         _check_target(target, force, what)  # again, now that the name is ours
         if ballast_bytes > 0:
+            _check_room(directory, room_bytes, ballast_bytes, target, what)
             res.ballast, res.ballast_fd = _make_ballast(directory, ballast_bytes, target, what)
         with contextlib.suppress(OSError):
             res.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -201,6 +203,23 @@ def reserve_output(
                 os.unlink(lock_path)  # while still holding it: see _lock_name
             os.close(lock_fd)
         raise
+
+
+def _check_room(directory: Path, room: int, ballast: int, target: Path, what: str) -> None:
+    """UsageError when fewer than `room` bytes are free in `directory` beside the ballast to be made."""
+    if room <= 0:
+        return
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return
+    free = (st.f_bavail if os.geteuid() else st.f_bfree) * st.f_frsize
+    if free < room + ballast:
+        raise UsageError(
+            f"{what} {target}: {directory} has less than {(room + ballast) // 1024} KiB free ({free // 1024} "
+            f"KiB: the file's first writes and {ballast // 1024} KiB held back to close it on a full disk); "
+            "free some space or choose another location"
+        )
 
 
 def _make_ballast(directory: Path, size: int, target: Path, what: str) -> tuple[Path, int]:
