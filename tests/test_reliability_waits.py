@@ -96,6 +96,7 @@ class _Collector:
 
     def __init__(self, stop: StopFlag | None) -> None:
         self.stop, self.baselines = stop, []
+        self.lost: dict = {}  # no power rank given up on
 
     def collect(self, *_):
         return 0
