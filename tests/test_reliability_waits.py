@@ -138,3 +138,37 @@ def test_a_stop_during_the_closing_baseline_marks_the_run_interrupted(signalled)
         assert "during the idle baseline after the sweep" in outcome.message
     else:
         assert (outcome.status, outcome.exit_code) == ("complete", 0)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_ctrl_c_during_the_closing_baseline_under_mpirun_leaves_the_file_interrupted(tmp_path):
+    """The issue's case (there --baseline 10, SIGINT 3 s in): --baseline 4, SIGINT to mpirun 1.5 s into the
+    baseline after the sweep."""
+    import sys
+    import time
+
+    import h5py
+    from test_reliability_support import Job
+
+    name = "closing.h5"
+    job = Job(
+        ["--quick", "-u", "16", "--meter", "estimate", "--baseline", "4", "-o", name], 3, tmp_path, name
+    )
+    try:
+        assert job.wait_until(lambda: "idle power after the sweep" in job.stdout, 90), job.stderr[-2000:]
+        time.sleep(1.5)
+        job.proc.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        ended = job.wait(30)
+    finally:
+        job.close()
+    assert job.proc.returncode != 0 and "Traceback" not in job.stdout + job.stderr
+    with h5py.File(tmp_path / name) as f:
+        assert f.attrs["status"] == "interrupted", dict(f.attrs)
+        assert "received" in str(f.attrs["status_message"])
+    assert job.leftovers() == []
+    print(
+        f"\nSIGINT in the closing baseline: interrupted, ended {ended - signalled:.2f} s after",
+        file=sys.stderr,
+    )
