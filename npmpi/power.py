@@ -40,6 +40,7 @@ COMMAND_POLL_S = 0.01
 # closed (a stopped process never reaches MPI_Finalize, where the others would wait for it).
 LOST_AFTER_MIN_S = 10.0
 LOST_AFTER_PATIENCES = 5
+LOST_AFTER_MAX_S = 600.0  # however slow the meters (a --sample-interval of an hour)
 LOST_FAULT_ID = 2**31 - 1  # the fault row of a lost power rank's gap, updated in place to the end
 REOPEN_AFTER_S = 2.0
 STALL_INTERVALS = 5
@@ -390,7 +391,7 @@ class PowerCollector:
         """How long rank 0 waits for node's power rank before going on without it (bounded)."""
         beats = [b for (n, _), b in self.heartbeats.items() if n in self._mine(node)]
         patience_s = max((b.threshold_s for b in beats), default=GAP_MIN_S)
-        return max(LOST_AFTER_MIN_S, LOST_AFTER_PATIENCES * patience_s)
+        return min(max(LOST_AFTER_MIN_S, LOST_AFTER_PATIENCES * patience_s), LOST_AFTER_MAX_S)
 
     def give_up(self, node: int, rank: int, waited_s: float) -> None:
         """Go on without a power rank that does not answer: one line now, a gap to the end in the file."""

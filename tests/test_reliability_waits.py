@@ -91,6 +91,21 @@ def test_a_meter_timeout_or_interval_beyond_physical_limits_is_refused(spec):
         check_meter_spec(spec)
 
 
+@pytest.mark.parametrize(
+    "channel,expected_s",
+    [
+        ({"sample_interval_s": 0.1}, 10.0),  # estimate: the 10 s floor
+        ({"sample_interval_s": 1.0}, 25.0),  # a Watts Up? read every second: 5 x its 5 s gap threshold
+        ({"sample_interval_s": 1.0, "longest_call_s": 60.0}, 325.0),  # a BMC's 60 s timeout
+        ({"sample_interval_s": 3600.0}, 600.0),  # --sample-interval of an hour: capped
+    ],
+)
+def test_the_wait_for_a_frozen_power_rank_is_bounded(channel, expected_s):
+    from npmpi.power import PowerCollector
+
+    assert PowerCollector(None, [1], [[{"spec": "x", **channel}]]).lost_after_s(0) == expected_s
+
+
 class _Collector:
     """PowerCollector's side used by final_power; its baseline receives a stop signal part-way."""
 
