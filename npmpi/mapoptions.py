@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.arguments import UsageParser, add_meter_option, seconds_arg
+from npmpi.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
 from npmpi.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
 from npmpi.config import (
     DEFAULT_TARGET_TIME_S,
@@ -26,7 +26,7 @@ from npmpi.mapconfirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.mapschedule import SCHEDULE_ROUNDS, SCHEDULES
 from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.options import trials_and_target
-from npmpi.units import format_size_bytes, parse_size_bytes
+from npmpi.units import format_size_bytes, parse_number, parse_size_bytes
 
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
 MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank
@@ -48,7 +48,7 @@ class MapOptions:
 
 
 def _sizes(text: str) -> tuple[int, ...]:
-    words = [w.strip() for w in text.split(",")]
+    words = text.split(",")
     try:
         sizes = [parse_size_bytes(w) for w in words]
     except ValueError as exc:
@@ -92,7 +92,7 @@ def build_parser() -> UsageParser:
     )
     p.add_argument(
         "--trials",
-        type=int,
+        type=count_arg,
         default=None,
         metavar="N",
         help=f"trials per pair and size (default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
@@ -109,7 +109,9 @@ def build_parser() -> UsageParser:
     p.add_argument("--quick", action="store_true", help="fewer trials, shorter target time")
     p.add_argument("--kernel", default="python", metavar="NAME", help="'python' or 'c' (default: python)")
     p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help="pingpong, stream or bidir")
-    p.add_argument("--window", type=int, default=None, metavar="N", help="stream mode: messages per window")
+    p.add_argument(
+        "--window", type=count_arg, default=None, metavar="N", help="stream mode: messages per window"
+    )
     _add_map_measuring(p)
     add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
     _add_fabric(p)
@@ -129,6 +131,16 @@ def build_parser() -> UsageParser:
     return p
 
 
+def _fraction_arg(text: str) -> float:
+    """A fraction (argparse type): the strict number grammar of npmpi.units."""
+    try:
+        return parse_number(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid fraction {text!r}: expected a plain decimal number, e.g. 0.1"
+        ) from None
+
+
 def _add_map_measuring(p: UsageParser) -> None:
     """The map's own options on what is measured: directions, and the suspects measured again."""
     p.add_argument(
@@ -141,7 +153,7 @@ def _add_map_measuring(p: UsageParser) -> None:
     )
     p.add_argument(
         "--confirm",
-        type=int,
+        type=count_arg,
         default=DEFAULT_REPEATS,
         metavar="N",
         help="after the map, measure every link, direction or node the analysis would name again, one "
@@ -149,7 +161,7 @@ def _add_map_measuring(p: UsageParser) -> None:
     )
     p.add_argument(
         "--confirm-budget",
-        type=float,
+        type=_fraction_arg,
         default=DEFAULT_BUDGET,
         metavar="FRACTION",
         help="the re-measurements may add this fraction of the map's time, or 10 s if more (the most severe "
@@ -169,7 +181,7 @@ def _add_fabric(p: UsageParser) -> None:
     )
     p.add_argument(
         "--fabric-rank",
-        type=int,
+        type=count_arg,
         default=None,
         metavar="RANK",
         help="the power rank that samples the --fabric-meter devices (default: the first node's)",
@@ -254,7 +266,15 @@ def _check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
             f"--sizes: {bad[0]} B is outside 1 B to {format_size_bytes(MAX_MAP_SIZE_BYTES)}; "
             "give sizes such as 1,64K,4M"
         )
-    distinct = tuple(sorted(set(sizes)))
+    repeated = sorted({s for s in sizes if sizes.count(s) > 1})
+    if repeated:
+        # refused rather than merged: a size given twice is a typo (64K,64K for 64K,64M) more often
+        # than an intent, and a merged list would measure other sizes than the ones typed
+        raise UsageError(
+            f"--sizes: {format_size_bytes(repeated[0])} ({repeated[0]} B) is given more than once; "
+            "give each size once"
+        )
+    distinct = tuple(sorted(sizes))
     if len(distinct) > MAX_MAP_SIZES:
         raise UsageError(f"--sizes: {len(distinct)} sizes given, at most {MAX_MAP_SIZES}")
     return distinct
@@ -296,11 +316,11 @@ def _check_fabric(ns: argparse.Namespace) -> None:
 
 
 def _check_power_and_output(ns: argparse.Namespace) -> None:
-    from npmpi.meters import MeterError, parse_meter_spec
+    from npmpi.meters import MeterError, check_meter_spec
 
     for text in ns.meter:
         try:
-            parse_meter_spec(text)
+            check_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
     _check_fabric(ns)

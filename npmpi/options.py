@@ -218,10 +218,10 @@ def _check_choices(ns: argparse.Namespace) -> None:
 def _check_power_and_output(ns: argparse.Namespace) -> float | None:
     """Check the meter specs, --sample-interval, --baseline and --output; returns the baseline."""
     for text in ns.meter:
-        from npmpi.meters import MeterError, parse_meter_spec
+        from npmpi.meters import MeterError, check_meter_spec
 
         try:
-            parse_meter_spec(text)
+            check_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
     _check_fabric(ns)
