@@ -69,7 +69,7 @@ logging.getLogger("redfish").addHandler(logging.NullHandler())
 def parse_host(target: str | None, spec_text: str) -> tuple[str, int]:
     """(host, port) from HOST, HOST:PORT or [IPV6]:PORT (an https:// before it and a path after it
     are allowed); MeterError if absent or malformed, or for http://: plain HTTP is refused."""
-    text = (target or "").strip()
+    text = target or ""  # no strip: host_and_port refuses spaces, as every number of a spec
     scheme, sep, rest = text.partition("://")
     if sep and scheme.lower() == "http":
         raise MeterError(
