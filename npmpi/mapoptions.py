@@ -25,7 +25,7 @@ from npmpi.kernels import KERNEL_NAMES
 from npmpi.mapconfirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.mapschedule import SCHEDULE_ROUNDS, SCHEDULES
 from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
-from npmpi.options import trials_and_target
+from npmpi.options import check_fabric, trials_and_target
 from npmpi.units import format_size_bytes, parse_number, parse_size_bytes
 
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
@@ -297,24 +297,6 @@ def _check_mode(ns: argparse.Namespace) -> int:
     return window
 
 
-def _check_fabric(ns: argparse.Namespace) -> None:
-    """--fabric-meter specs parse; --fabric-rank only with them (that it is a power rank is checked
-    once the roles are known: npmpi.fabric.fabric_rank)."""
-    from npmpi.fabric import fabric_spec_problem
-
-    for text in ns.fabric_meter:
-        problem = fabric_spec_problem(text)
-        if problem:
-            raise UsageError(problem)
-    if ns.fabric_rank is not None and not ns.fabric_meter:
-        raise UsageError(
-            f"--fabric-rank {ns.fabric_rank} only applies with --fabric-meter: add a fabric meter or drop "
-            "--fabric-rank"
-        )
-    if ns.fabric_rank is not None and ns.fabric_rank < 0:
-        raise UsageError(f"--fabric-rank {ns.fabric_rank}: give a rank number (a power rank, 0 or more)")
-
-
 def _check_power_and_output(ns: argparse.Namespace) -> None:
     from npmpi.meters import MeterError, check_meter_spec
 
@@ -323,7 +305,7 @@ def _check_power_and_output(ns: argparse.Namespace) -> None:
             check_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
-    _check_fabric(ns)
+    check_fabric(ns)
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
         raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
     if ns.baseline is not None and not 0 <= ns.baseline <= MAX_BASELINE_S:
