@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.runfile import RunWriter, SizeResult
+from npmpi.runformat import SizeResult
+from npmpi.runwriter import RunWriter
 from npmpi.schedule import netpipe_schedule
 
 TRIALS = 7

@@ -20,8 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from npmpi.launcher import local_mpi_env, npmpi_command
-from npmpi.runfile import load_run
+from npmpi.runreader import load_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from launcher import local_mpi_env, npmpi_command
 
 CONFIGS = ("pair", "pair+idle", "pair+power")
 

@@ -17,8 +17,9 @@ from npmpi.errors import DataMismatch, UsageError
 from npmpi.kernels import Kernel, get_kernels
 from npmpi.layout import ROLE_REFLECTOR, ROLE_TRANSMITTER, Layout, LayoutError, compute_layout, with_pairs
 from npmpi.protocol import StopFlag
+from npmpi.reflector import reflect, wait_quietly
 from npmpi.runformat import SizeResult
-from npmpi.sweep import SweepOutcome, Transmitter, reflect, schedule_for, wait_quietly
+from npmpi.sweep import SweepOutcome, Transmitter, schedule_for
 
 
 def layout_of(comm, pairs: int | str = 1) -> Layout:

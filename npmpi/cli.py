@@ -143,10 +143,10 @@ def _agree(MPI, comm, opts: Options) -> Agreed:
 
 
 def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
-    from npmpi import sweep
     from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
     from npmpi.power import power_rank_main
     from npmpi.protocol import StopFlag
+    from npmpi.reflector import reflect, wait_quietly
 
     rank = comm.Get_rank()
     stop = StopFlag()
@@ -169,10 +169,10 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
         release(agreed.reservation)
     try:
         if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
-            return sweep.reflect(comm, layout, opts, agreed.kernel, stop)
+            return reflect(comm, layout, opts, agreed.kernel, stop)
         if role == ROLE_POWER:
             return power_rank_main(comm, agreed.roles.samplers, stop)
-        return sweep.wait_quietly(comm, stop)
+        return wait_quietly(comm, stop)
     except BaseException as exc:
         abort(comm, f"rank {rank} ({MPI.Get_processor_name()}): {describe(exc)}", 1)
         return 1

@@ -17,8 +17,7 @@ DEFAULT_PERTURBATION = 3
 DEFAULT_TRIALS = 7  # NetPIPE 3.7's TRIALS (its release build); also the floor of iterations
 # NetPIPE's RUNTM (0.25 s in its release build, 0.10 s with 3 trials in Debian's NPopenmpi): 7 trials
 # at 0.05 s against NPopenmpi's 3 at 0.10 s keep a default sweep (124 sizes) about as long as Debian's
-# NPopenmpi's, and as the former default (0.055 s trials): about 51 s by NetPIPE's rule for a transport
-# of 0.3 us and 4 GB/s
+# NPopenmpi's: about 51 s by NetPIPE's rule for a transport of 0.3 us and 4 GB/s
 DEFAULT_TARGET_TIME_S = 0.05
 QUICK_TRIALS = 3
 QUICK_TARGET_TIME_S = 0.004

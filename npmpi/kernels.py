@@ -288,11 +288,6 @@ class Kernel:
     note: str = ""
 
 
-def get_kernel(name: str) -> KernelFn:
-    """The ping-pong function of a kernel name; KernelUnavailable says why it cannot be had."""
-    return get_kernels(name).pingpong
-
-
 def get_kernels(name: str) -> Kernel:
     """The kernel of a name (one contract for both, see the loops' docstrings); KernelUnavailable
     says why it cannot be had here."""

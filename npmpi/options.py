@@ -13,14 +13,10 @@ from npmpi.buffers import (
     ARRANGEMENTS,
     HUGE_PAGE_CHOICES,
 )
-from npmpi.config import (  # re-exported: these were defined here before npmpi/config.py
-    DEFAULT_BASELINE_S,
-    DEFAULT_LOWER_BYTES,
+from npmpi.config import (
     DEFAULT_MAX_ONE_WAY_S,
-    DEFAULT_PERTURBATION,
     DEFAULT_TARGET_TIME_S,
     DEFAULT_TRIALS,
-    DEFAULT_UPPER_BYTES,
     MAX_BASELINE_S,
     MAX_REPEATS,
     MAX_TARGET_TIME_S,
@@ -41,28 +37,6 @@ from npmpi.modes import (
     MODES,
 )
 from npmpi.units import format_size_bytes
-
-__all__ = [
-    "DEFAULT_BASELINE_S",
-    "DEFAULT_LOWER_BYTES",
-    "DEFAULT_MAX_ONE_WAY_S",
-    "DEFAULT_PERTURBATION",
-    "DEFAULT_TARGET_TIME_S",
-    "DEFAULT_TRIALS",
-    "DEFAULT_UPPER_BYTES",
-    "MAX_BASELINE_S",
-    "MAX_REPEATS",
-    "MAX_TARGET_TIME_S",
-    "QUICK_TARGET_TIME_S",
-    "QUICK_TRIALS",
-    "THREAD_LEVELS",
-    "THREAD_LEVEL_AUTO",
-    "HelpRequested",
-    "Options",
-    "build_parser",
-    "default_output_name",
-    "parse_options",
-]
 
 
 def parse_options(argv: list[str]) -> Options:

@@ -29,8 +29,7 @@ from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
 from npmpi.faultlog import GAP_MIN_S, KIND_GAP, FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
 from npmpi.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
-from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
-from npmpi.runformat import FABRIC_GROUP, OPEN_EPOCH, power_group
+from npmpi.runformat import EXTRA_SAMPLE_FIELDS, FABRIC_GROUP, OPEN_EPOCH, SAMPLE_FIELDS, power_group
 from npmpi.safetext import printable
 
 COMMAND_POLL_S = 0.01

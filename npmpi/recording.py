@@ -36,7 +36,7 @@ class RunSetup:
     layout: Any
     kernel: Kernel
     output: str
-    stop: Any  # npmpi.sweep.StopFlag
+    stop: Any  # npmpi.protocol.StopFlag
     power_nodes: list[dict]  # each power rank's meters (npmpi.ranks), in node order
     calibration: dict | None
     thread_levels: list[tuple[int, bool]]  # (provided level, runs threads) of every rank
@@ -296,7 +296,7 @@ class Recording:
 
     def _open(self) -> None:
         from npmpi import sweep
-        from npmpi.runfile import RunWriter
+        from npmpi.runwriter import RunWriter
 
         s, opts = self.setup, self.setup.opts
         self.transmitter = sweep.Transmitter(s.comm, s.layout, opts, s.kernel, s.stop, self.on_row)

@@ -489,15 +489,3 @@ def _check_values(p: Path, pp: PingPong) -> None:
     if np.any(np.all(np.isnan(t), axis=1)):
         row = int(np.argwhere(np.all(np.isnan(t), axis=1))[0][0])
         raise RunFileError(f"{p}: /pingpong/trial_s row {row} has no finite trial time")
-
-
-def describe_run(run: Run) -> str:
-    """A short one-line description used in headers and notices."""
-    a = run.attrs
-    n = len(run.pingpong)
-    last = f", last {int(run.pingpong.size_bytes[-1])} B" if n else ""
-    return f"{run.path.name}: {a.get('kernel', '?')} kernel, {n} sizes{last}, status {run.status}"
-
-
-def finite_or_none(x: float) -> float | None:
-    return x if math.isfinite(x) else None

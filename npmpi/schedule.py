@@ -45,16 +45,6 @@ def netpipe_schedule(lower: int, upper: int, perturbation: int) -> list[SizePoin
     return points
 
 
-def powers_of_two_schedule(lower: int, upper: int) -> list[SizePoint]:
-    """Sizes lower, 2·lower, 4·lower … up to upper (the schedule with perturbation 0 is not this)."""
-    points = []
-    size = lower
-    while size <= upper:
-        points.append(SizePoint(size, size))
-        size *= 2
-    return points
-
-
 def netpipe_repeats(
     run_time_s: float,
     previous_size_bytes: int,

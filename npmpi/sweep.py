@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.config import Options
-from npmpi.errors import DataMismatch, Interrupted
+from npmpi.errors import DataMismatch
 from npmpi.kernels import Kernel
 from npmpi.layout import Layout
 from npmpi.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
@@ -42,9 +42,8 @@ from npmpi.protocol import (
     TIMES_TAG,
     StopFlag,
 )
-from npmpi.reflector import pair_member, reflect, wait_quietly
-from npmpi.runfile import SizeResult
-from npmpi.schedule import SizePoint, netpipe_repeats, powers_of_two_schedule
+from npmpi.runformat import SizeResult
+from npmpi.schedule import SizePoint, netpipe_repeats
 
 PROBE_ROUND_TRIPS = 200
 PROBE_BUDGET_S = 0.5
@@ -338,21 +337,3 @@ class Transmitter:
             self.comm.Send(self.ctrl, rank, CTRL_TAG)
         self.state = "between"
         return True
-
-
-def interrupted_error(stop: StopFlag) -> Interrupted:
-    return Interrupted(int(stop.signum or 0), stop.name)
-
-
-__all__ = [
-    "Patterns",
-    "StopFlag",
-    "SweepOutcome",
-    "Transmitter",
-    "pair_member",
-    "powers_of_two_schedule",
-    "reflect",
-    "schedule_for",
-    "wait_quietly",
-    "warmup_iterations",
-]

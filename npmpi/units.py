@@ -64,8 +64,3 @@ def format_size_iec(n: int) -> str:
 def mbps_netpipe(size_bytes: float, one_way_s: float) -> float:
     """NetPIPE 3.7's 'Mbps': bits per second divided by 2**20."""
     return size_bytes * 8.0 / (one_way_s * 1024.0 * 1024.0)
-
-
-def gbit_per_s(size_bytes: float, one_way_s: float) -> float:
-    """Decimal gigabits per second (10**9 bit/s) for one message each way."""
-    return size_bytes * 8.0 / one_way_s / 1e9

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from npmpi.launcher import local_mpi_env, npmpi_command
+from launcher import local_mpi_env, npmpi_command
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"

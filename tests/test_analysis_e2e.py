@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-
-from npmpi.launcher import local_mpi_env, npmpi_command
+from launcher import local_mpi_env, npmpi_command
 
 pytestmark = pytest.mark.mpi
 

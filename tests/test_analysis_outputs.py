@@ -17,7 +17,7 @@ from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.cli import main
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.runfile import load_run
+from npmpi.runreader import load_run
 
 T0 = 1_700_000_000.0
 SIZES = [1, 2, 4, 8, 1024, 65536]

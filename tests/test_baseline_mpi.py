@@ -10,11 +10,11 @@ import time
 
 import numpy as np
 import pytest
+from launcher import local_mpi_env, npmpi_command
 from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.compute import FLAG_NONE
 
-from npmpi.launcher import local_mpi_env, npmpi_command
-from npmpi.runfile import load_run
+from npmpi.runreader import load_run
 
 pytestmark = pytest.mark.mpi
 

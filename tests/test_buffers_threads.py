@@ -10,9 +10,9 @@ import pytest
 from npmpi import buffers
 from npmpi.errors import UsageError
 from npmpi.kernels import Kernel
+from npmpi.messageloop import MessageLoop, Patterns
 from npmpi.options import parse_options
-from npmpi.runfile import load_run
-from npmpi.sweep import MessageLoop, Patterns
+from npmpi.runreader import load_run
 from npmpi.threadlevel import level_problem, local_position, requested_level
 
 MPI_TIMEOUT = 90

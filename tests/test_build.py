@@ -12,7 +12,8 @@ import pytest
 from conftest import REPO
 
 from npmpi.errors import KernelUnavailable
-from npmpi.kernels import c_kernel_status, get_kernel
+from npmpi.kernels import c_kernel_status
+from npmpi.kernels import get_kernels as get_kernel
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from npmpi.fabric import fabric_rank, open_fabric
 from npmpi.layout import compute_layout
 from npmpi.options import parse_options
 from npmpi.ranks import Roles
-from npmpi.runfile import load_run
+from npmpi.runreader import load_run
 
 # ---------------------------------------------------------------- a hand-computed run
 # One size of 1 MiB, 100 round trips per trial, two trials of 0.5 s in [10, 11]: b = 2 * 100 * 8 *
@@ -260,7 +260,7 @@ def test_rank0_stores_the_fabric_channels_after_the_nodes(tmp_path):
     land in /power/fabric/channel0, the node's in /power/node0/channel0."""
     from npmpi.faultlog import FaultRecord
     from npmpi.power import PowerCollector
-    from npmpi.runfile import RunWriter
+    from npmpi.runwriter import RunWriter
 
     def samples(t, w):
         t = np.asarray(t, dtype=float)

@@ -16,7 +16,7 @@ from npmpi_analysis.plots import plot_energy_per_bit
 from npmpi_analysis.report import csv_bytes, json_bytes, size_table, summary_text
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.runfile import load_run
+from npmpi.runreader import load_run
 
 T0 = 3_000.0
 

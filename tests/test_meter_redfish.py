@@ -381,7 +381,7 @@ def test_real_run_with_a_bmc_and_a_switch_records_both_and_never_the_secrets(
     energy per bit, and neither the BMC password nor the community is anywhere."""
     from npmpi_analysis.cli import main
 
-    from npmpi.runfile import load_run
+    from npmpi.runreader import load_run
 
     env = {"NPMPI_REDFISH_USER": USER, "NPMPI_REDFISH_PASSWORD": SECRET, COMMUNITY_ENV: SECRET_COMMUNITY}
     spec = f"redfish:127.0.0.1:{bmc.port},verify={bmc.ca}"

@@ -19,7 +19,7 @@ from test_meter_redfish import SECRET, USER, meter_for
 
 from npmpi.faultlog import FaultRecord
 from npmpi.power import ChannelSampler
-from npmpi.runfile import load_run
+from npmpi.runreader import load_run
 
 T0 = 5_000.0
 LOW_W, HIGH_W = 180.0, 320.0

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from npmpi.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
+from npmpi.config import DEFAULT_MAX_ONE_WAY_S
 from npmpi.errors import UsageError
-from npmpi.options import DEFAULT_MAX_ONE_WAY_S, parse_options
-from npmpi.runfile import SizeResult
+from npmpi.options import parse_options
+from npmpi.protocol import StopFlag
+from npmpi.runformat import SizeResult
 from npmpi.schedule import netpipe_repeats, netpipe_schedule
-from npmpi.sweep import StopFlag, Transmitter, schedule_for
+from npmpi.sweep import Transmitter, schedule_for
 
 DATA = Path(__file__).parent / "data"
 

@@ -152,7 +152,7 @@ def test_a_round_written_but_not_counted_is_left_out(tmp_path, capsys):
         f["map"].attrs["rounds_completed"] = 4  # round 5's data flushed, its count not
     from npmpi_analysis.map_file import load_map
 
-    from npmpi.runfile import SAMPLE_FIELDS
+    from npmpi.runformat import SAMPLE_FIELDS
 
     m = load_map(path, SAMPLE_FIELDS)
     assert any("rounds after the 4 counted" in n for n in m.notices), m.notices
@@ -178,7 +178,7 @@ def test_a_map_whose_disk_fills_is_analysed(tmpfs, tmp_path, capsys):  # noqa: F
     assert data["maps"][0]["summary"]["status"] == "failed"
     from npmpi_analysis.map_file import load_map
 
-    from npmpi.runfile import SAMPLE_FIELDS
+    from npmpi.runformat import SAMPLE_FIELDS
 
     m = load_map(path, SAMPLE_FIELDS)  # /map may still say running: the root's failed stands
     assert m.status == "failed" and any("the map failed: cannot write" in n for n in m.notices), m.notices
@@ -426,7 +426,7 @@ def test_a_recorded_gap_flags_the_pairs_of_its_node_in_the_windows_it_overlaps(t
     from npmpi_analysis.map_file import load_map
     from npmpi_analysis.maps import analyse_map
 
-    from npmpi.runfile import SAMPLE_FIELDS
+    from npmpi.runformat import SAMPLE_FIELDS
 
     path = _gap_map(tmp_path / "gap.h5")
     a = analyse_map(load_map(path, SAMPLE_FIELDS), "gap")
@@ -460,7 +460,7 @@ def test_a_stalled_trial_is_flagged_and_left_out_of_the_mean(tmp_path, capsys):
     from npmpi_analysis.map_file import load_map
     from npmpi_analysis.maps import analyse_map
 
-    from npmpi.runfile import SAMPLE_FIELDS
+    from npmpi.runformat import SAMPLE_FIELDS
 
     clean = analyse_map(load_map(_gap_map(tmp_path / "clean.h5"), SAMPLE_FIELDS), "clean")
     a = analyse_map(load_map(_gap_map(tmp_path / "stall.h5", stall_s=15.0), SAMPLE_FIELDS), "stall")
@@ -508,7 +508,8 @@ def test_a_flipped_bit_in_any_numeric_dataset_is_detected_and_named(tmp_path, ki
     from npmpi_analysis.map_file import load_map
 
     from npmpi.errors import RunFileError
-    from npmpi.runfile import SAMPLE_FIELDS, load_run
+    from npmpi.runformat import SAMPLE_FIELDS
+    from npmpi.runreader import load_run
 
     base = write_base(tmp_path / "base.h5") if kind == "run" else _complete_map(tmp_path / "base.h5")
     chunks = _stored_chunks(base)
@@ -533,7 +534,9 @@ def test_a_flipped_bit_in_a_host_name_is_detected_and_named(tmp_path, kind):
     from npmpi_analysis.map_file import load_map
 
     from npmpi.errors import RunFileError
-    from npmpi.runfile import SAMPLE_FIELDS, RunWriter, load_run
+    from npmpi.runformat import SAMPLE_FIELDS
+    from npmpi.runreader import load_run
+    from npmpi.runwriter import RunWriter
 
     host = "uniquehost-q7"
     path = tmp_path / "h.h5"

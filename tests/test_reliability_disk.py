@@ -22,7 +22,9 @@ from test_reliability_support import Job, analyze_in_process, check_run_file
 
 from npmpi.errors import RunFileWriteError, UsageError
 from npmpi.outpath import reserve_output
-from npmpi.runfile import SAMPLE_FIELDS, RunWriter, SizeResult, load_run
+from npmpi.runformat import SAMPLE_FIELDS, SizeResult
+from npmpi.runreader import load_run
+from npmpi.runwriter import RunWriter
 from npmpi.writecheck import RESERVED_BYTES
 
 TMPFS_BYTES = 4 << 20

@@ -36,8 +36,9 @@ import numpy as np
 import pytest
 
 from npmpi.errors import RunFileError
-from npmpi.runfile import SAMPLE_FIELDS, RunWriter, SizeResult, load_run
-from npmpi.runformat import TEXT_CHECKSUM, text_crc32
+from npmpi.runformat import SAMPLE_FIELDS, TEXT_CHECKSUM, SizeResult, text_crc32
+from npmpi.runreader import load_run
+from npmpi.runwriter import RunWriter
 from npmpi.schedule import netpipe_schedule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -558,7 +559,7 @@ def test_huge_claims_are_refused_quickly(base, tmp_path, name, rows):
     parent = name.rsplit("/", 1)[0]
     assert path.stat().st_size < 10 * base.stat().st_size  # the claim costs the file nothing
     probe = (
-        "import sys, time\nfrom npmpi.runfile import load_run\nfrom npmpi.errors import RunFileError\n"
+        "import sys, time\nfrom npmpi.runreader import load_run\nfrom npmpi.errors import RunFileError\n"
         "t = time.monotonic()\ntry:\n    load_run(sys.argv[1])\nexcept RunFileError as e:\n"
         "    print(f'{time.monotonic() - t:.3f} {e}')\nelse:\n    print('loaded')\n"
     )

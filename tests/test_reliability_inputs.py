@@ -140,7 +140,7 @@ def test_a_figure_that_cannot_be_drawn_is_skipped_with_a_note(base):
     from npmpi_analysis.analyse import analyse_run
     from npmpi_analysis.plots import all_plots, render_all
 
-    from npmpi.runfile import load_run
+    from npmpi.runreader import load_run
 
     run = load_run(base)
     run.pingpong.size_bytes[:] = 0

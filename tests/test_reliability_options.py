@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from launcher import local_mpi_env, npmpi_command
 
 from npmpi import cli
 from npmpi.calibration import parse_calibrate_options
 from npmpi.errors import HelpRequested, UsageError
-from npmpi.launcher import local_mpi_env, npmpi_command
 from npmpi.mapoptions import parse_map_options
 from npmpi.options import parse_options
 

@@ -19,7 +19,9 @@ from test_reliability_support import Job
 
 from npmpi.errors import UsageError
 from npmpi.outpath import LOCK_PREFIX, TEMP_PREFIX, publish, release, reserve_output
-from npmpi.runfile import RunWriter, SizeResult, load_run
+from npmpi.runformat import SizeResult
+from npmpi.runreader import load_run
+from npmpi.runwriter import RunWriter
 
 LAYOUT = {"host": ["h", "h"], "node_index": [0, 0], "role": ["transmitter", "reflector"]}
 

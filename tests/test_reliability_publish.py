@@ -16,11 +16,13 @@ import time
 import h5py
 import numpy as np
 import pytest
+from launcher import local_mpi_env, npmpi_command
 
 from npmpi.errors import RunFileGone
-from npmpi.launcher import local_mpi_env, npmpi_command
 from npmpi.mapfile import MapWriter
-from npmpi.runfile import RunWriter, SizeResult, load_run
+from npmpi.runformat import SizeResult
+from npmpi.runreader import load_run
+from npmpi.runwriter import RunWriter
 
 LAYOUT = {"host": ["a", "a"], "node_index": [0, 0], "role": ["transmitter", "reflector"]}
 

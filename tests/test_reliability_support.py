@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from launcher import local_mpi_env, npmpi_command
 
-from npmpi.launcher import local_mpi_env, npmpi_command
-from npmpi.runfile import Run, load_run
+from npmpi.runreader import Run, load_run
 from npmpi.schedule import netpipe_schedule
 
 ROW_LINE = re.compile(r"^\s*\d+:\s+\d+ bytes ")

@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 import pytest
+from launcher import local_mpi_env, npmpi_command
 
-from npmpi.launcher import local_mpi_env, npmpi_command
-from npmpi.runfile import load_run
+from npmpi.runreader import load_run
 from npmpi.schedule import netpipe_repeats, netpipe_schedule
 
 pytestmark = pytest.mark.mpi

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from npmpi.errors import RunFileError
-from npmpi.runfile import FORMAT_VERSION, SAMPLE_FIELDS, RunWriter, SizeResult, load_run
+from npmpi.runformat import FORMAT_VERSION, SAMPLE_FIELDS, SizeResult
+from npmpi.runreader import load_run
+from npmpi.runwriter import RunWriter
 
 LAYOUT = {"host": ["a", "a"], "node_index": [0, 0], "role": ["transmitter", "reflector"]}
 

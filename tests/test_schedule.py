@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from tests_support import netpipe_reference_sizes
+from tests_support import netpipe_reference_sizes, powers_of_two_schedule
 
-from npmpi.schedule import netpipe_repeats, netpipe_schedule, powers_of_two_schedule
+from npmpi.schedule import netpipe_repeats, netpipe_schedule
 
 
 def sizes(lower, upper, p):

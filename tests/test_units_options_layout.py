@@ -2,14 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from npmpi.errors import UsageError
+from npmpi.config import DEFAULT_TARGET_TIME_S
+from npmpi.errors import HelpRequested, UsageError
 from npmpi.layout import LayoutError, compute_layout
-from npmpi.options import (
-    DEFAULT_TARGET_TIME_S,
-    HelpRequested,
-    default_output_name,
-    parse_options,
-)
+from npmpi.options import default_output_name, parse_options
 from npmpi.units import format_size_bytes, mbps_netpipe, parse_size_bytes
 
 

@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 ANALYSED_SAMPLE_FIELDS = (
     "time_unix_s",
     "power_w",
-    "energy_j_of_counters",  # npmpi.runfile.ENERGY_OF_COUNTERS
+    "energy_j_of_counters",  # npmpi.runformat.ENERGY_OF_COUNTERS
     "open_epoch",  # the format 1.6 fields the analysis uses: npmpi.runformat.OPTIONAL_SAMPLE_FIELDS
     "request_start_unix_s",
     "request_end_unix_s",
@@ -113,7 +113,7 @@ def load(path: Path):
 
     Returns (run, problems); RunFileError when nothing can be read.
     """
-    from npmpi.runfile import load_run
+    from npmpi.runreader import load_run
 
     try:
         return load_run(path, ANALYSED_SAMPLE_FIELDS), []

@@ -10,7 +10,7 @@ in quadrature; its idle is the sum of both idles in each baseline, combined the 
 
 A switch's power belongs to all the traffic through it: the fabric's share is an upper bound for
 one pair unless the switch carries nothing else, and its idle part is the switch's own idle
-(docs/power.md). A run without /power/fabric gives no FabricResult: its outputs are as before.
+(docs/power.md). A run without /power/fabric gives no FabricResult and no fabric columns.
 """
 
 from __future__ import annotations

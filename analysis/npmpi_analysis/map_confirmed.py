@@ -6,7 +6,7 @@ reference links measured again with it (the same way, interleaved; the map's med
 none), is still beyond the rule (npmpi.mapstats.beyond with the map's spread); a node when every one
 of its re-measured links is. A finding not measured again (the time budget ran
 out) is not confirmed. A map without /map/confirm_* (older, or --confirm 0) confirms nothing and
-names its findings as before.
+names its findings without a confirmation.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.runfile import RunWriter, SizeResult
-from npmpi.runformat import FABRIC_GROUP, OPEN_EPOCH
+from npmpi.runformat import FABRIC_GROUP, OPEN_EPOCH, SizeResult
+from npmpi.runwriter import RunWriter
 
 
 @dataclass

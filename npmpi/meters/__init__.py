@@ -19,7 +19,6 @@ from npmpi.meters.base import (
     known_meters,
     make_meter,
     parse_meter_spec,
-    register,
 )
 
 __all__ = [
@@ -35,5 +34,4 @@ __all__ = [
     "known_meters",
     "make_meter",
     "parse_meter_spec",
-    "register",
 ]

@@ -217,11 +217,6 @@ def host_and_port(
     return host, port
 
 
-def register(kind: str, target: str) -> None:
-    """Register a backend as 'module:Class' (imported only when chosen)."""
-    _REGISTRY[kind] = target
-
-
 def known_meters() -> list[str]:
     return sorted(_REGISTRY)
 

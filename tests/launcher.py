@@ -1,4 +1,4 @@
-"""Launching npmpi under this environment's mpirun: for the benchmarks, the tests and the demo."""
+"""Launching npmpi under this environment's mpirun: for the tests and the benchmarks in bench/."""
 
 from __future__ import annotations
 
