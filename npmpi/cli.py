@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["calibrate"]:
-        from npmpi.calibration import main as calibrate_main
+        from npmpi.calibrate import main as calibrate_main
 
         return calibrate_main(argv[1:])
     if argv[:1] == ["meters"]:  # no MPI: which meters work on this node

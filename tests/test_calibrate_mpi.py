@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from npmpi.calibration import parse_calibrate_options
+from npmpi.calibrate import parse_calibrate_options
 from npmpi.errors import UsageError
 from npmpi.runreader import load_run
 

@@ -17,7 +17,7 @@ import pytest
 
 from npmpi import cli
 from npmpi.arguments import build_parser, count_arg, seconds_arg
-from npmpi.calibration import build_parser as calibrate_parser
+from npmpi.calibrate import build_parser as calibrate_parser
 from npmpi.console import Console
 from npmpi.errors import UsageError
 from npmpi.job import error_line, launcher_rank

@@ -28,7 +28,7 @@ import pytest
 from launcher import local_mpi_env, npmpi_command
 
 from npmpi import cli
-from npmpi.calibration import parse_calibrate_options
+from npmpi.calibrate import parse_calibrate_options
 from npmpi.errors import HelpRequested, UsageError
 from npmpi.mapoptions import parse_map_options
 from npmpi.options import parse_options

@@ -1,0 +1,353 @@
+"""`python -m npmpi calibrate`: measure each node's meter delay under a known load.
+
+Under mpirun/srun with one power rank per node (as a normal run), every other rank runs the load:
+numpy matrix multiplies during the schedule's bursts, sleep in between, all ranks starting
+together. Rank 0 then lines each node's power trace up with the schedule (npmpi.delayfit) and
+prints and stores the delays in a calibration file (npmpi/calibration.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import sys
+import time
+
+import numpy as np
+
+from npmpi.calibration import CALIBRATION_FORMAT, CALIBRATION_VERSION
+from npmpi.delayfit import (
+    DEFAULT_BURST_MAX_S,
+    DEFAULT_BURST_MIN_S,
+    DEFAULT_DURATION_S,
+    DEFAULT_MAX_DELAY_S,
+    DelayEstimate,
+    LoadSchedule,
+    estimate_delay,
+    make_schedule,
+)
+from npmpi.errors import UsageError
+from npmpi.safetext import printable
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from npmpi.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
+
+    p = UsageParser(
+        prog="python -m npmpi calibrate",
+        description=(
+            "Measure how long each node's meter takes to report the power drawn: the ranks other than "
+            "the power ranks run a pseudo-random on/off compute load while the power ranks sample; the "
+            "shift that best lines the power up with the load is the meter's delay. Launch like a run: "
+            "mpirun -np 3 python -m npmpi calibrate --meter SPEC."
+        ),
+        add_help=False,
+        allow_abbrev=False,
+    )
+    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    add_meter_option(
+        p, "--meter", "meter channel(s) of every node, as for a run (NPMPI_METERS overrides per node)"
+    )
+    add_meter_option(p, "--meter-optional", "go on without meters that cannot be opened")
+    add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's natural period)")
+    p.add_argument(
+        "--duration",
+        type=seconds_arg,
+        default=DEFAULT_DURATION_S,
+        metavar="SECONDS",
+        help="length of the load sequence (default: %(default)s s)",
+    )
+    p.add_argument(
+        "--burst-min",
+        type=seconds_arg,
+        default=DEFAULT_BURST_MIN_S,
+        metavar="SECONDS",
+        help="shortest load or idle burst (default: %(default)s s)",
+    )
+    p.add_argument(
+        "--burst-max",
+        type=seconds_arg,
+        default=DEFAULT_BURST_MAX_S,
+        metavar="SECONDS",
+        help="longest load or idle burst (default: %(default)s s)",
+    )
+    p.add_argument(
+        "--seed", type=count_arg, default=1, help="seed of the pseudo-random sequence (default: 1)"
+    )
+    p.add_argument(
+        "--max-delay",
+        type=seconds_arg,
+        default=DEFAULT_MAX_DELAY_S,
+        metavar="SECONDS",
+        help="largest delay searched (default: %(default)s s)",
+    )
+    p.add_argument(
+        "--matrix",
+        type=count_arg,
+        default=256,
+        metavar="N",
+        help="size of the N x N matrices multiplied during load bursts (default: %(default)s)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="calibration file to write (JSON; default npmpi-calibration-YYYYmmdd-HHMMSS.json)",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite an existing --output")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    return p
+
+
+def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
+    from npmpi.errors import HelpRequested
+    from npmpi.meters import MeterError, check_meter_spec
+
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.help:
+        raise HelpRequested(parser.format_help())
+    for text in ns.meter:
+        try:
+            check_meter_spec(text)
+        except MeterError as exc:
+            raise UsageError(str(exc)) from None
+    if not 5 <= ns.duration <= 3600:
+        raise UsageError(f"--duration {ns.duration}: give between 5 and 3600 s")
+    if not 0.1 <= ns.burst_min <= ns.burst_max:
+        raise UsageError(f"--burst-min {ns.burst_min} / --burst-max {ns.burst_max}: need 0.1 <= min <= max")
+    if ns.burst_max * 4 > ns.duration:
+        raise UsageError(
+            f"--duration {ns.duration} s is too short for bursts up to {ns.burst_max} s: "
+            "give at least 4 bursts"
+        )
+    if not 0 < ns.max_delay <= 60:
+        raise UsageError(f"--max-delay {ns.max_delay}: give between 0 and 60 s")
+    if not 0 <= ns.seed < 2**32:
+        raise UsageError(f"--seed {ns.seed}: give a whole number from 0 to {2**32 - 1}")
+    if not 16 <= ns.matrix <= 8192:
+        raise UsageError(f"--matrix {ns.matrix}: give between 16 and 8192")
+    if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 60:
+        raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 60 s")
+    return ns
+
+
+def run_load(schedule: LoadSchedule, matrix: int, start_mono: float) -> None:
+    """Compute during the schedule's bursts, sleep between them (times from `start_mono`)."""
+    a = np.random.default_rng(0).random((matrix, matrix))
+    b = a.copy()
+    for k, level in enumerate(schedule.levels):
+        end = start_mono + schedule.edges_s[k + 1]
+        if level:
+            while time.monotonic() < end:
+                np.matmul(a, b, out=a)
+                a *= 1.0 / matrix  # keep values bounded
+        else:
+            delay = end - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+
+def main(argv: list[str]) -> int:
+    from npmpi.job import collective_check, error_line, parse_or_exit_status, say
+
+    ns = parse_or_exit_status(parse_calibrate_options, argv)
+    if isinstance(ns, int):
+        return ns
+
+    import mpi4py
+
+    mpi4py.rc.thread_level = "funneled"
+    from mpi4py import MPI
+
+    from npmpi.layout import ROLE_POWER
+    from npmpi.outpath import release, reserve_output
+    from npmpi.power import power_rank_main
+    from npmpi.protocol import StopFlag
+    from npmpi.ranks import discover_roles, open_power_rank
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    output = None
+    try:
+        roles = discover_roles(MPI, comm, list(ns.meter))
+        layout = roles.layout
+        problem = None
+        if not layout.power_ranks:
+            problem = "calibrate needs a meter: give --meter SPEC (or NPMPI_METERS on every node)"
+        elif roles.role == ROLE_POWER:
+            problem = open_power_rank(roles, ns.meter_optional, ns.sample_interval)
+        loaded = {layout.node_of_rank[r] for r in range(layout.world_size) if layout.roles[r] != ROLE_POWER}
+        missing = [n for n in range(layout.node_count) if n not in loaded]
+        if problem is None and missing:
+            problem = (
+                f"node {missing[0]} has no rank besides its power rank to run the load: give every "
+                "node 2 or more ranks"
+            )
+        output = None
+        if rank == 0 and problem is None:
+            stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+            output = ns.output or f"npmpi-calibration-{stamp}.json"
+            try:  # checked by creating its temporary file now, not after the measurement
+                output = reserve_output(output, ns.force)
+            except UsageError as exc:
+                problem = str(exc)
+        gathered = comm.gather(roles.power_info, root=0)
+        collective_check(comm, problem)
+    except UsageError as exc:
+        if rank == 0:
+            if output is not None and not isinstance(output, str):
+                release(output)
+            say(error_line(str(exc)), sys.stderr)
+        return 2
+    except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
+        from npmpi.job import abort, describe
+
+        abort(comm, f"calibration failed on rank {rank} while starting: {describe(exc)}", 1)
+        return 1
+
+    is_power = roles.role == ROLE_POWER
+    load_comm = comm.Split(1 if is_power else 0, rank)
+    try:
+        if is_power:
+            load_comm.Free()
+            return power_rank_main(comm, roles.samplers, StopFlag())
+        return _load_and_measure(comm, load_comm, ns, layout, gathered, output)
+    except BaseException as exc:  # end the whole job with one message
+        from npmpi.job import abort, describe
+
+        if output is not None:
+            release(output)
+        abort(comm, f"calibration failed on rank {rank}: {describe(exc)}", 1)
+        return 1
+
+
+def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
+    from npmpi.power import PowerCollector
+
+    rank = comm.Get_rank()
+    schedule = make_schedule(ns.duration, ns.burst_min, ns.burst_max, ns.seed)
+    collector = None
+    offsets_start = None
+    if rank == 0:
+        power_nodes = [gathered[r] for r in layout.power_ranks]
+        collector = PowerCollector(comm, list(layout.power_ranks), [p["channels"] for p in power_nodes])
+        offsets_start = collector.clock_offsets()
+        if not ns.quiet:
+            print(
+                f"calibrating {sum(len(p['channels']) for p in power_nodes)} meter channel(s) on "
+                f"{layout.node_count} node(s): {len(schedule.levels)} bursts over "
+                f"{schedule.duration_s:.0f} s "
+                f"with {load_comm.Get_size()} load rank(s)",
+                flush=True,
+            )
+        collector.collect()  # drop what was sampled before the load starts
+        collector.kept.clear()
+    load_comm.Barrier()
+    start_wall, start_mono = time.time(), time.monotonic()
+    run_load(schedule, ns.matrix, start_mono)
+    # let the meters report the last bursts before collecting
+    time.sleep(min(ns.max_delay, 5.0) + 1.0)
+    load_comm.Barrier()
+    load_comm.Free()
+    if rank != 0:
+        return 0
+    collector.collect()
+    offsets_end = collector.clock_offsets()
+    from npmpi.clocksync import interpolate_offset
+
+    results = []
+    for node, info in enumerate(power_nodes):
+        for channel, desc in enumerate(info["channels"]):
+            batches = collector.kept.get((node, channel), [])
+            t = np.concatenate([b[0]["time_unix_s"] for b in batches]) if batches else np.zeros(0)
+            w = np.concatenate([b[0]["power_w"] for b in batches]) if batches else np.zeros(0)
+            t_rank0 = t - interpolate_offset(offsets_start[node], offsets_end[node], t)
+            est = estimate_delay(t_rank0 - start_wall, w, schedule, ns.max_delay)
+            results.append(
+                _result_row(
+                    node,
+                    layout.hosts[layout.power_ranks[node]],
+                    channel,
+                    desc,
+                    est,
+                    offsets_start[node].uncertainty_s,
+                )
+            )
+    for r in results:  # a power rank given up on (frozen): its node's delay is not known
+        if layout.power_ranks[r["node"]] in collector.lost:
+            r.update(delay_s=None, uncertainty_s=None, reason="its power rank stopped answering")
+    collector.stop_all(0)
+    document = {
+        "format": CALIBRATION_FORMAT,
+        "version": CALIBRATION_VERSION,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "duration_s": schedule.duration_s,
+        "burst_min_s": ns.burst_min,
+        "burst_max_s": ns.burst_max,
+        "seed": ns.seed,
+        "load_ranks": comm.Get_size() - len(layout.power_ranks),
+        "results": results,
+    }
+    write_reserved(output, json.dumps(document, indent=2) + "\n")
+    if not ns.quiet:
+        print(format_table(results))
+        print(
+            printable(
+                f"calibration written to {output.target}; use it with: "
+                f"python -m npmpi --calibration {output.target} …"
+            )
+        )
+    collector.end_job_if_lost(1)
+    return 0
+
+
+def write_reserved(res, text: str) -> None:
+    """Write the calibration into the temporary file reserved at start-up, then give it its name: an
+    existing file is replaced only with --force, and a crash never leaves a half-written file."""
+    from npmpi.outpath import publish, release, write_whole
+
+    try:
+        write_whole(res, text.encode())
+        publish(res)
+    except OSError as exc:
+        raise UsageError(f"--output {res.target}: cannot be written ({exc.strerror or exc})") from None
+    finally:
+        release(res)
+
+
+def _result_row(node: int, host: str, channel: int, desc: dict, est: DelayEstimate, clock_unc: float) -> dict:
+    unc = est.uncertainty_s
+    if unc is not None:
+        unc = math.hypot(unc, clock_unc)  # the node's clock offset is uncertain too
+    return {
+        "node": node,
+        "host": host,
+        "channel": channel,
+        "kind": desc.get("kind"),
+        "spec": desc.get("spec"),
+        "label": desc.get("label"),
+        "sample_interval_s": desc.get("sample_interval_s"),
+        "delay_s": est.delay_s,
+        "uncertainty_s": unc,
+        "quality": est.quality,
+        "samples": est.samples,
+        "reason": est.reason,
+    }
+
+
+def format_table(results: list[dict]) -> str:
+    lines = [
+        f"{'node':>4s} {'host':16s} {'meter':24s} {'delay (s)':>10s} {'± (s)':>7s} {'quality':>8s}  note"
+    ]
+    for r in results:
+        delay = f"{r['delay_s']:.3f}" if r["delay_s"] is not None else "-"
+        unc = f"{r['uncertainty_s']:.3f}" if r["uncertainty_s"] is not None else "-"
+        lines.append(
+            f"{r['node']:4d} {r['host'][:16]:16s} {str(r['spec'])[:24]:24s} {delay:>10s} {unc:>7s} "
+            f"{r['quality']:8.3f}  {r['reason'] or r['label']}"
+        )
+    return "\n".join(lines)
