@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.runformat import SizeResult
-from npmpi.runwriter import RunWriter
+from npmpi.runfile.format import SizeResult
+from npmpi.runfile.writer import RunWriter
 from npmpi.schedule import netpipe_schedule
 
 TRIALS = 7

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from launcher import local_mpi_env, npmpi_command

@@ -246,7 +246,7 @@ def run_npmpi(
 ) -> tuple[Curve, float]:
     """One npmpi sweep; extra: more npmpi options (e.g. --mode stream). Returns one message's time per
     size (pingpong: round trip / 2; stream: per message; bidir: one exchange), best trial."""
-    from npmpi.runreader import load_run
+    from npmpi.runfile.reader import load_run
 
     out = work / f"npmpi-{tag}.h5"
     prog = [str(VENV / "bin" / "python"), "-m", "npmpi", "-p", "0", "-l", str(lower), "-u", str(args.upper)]

@@ -1,6 +1,6 @@
 /*
  * npmpi._ckernel: the ping-pong timed loop in C, with the same contract as the Python kernel
- * (npmpi/kernels.py): blocking MPI_Send/MPI_Recv of `nbytes` bytes, `iterations` round trips,
+ * (npmpi/sweep/kernels.py): blocking MPI_Send/MPI_Recv of `nbytes` bytes, `iterations` round trips,
  * elapsed seconds of the loop alone on CLOCK_MONOTONIC (the clock of Python's perf_counter).
  * The communicator comes from mpi4py through its C API, so both kernels use one MPI library.
  * `transfer` holds the other modes (stream, bidir), pre-posted receives and cache-cold buffer
@@ -480,13 +480,13 @@ static PyMethodDef methods[] = {
      "pingpong(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter) -> elapsed seconds"},
     {"transfer", transfer, METH_VARARGS,
      "transfer(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, async, "
-     "regions, stride, first) -> elapsed seconds (see npmpi.kernels.python_transfer)"},
+     "regions, stride, first) -> elapsed seconds (see npmpi.sweep.kernels.python_transfer)"},
     {"library_version", library_version, METH_NOARGS, "MPI_Get_library_version of the linked MPI"},
     {"clock_info", clock_info, METH_VARARGS, "clock_info(reads=100000) -> (resolution_s, read_cost_s)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ckernel",
-                                    "npmpi's C ping-pong kernel (see npmpi/kernels.py)", -1, methods};
+                                    "npmpi's C ping-pong kernel (see npmpi/sweep/kernels.py)", -1, methods};
 
 PyMODINIT_FUNC PyInit__ckernel(void)
 {

@@ -1,6 +1,6 @@
 """Type stub of the C kernel (csrc/ckernel.c), built with npmpi when an MPI C compiler is found.
 
-The same contract as npmpi.kernels.python_pingpong and python_transfer: the timed loop's elapsed
+The same contract as npmpi.sweep.kernels.python_pingpong and python_transfer: the timed loop's elapsed
 seconds; an MPI error raises RuntimeError naming the call.
 """
 
@@ -38,7 +38,7 @@ def transfer(
     first: int,
     /,
 ) -> float:
-    """Every mode's timed loop (see npmpi.kernels.python_transfer); elapsed seconds."""
+    """Every mode's timed loop (see npmpi.sweep.kernels.python_transfer); elapsed seconds."""
 
 def library_version() -> str:
     """MPI_Get_library_version of the MPI the kernel is linked with."""

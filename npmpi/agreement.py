@@ -21,8 +21,8 @@ from npmpi.layout import ROLE_POWER
 class Agreed:
     """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
 
-    roles: Any = None  # npmpi.ranks.Roles
-    kernel: Any = None  # npmpi.kernels.Kernel on the ranks that measure
+    roles: Any = None  # npmpi.power.ranks.Roles
+    kernel: Any = None  # npmpi.sweep.kernels.Kernel on the ranks that measure
     gathered_power: list | None = None
     thread_levels: list | None = None
     output: str | None = None
@@ -36,13 +36,13 @@ def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
     the calibration file; the problem, if any."""
     from npmpi.options import default_output_name
     from npmpi.outpath import reserve_output
-    from npmpi.writecheck import RESERVED_BYTES, START_ROOM_BYTES
+    from npmpi.runfile.writecheck import RESERVED_BYTES, START_ROOM_BYTES
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     agreed.output = opts.output if opts.output is not None else default_output_name(stem_prefix + stamp)
     try:
         if opts.calibration is not None:
-            from npmpi.calibration import load_calibration
+            from npmpi.power.calibration import load_calibration
 
             agreed.calibration = load_calibration(opts.calibration)
         # disk space held back to close the file properly if the disk fills up during the run

@@ -2,8 +2,8 @@
 
 Under mpirun/srun with one power rank per node (as a normal run), every other rank runs the load:
 numpy matrix multiplies during the schedule's bursts, sleep in between, all ranks starting
-together. Rank 0 then lines each node's power trace up with the schedule (npmpi.delayfit) and
-prints and stores the delays in a calibration file (npmpi/calibration.py).
+together. Rank 0 then lines each node's power trace up with the schedule (npmpi.power.delayfit) and
+prints and stores the delays in a calibration file (npmpi/power/calibration.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import time
 
 import numpy as np
 
-from npmpi.calibration import CALIBRATION_FORMAT, CALIBRATION_VERSION
-from npmpi.delayfit import (
+from npmpi.errors import UsageError
+from npmpi.power.calibration import CALIBRATION_FORMAT, CALIBRATION_VERSION
+from npmpi.power.delayfit import (
     DEFAULT_BURST_MAX_S,
     DEFAULT_BURST_MIN_S,
     DEFAULT_DURATION_S,
@@ -28,7 +29,6 @@ from npmpi.delayfit import (
     estimate_delay,
     make_schedule,
 )
-from npmpi.errors import UsageError
 from npmpi.safetext import printable
 
 
@@ -165,9 +165,9 @@ def main(argv: list[str]) -> int:
 
     from npmpi.layout import ROLE_POWER
     from npmpi.outpath import release, reserve_output
-    from npmpi.power import power_rank_main
+    from npmpi.power.rank import power_rank_main
+    from npmpi.power.ranks import discover_roles, open_power_rank
     from npmpi.protocol import StopFlag
-    from npmpi.ranks import discover_roles, open_power_rank
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -226,7 +226,7 @@ def main(argv: list[str]) -> int:
 
 
 def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
-    from npmpi.power import PowerCollector
+    from npmpi.power.rank import PowerCollector
 
     rank = comm.Get_rank()
     schedule = make_schedule(ns.duration, ns.burst_min, ns.burst_max, ns.seed)
@@ -257,7 +257,7 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
         return 0
     collector.collect()
     offsets_end = collector.clock_offsets()
-    from npmpi.clocksync import interpolate_offset
+    from npmpi.power.clocksync import interpolate_offset
 
     results = []
     for node, info in enumerate(power_nodes):

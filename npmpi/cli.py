@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return meters_main(argv[1:])
     if argv[:1] == ["map"]:
-        from npmpi.maprun import main as map_main
+        from npmpi.map.run import main as map_main
 
         return map_main(argv[1:])
     # Until the stop handlers are installed (once MPI runs), Ctrl-C ends a rank as SIGTERM does,
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import mpi4py
 
-    from npmpi.power import node_meter_specs
+    from npmpi.power.rank import node_meter_specs
     from npmpi.threadlevel import requested_level
 
     mpi4py.rc.thread_level = requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters))))
@@ -95,9 +95,9 @@ def _memory_problem(pool: int) -> str | None:
 def _local_problem(MPI, opts: Options, agreed: Agreed) -> str | None:
     """This rank's first problem with the options, its memory, kernel, huge pages, meters, thread level."""
     from npmpi.buffers import huge_pages_problem
-    from npmpi.kernels import get_kernels
     from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
-    from npmpi.ranks import open_power_rank
+    from npmpi.power.ranks import open_power_rank
+    from npmpi.sweep.kernels import get_kernels
 
     roles = agreed.roles
     role = roles.role
@@ -116,7 +116,7 @@ def _local_problem(MPI, opts: Options, agreed: Agreed) -> str | None:
     if problem is None and role == ROLE_POWER:
         problem = open_power_rank(roles, opts.meter_optional, opts.sample_interval_s)
     if problem is None and roles.rank == roles.fabric_rank:
-        from npmpi.fabric import open_fabric
+        from npmpi.power.fabric import open_fabric
 
         problem = open_fabric(roles, opts.fabric_meters, opts.meter_optional, opts.sample_interval_s)
     return problem
@@ -124,7 +124,7 @@ def _local_problem(MPI, opts: Options, agreed: Agreed) -> str | None:
 
 def _agree(MPI, comm, opts: Options) -> Agreed:
     """The checks every rank agrees on before anything is written; UsageError on every rank if one fails."""
-    from npmpi.ranks import discover_roles
+    from npmpi.power.ranks import discover_roles
 
     agreed = Agreed(roles=discover_roles(MPI, comm, list(opts.meters)))
     roles = agreed.roles
@@ -135,7 +135,7 @@ def _agree(MPI, comm, opts: Options) -> Agreed:
             roles.layout = with_pairs(roles.layout, opts.pairs)
         except LayoutError as exc:
             raise UsageError(str(exc)) from None
-    from npmpi.fabric import fabric_rank
+    from npmpi.power.fabric import fabric_rank
 
     roles.fabric_rank = fabric_rank(roles.layout, opts.fabric_meters, opts.fabric_rank)
     settle(MPI, comm, opts, agreed, _local_problem(MPI, opts, agreed))
@@ -144,9 +144,9 @@ def _agree(MPI, comm, opts: Options) -> Agreed:
 
 def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
     from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
-    from npmpi.power import power_rank_main
+    from npmpi.power.rank import power_rank_main
     from npmpi.protocol import StopFlag
-    from npmpi.reflector import reflect, wait_quietly
+    from npmpi.sweep.reflector import reflect, wait_quietly
 
     rank = comm.Get_rank()
     stop = StopFlag()

@@ -1,6 +1,6 @@
 """What a run needs to know from its command line: `Options` and its defaults, with no argparse.
 
-The measuring modules (npmpi/sweep.py, npmpi/threadlevel.py, npmpi/recording.py) import these;
+The measuring modules (npmpi/sweep/transmitter.py, npmpi/threadlevel.py, npmpi/recording.py) import these;
 npmpi/options.py parses the command line into them.
 """
 

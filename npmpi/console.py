@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from npmpi.runformat import SizeResult
+from npmpi.runfile.format import SizeResult
 from npmpi.safetext import printable
 from npmpi.units import format_size_bytes, mbps_netpipe
 

@@ -27,7 +27,6 @@ from npmpi.config import (
     Options,
 )
 from npmpi.errors import HelpRequested, UsageError
-from npmpi.kernels import KERNEL_NAMES
 from npmpi.modes import (
     DEFAULT_CACHE_POOL_BYTES,
     DEFAULT_WINDOW,
@@ -36,6 +35,7 @@ from npmpi.modes import (
     MODE_STREAM,
     MODES,
 )
+from npmpi.sweep.kernels import KERNEL_NAMES
 from npmpi.units import format_size_bytes
 
 
@@ -212,8 +212,8 @@ def _check_power_and_output(ns: argparse.Namespace) -> float | None:
 def check_fabric(ns: argparse.Namespace) -> None:
     """--fabric-meter specs parse (a run's and a map's); --fabric-rank only with them and not
     negative (that it names a power rank is checked once the ranks' roles are known:
-    npmpi.fabric.fabric_rank)."""
-    from npmpi.fabric import fabric_spec_problem
+    npmpi.power.fabric.fabric_rank)."""
+    from npmpi.power.fabric import fabric_spec_problem
 
     for text in ns.fabric_meter:
         problem = fabric_spec_problem(text)

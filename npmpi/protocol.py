@@ -13,16 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 # tags
-DATA_TAG = 1  # the timed messages (npmpi.kernels, csrc/ckernel.c)
-ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.kernels, csrc/ckernel.c)
+DATA_TAG = 1  # the timed messages (npmpi.sweep.kernels, csrc/ckernel.c)
+ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.sweep.kernels, csrc/ckernel.c)
 CTRL_TAG = 10  # rank 0's commands: every rank listens here between sizes
-SYNC_TAG = 11  # a trial's start (1) or the size abandoned (0) (npmpi.sweep)
-RESULT_TAG = 12  # after a size: (data check passed, signal seen) (npmpi.sweep)
-CLOCK_TAG = 13  # clock-offset pings (npmpi.clocksync)
-POWER_DATA_TAG = 14  # a power rank's batch of samples, pickled (npmpi.power)
-TIMES_TAG = 15  # a secondary pair transmitter's trial times (npmpi.sweep)
-BASELINE_TAG = 16  # after an idle baseline: (CPU seconds, node utilisation or NaN) (npmpi.baseline)
-MAP_PAIR_TAG = 17  # within a map's pair: the transmitter's steps, the reflector's data check (npmpi.mappair)
+SYNC_TAG = 11  # a trial's start (1) or the size abandoned (0) (npmpi.sweep.transmitter)
+RESULT_TAG = 12  # after a size: (data check passed, signal seen) (npmpi.sweep.transmitter)
+CLOCK_TAG = 13  # clock-offset pings (npmpi.power.clocksync)
+POWER_DATA_TAG = 14  # a power rank's batch of samples, pickled (npmpi.power.rank)
+TIMES_TAG = 15  # a secondary pair transmitter's trial times (npmpi.sweep.transmitter)
+BASELINE_TAG = 16  # after an idle baseline: (CPU seconds, node utilisation or NaN) (npmpi.power.baseline)
+MAP_PAIR_TAG = 17  # within a map's pair: the transmitter's steps, the reflector's data check (npmpi.map.pair)
 
 # commands (the first field on CTRL_TAG)
 CMD_STOP = 0  # exit; the exit code travels in the second field
@@ -31,7 +31,7 @@ CMD_PROBE = 2  # untimed round trips to estimate the time of one at this size
 CMD_FLUSH = 3  # a power rank sends its samples; second field: ms until the next flush
 CMD_CLOCK = 4  # a power rank answers that many clock pings
 CMD_BASELINE = 5  # an idle baseline's start or end (second field: the phase)
-CMD_MAP_ROUND = 6  # a map's round: measure one size with one peer (size, peer's rank) (npmpi.mappair)
+CMD_MAP_ROUND = 6  # a map's round: measure one size with one peer (size, peer's rank) (npmpi.map.pair)
 
 
 class StopFlag:
@@ -46,7 +46,7 @@ class StopFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.name = ""
-        self.transmitter: Any = None  # npmpi.sweep.Transmitter while rank 0 sweeps
+        self.transmitter: Any = None  # npmpi.sweep.transmitter.Transmitter while rank 0 sweeps
         self.mark_file: Callable[[str], None] | None = None
 
     def set(self, signum: int, name: str) -> None:

@@ -18,11 +18,11 @@ from typing import Any
 
 from npmpi.config import DEFAULT_BASELINE_S, Options
 from npmpi.errors import NpmpiError, RunFileGone
-from npmpi.fabric import fabric_group_attrs, fabric_info
 from npmpi.job import abort, describe, error_line, say
-from npmpi.kernels import Kernel
-from npmpi.runformat import FABRIC_GROUP
+from npmpi.power.fabric import fabric_group_attrs, fabric_info
+from npmpi.runfile.format import FABRIC_GROUP
 from npmpi.slurmcontext import consumed_energy_attrs, context_attrs
+from npmpi.sweep.kernels import Kernel
 
 
 @dataclass
@@ -37,7 +37,7 @@ class RunSetup:
     kernel: Kernel
     output: str
     stop: Any  # npmpi.protocol.StopFlag
-    power_nodes: list[dict]  # each power rank's meters (npmpi.ranks), in node order
+    power_nodes: list[dict]  # each power rank's meters (npmpi.power.ranks), in node order
     calibration: dict | None
     thread_levels: list[tuple[int, bool]]  # (provided level, runs threads) of every rank
     reservation: Any  # the run file's temporary (npmpi.outpath.reserve_output)
@@ -139,7 +139,7 @@ def layout_rows(layout, thread_levels: list[tuple[int, bool]]) -> dict[str, list
 
 def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None) -> float:
     """Create the power groups, measure clock offsets, record the idle baseline; returns baseline s."""
-    from npmpi.baseline import store_baseline
+    from npmpi.power.baseline import store_baseline
 
     node_attrs, channels = [], []
     for node, (rank, info) in enumerate(zip(layout.power_ranks, power_nodes, strict=True)):
@@ -194,8 +194,8 @@ def auto_attrs(info: dict) -> dict[str, str]:
 def final_power(writer, collector, layout, power_nodes, opts, calibration, outcome, console, stop) -> None:
     """After the sweep: the baseline after it (not when interrupted: mpirun may kill the job at
     any moment), the last samples, the clock offsets at the end."""
-    from npmpi.baseline import after_baseline_s, store_baseline
-    from npmpi.calibration import largest_delay_s
+    from npmpi.power.baseline import after_baseline_s, store_baseline
+    from npmpi.power.calibration import largest_delay_s
 
     collector.collect()
     if outcome.status == "complete" and not stop:
@@ -238,9 +238,9 @@ class Recording:
     """Rank 0's run from the file's creation to its close; `run()` returns the exit status."""
 
     def __init__(self, setup: RunSetup) -> None:
-        from npmpi import sweep
         from npmpi.console import Console
-        from npmpi.power import PowerCollector
+        from npmpi.power.rank import PowerCollector
+        from npmpi.sweep import transmitter as sweep
 
         s = self.setup = setup
         opts = s.opts
@@ -295,8 +295,8 @@ class Recording:
             return self._end_after(exc)
 
     def _open(self) -> None:
-        from npmpi import sweep
-        from npmpi.runwriter import RunWriter
+        from npmpi.runfile.writer import RunWriter
+        from npmpi.sweep import transmitter as sweep
 
         s, opts = self.setup, self.setup.opts
         self.transmitter = sweep.Transmitter(s.comm, s.layout, opts, s.kernel, s.stop, self.on_row)
@@ -321,7 +321,7 @@ class Recording:
         if collector is not None:
             power_setup(writer, collector, s.layout, s.power_nodes, opts, console, s.stop)
             if s.calibration is not None:
-                from npmpi.calibration import apply_calibration
+                from npmpi.power.calibration import apply_calibration
 
                 notes = apply_calibration(writer, s.calibration, s.layout, s.power_nodes, opts.calibration)
                 for line in notes:

@@ -12,8 +12,8 @@ from npmpi_analysis.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT
 from npmpi_analysis.node_power import caveat_for
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.clocksync import ClockOffset, interpolate_offset
-from npmpi.runreader import load_run
+from npmpi.power.clocksync import ClockOffset, interpolate_offset
+from npmpi.runfile.reader import load_run
 
 T0 = 1_000.0  # a small epoch keeps the hand arithmetic readable
 

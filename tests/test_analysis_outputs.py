@@ -12,12 +12,12 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis import plots
 from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.cli import main
+from npmpi_analysis.figures import run as plots
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 T0 = 1_700_000_000.0
 SIZES = [1, 2, 4, 8, 1024, 65536]

@@ -14,7 +14,7 @@ from launcher import local_mpi_env, npmpi_command
 from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.compute import FLAG_NONE
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 pytestmark = pytest.mark.mpi
 
@@ -35,7 +35,7 @@ def test_no_rank_spins_during_the_baselines(npmpi_run, tmp_path):
     assert lengths == pytest.approx([3.0, 3.0], abs=0.3)
     assert pa["baseline_after_start_unix_s"] >= run.pingpong.trial_end_unix_s.max()
     # each window opens one reading's span (0.1 s here) after the work before it, so no reading of a
-    # baseline averages the clock-offset exchanges or the last size (npmpi.baseline.settle_s)
+    # baseline averages the clock-offset exchanges or the last size (npmpi.power.baseline.settle_s)
     interval = run.power[0].channels[0].attrs["sample_interval_s"]
     measured = run.power[0].attrs["clock_offset_start_measured_unix_s"]
     assert pa["baseline_start_unix_s"] - measured >= interval
@@ -150,7 +150,7 @@ def test_a_stop_during_the_baseline_ends_every_rank(tmp_path):
 
 
 def test_a_baseline_window_opens_after_the_longest_reading_span():
-    from npmpi.baseline import MAX_SETTLE_S, settle_s
+    from npmpi.power.baseline import MAX_SETTLE_S, settle_s
 
     nodes = [
         {"channels": [{"sample_interval_s": 0.1, "averaging_s": 0.0}]},

@@ -9,10 +9,10 @@ import pytest
 
 from npmpi import buffers
 from npmpi.errors import UsageError
-from npmpi.kernels import Kernel
-from npmpi.messageloop import MessageLoop, Patterns
 from npmpi.options import parse_options
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
+from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.messageloop import MessageLoop, Patterns
 from npmpi.threadlevel import level_problem, local_position, requested_level
 
 MPI_TIMEOUT = 90

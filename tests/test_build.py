@@ -12,8 +12,8 @@ import pytest
 from conftest import REPO
 
 from npmpi.errors import KernelUnavailable
-from npmpi.kernels import c_kernel_status
-from npmpi.kernels import get_kernels as get_kernel
+from npmpi.sweep.kernels import c_kernel_status
+from npmpi.sweep.kernels import get_kernels as get_kernel
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npmpi.delayfit import estimate_delay, make_schedule
+from npmpi.power.delayfit import estimate_delay, make_schedule
 
 
 def fake_meter(

@@ -10,7 +10,7 @@ import pytest
 
 from npmpi.calibrate import parse_calibrate_options
 from npmpi.errors import UsageError
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 pytestmark = pytest.mark.mpi
 

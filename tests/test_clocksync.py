@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npmpi.clocksync import ClockOffset, best_offset, interpolate_offset
+from npmpi.power.clocksync import ClockOffset, best_offset, interpolate_offset
 
 
 def test_best_offset_takes_the_smallest_round_trip():

@@ -26,8 +26,8 @@ from npmpi_analysis.energy_windows import (
 )
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.runformat import FORMAT_VERSION
-from npmpi.runreader import load_run
+from npmpi.runfile.format import FORMAT_VERSION
+from npmpi.runfile.reader import load_run
 
 T0 = 1_000.0
 Z = np.zeros(0)
@@ -291,7 +291,7 @@ def test_baseline_cpu_is_stored_per_rank_and_format_1_3_files_still_read(tmp_pat
     assert "baseline_cpu_s" not in run.layout and len(run.pingpong) == 1
     a = analyse_run(run, "v")
     assert a.power is None
-    from npmpi.runwriter import RunWriter
+    from npmpi.runfile.writer import RunWriter
 
     w = RunWriter(tmp_path / "w.h5", {}, {"role": ["transmitter", "reflector", "power"]}, 1)
     w.set_baseline_cpu(0, [0.001, 0.002, 0.003])

@@ -17,11 +17,11 @@ from npmpi_analysis.report import csv_bytes, html_report, json_bytes, summary_te
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.errors import UsageError
-from npmpi.fabric import fabric_rank, open_fabric
 from npmpi.layout import compute_layout
 from npmpi.options import parse_options
-from npmpi.ranks import Roles
-from npmpi.runreader import load_run
+from npmpi.power.fabric import fabric_rank, open_fabric
+from npmpi.power.ranks import Roles
+from npmpi.runfile.reader import load_run
 
 # ---------------------------------------------------------------- a hand-computed run
 # One size of 1 MiB, 100 round trips per trial, two trials of 0.5 s in [10, 11]: b = 2 * 100 * 8 *
@@ -107,7 +107,7 @@ def test_fabric_columns_summary_rows_and_labels(tmp_path):
 
 
 def test_fabric_figure_carries_its_label(tmp_path):
-    from npmpi_analysis.fabric_plots import plot_energy_parts
+    from npmpi_analysis.figures.fabric import plot_energy_parts
 
     a = analyse_run(load_run(_write(tmp_path / "f.h5", fabric_label="estimated")), "f")
     p = plot_energy_parts(a, several=False)
@@ -125,7 +125,7 @@ def test_old_file_without_fabric_reads_as_before(tmp_path):
     assert not any(k.startswith(("fabric_", "total_")) for k in size_rows(a)[0])
     text = summary_text(a)
     assert "  fabric (sampled by" not in text and "nodes + fabric" not in text
-    from npmpi_analysis.fabric_plots import plot_energy_parts
+    from npmpi_analysis.figures.fabric import plot_energy_parts
 
     assert plot_energy_parts(a, several=False) is None
 
@@ -258,9 +258,9 @@ class _OneBatchComm:
 def test_rank0_stores_the_fabric_channels_after_the_nodes(tmp_path):
     """A batch holds the node's channel, then the fabric's: samples, a meter fault and a heartbeat gap
     land in /power/fabric/channel0, the node's in /power/node0/channel0."""
-    from npmpi.faultlog import FaultRecord
-    from npmpi.power import PowerCollector
-    from npmpi.runwriter import RunWriter
+    from npmpi.power.rank import PowerCollector
+    from npmpi.runfile.faults import FaultRecord
+    from npmpi.runfile.writer import RunWriter
 
     def samples(t, w):
         t = np.asarray(t, dtype=float)

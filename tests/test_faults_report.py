@@ -17,8 +17,8 @@ from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.cli import main
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.faultlog import KIND_GAP, FaultLog, FaultRecord, gap_record
-from npmpi.runreader import load_run
+from npmpi.runfile.faults import KIND_GAP, FaultLog, FaultRecord, gap_record
+from npmpi.runfile.reader import load_run
 
 T0 = 1_700_000_000.0
 SIZES = [1, 2, 4, 8, 1024, 65536]
@@ -68,7 +68,7 @@ def test_fault_records_round_trip_with_counts_and_gaps(tmp_path):
 
 
 def test_a_repeat_sent_in_a_later_batch_updates_its_row(tmp_path):
-    from npmpi.runwriter import RunWriter
+    from npmpi.runfile.writer import RunWriter
 
     w = RunWriter(tmp_path / "r.h5", {}, {"host": ["a"], "node_index": [0], "role": ["power"]}, 1)
     w.create_power({}, [{"host": "a"}], [[{"kind": "rapl"}]])

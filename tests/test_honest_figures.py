@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.compute import not_above_idle
-from npmpi_analysis.plots import plot_energy_per_bit
+from npmpi_analysis.figures.run import plot_energy_per_bit
 from npmpi_analysis.report import csv_bytes, json_bytes, size_table, summary_text
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 T0 = 3_000.0
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import built_env
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = built_env(".venv-mpich")

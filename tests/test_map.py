@@ -15,9 +15,9 @@ from conftest import VENV
 from test_reliability_support import Job
 
 from npmpi.errors import UsageError
-from npmpi.mapfile import MapWriter, PairResult, derived
-from npmpi.mapoptions import DEFAULT_MAP_SIZES, parse_map_options
-from npmpi.mapschedule import circle_rounds, make_rounds, round_matrix, serial_rounds
+from npmpi.map.options import DEFAULT_MAP_SIZES, parse_map_options
+from npmpi.map.schedule import circle_rounds, make_rounds, round_matrix, serial_rounds
+from npmpi.runfile.mapwriter import MapWriter, PairResult, derived
 
 # ---- the schedules (pure)
 
@@ -76,7 +76,7 @@ def test_options_defaults_and_one_line_refusals():
 
 
 def test_iterations_follow_netpipes_rule_with_the_pairs_own_time():
-    from npmpi.mappair import iterations_for
+    from npmpi.map.pair import iterations_for
 
     base = parse_map_options([]).run  # 7 trials, target 0.05 s
     assert iterations_for(base, 1, 1e-5) == 5000  # 0.05 s / 10 us per message
@@ -241,7 +241,7 @@ def test_odd_map_with_a_power_rank(npmpi_run, tmp_path):
 
 def test_map_layout_members_roles_and_refusals():
     from npmpi.layout import compute_layout
-    from npmpi.maprun import map_layout, member_names
+    from npmpi.map.run import map_layout, member_names
 
     # two nodes of 2 ranks with power: the lowest rank of each node measures, the highest samples
     lay = compute_layout(["a", "a", "b", "b"], ["ha", "ha", "hb", "hb"], power=True)

@@ -24,7 +24,7 @@ import pytest
 from conftest import VENV
 from netns_hosts import SUBNET, NetnsHosts, NetnsUnavailable
 
-from npmpi.mapfile import derived
+from npmpi.runfile.mapwriter import derived
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 

@@ -1,7 +1,7 @@
 """A map that tells the truth, in process: each direction apart, energy over each pair's own
 window, suspects measured again before they are named, colours on a fixed scale.
 
-The files are written by the map's own writer (npmpi.mapfile.MapWriter) or by the synthetic map
+The files are written by the map's own writer (npmpi.runfile.mapwriter.MapWriter) or by the synthetic map
 writer (npmpi_analysis.synthetic_map, power labelled simulated) with the 1.6 datasets added.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.map_figures import RATIO_SPAN, WORSE_HIGH, WORSE_LOW, heatmap
+from npmpi_analysis.figures.map import RATIO_SPAN, WORSE_HIGH, WORSE_LOW, heatmap
 from npmpi_analysis.map_file import load_map
 from npmpi_analysis.map_report import outlier_lines, summary_text
 from npmpi_analysis.maps import analyse_map
@@ -18,10 +18,10 @@ from npmpi_analysis.synthetic import SynthChannel, SynthNode
 from npmpi_analysis.synthetic_map import T0, MapTruth, circle_rounds, write_map
 
 from npmpi.errors import UsageError
-from npmpi.mapconfirm import ROLE_REFERENCE, ROLE_SUSPECT, find_suspects, reference_pairs
-from npmpi.mapfile import MapWriter, PairResult
-from npmpi.mapoptions import parse_map_options
-from npmpi.mapschedule import round_matrix, serial_rounds
+from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT, find_suspects, reference_pairs
+from npmpi.map.options import parse_map_options
+from npmpi.map.schedule import round_matrix, serial_rounds
+from npmpi.runfile.mapwriter import MapWriter, PairResult
 
 FIELDS = ("time_unix_s", "power_w", "energy_j_of_counters")
 HOSTS = ["h0", "h1", "h2", "h3"]
@@ -200,8 +200,8 @@ def test_progress_lines_on_long_maps_and_none_with_quiet(monkeypatch):
     import io
     from types import SimpleNamespace
 
-    from npmpi import maprecord
     from npmpi.console import Console
+    from npmpi.map import recording as maprecord
 
     now = [1000.0]
     monkeypatch.setattr(maprecord.time, "monotonic", lambda: now[0])
@@ -248,7 +248,7 @@ def test_the_default_budget_keeps_a_64_node_map_within_ten_percent():
     references, 3 times)."""
     from types import SimpleNamespace
 
-    from npmpi.mapconfirm import REFERENCES, Suspect, chosen_within_budget
+    from npmpi.map.confirm import REFERENCES, Suspect, chosen_within_budget
 
     writer = SimpleNamespace(pair_seconds=lambda k, i, j: 0.78, median_pair_seconds=lambda k: 0.78)
     map_s = 63 * 3 * 0.78

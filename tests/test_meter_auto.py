@@ -16,7 +16,7 @@ from fakes.sysfs import FakePowercap
 from npmpi import meterscmd
 from npmpi.meters.auto import CHOSEN, EXTRA, NOT_OPENED, NOT_TRIED, choose
 from npmpi.meters.base import MeterError, known_meters, make_meter, parse_meter_spec
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 NOTHING_HERE = not any(
     Path(p).exists()

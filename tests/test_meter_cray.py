@@ -10,7 +10,7 @@ from fakes.cray_pm import FakePmCounters
 from npmpi.meters import cray, sysfs
 from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_spec
 from npmpi.meters.cray import CrayMeter
-from npmpi.power import ChannelSampler
+from npmpi.power.rank import ChannelSampler
 
 
 class Clock:

@@ -17,9 +17,9 @@ from npmpi_analysis.energy_windows import counter_spans, segment_breaks
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 from test_meter_redfish import SECRET, USER, meter_for
 
-from npmpi.faultlog import FaultRecord
-from npmpi.power import ChannelSampler
-from npmpi.runreader import load_run
+from npmpi.power.rank import ChannelSampler
+from npmpi.runfile.faults import FaultRecord
+from npmpi.runfile.reader import load_run
 
 T0 = 5_000.0
 LOW_W, HIGH_W = 180.0, 320.0
@@ -107,7 +107,7 @@ def test_sizes_over_many_reopenings_are_within_the_served_range_or_flagged(tmp_p
 def test_a_bmc_sending_strings_or_null_every_third_answer_gives_power_in_its_served_range(
     flaky_bmc, monkeypatch, tmp_path
 ):
-    monkeypatch.setattr("npmpi.power.REOPEN_AFTER_S", 0.05)
+    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.05)
     bmc = flaky_bmc
     meter = meter_for(bmc, monkeypatch=monkeypatch)
     for _ in range(3):  # open: a faulty answer at open is a MeterError, and the sampler retries

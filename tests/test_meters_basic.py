@@ -137,7 +137,7 @@ def test_replay_needs_an_existing_file(tmp_path):
 
 
 def test_replay_from_a_run_file(tmp_path):
-    from npmpi.runwriter import RunWriter
+    from npmpi.runfile.writer import RunWriter
 
     w = RunWriter(tmp_path / "r.h5", {}, {"host": ["a"]}, 1)
     w.create_power({}, [{"host": "a"}], [[{"kind": "estimate", "label": "estimated"}]])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fakes.sysfs import FakePowercap
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 pytestmark = pytest.mark.mpi
 

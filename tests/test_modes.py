@@ -18,7 +18,7 @@ from npmpi.errors import UsageError
 from npmpi.layout import LayoutError, compute_layout, pair_ranks, with_pairs
 from npmpi.modes import MAX_COLD_REGIONS, mode_factors, pool_bytes, regions_for
 from npmpi.options import parse_options
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 from npmpi.schedule import netpipe_schedule
 
 TINY = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6"]

@@ -11,7 +11,7 @@ from npmpi_analysis.report import summary_text
 from npmpi_analysis.synthetic import write_run
 
 from npmpi.modes import mode_factors as writer_factors
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 SIZES = [1000, 2000]
 ITERS = [10, 5]

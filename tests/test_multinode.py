@@ -18,7 +18,7 @@ import pytest
 from conftest import VENV
 from netns_hosts import REPO, NetnsHosts, NetnsUnavailable
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 

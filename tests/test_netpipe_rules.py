@@ -13,9 +13,9 @@ from npmpi.config import DEFAULT_MAX_ONE_WAY_S
 from npmpi.errors import UsageError
 from npmpi.options import parse_options
 from npmpi.protocol import StopFlag
-from npmpi.runformat import SizeResult
+from npmpi.runfile.format import SizeResult
 from npmpi.schedule import netpipe_repeats, netpipe_schedule
-from npmpi.sweep import Transmitter, schedule_for
+from npmpi.sweep.transmitter import Transmitter, schedule_for
 
 DATA = Path(__file__).parent / "data"
 

@@ -8,8 +8,8 @@ import pytest
 from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.ranks import machine_ids
-from npmpi.runreader import load_run
+from npmpi.power.ranks import machine_ids
+from npmpi.runfile.reader import load_run
 
 T0 = 2_000.0
 BOOT = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

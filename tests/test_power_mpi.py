@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from launcher import local_mpi_env, npmpi_command
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 pytestmark = pytest.mark.mpi
 

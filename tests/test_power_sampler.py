@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
-from npmpi.power import ChannelSampler, node_meter_specs, sample_interval_for
+from npmpi.power.rank import ChannelSampler, node_meter_specs, sample_interval_for
 
 
 class ScriptedMeter(Meter):
@@ -53,7 +53,7 @@ def test_readings_are_buffered_in_order(capsys):
 
 
 def test_fault_is_recorded_and_sampling_resumes(capsys, monkeypatch):
-    monkeypatch.setattr("npmpi.power.REOPEN_AFTER_S", 0.01)
+    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.01)
     buf = run_sampler(ScriptedMeter([1, "fault", 2, 3]), 0.3)
     messages = [f.message for f in buf.faults]
     assert any("device unplugged" in m for m in messages)
@@ -63,7 +63,7 @@ def test_fault_is_recorded_and_sampling_resumes(capsys, monkeypatch):
 
 
 def test_a_meter_that_stays_away_is_reported_once(monkeypatch):
-    monkeypatch.setattr("npmpi.power.REOPEN_AFTER_S", 0.01)
+    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.01)
     buf = run_sampler(ScriptedMeter([1, "fault"], reopen_ok=False), 0.2)
     assert sum("device unplugged" in m for m in (f.message for f in buf.faults)) == 1
     assert not any("resumed" in m for m in (f.message for f in buf.faults))
@@ -93,7 +93,7 @@ def test_per_node_override(monkeypatch):
 
 
 def test_repeated_faults_are_printed_once_and_stored_once_with_a_count(capsys, monkeypatch):
-    monkeypatch.setattr("npmpi.power.REOPEN_AFTER_S", 0.01)
+    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.01)
 
     class ResettingMeter(ScriptedMeter):
         """Every read finds the counter reset, with a different value each time."""
@@ -122,7 +122,7 @@ def test_repeated_faults_are_printed_once_and_stored_once_with_a_count(capsys, m
 
 
 def test_heartbeat_ticks_find_a_stopped_sampler():
-    from npmpi.faultlog import KIND_GAP, Heartbeat
+    from npmpi.runfile.faults import KIND_GAP, Heartbeat
 
     s = ChannelSampler(ScriptedMeter([1.0] * 1000), 0.01, "node 0 (test)")
     s.start()
@@ -142,7 +142,7 @@ def test_heartbeat_ticks_find_a_stopped_sampler():
 
 
 def test_what_makes_two_faults_the_same():
-    from npmpi.faultlog import fault_key
+    from npmpi.runfile.faults import fault_key
 
     same = [
         "the counter of intel-rapl:0 (package-0) jumped back from 279931790 to 1748792 µJ (2.547e+06 W)",
@@ -161,8 +161,8 @@ def test_what_makes_two_faults_the_same():
 
 
 def test_rank_0_counts_distinct_faults_and_every_occurrence():
-    from npmpi.faultlog import FaultRecord, gap_record
-    from npmpi.power import PowerCollector
+    from npmpi.power.rank import PowerCollector
+    from npmpi.runfile.faults import FaultRecord, gap_record
 
     c = PowerCollector(None, [2], [[{"sample_interval_s": 0.1}]])
     c._count_faults(

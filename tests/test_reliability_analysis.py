@@ -5,7 +5,7 @@ exceed what the analysis reads (a compression bomb) is refused with one line, ne
 text from a file (not UTF-8, control characters) is safe in every output; an impossible timing
 attribute or a short sample dataset is named.
 
-Stopped maps are written by the map writer itself (npmpi.mapfile.MapWriter) in this process, as a
+Stopped maps are written by the map writer itself (npmpi.runfile.mapwriter.MapWriter) in this process, as a
 stopped `npmpi map` leaves them: finished `interrupted` by a signal's handler, never finished
 (a killed writer, in a forked child), `failed` on a real full tmpfs. Two real stopped maps under
 mpirun are analysed in tests/test_map.py.
@@ -33,9 +33,9 @@ from test_reliability_disk import fill, tmpfs  # noqa: F401  (a fixture)
 from test_reliability_files import write_base
 
 from npmpi.errors import RunFileWriteError
-from npmpi.mapfile import MapWriter, PairResult
 from npmpi.outpath import reserve_output
-from npmpi.writecheck import RESERVED_BYTES
+from npmpi.runfile.mapwriter import MapWriter, PairResult
+from npmpi.runfile.writecheck import RESERVED_BYTES
 
 HOSTS = ["a", "b", "c", "d"]
 SIZES = [1, 65536, 1 << 20, 4 << 20]
@@ -152,7 +152,7 @@ def test_a_round_written_but_not_counted_is_left_out(tmp_path, capsys):
         f["map"].attrs["rounds_completed"] = 4  # round 5's data flushed, its count not
     from npmpi_analysis.map_file import load_map
 
-    from npmpi.runformat import SAMPLE_FIELDS
+    from npmpi.runfile.format import SAMPLE_FIELDS
 
     m = load_map(path, SAMPLE_FIELDS)
     assert any("rounds after the 4 counted" in n for n in m.notices), m.notices
@@ -178,7 +178,7 @@ def test_a_map_whose_disk_fills_is_analysed(tmpfs, tmp_path, capsys):  # noqa: F
     assert data["maps"][0]["summary"]["status"] == "failed"
     from npmpi_analysis.map_file import load_map
 
-    from npmpi.runformat import SAMPLE_FIELDS
+    from npmpi.runfile.format import SAMPLE_FIELDS
 
     m = load_map(path, SAMPLE_FIELDS)  # /map may still say running: the root's failed stands
     assert m.status == "failed" and any("the map failed: cannot write" in n for n in m.notices), m.notices
@@ -401,7 +401,7 @@ def _gap_map(path: Path, stall_s: float = 0.0) -> Path:
     from npmpi_analysis.synthetic import SynthChannel, SynthNode
     from npmpi_analysis.synthetic_map import T0, MapTruth, write_map
 
-    from npmpi.faultlog import gap_record
+    from npmpi.runfile.faults import gap_record
 
     t = np.arange(T0 - 5.0, T0 + 15.0, 0.1)
     gap = (T0 + 1.4, T0 + 4.2)
@@ -426,7 +426,7 @@ def test_a_recorded_gap_flags_the_pairs_of_its_node_in_the_windows_it_overlaps(t
     from npmpi_analysis.map_file import load_map
     from npmpi_analysis.maps import analyse_map
 
-    from npmpi.runformat import SAMPLE_FIELDS
+    from npmpi.runfile.format import SAMPLE_FIELDS
 
     path = _gap_map(tmp_path / "gap.h5")
     a = analyse_map(load_map(path, SAMPLE_FIELDS), "gap")
@@ -460,7 +460,7 @@ def test_a_stalled_trial_is_flagged_and_left_out_of_the_mean(tmp_path, capsys):
     from npmpi_analysis.map_file import load_map
     from npmpi_analysis.maps import analyse_map
 
-    from npmpi.runformat import SAMPLE_FIELDS
+    from npmpi.runfile.format import SAMPLE_FIELDS
 
     clean = analyse_map(load_map(_gap_map(tmp_path / "clean.h5"), SAMPLE_FIELDS), "clean")
     a = analyse_map(load_map(_gap_map(tmp_path / "stall.h5", stall_s=15.0), SAMPLE_FIELDS), "stall")
@@ -508,8 +508,8 @@ def test_a_flipped_bit_in_any_numeric_dataset_is_detected_and_named(tmp_path, ki
     from npmpi_analysis.map_file import load_map
 
     from npmpi.errors import RunFileError
-    from npmpi.runformat import SAMPLE_FIELDS
-    from npmpi.runreader import load_run
+    from npmpi.runfile.format import SAMPLE_FIELDS
+    from npmpi.runfile.reader import load_run
 
     base = write_base(tmp_path / "base.h5") if kind == "run" else _complete_map(tmp_path / "base.h5")
     chunks = _stored_chunks(base)
@@ -534,9 +534,9 @@ def test_a_flipped_bit_in_a_host_name_is_detected_and_named(tmp_path, kind):
     from npmpi_analysis.map_file import load_map
 
     from npmpi.errors import RunFileError
-    from npmpi.runformat import SAMPLE_FIELDS
-    from npmpi.runreader import load_run
-    from npmpi.runwriter import RunWriter
+    from npmpi.runfile.format import SAMPLE_FIELDS
+    from npmpi.runfile.reader import load_run
+    from npmpi.runfile.writer import RunWriter
 
     host = "uniquehost-q7"
     path = tmp_path / "h.h5"

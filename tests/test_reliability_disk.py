@@ -22,10 +22,10 @@ from test_reliability_support import Job, analyze_in_process, check_run_file
 
 from npmpi.errors import RunFileWriteError, UsageError
 from npmpi.outpath import reserve_output
-from npmpi.runformat import SAMPLE_FIELDS, SizeResult
-from npmpi.runreader import load_run
-from npmpi.runwriter import RunWriter
-from npmpi.writecheck import RESERVED_BYTES
+from npmpi.runfile.format import SAMPLE_FIELDS, SizeResult
+from npmpi.runfile.reader import load_run
+from npmpi.runfile.writecheck import RESERVED_BYTES
+from npmpi.runfile.writer import RunWriter
 
 TMPFS_BYTES = 4 << 20
 NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
@@ -255,9 +255,9 @@ def test_a_write_that_fails_inside_hdf5_still_leaves_a_readable_file(tmpfs, monk
     """Without the space check (another process filling the disk between the check and the write,
     a quota): HDF5's write fails, the chunk being written may lose its index entry, and the writer
     cuts every dataset to what is stored: the file stays readable, short of at most one chunk."""
-    import npmpi.writecheck
+    import npmpi.runfile.writecheck
 
-    monkeypatch.setattr(npmpi.writecheck, "check_space", lambda *args: None)
+    monkeypatch.setattr(npmpi.runfile.writecheck, "check_space", lambda *args: None)
     results = []
     for leave in (60_000, 100_000, 180_000, 260_000, 340_000, 500_000):
         for p in tmpfs.iterdir():

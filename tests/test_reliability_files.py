@@ -36,9 +36,9 @@ import numpy as np
 import pytest
 
 from npmpi.errors import RunFileError
-from npmpi.runformat import SAMPLE_FIELDS, TEXT_CHECKSUM, SizeResult, text_crc32
-from npmpi.runreader import load_run
-from npmpi.runwriter import RunWriter
+from npmpi.runfile.format import SAMPLE_FIELDS, TEXT_CHECKSUM, SizeResult, text_crc32
+from npmpi.runfile.reader import load_run
+from npmpi.runfile.writer import RunWriter
 from npmpi.schedule import netpipe_schedule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -559,7 +559,7 @@ def test_huge_claims_are_refused_quickly(base, tmp_path, name, rows):
     parent = name.rsplit("/", 1)[0]
     assert path.stat().st_size < 10 * base.stat().st_size  # the claim costs the file nothing
     probe = (
-        "import sys, time\nfrom npmpi.runreader import load_run\nfrom npmpi.errors import RunFileError\n"
+        "import sys, time\nfrom npmpi.runfile.reader import load_run\nfrom npmpi.errors import RunFileError\n"
         "t = time.monotonic()\ntry:\n    load_run(sys.argv[1])\nexcept RunFileError as e:\n"
         "    print(f'{time.monotonic() - t:.3f} {e}')\nelse:\n    print('loaded')\n"
     )
@@ -642,10 +642,16 @@ def test_code_and_pickles_in_a_file_stay_data(base, tmp_path, capsys):
 
 def test_no_code_execution_primitives_in_the_readers():
     """grep: the reader and the analysis never unpickle, eval or exec what they read."""
-    readers = ("runfile.py", "runformat.py", "runreader.py", "runfile_checks.py", "inputfiles.py")
+    readers = (
+        "runfile/format.py",
+        "runfile/reader.py",
+        "runfile/checks.py",
+        "runfile/opening.py",
+        "inputfiles.py",
+    )
     sources = [
         *(REPO / "npmpi" / name for name in readers),
-        *sorted((REPO / "analysis" / "npmpi_analysis").glob("*.py")),
+        *sorted((REPO / "analysis" / "npmpi_analysis").rglob("*.py")),
     ]
     forbidden = re.compile(
         r"\b(pickle|marshal|shelve|dill|eval\s*\(|exec\s*\(|__import__|literal_eval|yaml\.load|"
@@ -736,8 +742,8 @@ MAP_REQUIRED = [
 def write_map_base(path: Path, rounds: int = 9, status: str = "complete") -> Path:
     """A map file as `mpirun -np 5 python -m npmpi map --meter estimate` writes it (4 members, 3
     sizes, 3 rounds each, a power rank's channel sampled throughout), by the map writer itself."""
-    from npmpi.mapfile import MapWriter, PairResult
-    from npmpi.mapschedule import circle_rounds, round_matrix
+    from npmpi.map.schedule import circle_rounds, round_matrix
+    from npmpi.runfile.mapwriter import MapWriter, PairResult
 
     matrix = round_matrix(circle_rounds(4), 4)
     spec = {

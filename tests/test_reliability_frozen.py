@@ -1,7 +1,7 @@
 """A frozen power rank has an end (issue 28, item 5), and no rank's exception while starting hangs
 the job (item 4).
 
-A power rank stopped with SIGSTOP for good: after a bounded wait (npmpi.power.PowerCollector.
+A power rank stopped with SIGSTOP for good: after a bounded wait (npmpi.power.rank.PowerCollector.
 lost_after_s, 10 s for these meters) rank 0 goes on without that node's power, recorded as a gap to
 the end; the sweep, the map or the calibration completes, its file is written, and the job ends
 (rank 0 ends it with MPI_Abort: a stopped process never reaches MPI_Finalize). The stopped process
@@ -21,7 +21,7 @@ import h5py
 import pytest
 from test_reliability_support import Job
 
-from npmpi.power import LOST_AFTER_MIN_S
+from npmpi.power.rank import LOST_AFTER_MIN_S
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 

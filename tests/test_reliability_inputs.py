@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from test_reliability_files import analyze, write_base
 
-from npmpi.calibration import check_calibration, load_calibration
 from npmpi.errors import UsageError
 from npmpi.inputfiles import json_depth, parse_json, read_regular_file
 from npmpi.meters import MeterError, make_meter, parse_meter_spec
 from npmpi.options import parse_options
+from npmpi.power.calibration import check_calibration, load_calibration
 from npmpi.safetext import printable, printable_lines
 
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -138,9 +138,9 @@ def test_a_figure_that_cannot_be_drawn_is_skipped_with_a_note(base):
     """Sizes of 0 B (refused by the reader since) made two log-scaled figures raise at drawing time
     and stopped the report: each figure is drawn on its own, a failed one named in a note."""
     from npmpi_analysis.analyse import analyse_run
-    from npmpi_analysis.plots import all_plots, render_all
+    from npmpi_analysis.figures.run import all_plots, render_all
 
-    from npmpi.runreader import load_run
+    from npmpi.runfile.reader import load_run
 
     run = load_run(base)
     run.pingpong.size_bytes[:] = 0

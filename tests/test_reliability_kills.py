@@ -18,7 +18,7 @@ import pytest
 from test_reliability_support import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
 
 from npmpi.errors import RunFileError
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 from npmpi.schedule import netpipe_schedule
 
 QUICK = ["--quick", "-u", "256K"]  # 94 sizes of 1 B to 256 KiB, perturbation 3
@@ -111,8 +111,8 @@ def test_fault_on_the_reflector_at_a_random_size(tmp_path, capsys, fault, seed):
 WRITER = """
 import sys, time
 import numpy as np
-from npmpi.runformat import SizeResult
-from npmpi.runwriter import RunWriter
+from npmpi.runfile.format import SizeResult
+from npmpi.runfile.writer import RunWriter
 path = sys.argv[1]
 layout = {"host": ["a", "a", "a"], "node_index": [0, 0, 0], "role": ["transmitter", "reflector", "power"]}
 attrs = {"kernel": "python", "options_json": {"trials": 3}, "argv": ["--quick"], "world_size": 3}

@@ -21,7 +21,7 @@ from npmpi.calibrate import build_parser as calibrate_parser
 from npmpi.console import Console
 from npmpi.errors import UsageError
 from npmpi.job import error_line, launcher_rank
-from npmpi.mapoptions import build_parser as map_parser
+from npmpi.map.options import build_parser as map_parser
 from npmpi.outpath import reserve_output
 from npmpi.threadlevel import local_position
 from npmpi.units import parse_number, parse_whole

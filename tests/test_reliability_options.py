@@ -30,7 +30,7 @@ from launcher import local_mpi_env, npmpi_command
 from npmpi import cli
 from npmpi.calibrate import parse_calibrate_options
 from npmpi.errors import HelpRequested, UsageError
-from npmpi.mapoptions import parse_map_options
+from npmpi.map.options import parse_map_options
 from npmpi.options import parse_options
 
 pytestmark = pytest.mark.mpi

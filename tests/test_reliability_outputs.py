@@ -19,9 +19,9 @@ from test_reliability_support import Job
 
 from npmpi.errors import UsageError
 from npmpi.outpath import LOCK_PREFIX, TEMP_PREFIX, publish, release, reserve_output
-from npmpi.runformat import SizeResult
-from npmpi.runreader import load_run
-from npmpi.runwriter import RunWriter
+from npmpi.runfile.format import SizeResult
+from npmpi.runfile.reader import load_run
+from npmpi.runfile.writer import RunWriter
 
 LAYOUT = {"host": ["h", "h"], "node_index": [0, 0], "role": ["transmitter", "reflector"]}
 

@@ -19,10 +19,10 @@ import pytest
 from launcher import local_mpi_env, npmpi_command
 
 from npmpi.errors import RunFileGone
-from npmpi.mapfile import MapWriter
-from npmpi.runformat import SizeResult
-from npmpi.runreader import load_run
-from npmpi.runwriter import RunWriter
+from npmpi.runfile.format import SizeResult
+from npmpi.runfile.mapwriter import MapWriter
+from npmpi.runfile.reader import load_run
+from npmpi.runfile.writer import RunWriter
 
 LAYOUT = {"host": ["a", "a"], "node_index": [0, 0], "role": ["transmitter", "reflector"]}
 
@@ -110,9 +110,9 @@ def test_a_map_stopped_by_a_full_disk_is_failed_everywhere_with_one_count(tmp_pa
 
 def _fill_during_a_map(mnt) -> None:
     from npmpi.errors import RunFileWriteError
-    from npmpi.mapfile import PairResult
     from npmpi.outpath import reserve_output
-    from npmpi.writecheck import RESERVED_BYTES
+    from npmpi.runfile.mapwriter import PairResult
+    from npmpi.runfile.writecheck import RESERVED_BYTES
 
     n, sizes = 4, [1, 1024, 65536]
     spec = {

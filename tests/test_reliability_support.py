@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from launcher import local_mpi_env, npmpi_command
 
-from npmpi.runreader import Run, load_run
+from npmpi.runfile.reader import Run, load_run
 from npmpi.schedule import netpipe_schedule
 
 ROW_LINE = re.compile(r"^\s*\d+:\s+\d+ bytes ")

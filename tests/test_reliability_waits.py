@@ -15,13 +15,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from npmpi.baseline import MAX_AFTER_EXTENSION_S, after_baseline_s
-from npmpi.calibration import MAX_METER_DELAY_S, check_calibration, largest_delay_s
 from npmpi.errors import UsageError
 from npmpi.meters import MeterError, check_meter_spec
+from npmpi.power.baseline import MAX_AFTER_EXTENSION_S, after_baseline_s
+from npmpi.power.calibration import MAX_METER_DELAY_S, check_calibration, largest_delay_s
 from npmpi.protocol import StopFlag
 from npmpi.recording import final_power
-from npmpi.sweep import SweepOutcome
+from npmpi.sweep.transmitter import SweepOutcome
 
 ENTRY = {
     "host": "h",
@@ -101,7 +101,7 @@ def test_a_meter_timeout_or_interval_beyond_physical_limits_is_refused(spec):
     ],
 )
 def test_the_wait_for_a_frozen_power_rank_is_bounded(channel, expected_s):
-    from npmpi.power import PowerCollector
+    from npmpi.power.rank import PowerCollector
 
     assert PowerCollector(None, [1], [[{"spec": "x", **channel}]]).lost_after_s(0) == expected_s
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from launcher import local_mpi_env, npmpi_command
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 from npmpi.schedule import netpipe_repeats, netpipe_schedule
 
 pytestmark = pytest.mark.mpi

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from npmpi.errors import RunFileError
-from npmpi.runformat import FORMAT_VERSION, SAMPLE_FIELDS, SizeResult
-from npmpi.runreader import load_run
-from npmpi.runwriter import RunWriter
+from npmpi.runfile.format import FORMAT_VERSION, SAMPLE_FIELDS, SizeResult
+from npmpi.runfile.reader import load_run
+from npmpi.runfile.writer import RunWriter
 
 LAYOUT = {"host": ["a", "a"], "node_index": [0, 0], "role": ["transmitter", "reflector"]}
 

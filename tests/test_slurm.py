@@ -20,7 +20,7 @@ import pytest
 from conftest import VENV, built_env
 from slurm_cluster import REPO, SlurmCluster, SlurmUnavailable
 
-from npmpi.runreader import load_run
+from npmpi.runfile.reader import load_run
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 

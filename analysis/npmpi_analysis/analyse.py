@@ -90,7 +90,7 @@ def trial_windows(pp) -> tuple[np.ndarray, np.ndarray]:
 
 
 def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnalysis:
-    """Analyse a loaded run (npmpi.runreader.Run); problems found are listed, not raised."""
+    """Analyse a loaded run (npmpi.runfile.reader.Run); problems found are listed, not raised."""
     pp = run.pingpong
     bw = compute.bandwidth(pp.size_bytes, pp.iterations, pp.trial_s, *compute.run_mode_factors(run.attrs))
     starts, ends = trial_windows(pp)

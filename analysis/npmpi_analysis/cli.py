@@ -34,8 +34,8 @@ class _Parser(argparse.ArgumentParser):
 ANALYSED_SAMPLE_FIELDS = (
     "time_unix_s",
     "power_w",
-    "energy_j_of_counters",  # npmpi.runformat.ENERGY_OF_COUNTERS
-    "open_epoch",  # the format 1.6 fields the analysis uses: npmpi.runformat.OPTIONAL_SAMPLE_FIELDS
+    "energy_j_of_counters",  # npmpi.runfile.format.ENERGY_OF_COUNTERS
+    "open_epoch",  # the format 1.6 fields the analysis uses: npmpi.runfile.format.OPTIONAL_SAMPLE_FIELDS
     "request_start_unix_s",
     "request_end_unix_s",
 )
@@ -113,7 +113,7 @@ def load(path: Path):
 
     Returns (run, problems); RunFileError when nothing can be read.
     """
-    from npmpi.runreader import load_run
+    from npmpi.runfile.reader import load_run
 
     try:
         return load_run(path, ANALYSED_SAMPLE_FIELDS), []
@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 1
-    except MemoryError:  # what the files declare is capped (npmpi/runopen.py); the machine may have less
+    except (
+        MemoryError
+    ):  # what the files declare is capped (npmpi/runfile/opening.py); the machine may have less
         _error("out of memory: this machine has too little free memory for these files' analysis")
         return 1
     except Exception as exc:  # never a traceback: one line a user can report
@@ -228,7 +230,7 @@ def _main(argv: list[str] | None) -> int:
 
     plots = []
     if args.plots is not None or args.report is not None:
-        from npmpi_analysis.plots import all_plots
+        from npmpi_analysis.figures.run import all_plots
 
         plots = all_plots(analyses)
     plot_files = []
@@ -298,7 +300,7 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
             if label in by_label:
                 write_atomic(path, report.np_out_bytes(by_label[label]), args.force)
                 written.append(str(path))
-    from npmpi_analysis.figures import write_figures
+    from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.report import summarise_alike
 
     files = dict(zip((p.name for p in plots), plot_files, strict=True)) if args.plots is not None else None

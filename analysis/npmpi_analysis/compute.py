@@ -265,7 +265,7 @@ def node_to_rank0(
     """Put a node's clock readings on rank 0's time line: t0 = t_node - offset(t0).
 
     offset(t) = a + s (t - m) is linear in rank 0's time between the start and end measurements
-    (npmpi.clocksync.interpolate_offset); solving t0 + a + s (t0 - m) = t_node exactly gives
+    (npmpi.power.clocksync.interpolate_offset); solving t0 + a + s (t0 - m) = t_node exactly gives
     t0 = (t_node - a + s m) / (1 + s). Without an end measurement the offset is constant.
     """
     t_node = np.asarray(t_node, dtype=float)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.runformat import FABRIC_GROUP
+from npmpi.runfile.format import FABRIC_GROUP
 from npmpi_analysis import baselines, compute
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.faults import flag_recorded_gaps

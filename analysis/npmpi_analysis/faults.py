@@ -1,6 +1,6 @@
 """Meter faults on rank 0's time line: each channel's fault records, and the sizes a gap touched.
 
-A channel's faults (npmpi.faultlog) are records: a message, its first and last time, how many times
+A channel's faults (npmpi.runfile.faults) are records: a message, its first and last time, how many times
 it happened, and its kind. A `gap` record says the power rank sampled nothing from its first to its
 last time (a stopped or starved process): every message size whose trial window overlaps such a span
 is flagged `recorded gap`, with the record's message as the reason, whatever samples lie near it.

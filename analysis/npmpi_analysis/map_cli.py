@@ -71,8 +71,8 @@ def _write(args, analyses, changes, problems, say) -> None:
     import sys
 
     from npmpi_analysis import map_report
-    from npmpi_analysis.figures import write_figures
-    from npmpi_analysis.map_figures import change_plots, map_plots
+    from npmpi_analysis.figures.map import change_plots, map_plots
+    from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.outfiles import check_free, write_atomic
     from npmpi_analysis.report import summarise_alike
 

@@ -1,9 +1,9 @@
 """Which of a map's findings its second measurement confirms (/map/confirm_*, written by
-npmpi/mapconfirm.py: each suspect measured again, one pair at a time, several times).
+npmpi/map/confirm.py: each suspect measured again, one pair at a time, several times).
 
 A link or direction is confirmed when its best re-measured value, divided by the median of the
 reference links measured again with it (the same way, interleaved; the map's median when there are
-none), is still beyond the rule (npmpi.mapstats.beyond with the map's spread); a node when every one
+none), is still beyond the rule (npmpi.map.stats.beyond with the map's spread); a node when every one
 of its re-measured links is. A finding not measured again (the time budget ran
 out) is not confirmed. A map without /map/confirm_* (older, or --confirm 0) confirms nothing and
 names its findings without a confirmation.
@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from npmpi.mapstats import HIGH, LOW, beyond
+from npmpi.map.stats import HIGH, LOW, beyond
 
 
 def _best_values(confirm: dict[str, np.ndarray], role: int) -> dict[tuple[int, int, int], float]:

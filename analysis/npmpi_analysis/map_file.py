@@ -66,7 +66,7 @@ class MapFile:
     confirm: dict[str, np.ndarray] | None = None  # the suspects measured again, /map/confirm_* (1.6)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
-    power: list = field(default_factory=list)  # npmpi.runreader.PowerNode
+    power: list = field(default_factory=list)  # npmpi.runfile.reader.PowerNode
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -111,15 +111,15 @@ def is_map_file(path: Path) -> bool:
 
 def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
-    from npmpi.runformat import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
-    from npmpi.runopen import read_npmpi_file
+    from npmpi.runfile.format import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
+    from npmpi.runfile.opening import read_npmpi_file
 
     unread = tuple(n for n in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS) if n not in (*sample_fields, "energy_j"))
     return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields), unread)
 
 
 def _check_root(attrs: dict, p: Path) -> None:
-    from npmpi.runformat import FORMAT_VERSION
+    from npmpi.runfile.format import FORMAT_VERSION
 
     fmt = attrs.get("format")
     if fmt is not None and not str(fmt).startswith("npmpi"):
@@ -166,8 +166,8 @@ def _dataset(g, name: str, kinds: str, ndim: int, p: Path, required: bool = True
 
 
 def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
-    from npmpi.runopen import check_text, read_declared
-    from npmpi.runreader import read_layout_part
+    from npmpi.runfile.opening import check_text, read_declared
+    from npmpi.runfile.reader import read_layout_part
 
     attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
     _check_root(attrs, p)
@@ -217,12 +217,12 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
 
 
 def _read_power(f, p: Path, m: MapFile, sample_fields: tuple[str, ...]) -> None:
-    from npmpi.runreader import read_power_part
+    from npmpi.runfile.reader import read_power_part
 
     if "power" in f and "fabric" in f["power"]:
         m.notices.append(
             "/power/fabric (--fabric-meter) is recorded but a map's analysis does not attribute the "
-            "fabric's energy to pairs: read it with npmpi.runreader or h5py"
+            "fabric's energy to pairs: read it with npmpi.runfile.reader or h5py"
         )
     try:
         m.power_attrs, m.power = read_power_part(f, p, m.notices, sample_fields)
@@ -350,7 +350,7 @@ CONFIRM = (
 def _read_confirm(g, p: Path, m: MapFile) -> dict[str, np.ndarray] | None:
     """/map/confirm_* (format 1.6: the suspects measured again), checked; None when absent. Damaged,
     they are left out with the problem said: the map's findings are then not confirmed."""
-    from npmpi.runreader import read_whole
+    from npmpi.runfile.reader import read_whole
 
     if "confirm_pair" not in g:
         return None

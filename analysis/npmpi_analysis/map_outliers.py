@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npmpi.mapstats import (
+from npmpi.map.stats import (
     HIGH,
     K_MAD,
     LOW,
@@ -70,7 +70,7 @@ class Finding:
     sentence: str
     slow_links: int = 1
     links: int = 1
-    mad: float = math.nan  # the spread the rule judged it with (npmpi.mapstats)
+    mad: float = math.nan  # the spread the rule judged it with (npmpi.map.stats)
     confirmed: bool | None = None  # measured again and still beyond the rule; None: not measured again
     confirm_ratio: float = math.nan  # the new measurement's ratio to `reference`
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npmpi.runformat import OPEN_EPOCH
+from npmpi.runfile.format import OPEN_EPOCH
 from npmpi_analysis import baselines, compute
 from npmpi_analysis.channel_samples import sample_extras, stamp_sigma_s, valid_samples
 from npmpi_analysis.compute import FLAG_NONE, WindowStats

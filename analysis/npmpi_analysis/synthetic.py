@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.runformat import FABRIC_GROUP, OPEN_EPOCH, SizeResult
-from npmpi.runwriter import RunWriter
+from npmpi.runfile.format import FABRIC_GROUP, OPEN_EPOCH, SizeResult
+from npmpi.runfile.writer import RunWriter
 
 
 @dataclass
@@ -26,7 +26,7 @@ class SynthChannel:
     kind: str = "replay"
     sample_interval_s: float = 1.0
     meter_delay_s: float | None = None
-    faults: list = field(default_factory=list)  # (time, message) pairs or npmpi.faultlog.FaultRecords
+    faults: list = field(default_factory=list)  # (time, message) pairs or npmpi.runfile.faults.FaultRecords
     energy_j: np.ndarray | None = None  # a cumulative counter, where the meter has one
     attrs: dict = field(default_factory=dict)  # more channel attributes (averaging, resolutions, ...)
     open_epoch: np.ndarray | None = None  # each sample's opening of the meter (format 1.6); None: not stored

@@ -30,7 +30,7 @@ def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
         raise MeterError(f"--meter {spec.text}: trace file {path} does not exist")
     if path.suffix in (".h5", ".hdf5"):
         from npmpi.errors import RunFileError
-        from npmpi.runreader import load_run
+        from npmpi.runfile.reader import load_run
 
         try:
             run = load_run(path)

@@ -1,6 +1,6 @@
 """Sweeps run in-process on communicators, in mpi4py's test style: this file runs on every rank of
 `mpirun -np 4 python -m pytest tests/inprocess` (tests/test_inprocess.py launches it), never in
-the plain pytest run. Every assertion is on data every rank holds (npmpi.benchmark.sweep returns
+the plain pytest run. Every assertion is on data every rank holds (npmpi.sweep.benchmark.sweep returns
 rank 0's outcome everywhere, per-rank figures are allgathered), so a failure fails every rank alike
 and no rank is left waiting in a collective.
 """
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from npmpi.benchmark import sweep
 from npmpi.modes import mode_factors
 from npmpi.options import parse_options
 from npmpi.schedule import netpipe_repeats, netpipe_schedule
-from npmpi.sweep import MAX_ITERATIONS
+from npmpi.sweep.benchmark import sweep
+from npmpi.sweep.transmitter import MAX_ITERATIONS
 
 WORLD = MPI.COMM_WORLD
 TINY = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6"]

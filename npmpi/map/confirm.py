@@ -1,5 +1,5 @@
 """Suspects measured again before they are named: after the map, rank 0 finds every link, direction
-or node the map's statistic (npmpi/mapstats.py) would name and measures it again, one pair at a time
+or node the map's statistic (npmpi/map/stats.py) would name and measures it again, one pair at a time
 (nothing else running), `repeats` times with the map's trials, each in its own window.
 
 With them, REFERENCES links near the median are measured again the same way, interleaved, so the
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.mapstats import HIGH, LOW, detect, detect_directions
+from npmpi.map.stats import HIGH, LOW, detect, detect_directions
 
 DEFAULT_REPEATS = 3
 DEFAULT_BUDGET = 0.1  # of the map's own time: a 64-node map's cost stays within +10 %

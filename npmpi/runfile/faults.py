@@ -137,7 +137,7 @@ def create_datasets(fg) -> None:
     """The datasets of a channel's `faults` group (format 1.1's two, and the counts of repeats)."""
     import h5py
 
-    from npmpi.runformat import CHECKSUM
+    from npmpi.runfile.format import CHECKSUM
 
     text = h5py.string_dtype()
     for name, dtype in (

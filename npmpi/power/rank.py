@@ -9,7 +9,7 @@ message sizes, never while a trial is timed.
 Rank 0's side (`PowerCollector`) asks every power rank at once, receives their batches, and
 appends them to the run file with the node's faults. Each batch also carries every sampling
 loop's heartbeat ticks: rank 0 turns a pause in them into a recorded `gap` fault
-(npmpi.faultlog), and the meter's running counters (e.g. a Watts Up?'s packets) into channel
+(npmpi.runfile.faults), and the meter's running counters (e.g. a Watts Up?'s packets) into channel
 attributes.
 """
 
@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npmpi.baseline import take_part
-from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
-from npmpi.faultlog import GAP_MIN_S, KIND_GAP, FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
+from npmpi.power.baseline import take_part
+from npmpi.power.clocksync import ClockOffset, answer_pings, measure_offset
 from npmpi.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
-from npmpi.runformat import EXTRA_SAMPLE_FIELDS, FABRIC_GROUP, OPEN_EPOCH, SAMPLE_FIELDS, power_group
+from npmpi.runfile.faults import GAP_MIN_S, KIND_GAP, FaultLog, FaultRecord, Heartbeat
+from npmpi.runfile.format import EXTRA_SAMPLE_FIELDS, FABRIC_GROUP, OPEN_EPOCH, SAMPLE_FIELDS, power_group
 from npmpi.safetext import printable
 
 COMMAND_POLL_S = 0.01
@@ -273,7 +273,7 @@ class PowerCollector:
         self.power_ranks = power_ranks
         self.channel_attrs = channel_attrs
         # (node index, channel descriptions) of the fabric meters its power rank samples after its
-        # node's channels (npmpi.fabric), or None
+        # node's channels (npmpi.power.fabric), or None
         self.fabric = fabric
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.samples_total = 0
@@ -454,7 +454,7 @@ class PowerCollector:
                 self._fault_counts[key] = f.count
 
     def _gaps(self, node: int | str, channel: int, ticks) -> list[FaultRecord]:
-        """Gap faults from a sampler's heartbeat: spans its loop did not run (see npmpi.faultlog)."""
+        """Gap faults from a sampler's heartbeat: spans its loop did not run (see npmpi.runfile.faults)."""
         beat = self.heartbeats.get((node, channel))
         if beat is None:
             beat = self.heartbeats[(node, channel)] = Heartbeat(1.0, f"channel {channel} on node {node}")
@@ -464,9 +464,9 @@ class PowerCollector:
         return gaps
 
     def baseline(self, seconds: float, stop=None):
-        """Hold every rank quiet (npmpi.baseline) while the power ranks sample the idle nodes, then
+        """Hold every rank quiet (npmpi.power.baseline) while the power ranks sample the idle nodes, then
         collect; returns the BaselineWindow (its span on rank 0's clock and each rank's CPU use)."""
-        from npmpi.baseline import run_baseline, settle_s
+        from npmpi.power.baseline import run_baseline, settle_s
 
         channels = [*self.channel_attrs, self.fabric[1] if self.fabric else []]
         patience = {r: self.lost_after_s(n) for n, r in enumerate(self.power_ranks)}

@@ -1,4 +1,4 @@
-"""The run file's writer: one HDF5 file per run, written by rank 0 (format: npmpi/runformat.py).
+"""The run file's writer: one HDF5 file per run, written by rank 0 (format: npmpi/runfile/format.py).
 
 The writer appends one row per message size and flushes, so a run stopped at any moment leaves a
 valid file holding every completed size; `sizes_completed` (a root attribute written after each
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from npmpi import faultlog
 from npmpi.errors import RunFileGone, RunFileWriteError
-from npmpi.runformat import (
+from npmpi.runfile import faults as faultlog
+from npmpi.runfile.format import (
     BASELINE_COLUMNS,
     CHECKSUM,
     EXTRA_SAMPLE_FIELDS,
@@ -166,7 +166,7 @@ class RunWriter:
             self._error = exc
             raise
         except (OSError, RuntimeError) as exc:  # what h5py raises for HDF5's errors
-            from npmpi.writecheck import write_error
+            from npmpi.runfile.writecheck import write_error
 
             self._error = write_error(self.path, what, exc)
             raise self._error from None
@@ -189,8 +189,8 @@ class RunWriter:
         return ds, n
 
     def _flush(self) -> None:
-        """Flush, after checking that the file system has room for it (npmpi/writecheck.py)."""
-        from npmpi.writecheck import check_space
+        """Flush, after checking that the file system has room for it (npmpi/runfile/writecheck.py)."""
+        from npmpi.runfile.writecheck import check_space
 
         check_space(self._res.target, self._pending_bytes, len(self._unflushed))
         self._file.flush()
@@ -331,7 +331,7 @@ class RunWriter:
                     self._file.close()  # closes every open group and dataset first
                 self._handles.clear()
         if self._error is not None:
-            from npmpi.writecheck import salvage
+            from npmpi.runfile.writecheck import salvage
 
             shrink = [(self._handles[name], shape) for name, shape in self._unflushed.items()]
             self._rows = salvage(self._file, self._res, self._error, self._rows, shrink)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from npmpi_analysis import compute
-from npmpi_analysis.figures import FIGSIZE, Plot, caveat_banner, size_axis
+from npmpi_analysis.figures.render import FIGSIZE, Plot, caveat_banner, size_axis
 
 PART_STYLE = {"nodes": ("tab:blue", "o"), "fabric": ("tab:green", "s"), "total": ("black", "^")}
 

@@ -1,7 +1,7 @@
 """One side's message loop: the buffers and patterns of a message size and the timed kernel call.
 
-Every measuring rank (rank 0's Transmitter in npmpi/sweep.py, the reflector and pair members in
-npmpi/reflector.py) sets a size, runs the kernel over it and checks what it received. The mode
+Every measuring rank (rank 0's Transmitter in npmpi/sweep/transmitter.py, the reflector and pair members in
+npmpi/sweep/reflector.py) sets a size, runs the kernel over it and checks what it received. The mode
 (pingpong, stream, bidir), --async and --cache-cold only change what one iteration does.
 """
 
@@ -12,8 +12,8 @@ import numpy as np
 from npmpi import buffers
 from npmpi.buffers import ARRANGEMENT_NETPIPE
 from npmpi.config import Options
-from npmpi.kernels import Kernel, TransferSettings
 from npmpi.modes import MODE_PINGPONG, MODE_STREAM, regions_for
+from npmpi.sweep.kernels import Kernel, TransferSettings
 
 PROBE_CHUNKS = 5  # the probe's chunks of round trips (rank 0 and its peers run the same number)
 

@@ -1,4 +1,4 @@
-"""The run file's reader: load_run checks and loads a run file without MPI (format: npmpi/runformat.py).
+"""The run file's reader: load_run checks and loads a run file without MPI (format: npmpi/runfile/format.py).
 
 The reader refuses other formats and newer major versions with a clear message, and damaged or
 hostile files with one line, before allocating what they claim.
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from npmpi import faultlog
 from npmpi.errors import RunFileError
-from npmpi.runformat import (
+from npmpi.runfile import faults as faultlog
+from npmpi.runfile.format import (
     BASELINE_COLUMNS,
     COUNTER_KINDS,
     ENERGY_OF_COUNTERS,
@@ -38,7 +38,7 @@ from npmpi.runformat import (
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
 )
-from npmpi.runopen import check_text, read_checked, read_npmpi_file
+from npmpi.runfile.opening import check_text, read_checked, read_npmpi_file
 from npmpi.safetext import valid_text
 
 
@@ -81,7 +81,7 @@ class PowerChannel:
     amps: np.ndarray | None
     fault_time_unix_s: np.ndarray
     fault_message: list[str]
-    # per fault: last occurrence (a gap's end), how many times, kind (npmpi.faultlog); see load_run
+    # per fault: last occurrence (a gap's end), how many times, kind (npmpi.runfile.faults); see load_run
     fault_extra: dict[str, np.ndarray] = field(default_factory=dict)
     # format 1.6's per-sample datasets (runformat.OPTIONAL_SAMPLE_FIELDS) asked for and present, as long
     # as the samples
@@ -168,7 +168,7 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
             f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
             f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
         )
-    from npmpi.runfile_checks import check_root_attrs
+    from npmpi.runfile.checks import check_root_attrs
 
     check_root_attrs(attrs, p)
     notices: list[str] = []

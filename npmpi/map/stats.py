@@ -1,6 +1,6 @@
 """The statistic that names slow links, directions and nodes of a cluster map (pure numpy, no MPI).
 
-Used by the map itself (npmpi/mapconfirm.py: which suspects to measure again before they are named)
+Used by the map itself (npmpi/map/confirm.py: which suspects to measure again before they are named)
 and by its analysis (npmpi_analysis/map_outliers.py, docs/analysis.md "Cluster map"). Per size, each
 link's value divided by the median of the reference links, r = x / median; the spread is the median
 absolute deviation of those ratios' logarithms scaled to a normal σ, MAD = 1.4826 · median(|ln r|).

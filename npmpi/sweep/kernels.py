@@ -283,7 +283,7 @@ class Kernel:
     name: str
     pingpong: KernelFn
     transfer: TransferFn
-    measure_clock: Callable[[], Any]  # -> npmpi.clock.ClockInfo of the clock the loops read
+    measure_clock: Callable[[], Any]  # -> npmpi.sweep.clock.ClockInfo of the clock the loops read
     max_message_bytes: int
     note: str = ""
 
@@ -293,7 +293,7 @@ def get_kernels(name: str) -> Kernel:
     says why it cannot be had here."""
     from mpi4py import MPI
 
-    from npmpi import clock
+    from npmpi.sweep import clock
 
     large_counts = MPI.Get_version() >= (4, 0)  # mpi4py then uses MPI 4's large-count `_c` calls
     if name == "python":

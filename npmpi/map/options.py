@@ -21,11 +21,11 @@ from npmpi.config import (
     Options,
 )
 from npmpi.errors import HelpRequested, UsageError
-from npmpi.kernels import KERNEL_NAMES
-from npmpi.mapconfirm import DEFAULT_BUDGET, DEFAULT_REPEATS
-from npmpi.mapschedule import SCHEDULE_ROUNDS, SCHEDULES
+from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
+from npmpi.map.schedule import SCHEDULE_ROUNDS, SCHEDULES
 from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.options import check_fabric, trials_and_target
+from npmpi.sweep.kernels import KERNEL_NAMES
 from npmpi.units import format_size_bytes, parse_number, parse_size_bytes
 
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)

@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 from npmpi.config import Options
 from npmpi.errors import DataMismatch, UsageError
-from npmpi.kernels import Kernel, get_kernels
 from npmpi.layout import ROLE_REFLECTOR, ROLE_TRANSMITTER, Layout, LayoutError, compute_layout, with_pairs
 from npmpi.protocol import StopFlag
-from npmpi.reflector import reflect, wait_quietly
-from npmpi.runformat import SizeResult
-from npmpi.sweep import SweepOutcome, Transmitter, schedule_for
+from npmpi.runfile.format import SizeResult
+from npmpi.sweep.kernels import Kernel, get_kernels
+from npmpi.sweep.reflector import reflect, wait_quietly
+from npmpi.sweep.transmitter import SweepOutcome, Transmitter, schedule_for
 
 
 def layout_of(comm, pairs: int | str = 1) -> Layout:

@@ -3,8 +3,8 @@
 Launched like a run (mpirun/srun): the lowest rank of each node measures (every rank with
 --per-rank), each node's highest rank samples its meters when --meter is given, other ranks wait
 asleep. Every rank agrees on the options, the roles and the output before anything is written (as a
-run does, npmpi/cli.py); rank 0 then records the map (npmpi/maprecord.py) while the other members
-answer its rounds (npmpi/mappair.py). Bad usage: one line, exit 2 everywhere; a stop signal ends the
+run does, npmpi/cli.py); rank 0 then records the map (npmpi/map/recording.py) while the other members
+answer its rounds (npmpi/map/pair.py). Bad usage: one line, exit 2 everywhere; a stop signal ends the
 current round, marks the file interrupted and releases every rank; an error on any rank ends the job
 with one message.
 """
@@ -21,7 +21,7 @@ from npmpi.agreement import Agreed, settle
 from npmpi.errors import NpmpiError, UsageError
 from npmpi.job import abort, describe, error_line, install_signal_handlers, say
 from npmpi.layout import ROLE_IDLE, ROLE_POWER, Layout
-from npmpi.mapoptions import MapOptions, parse_map_options
+from npmpi.map.options import MapOptions, parse_map_options
 
 ROLE_MAP = "map"  # a map member's role in /layout/role
 
@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
         return mopts
     import mpi4py
 
-    from npmpi.power import node_meter_specs
+    from npmpi.power.rank import node_meter_specs
     from npmpi.threadlevel import requested_level
 
     opts = mopts.run
@@ -121,8 +121,8 @@ class MapAgreed(Agreed):
 
 
 def _local_problem(MPI, mopts: MapOptions, agreed: MapAgreed) -> str | None:
-    from npmpi.kernels import get_kernels
-    from npmpi.ranks import open_power_rank
+    from npmpi.power.ranks import open_power_rank
+    from npmpi.sweep.kernels import get_kernels
 
     roles, rank = agreed.roles, agreed.roles.rank
     if rank in agreed.members:
@@ -135,7 +135,7 @@ def _local_problem(MPI, mopts: MapOptions, agreed: MapAgreed) -> str | None:
     if roles.role == ROLE_POWER:
         problem = open_power_rank(roles, mopts.run.meter_optional, mopts.run.sample_interval_s)
     if problem is None and rank == roles.fabric_rank:
-        from npmpi.fabric import open_fabric
+        from npmpi.power.fabric import open_fabric
 
         opts = mopts.run
         problem = open_fabric(roles, opts.fabric_meters, opts.meter_optional, opts.sample_interval_s)
@@ -144,7 +144,7 @@ def _local_problem(MPI, mopts: MapOptions, agreed: MapAgreed) -> str | None:
 
 def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
     """The checks every rank agrees on before anything is written; UsageError on every rank if one fails."""
-    from npmpi.ranks import discover_roles
+    from npmpi.power.ranks import discover_roles
 
     opts = mopts.run
     try:
@@ -154,7 +154,7 @@ def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
         raise UsageError(text.replace("python -m npmpi …", "python -m npmpi map --per-rank …")) from None
     agreed.roles.layout, agreed.members = map_layout(agreed.roles.layout, mopts.per_rank)
     agreed.names = member_names(agreed.roles.layout, agreed.members, mopts.per_rank)
-    from npmpi.fabric import fabric_rank
+    from npmpi.power.fabric import fabric_rank
 
     agreed.roles.fabric_rank = fabric_rank(agreed.roles.layout, opts.fabric_meters, opts.fabric_rank)
     settle(MPI, comm, opts, agreed, _local_problem(MPI, mopts, agreed), stem_prefix="map-")
@@ -162,10 +162,10 @@ def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
 
 
 def _run(MPI, comm, mopts: MapOptions, argv: list[str]) -> int:
-    from npmpi.mappair import PairSide, serve_map
-    from npmpi.power import power_rank_main
+    from npmpi.map.pair import PairSide, serve_map
+    from npmpi.power.rank import power_rank_main
     from npmpi.protocol import StopFlag
-    from npmpi.reflector import wait_quietly
+    from npmpi.sweep.reflector import wait_quietly
 
     rank = comm.Get_rank()
     stop = StopFlag()
@@ -180,7 +180,7 @@ def _run(MPI, comm, mopts: MapOptions, argv: list[str]) -> int:
         abort(comm, f"rank {rank} ({MPI.Get_processor_name()}) while starting: {describe(exc)}", 1)
         return 1
     if rank == 0:  # always the first member: the lowest rank of node 0, never its power rank
-        from npmpi.maprecord import record_map
+        from npmpi.map.recording import record_map
 
         return record_map(MPI, comm, mopts, argv, agreed, stop)
     try:

@@ -1,5 +1,5 @@
 """The sweep: rank 0 transmits and decides, the reflector echoes, other ranks wait quietly
-(rank 0's side here; the others in npmpi/reflector.py, the timed loop in npmpi/messageloop.py).
+(rank 0's side here; the others in npmpi/sweep/reflector.py, the timed loop in npmpi/sweep/messageloop.py).
 
 Control messages travel outside the timed loops. Per message size, rank 0 sends the size and
 the round trips per trial to the reflector; both fill their buffers with a size-specific
@@ -12,7 +12,7 @@ trial every one of them tells rank 0 it is ready and waits for its go (1 run, 0 
 pairs start together; after the size each reports its data check, and each transmitter its own
 trial times. A trial's aggregate time is the slowest pair's.
 
-During an idle baseline (npmpi.baseline) every rank waits asleep, never in a blocking receive.
+During an idle baseline (npmpi.power.baseline) every rank waits asleep, never in a blocking receive.
 
 The mode (pingpong, stream, bidir), --async and --cache-cold only change what one iteration of
 the timed loop does (MessageLoop); the protocol around the loops is the same for all of them.
@@ -28,9 +28,7 @@ import numpy as np
 
 from npmpi.config import Options
 from npmpi.errors import DataMismatch
-from npmpi.kernels import Kernel
 from npmpi.layout import Layout
-from npmpi.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 from npmpi.modes import MODE_STREAM, mode_factors
 from npmpi.protocol import (
     CMD_PROBE,
@@ -42,8 +40,10 @@ from npmpi.protocol import (
     TIMES_TAG,
     StopFlag,
 )
-from npmpi.runformat import SizeResult
+from npmpi.runfile.format import SizeResult
 from npmpi.schedule import SizePoint, netpipe_repeats
+from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 
 PROBE_ROUND_TRIPS = 200
 PROBE_BUDGET_S = 0.5

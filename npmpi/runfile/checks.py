@@ -1,4 +1,4 @@
-"""Checks of a run file's root attributes that the figures rest on (the reader's, npmpi/runreader.py).
+"""Checks of a run file's root attributes that the figures rest on (the reader's, npmpi/runfile/reader.py).
 
 A file may hold any value: a mode factor of infinity or 0 would make every bandwidth wrong or
 crash the arithmetic, options nested 100,000 levels deep would exhaust Python's recursion. Such a

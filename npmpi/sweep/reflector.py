@@ -12,11 +12,9 @@ import time
 
 import numpy as np
 
-from npmpi.baseline import take_part
 from npmpi.config import Options
-from npmpi.kernels import Kernel
 from npmpi.layout import Layout
-from npmpi.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
+from npmpi.power.baseline import take_part
 from npmpi.protocol import (
     CMD_BASELINE,
     CMD_PROBE,
@@ -27,6 +25,8 @@ from npmpi.protocol import (
     TIMES_TAG,
     StopFlag,
 )
+from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 
 IDLE_POLL_S = 0.05
 

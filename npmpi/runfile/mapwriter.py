@@ -1,4 +1,4 @@
-"""The map file: a run file (npmpi/runwriter.py) with the group /map, written round by round.
+"""The map file: a run file (npmpi/runfile/writer.py) with the group /map, written round by round.
 
 The file has the run's root attributes, /layout and (with meters) /power exactly as a sweep writes
 them, an empty /pingpong, and /map (docs/file-format.md, "The map"): every matrix allocated at the
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi.errors import RunFileWriteError
-from npmpi.runformat import CHECKSUM, TEXT_CHECKSUM, checksum, text_crc32
-from npmpi.runwriter import RunWriter
+from npmpi.runfile.format import CHECKSUM, TEXT_CHECKSUM, checksum, text_crc32
+from npmpi.runfile.writer import RunWriter
 
 MAP_GROUP = "map"
 CHUNK_EDGE = 8  # chunks of 8 x 8 pairs: a round touches few bytes of each matrix
@@ -182,7 +182,7 @@ class MapWriter(RunWriter):
         return float(np.median(known)) if known.size else 0.0
 
     def store_confirmations(self, rows, repeats: int, budget: float, suspects: int, skipped: int) -> None:
-        """The suspects measured again (npmpi/mapconfirm.py): rows of (size index, (start, end),
+        """The suspects measured again (npmpi/map/confirm.py): rows of (size index, (start, end),
         [PairResult], role: 0 suspect, 1 reference), K results in all, into /map/confirm_*; a flush."""
         from npmpi.modes import mode_factors
 

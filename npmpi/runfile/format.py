@@ -1,6 +1,6 @@
 """The run file's format shared by its writer and reader: version, datasets, statuses, limits, a size's row.
 
-Schema documented in docs/file-format.md; npmpi/runwriter.py writes it, npmpi/runreader.py reads it,
+Schema documented in docs/file-format.md; npmpi/runfile/writer.py writes it, npmpi/runfile/reader.py reads it,
 npmpi/runfile.py offers both under one name.
 """
 

@@ -19,7 +19,7 @@ class Roles:
     meter_specs: list[str]
     samplers: list = field(default_factory=list)  # a power rank's ChannelSamplers, not started
     power_info: dict | None = None  # a power rank's specs, channel descriptions, skipped meters
-    fabric_rank: int | None = None  # the power rank sampling the --fabric-meter devices (npmpi.fabric)
+    fabric_rank: int | None = None  # the power rank sampling the --fabric-meter devices (npmpi.power.fabric)
 
     @property
     def role(self) -> str:
@@ -28,7 +28,7 @@ class Roles:
 
 def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
     """Group ranks by node and compute the layout; power is on when any node has a meter."""
-    from npmpi.power import node_meter_specs
+    from npmpi.power.rank import node_meter_specs
 
     rank = comm.Get_rank()
     host = MPI.Get_processor_name()
@@ -47,7 +47,7 @@ def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
 def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float | None) -> str | None:
     """On a power rank: open the node's meters and prepare their samplers; the problem, if any."""
     from npmpi.meters import MeterError
-    from npmpi.power import METERS_ENV, ChannelSampler, sample_interval_for
+    from npmpi.power.rank import METERS_ENV, ChannelSampler, sample_interval_for
 
     node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
     if os.environ.get("NPMPI_FAULT_RAISE_OPEN"):  # fault injection for the test suite
@@ -72,7 +72,7 @@ def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float
 def _open_node_meters(specs: list[str], meter_optional: bool):
     """The node's meters: `auto` specs replaced by the meters they choose here; (meters, skipped, choices)."""
     from npmpi.meters.auto import choose, is_auto
-    from npmpi.power import open_meters
+    from npmpi.power.rank import open_meters
 
     others = [s for s in specs if not is_auto(s)]
     meters, skipped = open_meters(others, meter_optional)

@@ -136,7 +136,7 @@ def read_checked(ds, selection, p: Path, where: str):
 
 def check_text(ds, values, p: Path, where: str) -> None:
     """RunFileError when a text dataset's stored CRC-32 (format 1.6) differs from its text's."""
-    from npmpi.runformat import TEXT_CHECKSUM, text_crc32
+    from npmpi.runfile.format import TEXT_CHECKSUM, text_crc32
 
     stored = ds.attrs.get(TEXT_CHECKSUM)
     if stored is None:

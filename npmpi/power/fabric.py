@@ -4,7 +4,7 @@ nodes — sampled by one power rank alongside its node's meters.
 Any registered meter kind can be a fabric meter. The fabric rank (`--fabric-rank`, default the
 first node's power rank) opens them after its node's meters and runs one sampler thread per
 channel, exactly as for a node channel: same fault log, heartbeat, baselines and clock. Its batch
-to rank 0 holds its node's channels first, then the fabric's; rank 0 (npmpi.power.PowerCollector)
+to rank 0 holds its node's channels first, then the fabric's; rank 0 (npmpi.power.rank.PowerCollector)
 stores the fabric's under /power/fabric/channel{k} (docs/file-format.md). Fabric meters need power
 ranks: with no node meter at all the run is refused (docs/power.md says why).
 """
@@ -60,7 +60,7 @@ def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -
     """On the fabric rank: open the fabric meters, add their samplers after the node's and describe
     them in `roles.power_info["fabric"]`; the problem (one line), if any."""
     from npmpi.meters import MeterError
-    from npmpi.power import ChannelSampler, open_meters, sample_interval_for
+    from npmpi.power.rank import ChannelSampler, open_meters, sample_interval_for
 
     label = f"the fabric (sampled by rank {roles.rank} on {roles.host})"
     try:
@@ -75,7 +75,7 @@ def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -
         channels.append(d)
     roles.samplers = [*roles.samplers, *samplers]
     if roles.power_info is None:
-        from npmpi.ranks import machine_ids
+        from npmpi.power.ranks import machine_ids
 
         roles.power_info = {"specs": [], "channels": [], "skipped": [], **machine_ids()}
     roles.power_info["fabric"] = {

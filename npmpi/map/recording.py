@@ -4,7 +4,7 @@ power recorded as in a run, and the file closed with its status whatever ends th
 Per size, per round: CMD_MAP_ROUND to every paired member, their ready, then the go (the round's
 start, a barrier); rank 0 measures its own pair when it has one, then collects each pair's result;
 the round's window on rank 0's clock runs from the go to the last result. A stop request is looked at
-before each round and between a pair's trials (npmpi/mappair.py).
+before each round and between a pair's trials (npmpi/map/pair.py).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import numpy as np
 
 from npmpi.errors import DataMismatch, NpmpiError, RunFileGone
 from npmpi.job import abort, describe, error_line, say
-from npmpi.mapfile import MapWriter, PairResult
-from npmpi.mapoptions import DIRECTIONS_BOTH
-from npmpi.mappair import RESULT_FIELDS, PairSide, reflect, transmit, wait_for
-from npmpi.mapschedule import make_rounds, round_matrix
+from npmpi.map.options import DIRECTIONS_BOTH
+from npmpi.map.pair import RESULT_FIELDS, PairSide, reflect, transmit, wait_for
+from npmpi.map.schedule import make_rounds, round_matrix
 from npmpi.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
+from npmpi.runfile.mapwriter import MapWriter, PairResult
 from npmpi.units import format_size_bytes
 
 COLLECT_EVERY_S = (
@@ -172,7 +172,7 @@ class MapRecording:
 
     def __init__(self, MPI, comm, mopts, argv, agreed, stop) -> None:
         from npmpi.console import Console
-        from npmpi.power import PowerCollector
+        from npmpi.power.rank import PowerCollector
         from npmpi.recording import provenance, thread_attrs
 
         self.MPI, self.comm, self.mopts, self.agreed, self.stop = MPI, comm, mopts, agreed, stop
@@ -185,7 +185,7 @@ class MapRecording:
         self.console = Console(quiet=opts.quiet)
         self.collector = None
         if layout.power_ranks:
-            from npmpi.fabric import fabric_info
+            from npmpi.power.fabric import fabric_info
 
             fabric = fabric_info(self.power_nodes)
             self.collector = PowerCollector(
@@ -266,7 +266,7 @@ class MapRecording:
         )
 
     def _size_line(self, s: int) -> None:
-        from npmpi.mapfile import warnings_off
+        from npmpi.runfile.mapwriter import warnings_off
 
         size = self.mopts.sizes_bytes[s]
         bw = self.writer.bandwidth_row(s)
@@ -302,7 +302,7 @@ class MapRecording:
         if collector is not None:
             power_setup(writer, collector, self.layout, self.power_nodes, opts, console, self.stop)
             if self.agreed.calibration is not None:
-                from npmpi.calibration import apply_calibration
+                from npmpi.power.calibration import apply_calibration
 
                 for line in apply_calibration(
                     writer, self.agreed.calibration, self.layout, self.power_nodes, opts.calibration
@@ -342,8 +342,8 @@ class MapRecording:
         return outcome.exit_code
 
     def _confirm(self, outcome: MapOutcome) -> None:
-        """The suspects measured again (npmpi/mapconfirm.py); a stop meanwhile marks the map interrupted."""
-        from npmpi.mapconfirm import confirm_suspects
+        """The suspects measured again (npmpi/map/confirm.py); a stop meanwhile marks the map interrupted."""
+        from npmpi.map.confirm import confirm_suspects
 
         map_s = time.monotonic() - self.rounds_started
         m = self.mopts

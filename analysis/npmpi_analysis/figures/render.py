@@ -1,4 +1,4 @@
-"""A figure as the analysis hands it out (npmpi_analysis.plots draws them): `Plot`, rendering
+"""A figure as the analysis hands it out (npmpi_analysis.figures.run draws them): `Plot`, rendering
 every figure to file bytes without one figure's failure stopping the others, and the parts every
 figure shares (the message-size axis, the estimated/simulated banner)."""
 

@@ -1,6 +1,6 @@
 """A map's pairs: one size measured between two members in a round, and every member's command loop.
 
-Rank 0 commands a round (npmpi/maprun.py): each paired member gets CMD_MAP_ROUND (size, peer, both
+Rank 0 commands a round (npmpi/map/run.py): each paired member gets CMD_MAP_ROUND (size, peer, both
 directions), fills its buffers and says it is ready (SYNC_TAG); once all are, rank 0 sends each the
 go (1, or 0 when a stop request abandons the round), which is the round's common start. Within a
 pair the lower rank transmits: it drives its reflector with steps on MAP_PAIR_TAG (untimed runs:
@@ -19,11 +19,9 @@ import time
 
 import numpy as np
 
-from npmpi.baseline import take_part
 from npmpi.config import Options
-from npmpi.kernels import Kernel
-from npmpi.messageloop import MessageLoop, Patterns, warmup_iterations
 from npmpi.modes import MODE_STREAM, mode_factors
+from npmpi.power.baseline import take_part
 from npmpi.protocol import (
     CMD_BASELINE,
     CMD_MAP_ROUND,
@@ -36,6 +34,8 @@ from npmpi.protocol import (
     StopFlag,
 )
 from npmpi.schedule import netpipe_repeats
+from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
 
 POLL_S = 0.002
 PROBE_FRACTION = 0.1  # the probe doubles its chunk of iterations until one takes this much of --target-time

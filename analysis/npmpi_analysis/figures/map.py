@@ -9,7 +9,7 @@ import numpy as np
 
 from npmpi.units import format_size_bytes
 from npmpi.units import format_size_iec as format_size
-from npmpi_analysis.figures import Plot
+from npmpi_analysis.figures.render import Plot
 
 CAVEAT_COLOR = "firebrick"
 ANNOTATE_MAX = 16  # cells are labelled with their value up to this many hosts
