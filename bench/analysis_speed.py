@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from npmpi.core.schedule import netpipe_schedule
 from npmpi.runfile.format import SizeResult
 from npmpi.runfile.writer import RunWriter
-from npmpi.schedule import netpipe_schedule
 
 TRIALS = 7
 

@@ -3,7 +3,7 @@
 Guarantees: bad usage prints one line on rank 0 and every rank exits 2 without creating a file;
 a stop signal (Ctrl-C, SIGTERM from Slurm) ends the current trial, marks the file interrupted and
 releases every rank; an error on any rank ends the whole job with one message, never leaving a
-rank blocked (the job's plumbing: npmpi/job.py; rank 0's recording: npmpi/recording.py).
+rank blocked (the job's plumbing: npmpi/core/job.py; rank 0's recording: npmpi/commands/recording.py).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import signal
 import socket
 import sys
 
-from npmpi.agreement import Agreed, settle
-from npmpi.config import Options
-from npmpi.errors import NpmpiError, UsageError
-from npmpi.job import (
+from npmpi.commands.agreement import Agreed, settle
+from npmpi.commands.options import parse_options
+from npmpi.core.config import Options
+from npmpi.core.errors import NpmpiError, UsageError
+from npmpi.core.job import (
     abort,
     describe,
     error_line,
@@ -24,18 +25,17 @@ from npmpi.job import (
     parse_or_exit_status,
     say,
 )
-from npmpi.options import parse_options
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["calibrate"]:
-        from npmpi.calibrate import main as calibrate_main
+        from npmpi.commands.calibrate import main as calibrate_main
 
         return calibrate_main(argv[1:])
     if argv[:1] == ["meters"]:  # no MPI: which meters work on this node
-        from npmpi.meterscmd import main as meters_main
+        from npmpi.commands.meters import main as meters_main
 
         return meters_main(argv[1:])
     if argv[:1] == ["map"]:
@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import mpi4py
 
+    from npmpi.commands.threadlevel import requested_level
     from npmpi.power.rank import node_meter_specs
-    from npmpi.threadlevel import requested_level
 
     mpi4py.rc.thread_level = requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters))))
     try:
@@ -94,8 +94,8 @@ def _memory_problem(pool: int) -> str | None:
 
 def _local_problem(MPI, opts: Options, agreed: Agreed) -> str | None:
     """This rank's first problem with the options, its memory, kernel, huge pages, meters, thread level."""
-    from npmpi.buffers import huge_pages_problem
-    from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
+    from npmpi.core.buffers import huge_pages_problem
+    from npmpi.core.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
     from npmpi.power.ranks import open_power_rank
     from npmpi.sweep.kernels import get_kernels
 
@@ -129,7 +129,7 @@ def _agree(MPI, comm, opts: Options) -> Agreed:
     agreed = Agreed(roles=discover_roles(MPI, comm, list(opts.meters)))
     roles = agreed.roles
     if opts.pairs != 1:
-        from npmpi.layout import LayoutError, with_pairs
+        from npmpi.core.layout import LayoutError, with_pairs
 
         try:
             roles.layout = with_pairs(roles.layout, opts.pairs)
@@ -143,9 +143,9 @@ def _agree(MPI, comm, opts: Options) -> Agreed:
 
 
 def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
-    from npmpi.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
+    from npmpi.core.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
+    from npmpi.core.protocol import StopFlag
     from npmpi.power.rank import power_rank_main
-    from npmpi.protocol import StopFlag
     from npmpi.sweep.reflector import reflect, wait_quietly
 
     rank = comm.Get_rank()
@@ -164,7 +164,7 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
     if role == ROLE_TRANSMITTER and rank == 0:
         return _record(MPI, comm, opts, argv, agreed, stop)
     if agreed.reservation is not None:  # only rank 0 as the transmitter writes a file
-        from npmpi.outpath import release
+        from npmpi.core.outpath import release
 
         release(agreed.reservation)
     try:
@@ -180,7 +180,7 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
 
 def _record(MPI, comm, opts: Options, argv: list[str], agreed: Agreed, stop) -> int:
     """Rank 0 as the first pair's transmitter: the sweep recorded into the run file."""
-    from npmpi.recording import Recording, RunSetup
+    from npmpi.commands.recording import Recording, RunSetup
 
     layout = agreed.roles.layout
     power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]

@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npmpi import buffers
-from npmpi.errors import UsageError
-from npmpi.options import parse_options
+from npmpi.commands.options import parse_options
+from npmpi.commands.threadlevel import level_problem, local_position, requested_level
+from npmpi.core import buffers
+from npmpi.core.errors import UsageError
 from npmpi.runfile.reader import load_run
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import MessageLoop, Patterns
-from npmpi.threadlevel import level_problem, local_position, requested_level
 
 MPI_TIMEOUT = 90
 TINY = ["-u", "64K", "-p", "0", "--trials", "2", "--repeats", "6"]

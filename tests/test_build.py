@@ -11,7 +11,7 @@ import zipfile
 import pytest
 from conftest import REPO
 
-from npmpi.errors import KernelUnavailable
+from npmpi.core.errors import KernelUnavailable
 from npmpi.sweep.kernels import c_kernel_status
 from npmpi.sweep.kernels import get_kernels as get_kernel
 

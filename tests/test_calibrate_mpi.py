@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from npmpi.calibrate import parse_calibrate_options
-from npmpi.errors import UsageError
+from npmpi.commands.calibrate import parse_calibrate_options
+from npmpi.core.errors import UsageError
 from npmpi.runfile.reader import load_run
 
 pytestmark = pytest.mark.mpi

@@ -16,9 +16,9 @@ from npmpi_analysis.analyse import analyse_run, size_rows
 from npmpi_analysis.report import csv_bytes, html_report, json_bytes, summary_text
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.errors import UsageError
-from npmpi.layout import compute_layout
-from npmpi.options import parse_options
+from npmpi.commands.options import parse_options
+from npmpi.core.errors import UsageError
+from npmpi.core.layout import compute_layout
 from npmpi.power.fabric import fabric_rank, open_fabric
 from npmpi.power.ranks import Roles
 from npmpi.runfile.reader import load_run

@@ -14,7 +14,7 @@ import pytest
 from conftest import VENV
 from test_reliability_support import Job
 
-from npmpi.errors import UsageError
+from npmpi.core.errors import UsageError
 from npmpi.map.options import DEFAULT_MAP_SIZES, parse_map_options
 from npmpi.map.schedule import circle_rounds, make_rounds, round_matrix, serial_rounds
 from npmpi.runfile.mapwriter import MapWriter, PairResult, derived
@@ -240,7 +240,7 @@ def test_odd_map_with_a_power_rank(npmpi_run, tmp_path):
 
 
 def test_map_layout_members_roles_and_refusals():
-    from npmpi.layout import compute_layout
+    from npmpi.core.layout import compute_layout
     from npmpi.map.run import map_layout, member_names
 
     # two nodes of 2 ranks with power: the lowest rank of each node measures, the highest samples

@@ -17,7 +17,7 @@ from npmpi_analysis.maps import analyse_map
 from npmpi_analysis.synthetic import SynthChannel, SynthNode
 from npmpi_analysis.synthetic_map import T0, MapTruth, circle_rounds, write_map
 
-from npmpi.errors import UsageError
+from npmpi.core.errors import UsageError
 from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT, find_suspects, reference_pairs
 from npmpi.map.options import parse_map_options
 from npmpi.map.schedule import round_matrix, serial_rounds
@@ -200,7 +200,7 @@ def test_progress_lines_on_long_maps_and_none_with_quiet(monkeypatch):
     import io
     from types import SimpleNamespace
 
-    from npmpi.console import Console
+    from npmpi.commands.console import Console
     from npmpi.map import recording as maprecord
 
     now = [1000.0]

@@ -13,7 +13,7 @@ from fakes.cray_pm import FakePmCounters, Scanner
 from fakes.perf_pmu import software_clock_tree
 from fakes.sysfs import FakePowercap
 
-from npmpi import meterscmd
+from npmpi.commands import meters as meterscmd
 from npmpi.meters.auto import CHOSEN, EXTRA, NOT_OPENED, NOT_TRIED, choose
 from npmpi.meters.base import MeterError, known_meters, make_meter, parse_meter_spec
 from npmpi.runfile.reader import load_run

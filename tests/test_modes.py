@@ -14,12 +14,12 @@ import sys
 import numpy as np
 import pytest
 
-from npmpi.errors import UsageError
-from npmpi.layout import LayoutError, compute_layout, pair_ranks, with_pairs
-from npmpi.modes import MAX_COLD_REGIONS, mode_factors, pool_bytes, regions_for
-from npmpi.options import parse_options
+from npmpi.commands.options import parse_options
+from npmpi.core.errors import UsageError
+from npmpi.core.layout import LayoutError, compute_layout, pair_ranks, with_pairs
+from npmpi.core.modes import MAX_COLD_REGIONS, mode_factors, pool_bytes, regions_for
+from npmpi.core.schedule import netpipe_schedule
 from npmpi.runfile.reader import load_run
-from npmpi.schedule import netpipe_schedule
 
 TINY = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6"]
 MPI_TIMEOUT = 60

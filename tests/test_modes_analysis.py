@@ -10,7 +10,7 @@ from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.report import summary_text
 from npmpi_analysis.synthetic import write_run
 
-from npmpi.modes import mode_factors as writer_factors
+from npmpi.core.modes import mode_factors as writer_factors
 from npmpi.runfile.reader import load_run
 
 SIZES = [1000, 2000]

@@ -32,8 +32,8 @@ from npmpi_analysis.synthetic_map import circle_rounds
 from test_reliability_disk import fill, tmpfs  # noqa: F401  (a fixture)
 from test_reliability_files import write_base
 
-from npmpi.errors import RunFileWriteError
-from npmpi.outpath import reserve_output
+from npmpi.core.errors import RunFileWriteError
+from npmpi.core.outpath import reserve_output
 from npmpi.runfile.mapwriter import MapWriter, PairResult
 from npmpi.runfile.writecheck import RESERVED_BYTES
 
@@ -507,7 +507,7 @@ def test_a_flipped_bit_in_any_numeric_dataset_is_detected_and_named(tmp_path, ki
     values of the JSON)."""
     from npmpi_analysis.map_file import load_map
 
-    from npmpi.errors import RunFileError
+    from npmpi.core.errors import RunFileError
     from npmpi.runfile.format import SAMPLE_FIELDS
     from npmpi.runfile.reader import load_run
 
@@ -533,7 +533,7 @@ def test_a_flipped_bit_in_a_host_name_is_detected_and_named(tmp_path, kind):
     """Text datasets cannot take a filter: /layout's text and /map/hosts carry a CRC-32 of it."""
     from npmpi_analysis.map_file import load_map
 
-    from npmpi.errors import RunFileError
+    from npmpi.core.errors import RunFileError
     from npmpi.runfile.format import SAMPLE_FIELDS
     from npmpi.runfile.reader import load_run
     from npmpi.runfile.writer import RunWriter

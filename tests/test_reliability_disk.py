@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from test_reliability_support import Job, analyze_in_process, check_run_file
 
-from npmpi.errors import RunFileWriteError, UsageError
-from npmpi.outpath import reserve_output
+from npmpi.core.errors import RunFileWriteError, UsageError
+from npmpi.core.outpath import reserve_output
 from npmpi.runfile.format import SAMPLE_FIELDS, SizeResult
 from npmpi.runfile.reader import load_run
 from npmpi.runfile.writecheck import RESERVED_BYTES
@@ -161,8 +161,8 @@ def test_a_file_system_too_small_for_the_file_is_refused_at_start(tmpfs):
     """Issue 28, item 11: 300 KiB free held the 256 KiB reserve, then the run failed with exit 1."""
     from types import SimpleNamespace
 
-    from npmpi.agreement import Agreed, prepare_output
-    from npmpi.outpath import release
+    from npmpi.commands.agreement import Agreed, prepare_output
+    from npmpi.core.outpath import release
 
     fill(tmpfs, 300 * 1024)
     opts = SimpleNamespace(output=str(tmpfs / "run.h5"), force=False, calibration=None)

@@ -35,11 +35,11 @@ import h5py
 import numpy as np
 import pytest
 
-from npmpi.errors import RunFileError
+from npmpi.core.errors import RunFileError
+from npmpi.core.schedule import netpipe_schedule
 from npmpi.runfile.format import SAMPLE_FIELDS, TEXT_CHECKSUM, SizeResult, text_crc32
 from npmpi.runfile.reader import load_run
 from npmpi.runfile.writer import RunWriter
-from npmpi.schedule import netpipe_schedule
 
 REPO = Path(__file__).resolve().parents[1]
 CALL_LIMIT_S = 30  # per analysis; a good file takes well under a second
@@ -559,7 +559,8 @@ def test_huge_claims_are_refused_quickly(base, tmp_path, name, rows):
     parent = name.rsplit("/", 1)[0]
     assert path.stat().st_size < 10 * base.stat().st_size  # the claim costs the file nothing
     probe = (
-        "import sys, time\nfrom npmpi.runfile.reader import load_run\nfrom npmpi.errors import RunFileError\n"
+        "import sys, time\nfrom npmpi.runfile.reader import load_run\n"
+        "from npmpi.core.errors import RunFileError\n"
         "t = time.monotonic()\ntry:\n    load_run(sys.argv[1])\nexcept RunFileError as e:\n"
         "    print(f'{time.monotonic() - t:.3f} {e}')\nelse:\n    print('loaded')\n"
     )
@@ -647,7 +648,7 @@ def test_no_code_execution_primitives_in_the_readers():
         "runfile/reader.py",
         "runfile/checks.py",
         "runfile/opening.py",
-        "inputfiles.py",
+        "core/inputfiles.py",
     )
     sources = [
         *(REPO / "npmpi" / name for name in readers),

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from test_reliability_files import analyze, write_base
 
-from npmpi.errors import UsageError
-from npmpi.inputfiles import json_depth, parse_json, read_regular_file
+from npmpi.commands.options import parse_options
+from npmpi.core.errors import UsageError
+from npmpi.core.inputfiles import json_depth, parse_json, read_regular_file
+from npmpi.core.safetext import printable, printable_lines
 from npmpi.meters import MeterError, make_meter, parse_meter_spec
-from npmpi.options import parse_options
 from npmpi.power.calibration import check_calibration, load_calibration
-from npmpi.safetext import printable, printable_lines
 
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 ESCAPES = "\x1b[2J\x1b]0;pwned\x07\x9b31m\u202etxt.exe\r\x01"
@@ -138,7 +138,8 @@ def test_a_figure_that_cannot_be_drawn_is_skipped_with_a_note(base):
     """Sizes of 0 B (refused by the reader since) made two log-scaled figures raise at drawing time
     and stopped the report: each figure is drawn on its own, a failed one named in a note."""
     from npmpi_analysis.analyse import analyse_run
-    from npmpi_analysis.figures.run import all_plots, render_all
+    from npmpi_analysis.figures.render import render_all
+    from npmpi_analysis.figures.run import all_plots
 
     from npmpi.runfile.reader import load_run
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from test_reliability_support import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
 
-from npmpi.errors import RunFileError
+from npmpi.core.errors import RunFileError
+from npmpi.core.schedule import netpipe_schedule
 from npmpi.runfile.reader import load_run
-from npmpi.schedule import netpipe_schedule
 
 QUICK = ["--quick", "-u", "256K"]  # 94 sizes of 1 B to 256 KiB, perturbation 3
 END_WITHIN_S = 30  # after the kill; Open MPI ends such a job in about 0.5 s on an idle machine

@@ -16,15 +16,15 @@ import sys
 import pytest
 
 from npmpi import cli
-from npmpi.arguments import build_parser, count_arg, seconds_arg
-from npmpi.calibrate import build_parser as calibrate_parser
-from npmpi.console import Console
-from npmpi.errors import UsageError
-from npmpi.job import error_line, launcher_rank
+from npmpi.commands.arguments import build_parser, count_arg, seconds_arg
+from npmpi.commands.calibrate import build_parser as calibrate_parser
+from npmpi.commands.console import Console
+from npmpi.commands.threadlevel import local_position
+from npmpi.core.errors import UsageError
+from npmpi.core.job import error_line, launcher_rank
+from npmpi.core.outpath import reserve_output
+from npmpi.core.units import parse_number, parse_whole
 from npmpi.map.options import build_parser as map_parser
-from npmpi.outpath import reserve_output
-from npmpi.threadlevel import local_position
-from npmpi.units import parse_number, parse_whole
 
 # hostile spellings of "a number": other scripts' digits (superscript, Arabic-Indic, full-width),
 # signs, spaces, exponents, nan/inf, 40 digits, '_' and hexadecimal

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from test_reliability_support import Job
 
-from npmpi.errors import UsageError
-from npmpi.outpath import LOCK_PREFIX, TEMP_PREFIX, publish, release, reserve_output
+from npmpi.core.errors import UsageError
+from npmpi.core.outpath import LOCK_PREFIX, TEMP_PREFIX, publish, release, reserve_output
 from npmpi.runfile.format import SizeResult
 from npmpi.runfile.reader import load_run
 from npmpi.runfile.writer import RunWriter

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from launcher import local_mpi_env, npmpi_command
 
-from npmpi.errors import RunFileGone
+from npmpi.core.errors import RunFileGone
 from npmpi.runfile.format import SizeResult
 from npmpi.runfile.mapwriter import MapWriter
 from npmpi.runfile.reader import load_run
@@ -109,8 +109,8 @@ def test_a_map_stopped_by_a_full_disk_is_failed_everywhere_with_one_count(tmp_pa
 
 
 def _fill_during_a_map(mnt) -> None:
-    from npmpi.errors import RunFileWriteError
-    from npmpi.outpath import reserve_output
+    from npmpi.core.errors import RunFileWriteError
+    from npmpi.core.outpath import reserve_output
     from npmpi.runfile.mapwriter import PairResult
     from npmpi.runfile.writecheck import RESERVED_BYTES
 

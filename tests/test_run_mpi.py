@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from launcher import local_mpi_env, npmpi_command
 
+from npmpi.core.schedule import netpipe_repeats, netpipe_schedule
 from npmpi.runfile.reader import load_run
-from npmpi.schedule import netpipe_repeats, netpipe_schedule
 
 pytestmark = pytest.mark.mpi
 

@@ -4,7 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
-from npmpi.errors import RunFileError
+from npmpi.core.errors import RunFileError
 from npmpi.runfile.format import FORMAT_VERSION, SAMPLE_FIELDS, SizeResult
 from npmpi.runfile.reader import load_run
 from npmpi.runfile.writer import RunWriter

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from tests_support import netpipe_reference_sizes, powers_of_two_schedule
 
-from npmpi.schedule import netpipe_repeats, netpipe_schedule
+from npmpi.core.schedule import netpipe_repeats, netpipe_schedule
 
 
 def sizes(lower, upper, p):

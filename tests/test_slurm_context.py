@@ -1,4 +1,4 @@
-"""The Slurm context of a run (npmpi/slurmcontext.py): ids and node lists from the environment, and
+"""The Slurm context of a run (npmpi/core/slurmcontext.py): ids and node lists from the environment, and
 the step's ConsumedEnergy from sstat, else sacct, recorded as absent with its reason otherwise."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import subprocess
 
-from npmpi.slurmcontext import consumed_energy_attrs, context_attrs, parse_energy
+from npmpi.core.slurmcontext import consumed_energy_attrs, context_attrs, parse_energy
 
 JOB = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "nid[001-002]", "SLURM_CLUSTER_NAME": "frontier"}
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from npmpi.config import DEFAULT_TARGET_TIME_S
-from npmpi.errors import HelpRequested, UsageError
-from npmpi.layout import LayoutError, compute_layout
-from npmpi.options import default_output_name, parse_options
-from npmpi.units import format_size_bytes, mbps_netpipe, parse_size_bytes
+from npmpi.commands.options import default_output_name, parse_options
+from npmpi.core.config import DEFAULT_TARGET_TIME_S
+from npmpi.core.errors import HelpRequested, UsageError
+from npmpi.core.layout import LayoutError, compute_layout
+from npmpi.core.units import format_size_bytes, mbps_netpipe, parse_size_bytes
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_bad_options_give_one_line(argv, fragment):
 
 def _output_problem(path, force: bool) -> str | None:
     """Why the run could not write `path` (None when it could): the start-up reservation, released."""
-    from npmpi.outpath import release, reserve_output
+    from npmpi.core.outpath import release, reserve_output
 
     try:
         release(reserve_output(path, force))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from npmpi.schedule import SizePoint
+from npmpi.core.schedule import SizePoint
 
 DATA = Path(__file__).resolve().parent / "data"
 

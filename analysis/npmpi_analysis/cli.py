@@ -18,7 +18,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from npmpi.errors import NpmpiError, RunFileError, UsageError
+from npmpi.core.errors import NpmpiError, RunFileError, UsageError
 
 PROG = "npmpi-analyze"
 FORMATS = ("png", "pdf", "svg")
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _say(text: str, stream=None) -> None:
     """Print `text`, which may quote a run file: every control character is shown escaped."""
-    from npmpi.safetext import printable_lines
+    from npmpi.core.safetext import printable_lines
 
     print(printable_lines(text), file=stream or sys.stdout, flush=True)
 

@@ -4,7 +4,7 @@ sweep's analysis; several maps are compared with the first (before / after a rep
 
 from __future__ import annotations
 
-from npmpi.errors import RunFileError, UsageError
+from npmpi.core.errors import RunFileError, UsageError
 
 
 def check_usage(args, kinds: list[bool]) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.errors import RunFileError
-from npmpi.safetext import valid_text
+from npmpi.core.errors import RunFileError
+from npmpi.core.safetext import valid_text
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")

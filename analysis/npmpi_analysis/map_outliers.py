@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.core.units import format_size_iec as format_size
 from npmpi.map.stats import (
     HIGH,
     K_MAD,
@@ -35,7 +36,6 @@ from npmpi.map.stats import (
     detect_directions,
     stats,
 )
-from npmpi.units import format_size_iec as format_size
 
 DASH = "–"  # en dash between a link's two ends
 ARROW = "→"  # between the two ends of one direction of a link (a map with --directions both)

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.safetext import csv_cell
-from npmpi.units import format_size_iec as format_size
+from npmpi.core.safetext import csv_cell
+from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
 from npmpi_analysis.report import figures_html, html_text

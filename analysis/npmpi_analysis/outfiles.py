@@ -8,7 +8,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from npmpi.errors import NpmpiError, UsageError
+from npmpi.core.errors import NpmpiError, UsageError
 
 
 class OutputError(NpmpiError):

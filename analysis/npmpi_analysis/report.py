@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.safetext import csv_cell, printable_lines
+from npmpi.core.safetext import csv_cell, printable_lines
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import FLAG_NAMES, mode_label
 from npmpi_analysis.fabric import fabric_line, part_cells
@@ -392,7 +392,7 @@ img{max-width:100%}
 
 
 def html_text(x: Any) -> str:
-    """HTML-escaped text, control characters shown escaped (npmpi.safetext) except line breaks."""
+    """HTML-escaped text, control characters shown escaped (npmpi.core.safetext) except line breaks."""
     return html.escape(printable_lines(x), quote=True)
 
 

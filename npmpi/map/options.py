@@ -1,6 +1,6 @@
 """The command line of `python -m npmpi map`: parsing and checks that need no MPI.
 
-The map reuses a run's `Options` (npmpi/config.py) for what it shares with the sweep (trials,
+The map reuses a run's `Options` (npmpi/core/config.py) for what it shares with the sweep (trials,
 target time, kernel, mode, meters, baseline, output) and adds its own: the sizes, the schedule and
 whether every rank is mapped.
 """
@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
-from npmpi.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
-from npmpi.config import (
+from npmpi.commands.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
+from npmpi.commands.options import check_fabric, trials_and_target
+from npmpi.core.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
+from npmpi.core.config import (
     DEFAULT_TARGET_TIME_S,
     DEFAULT_TRIALS,
     MAX_BASELINE_S,
@@ -20,13 +21,12 @@ from npmpi.config import (
     QUICK_TRIALS,
     Options,
 )
-from npmpi.errors import HelpRequested, UsageError
+from npmpi.core.errors import HelpRequested, UsageError
+from npmpi.core.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
+from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.map.schedule import SCHEDULE_ROUNDS, SCHEDULES
-from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
-from npmpi.options import check_fabric, trials_and_target
 from npmpi.sweep.kernels import KERNEL_NAMES
-from npmpi.units import format_size_bytes, parse_number, parse_size_bytes
 
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
 MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank
@@ -132,7 +132,7 @@ def build_parser() -> UsageParser:
 
 
 def _fraction_arg(text: str) -> float:
-    """A fraction (argparse type): the strict number grammar of npmpi.units."""
+    """A fraction (argparse type): the strict number grammar of npmpi.core.units."""
     try:
         return parse_number(text)
     except ValueError:

@@ -19,10 +19,9 @@ import time
 
 import numpy as np
 
-from npmpi.config import Options
-from npmpi.modes import MODE_STREAM, mode_factors
-from npmpi.power.baseline import take_part
-from npmpi.protocol import (
+from npmpi.core.config import Options
+from npmpi.core.modes import MODE_STREAM, mode_factors
+from npmpi.core.protocol import (
     CMD_BASELINE,
     CMD_MAP_ROUND,
     CMD_STOP,
@@ -33,7 +32,8 @@ from npmpi.protocol import (
     TIMES_TAG,
     StopFlag,
 )
-from npmpi.schedule import netpipe_repeats
+from npmpi.core.schedule import netpipe_repeats
+from npmpi.power.baseline import take_part
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
 

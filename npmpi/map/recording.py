@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.errors import DataMismatch, NpmpiError, RunFileGone
-from npmpi.job import abort, describe, error_line, say
+from npmpi.core.errors import DataMismatch, NpmpiError, RunFileGone
+from npmpi.core.job import abort, describe, error_line, say
+from npmpi.core.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
+from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
 from npmpi.map.pair import RESULT_FIELDS, PairSide, reflect, transmit, wait_for
 from npmpi.map.schedule import make_rounds, round_matrix
-from npmpi.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
 from npmpi.runfile.mapwriter import MapWriter, PairResult
-from npmpi.units import format_size_bytes
 
 COLLECT_EVERY_S = (
     2.0  # power samples reach the file at least this often (between rounds), and after each size
@@ -171,9 +171,9 @@ class MapRecording:
     """Rank 0's map from the file's creation to its close; `run()` returns the exit status."""
 
     def __init__(self, MPI, comm, mopts, argv, agreed, stop) -> None:
-        from npmpi.console import Console
+        from npmpi.commands.console import Console
+        from npmpi.commands.recording import provenance, thread_attrs
         from npmpi.power.rank import PowerCollector
-        from npmpi.recording import provenance, thread_attrs
 
         self.MPI, self.comm, self.mopts, self.agreed, self.stop = MPI, comm, mopts, agreed, stop
         self.opts = opts = mopts.run
@@ -200,7 +200,7 @@ class MapRecording:
         self.started = self.last_progress = self.rounds_started = time.monotonic()
 
     def _open(self) -> None:
-        from npmpi.recording import layout_rows
+        from npmpi.commands.recording import layout_rows
 
         a, opts, mopts = self.agreed, self.opts, self.mopts
         self.coordinator = MapCoordinator(
@@ -287,7 +287,7 @@ class MapRecording:
             return self._end_after(exc)
 
     def _record(self) -> int:
-        from npmpi.recording import final_power, power_setup
+        from npmpi.commands.recording import final_power, power_setup
 
         self._open()
         opts, writer, collector, console = self.opts, self.writer, self.collector, self.console
@@ -380,7 +380,7 @@ class MapRecording:
             if not isinstance(exc, RunFileGone):  # that one says where they are
                 kept = f"; {writer.rounds_completed} completed rounds are in {self.agreed.output}"
         elif self.agreed.reservation is not None:
-            from npmpi.outpath import release
+            from npmpi.core.outpath import release
 
             release(self.agreed.reservation)
         if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):

@@ -17,10 +17,10 @@ import socket
 import sys
 from dataclasses import dataclass, replace
 
-from npmpi.agreement import Agreed, settle
-from npmpi.errors import NpmpiError, UsageError
-from npmpi.job import abort, describe, error_line, install_signal_handlers, say
-from npmpi.layout import ROLE_IDLE, ROLE_POWER, Layout
+from npmpi.commands.agreement import Agreed, settle
+from npmpi.core.errors import NpmpiError, UsageError
+from npmpi.core.job import abort, describe, error_line, install_signal_handlers, say
+from npmpi.core.layout import ROLE_IDLE, ROLE_POWER, Layout
 from npmpi.map.options import MapOptions, parse_map_options
 
 ROLE_MAP = "map"  # a map member's role in /layout/role
@@ -28,7 +28,7 @@ ROLE_MAP = "map"  # a map member's role in /layout/role
 
 def main(argv: list[str]) -> int:
     """Run a map; returns the process exit status."""
-    from npmpi.job import parse_or_exit_status
+    from npmpi.core.job import parse_or_exit_status
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as a run: no traceback from the middle of an import
     mopts = parse_or_exit_status(parse_map_options, argv)
@@ -36,8 +36,8 @@ def main(argv: list[str]) -> int:
         return mopts
     import mpi4py
 
+    from npmpi.commands.threadlevel import requested_level
     from npmpi.power.rank import node_meter_specs
-    from npmpi.threadlevel import requested_level
 
     opts = mopts.run
     mpi4py.rc.thread_level = requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters))))
@@ -162,9 +162,9 @@ def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
 
 
 def _run(MPI, comm, mopts: MapOptions, argv: list[str]) -> int:
+    from npmpi.core.protocol import StopFlag
     from npmpi.map.pair import PairSide, serve_map
     from npmpi.power.rank import power_rank_main
-    from npmpi.protocol import StopFlag
     from npmpi.sweep.reflector import wait_quietly
 
     rank = comm.Get_rank()

@@ -24,9 +24,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from npmpi.errors import NpmpiError
-from npmpi.units import NUMBER_GRAMMAR, parse_whole
-from npmpi.units import parse_number as parse_number
+from npmpi.core.errors import NpmpiError
+from npmpi.core.units import NUMBER_GRAMMAR, parse_whole
+from npmpi.core.units import parse_number as parse_number
 
 LABEL_MEASURED = "measured"  # a real instrument's reading
 LABEL_ESTIMATED = "estimated"  # a model's guess (e.g. from CPU utilisation)
@@ -91,7 +91,7 @@ class MeterSpec:
     text: str = ""
 
     def number(self, key: str, default: float, lo: float = 0.0, hi: float = 1e9) -> float:
-        """A numeric parameter in [lo, hi] (npmpi.units' one grammar), or MeterError naming the spec."""
+        """A numeric parameter in [lo, hi] (npmpi.core.units' one grammar), or MeterError naming the spec."""
         if key not in self.params:
             return default
         try:

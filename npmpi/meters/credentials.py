@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 
-from npmpi.inputfiles import read_regular_file
+from npmpi.core.inputfiles import read_regular_file
 from npmpi.meters.base import INLINE_SECRET_KEYS, MeterError, MeterSpec, inline_secret_error
 
 __all__ = [

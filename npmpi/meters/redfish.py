@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import replace
 
-from npmpi.inputfiles import read_regular_file
+from npmpi.core.inputfiles import read_regular_file
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, host_and_port
 from npmpi.meters.credentials import credential_parameters, credentials_source, read_credentials
 from npmpi.meters.redfish_discovery import (

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from npmpi.inputfiles import json_depth
+from npmpi.core.inputfiles import json_depth
 
 MAX_PAYLOAD_CHARS = 1 << 20  # a Redfish resource is a few kB; a sensor collection tens of kB
 MAX_DEPTH = 32

@@ -29,7 +29,7 @@ def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
     if not path.exists():
         raise MeterError(f"--meter {spec.text}: trace file {path} does not exist")
     if path.suffix in (".h5", ".hdf5"):
-        from npmpi.errors import RunFileError
+        from npmpi.core.errors import RunFileError
         from npmpi.runfile.reader import load_run
 
         try:
@@ -45,7 +45,7 @@ def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
             ) from None
         t, w = ch.time_unix_s, ch.power_w
     else:
-        from npmpi.inputfiles import read_regular_file
+        from npmpi.core.inputfiles import read_regular_file
 
         data = read_regular_file(
             str(path), f"--meter {spec.text}: trace file {path}", MeterError, MAX_TRACE_BYTES

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
-from npmpi.units import parse_number, parse_whole
+from npmpi.core.units import parse_number, parse_whole
 
 PROFILES = ("apc-rpdu2", "raritan-pdu2", "entity-sensor", "generic")
 SYS_DESCR = "1.3.6.1.2.1.1.1.0"

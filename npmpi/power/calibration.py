@@ -1,4 +1,4 @@
-"""Calibration files (written by `python -m npmpi calibrate`, npmpi/calibrate.py): their format,
+"""Calibration files (written by `python -m npmpi calibrate`, npmpi/commands/calibrate.py): their format,
 reading and checking one, and applying its meter delays in a run or a map.
 
 A calibration file holds each node's meter delay measured under a known load; a run given
@@ -7,7 +7,7 @@ A calibration file holds each node's meter delay measured under a known load; a 
 
 from __future__ import annotations
 
-from npmpi.errors import UsageError
+from npmpi.core.errors import UsageError
 
 CALIBRATION_FORMAT = "npmpi-calibration"
 CALIBRATION_VERSION = 1
@@ -18,8 +18,8 @@ MAX_METER_DELAY_S = 60.0
 
 
 def load_calibration(path: str) -> dict:
-    """Read and check a calibration file (npmpi/inputfiles.py); UsageError says what is wrong with it."""
-    from npmpi.inputfiles import parse_json, read_regular_file
+    """Read and check a calibration file (npmpi/core/inputfiles.py); UsageError says what is wrong with it."""
+    from npmpi.core.inputfiles import parse_json, read_regular_file
 
     what = f"--calibration {path}"
     data = read_regular_file(path, what, UsageError)
@@ -73,7 +73,7 @@ _RESULT_FIELDS = (
 
 
 def _field_problem(key: str, value) -> bool:
-    from npmpi.inputfiles import is_number
+    from npmpi.core.inputfiles import is_number
 
     if key in ("host", "spec", "kind"):
         return not isinstance(value, str)

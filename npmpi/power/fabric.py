@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from npmpi.errors import UsageError
+from npmpi.core.errors import UsageError
 
 FABRIC_OPTION = "--fabric-meter"
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.core.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
+from npmpi.core.safetext import printable
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
 from npmpi.power.baseline import take_part
 from npmpi.power.clocksync import ClockOffset, answer_pings, measure_offset
-from npmpi.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
 from npmpi.runfile.faults import GAP_MIN_S, KIND_GAP, FaultLog, FaultRecord, Heartbeat
 from npmpi.runfile.format import EXTRA_SAMPLE_FIELDS, FABRIC_GROUP, OPEN_EPOCH, SAMPLE_FIELDS, power_group
-from npmpi.safetext import printable
 
 COMMAND_POLL_S = 0.01
 # A power rank that has not answered rank 0 for this long (at least LOST_AFTER_MIN_S, else this many
@@ -437,7 +437,7 @@ class PowerCollector:
         """After the file is closed: end the job with MPI_Abort if a power rank was given up on (it
         would never reach MPI_Finalize, where every other rank would wait for it)."""
         if self.lost:
-            from npmpi.job import abort
+            from npmpi.core.job import abort
 
             abort(self.comm, self.lost_message() + "; ending the job without it", code or 1)
 

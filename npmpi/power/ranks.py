@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from npmpi.errors import UsageError
-from npmpi.layout import Layout, LayoutError, compute_layout
+from npmpi.core.errors import UsageError
+from npmpi.core.layout import Layout, LayoutError, compute_layout
 
 
 @dataclass

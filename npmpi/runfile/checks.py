@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.errors import RunFileError
+from npmpi.core.errors import RunFileError
 
 MODE_FACTORS = ("bytes_per_iteration_factor", "one_way_divisor")
 MAX_MODE_FACTOR = 1 << 20  # a window of 2^16 messages in both directions is far below this
@@ -36,7 +36,7 @@ def check_root_attrs(attrs: dict, p: Path) -> None:
             )
     options = attrs.get("options_json")
     if isinstance(options, str):
-        from npmpi.inputfiles import json_depth
+        from npmpi.core.inputfiles import json_depth
 
         depth = json_depth(options.encode("utf-8", "replace"))
         if depth > MAX_OPTIONS_DEPTH:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.errors import RunFileWriteError
+from npmpi.core.errors import RunFileWriteError
 from npmpi.runfile.format import CHECKSUM, TEXT_CHECKSUM, checksum, text_crc32
 from npmpi.runfile.writer import RunWriter
 
@@ -124,7 +124,7 @@ class MapWriter(RunWriter):
         self.rounds_completed += 1
 
     def _store_round(self, s: int, r: int, window, results: list[PairResult]) -> None:
-        from npmpi.modes import mode_factors
+        from npmpi.core.modes import mode_factors
 
         g = self._h(MAP_GROUP)
         f = mode_factors(str(g.attrs["mode"]), int(g.attrs["window"]))
@@ -184,7 +184,7 @@ class MapWriter(RunWriter):
     def store_confirmations(self, rows, repeats: int, budget: float, suspects: int, skipped: int) -> None:
         """The suspects measured again (npmpi/map/confirm.py): rows of (size index, (start, end),
         [PairResult], role: 0 suspect, 1 reference), K results in all, into /map/confirm_*; a flush."""
-        from npmpi.modes import mode_factors
+        from npmpi.core.modes import mode_factors
 
         with self._checked("writing the suspects measured again"):
             g = self._h(MAP_GROUP)

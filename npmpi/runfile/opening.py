@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from npmpi.errors import RunFileError
+from npmpi.core.errors import RunFileError
 
 T = TypeVar("T")
 

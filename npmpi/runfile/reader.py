@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.errors import RunFileError
+from npmpi.core.errors import RunFileError
+from npmpi.core.safetext import valid_text
 from npmpi.runfile import faults as faultlog
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
@@ -39,7 +40,6 @@ from npmpi.runfile.format import (
     STATUS_RUNNING,
 )
 from npmpi.runfile.opening import check_text, read_checked, read_npmpi_file
-from npmpi.safetext import valid_text
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 HDF5 reports a failed write(2) inside its own message ("... errno = 28, error message = 'No space
 left on device' ..."); `write_error` turns that into one line naming the cause. `salvage` runs
-after a write error: it gives back the space the writer reserved at start-up (npmpi/outpath.py),
+after a write error: it gives back the space the writer reserved at start-up (npmpi/core/outpath.py),
 writes what HDF5 still holds with that space, records status `failed` and the cause, closes the
 file, and checks by reopening it that the status says so.
 """
@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from npmpi.errors import RunFileWriteError
+from npmpi.core.errors import RunFileWriteError
 
 _ERRNO = re.compile(r"errno\s*=\s*(\d+)")
 
@@ -35,7 +35,7 @@ def write_error(path: Path, what: str, exc: BaseException) -> RunFileWriteError:
     return RunFileWriteError(f"cannot write the run file {path} while {what}: {cause}")
 
 
-# disk space a run holds back from start-up (npmpi/outpath.py), given back to close the file when full
+# disk space a run holds back from start-up (npmpi/core/outpath.py), given back to close the file when full
 RESERVED_BYTES = 256 * 1024
 # what a run or map file's first writes need beyond that (its groups, the power groups, the first
 # flush's metadata): checked at start-up, so that a file system too small to begin is a usage error
@@ -49,7 +49,7 @@ def check_space(path: Path, pending_bytes: int, datasets: int) -> None:
     """RunFileWriteError (no space left on device) before a flush the file system has no room for.
 
     HDF5 does not recover from a write that fails half-way (a chunk index may be lost with it), so
-    the writer stops while the file is whole; the space reserved at start-up (npmpi/outpath.py) then
+    the writer stops while the file is whole; the space reserved at start-up (npmpi/core/outpath.py) then
     lets it record why and close the file."""
     need = pending_bytes + METADATA_BYTES + METADATA_BYTES_PER_DATASET * datasets
     free = _free_bytes(path)
@@ -83,7 +83,7 @@ def salvage(f, res, error: RunFileWriteError, rows: int, shrink: list[tuple]) ->
     dataset grown since, cut back to that shape (a write that failed may have lost their new data)."""
     import h5py
 
-    from npmpi.outpath import free_ballast
+    from npmpi.core.outpath import free_ballast
 
     free_ballast(res)
     message = str(error)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.errors import RunFileGone, RunFileWriteError
+from npmpi.core.errors import RunFileGone, RunFileWriteError
 from npmpi.runfile import faults as faultlog
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
@@ -77,7 +77,7 @@ class RunWriter:
     ) -> None:
         import h5py
 
-        from npmpi.outpath import check_temporary, publish, release, reserve_output
+        from npmpi.core.outpath import check_temporary, publish, release, reserve_output
 
         self.path = Path(path)
         self.trials = trials
@@ -90,7 +90,7 @@ class RunWriter:
         self._pending_bytes = 0  # what the next flush may write (data and new chunks), for the space check
         # Built in a temporary file reserved (created and locked) at start-up, named once its structure
         # is on disk: a writer killed while HDF5 creates the file (a few ms) leaves no run file that
-        # cannot be opened (npmpi/outpath.py)
+        # cannot be opened (npmpi/core/outpath.py)
         self._res = reservation if reservation is not None else reserve_output(self.path, overwrite)
         try:
             check_temporary(self._res)
@@ -336,7 +336,7 @@ class RunWriter:
             shrink = [(self._handles[name], shape) for name, shape in self._unflushed.items()]
             self._rows = salvage(self._file, self._res, self._error, self._rows, shrink)
         self._close_quietly()
-        from npmpi.outpath import published_problem, release
+        from npmpi.core.outpath import published_problem, release
 
         gone = published_problem(self._res) if self._res.published else None  # after the last write
         release(self._res)
@@ -351,7 +351,7 @@ class RunWriter:
         self._handles.clear()
 
     def close(self) -> None:
-        from npmpi.outpath import release
+        from npmpi.core.outpath import release
 
         self._close_quietly()
         release(self._res)

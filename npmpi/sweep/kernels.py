@@ -20,8 +20,8 @@ from itertools import cycle, islice
 from time import perf_counter
 from typing import Any
 
-from npmpi.errors import KernelUnavailable
-from npmpi.protocol import ACK_TAG, DATA_TAG
+from npmpi.core.errors import KernelUnavailable
+from npmpi.core.protocol import ACK_TAG, DATA_TAG
 
 KernelFn = Callable[[Any, int, Any, Any, int, int, bool], float]
 KERNEL_NAMES = ("python", "c")

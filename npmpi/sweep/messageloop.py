@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from npmpi import buffers
-from npmpi.buffers import ARRANGEMENT_NETPIPE
-from npmpi.config import Options
-from npmpi.modes import MODE_PINGPONG, MODE_STREAM, regions_for
+from npmpi.core import buffers
+from npmpi.core.buffers import ARRANGEMENT_NETPIPE
+from npmpi.core.config import Options
+from npmpi.core.modes import MODE_PINGPONG, MODE_STREAM, regions_for
 from npmpi.sweep.kernels import Kernel, TransferSettings
 
 PROBE_CHUNKS = 5  # the probe's chunks of round trips (rank 0 and its peers run the same number)

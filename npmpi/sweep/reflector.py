@@ -1,6 +1,6 @@
 """The ranks rank 0 commands: a pair's reflector, the ranks of the other pairs, the ranks with no role.
 
-Each waits for rank 0's commands (npmpi/protocol.py) between sizes in one loop, serve_commands;
+Each waits for rank 0's commands (npmpi/core/protocol.py) between sizes in one loop, serve_commands;
 the per-size trials of a reflector and of a pair member differ (who starts a trial, who times it).
 """
 
@@ -12,10 +12,9 @@ import time
 
 import numpy as np
 
-from npmpi.config import Options
-from npmpi.layout import Layout
-from npmpi.power.baseline import take_part
-from npmpi.protocol import (
+from npmpi.core.config import Options
+from npmpi.core.layout import Layout
+from npmpi.core.protocol import (
     CMD_BASELINE,
     CMD_PROBE,
     CMD_STOP,
@@ -25,6 +24,7 @@ from npmpi.protocol import (
     TIMES_TAG,
     StopFlag,
 )
+from npmpi.power.baseline import take_part
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npmpi.config import Options
-from npmpi.errors import DataMismatch
-from npmpi.layout import Layout
-from npmpi.modes import MODE_STREAM, mode_factors
-from npmpi.protocol import (
+from npmpi.core.config import Options
+from npmpi.core.errors import DataMismatch
+from npmpi.core.layout import Layout
+from npmpi.core.modes import MODE_STREAM, mode_factors
+from npmpi.core.protocol import (
     CMD_PROBE,
     CMD_SIZE,
     CMD_STOP,
@@ -40,8 +40,8 @@ from npmpi.protocol import (
     TIMES_TAG,
     StopFlag,
 )
+from npmpi.core.schedule import SizePoint, netpipe_repeats
 from npmpi.runfile.format import SizeResult
-from npmpi.schedule import SizePoint, netpipe_repeats
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 
@@ -51,7 +51,7 @@ MAX_ITERATIONS = 1_000_000_000
 
 
 def schedule_for(opts: Options) -> list[SizePoint]:
-    from npmpi.schedule import netpipe_schedule
+    from npmpi.core.schedule import netpipe_schedule
 
     return netpipe_schedule(opts.lower_bytes, opts.upper_bytes, opts.perturbation_bytes)
 

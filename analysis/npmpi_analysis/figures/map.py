@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from npmpi.units import format_size_bytes
-from npmpi.units import format_size_iec as format_size
+from npmpi.core.units import format_size_bytes
+from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.figures.render import Plot
 
 CAVEAT_COLOR = "firebrick"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.units import format_size_bytes
+from npmpi.core.units import format_size_bytes
 
 DPI = 100
 FIGSIZE = (8.0, 5.0)  # inches: every figure of one axis

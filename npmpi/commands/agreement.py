@@ -12,9 +12,9 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from npmpi.errors import UsageError
-from npmpi.job import collective_check
-from npmpi.layout import ROLE_POWER
+from npmpi.core.errors import UsageError
+from npmpi.core.job import collective_check
+from npmpi.core.layout import ROLE_POWER
 
 
 @dataclass
@@ -34,8 +34,8 @@ class Agreed:
 def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
     """Rank 0: name (`-o`, else npmpi-PREFIXSTAMP.h5), reserve and lock the output file and read
     the calibration file; the problem, if any."""
-    from npmpi.options import default_output_name
-    from npmpi.outpath import reserve_output
+    from npmpi.commands.options import default_output_name
+    from npmpi.core.outpath import reserve_output
     from npmpi.runfile.writecheck import RESERVED_BYTES, START_ROOM_BYTES
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -58,7 +58,7 @@ def settle(MPI, comm, opts, agreed: Agreed, problem: str | None, stem_prefix: st
     """Finish the agreement from this rank's `problem` (None: none): the thread level checked, the
     power ranks' meters and the thread levels gathered on rank 0, rank 0's output prepared, and
     one collective check (UsageError on every rank if any rank has a problem)."""
-    from npmpi.threadlevel import level_problem
+    from npmpi.commands.threadlevel import level_problem
 
     roles = agreed.roles
     provided = MPI.Query_thread()
@@ -73,7 +73,7 @@ def settle(MPI, comm, opts, agreed: Agreed, problem: str | None, stem_prefix: st
         collective_check(comm, problem)
     except UsageError:
         if agreed.reservation is not None:
-            from npmpi.outpath import release
+            from npmpi.core.outpath import release
 
             release(agreed.reservation)
         raise

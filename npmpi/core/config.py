@@ -1,15 +1,15 @@
 """What a run needs to know from its command line: `Options` and its defaults, with no argparse.
 
-The measuring modules (npmpi/sweep/transmitter.py, npmpi/threadlevel.py, npmpi/recording.py) import these;
-npmpi/options.py parses the command line into them.
+The measuring modules (npmpi/sweep/transmitter.py, npmpi/commands/threadlevel.py,
+npmpi/commands/recording.py) import these; npmpi/commands/options.py parses the command line into them.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from npmpi.buffers import ARRANGEMENT_NETPIPE, HUGE_PAGES_SYSTEM
-from npmpi.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG
+from npmpi.core.buffers import ARRANGEMENT_NETPIPE, HUGE_PAGES_SYSTEM
+from npmpi.core.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG
 
 DEFAULT_LOWER_BYTES = 1
 DEFAULT_UPPER_BYTES = 8 << 20
@@ -74,7 +74,7 @@ class Options:
     @property
     def pool_bytes(self) -> int:
         """Bytes of each of a measuring rank's send and receive buffers (pools)."""
-        from npmpi.modes import pool_bytes
+        from npmpi.core.modes import pool_bytes
 
         return pool_bytes(
             self.mode, self.window, self.cache_cold, self.cache_pool_bytes, self.largest_message_bytes

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from npmpi.core.safetext import printable
+from npmpi.core.units import format_size_bytes, mbps_netpipe
 from npmpi.runfile.format import SizeResult
-from npmpi.safetext import printable
-from npmpi.units import format_size_bytes, mbps_netpipe
 
 MAX_SHORT_SHOWN = 12  # sizes named in the summary's line on sizes shorter than a meter's interval
 
@@ -20,14 +20,14 @@ class Console:
         self.factor, self.one_way_factor = 2, 2  # ping-pong until the header says otherwise
         self.bandwidth_label = "bandwidth"
         self.latency_label = "latency (one-way)"
-        self.short_sizes: list[int] = []  # sizes the analysis will flag 'short' (npmpi.recording)
+        self.short_sizes: list[int] = []  # sizes the analysis will flag 'short' (npmpi.commands.recording)
 
     def _print(self, text: str) -> None:
         if not self.quiet:
             print(printable(text), file=self.stream, flush=True)  # names, paths: never raw
 
     def header(self, attrs: dict, layout, opts, points, output: str) -> None:
-        from npmpi.modes import describe_mode
+        from npmpi.core.modes import describe_mode
 
         lib = str(attrs["mpi_library_version"]).splitlines()[0].split(",")[0]
         mode = attrs.get("mode", "pingpong")

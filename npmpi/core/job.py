@@ -12,8 +12,8 @@ import re
 import signal
 import sys
 
-from npmpi.errors import HelpRequested, NpmpiError, UsageError
-from npmpi.safetext import printable
+from npmpi.core.errors import HelpRequested, NpmpiError, UsageError
+from npmpi.core.safetext import printable
 
 PROG = "npmpi"
 
@@ -85,7 +85,7 @@ def collective_check(comm, local_problem: str | None) -> None:
 def install_signal_handlers(stop, writer_rank: bool) -> None:
     """First SIGINT/SIGTERM: stop after the current trial. On rank 0, a trial still running
     soon after is abandoned (the file is marked, the job aborted); a second signal stops at once."""
-    from npmpi.errors import Interrupted
+    from npmpi.core.errors import Interrupted
 
     def handler(signum, frame):
         name = signal.Signals(signum).name

@@ -14,11 +14,11 @@ import os
 import socket
 import sys
 
-from npmpi.errors import NpmpiError
+from npmpi.core.errors import NpmpiError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.arguments import UsageParser
+    from npmpi.commands.arguments import UsageParser
 
     parser = UsageParser(
         prog="python -m npmpi meters",
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_meters_options(argv: list[str]) -> argparse.Namespace:
-    from npmpi.errors import HelpRequested
+    from npmpi.core.errors import HelpRequested
 
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -47,7 +47,7 @@ def parse_meters_options(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    from npmpi.job import error_line, parse_or_exit_status, say
+    from npmpi.core.job import error_line, parse_or_exit_status, say
 
     ns = parse_or_exit_status(parse_meters_options, argv)
     if isinstance(ns, int):

@@ -1,5 +1,5 @@
 """The command line of `python -m npmpi` declared for argparse: one function per option group, the
-value types, and the meter options shared with `python -m npmpi calibrate`. npmpi/options.py checks
+value types, and the meter options shared with `python -m npmpi calibrate`. npmpi/commands/options.py checks
 what this parses.
 """
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from npmpi.buffers import HUGE_PAGES_SYSTEM
-from npmpi.config import (
+from npmpi.core.buffers import HUGE_PAGES_SYSTEM
+from npmpi.core.config import (
     DEFAULT_BASELINE_S,
     DEFAULT_LOWER_BYTES,
     DEFAULT_MAX_ONE_WAY_S,
@@ -20,9 +20,9 @@ from npmpi.config import (
     QUICK_TRIALS,
     THREAD_LEVEL_AUTO,
 )
-from npmpi.errors import UsageError
-from npmpi.modes import DEFAULT_WINDOW, MODE_PINGPONG
-from npmpi.units import parse_number, parse_size_bytes, parse_whole
+from npmpi.core.errors import UsageError
+from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG
+from npmpi.core.units import parse_number, parse_size_bytes, parse_whole
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -40,7 +40,7 @@ def _size(text: str) -> int:
 
 
 def _whole(text: str) -> int:
-    """The strict whole number of npmpi.units (int() alone takes any script's digits, '_' and spaces)."""
+    """The strict whole number of npmpi.core.units (int() alone takes any script's digits, '_' and spaces)."""
     return parse_whole(text)
 
 

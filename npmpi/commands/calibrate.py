@@ -17,7 +17,8 @@ import time
 
 import numpy as np
 
-from npmpi.errors import UsageError
+from npmpi.core.errors import UsageError
+from npmpi.core.safetext import printable
 from npmpi.power.calibration import CALIBRATION_FORMAT, CALIBRATION_VERSION
 from npmpi.power.delayfit import (
     DEFAULT_BURST_MAX_S,
@@ -29,11 +30,10 @@ from npmpi.power.delayfit import (
     estimate_delay,
     make_schedule,
 )
-from npmpi.safetext import printable
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
+    from npmpi.commands.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
 
     p = UsageParser(
         prog="python -m npmpi calibrate",
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
-    from npmpi.errors import HelpRequested
+    from npmpi.core.errors import HelpRequested
     from npmpi.meters import MeterError, check_meter_spec
 
     parser = build_parser()
@@ -152,7 +152,7 @@ def run_load(schedule: LoadSchedule, matrix: int, start_mono: float) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from npmpi.job import collective_check, error_line, parse_or_exit_status, say
+    from npmpi.core.job import collective_check, error_line, parse_or_exit_status, say
 
     ns = parse_or_exit_status(parse_calibrate_options, argv)
     if isinstance(ns, int):
@@ -163,11 +163,11 @@ def main(argv: list[str]) -> int:
     mpi4py.rc.thread_level = "funneled"
     from mpi4py import MPI
 
-    from npmpi.layout import ROLE_POWER
-    from npmpi.outpath import release, reserve_output
+    from npmpi.core.layout import ROLE_POWER
+    from npmpi.core.outpath import release, reserve_output
+    from npmpi.core.protocol import StopFlag
     from npmpi.power.rank import power_rank_main
     from npmpi.power.ranks import discover_roles, open_power_rank
-    from npmpi.protocol import StopFlag
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -204,7 +204,7 @@ def main(argv: list[str]) -> int:
             say(error_line(str(exc)), sys.stderr)
         return 2
     except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
-        from npmpi.job import abort, describe
+        from npmpi.core.job import abort, describe
 
         abort(comm, f"calibration failed on rank {rank} while starting: {describe(exc)}", 1)
         return 1
@@ -217,7 +217,7 @@ def main(argv: list[str]) -> int:
             return power_rank_main(comm, roles.samplers, StopFlag())
         return _load_and_measure(comm, load_comm, ns, layout, gathered, output)
     except BaseException as exc:  # end the whole job with one message
-        from npmpi.job import abort, describe
+        from npmpi.core.job import abort, describe
 
         if output is not None:
             release(output)
@@ -308,7 +308,7 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
 def write_reserved(res, text: str) -> None:
     """Write the calibration into the temporary file reserved at start-up, then give it its name: an
     existing file is replaced only with --force, and a crash never leaves a half-written file."""
-    from npmpi.outpath import publish, release, write_whole
+    from npmpi.core.outpath import publish, release, write_whole
 
     try:
         write_whole(res, text.encode())

@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from npmpi.config import DEFAULT_BASELINE_S, Options
-from npmpi.errors import NpmpiError, RunFileGone
-from npmpi.job import abort, describe, error_line, say
+from npmpi.core.config import DEFAULT_BASELINE_S, Options
+from npmpi.core.errors import NpmpiError, RunFileGone
+from npmpi.core.job import abort, describe, error_line, say
+from npmpi.core.slurmcontext import consumed_energy_attrs, context_attrs
 from npmpi.power.fabric import fabric_group_attrs, fabric_info
 from npmpi.runfile.format import FABRIC_GROUP
-from npmpi.slurmcontext import consumed_energy_attrs, context_attrs
 from npmpi.sweep.kernels import Kernel
 
 
@@ -36,11 +36,11 @@ class RunSetup:
     layout: Any
     kernel: Kernel
     output: str
-    stop: Any  # npmpi.protocol.StopFlag
+    stop: Any  # npmpi.core.protocol.StopFlag
     power_nodes: list[dict]  # each power rank's meters (npmpi.power.ranks), in node order
     calibration: dict | None
     thread_levels: list[tuple[int, bool]]  # (provided level, runs threads) of every rank
-    reservation: Any  # the run file's temporary (npmpi.outpath.reserve_output)
+    reservation: Any  # the run file's temporary (npmpi.core.outpath.reserve_output)
 
 
 def provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, clock) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, cl
 def thread_attrs(opts: Options, layout, thread_levels: list[tuple[int, bool]]) -> dict[str, Any]:
     """Root attributes on the MPI thread levels: what was asked, what the pair got, and a note when
     a rank that samples meters got MPI_THREAD_SINGLE (its launcher did not say which rank it was)."""
-    from npmpi.threadlevel import level_name
+    from npmpi.commands.threadlevel import level_name
 
     a, b = layout.pair
     note = ""
@@ -105,8 +105,8 @@ def thread_attrs(opts: Options, layout, thread_levels: list[tuple[int, bool]]) -
 
 def mode_attrs(opts: Options, layout) -> dict[str, Any]:
     """The mode's root attributes (docs/file-format.md), with the number of pairs actually run."""
-    from npmpi.buffers import thp_policy
-    from npmpi.modes import mode_factors
+    from npmpi.core.buffers import thp_policy
+    from npmpi.core.modes import mode_factors
 
     pairs = len(layout.pairs)
     factors = mode_factors(opts.mode, opts.window, pairs)
@@ -127,7 +127,7 @@ def mode_attrs(opts: Options, layout) -> dict[str, Any]:
 
 def layout_rows(layout, thread_levels: list[tuple[int, bool]]) -> dict[str, list]:
     """The per-rank rows of the file's layout table."""
-    from npmpi.threadlevel import level_name
+    from npmpi.commands.threadlevel import level_name
 
     return {
         "host": list(layout.hosts),
@@ -238,7 +238,7 @@ class Recording:
     """Rank 0's run from the file's creation to its close; `run()` returns the exit status."""
 
     def __init__(self, setup: RunSetup) -> None:
-        from npmpi.console import Console
+        from npmpi.commands.console import Console
         from npmpi.power.rank import PowerCollector
         from npmpi.sweep import transmitter as sweep
 
@@ -390,7 +390,7 @@ class Recording:
                 if werr is not exc:
                     return f" (and the run file could not be closed: {werr})"
         elif self.setup.reservation is not None:
-            from npmpi.outpath import release
+            from npmpi.core.outpath import release
 
             release(self.setup.reservation)
         return ""

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from npmpi.config import THREAD_LEVEL_AUTO
+from npmpi.core.config import THREAD_LEVEL_AUTO
 
 SINGLE = "single"
 FUNNELED = "funneled"

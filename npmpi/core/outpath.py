@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from npmpi.errors import UsageError
+from npmpi.core.errors import UsageError
 
 TEMP_PREFIX = ".npmpi-"
 LOCK_PREFIX = ".npmpi-lock-"

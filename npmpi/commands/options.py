@@ -6,14 +6,14 @@ import argparse
 import os
 from pathlib import Path
 
-from npmpi.arguments import build_parser
-from npmpi.buffers import (
+from npmpi.commands.arguments import build_parser
+from npmpi.core.buffers import (
     ARRANGEMENT_NETPIPE,
     ARRANGEMENT_SEPARATE,
     ARRANGEMENTS,
     HUGE_PAGE_CHOICES,
 )
-from npmpi.config import (
+from npmpi.core.config import (
     DEFAULT_MAX_ONE_WAY_S,
     DEFAULT_TARGET_TIME_S,
     DEFAULT_TRIALS,
@@ -26,8 +26,8 @@ from npmpi.config import (
     THREAD_LEVELS,
     Options,
 )
-from npmpi.errors import HelpRequested, UsageError
-from npmpi.modes import (
+from npmpi.core.errors import HelpRequested, UsageError
+from npmpi.core.modes import (
     DEFAULT_CACHE_POOL_BYTES,
     DEFAULT_WINDOW,
     MAX_WINDOW,
@@ -35,8 +35,8 @@ from npmpi.modes import (
     MODE_STREAM,
     MODES,
 )
+from npmpi.core.units import format_size_bytes
 from npmpi.sweep.kernels import KERNEL_NAMES
-from npmpi.units import format_size_bytes
 
 
 def parse_options(argv: list[str]) -> Options:
