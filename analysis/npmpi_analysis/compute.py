@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npmpi.core.modes import MODE_TABLE
+
 BITS_PER_BYTE = 8
 PJ_PER_J = 1e12
 
@@ -95,12 +97,9 @@ def run_mode_factors(attrs: dict) -> tuple[int, int]:
 def mode_label(attrs: dict) -> str:
     """What the run's bandwidth is: e.g. 'ping-pong', 'stream (window 64)', 'bidirectional (both
     directions), aggregate of 2 pairs'."""
-    mode = str(attrs.get("mode", "pingpong") or "pingpong")
-    text = {
-        "pingpong": "ping-pong",
-        "stream": f"one-way stream (window {attrs.get('window', '?')})",
-        "bidir": "bidirectional (both directions)",
-    }.get(mode, mode)
+    name = str(attrs.get("mode", "pingpong") or "pingpong")
+    mode = MODE_TABLE.get(name)
+    text = mode.analysis_label.format(window=attrs.get("window", "?")) if mode else name
     pairs = attrs.get("pairs", 1)
     if isinstance(pairs, (int, np.integer)) and pairs > 1:
         text += f", aggregate of {int(pairs)} pairs"

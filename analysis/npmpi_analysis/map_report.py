@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from npmpi.core.modes import MODE_TABLE
 from npmpi.core.safetext import csv_cell
 from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
@@ -167,7 +168,7 @@ def directions_text(map_attrs: dict) -> str:
     if str(map_attrs.get("directions", "one")) == "both":
         return "each measured apart: row i, column j is i -> j (the matrices are asymmetric)"
     mode = str(map_attrs.get("mode", "pingpong"))
-    if mode == "stream":
+    if mode in MODE_TABLE and not MODE_TABLE[mode].round_trip:
         return "one: the lower rank streamed to the higher; the matrices repeat it both ways"
     return (
         f"the round trip ({mode}: both directions in every iteration): a link slow one way reads as slow "

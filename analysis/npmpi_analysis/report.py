@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from npmpi.core.modes import MODE_TABLE
 from npmpi.core.safetext import csv_cell, printable_lines
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import FLAG_NAMES, mode_label
@@ -369,7 +370,8 @@ def np_out_bytes(a: RunAnalysis) -> bytes:
     pairs Mbps is the aggregate of all pairs (NetPIPE 5's rule; 3.7 measures one pair only) and
     the seconds one pair's (the slowest pair's best trial). Mbps is the CSV's
     bandwidth_peak_bit_s / 2^20 in every mode."""
-    doubled = 2 if str(a.attrs.get("mode", "pingpong")) == "bidir" else 1
+    mode = MODE_TABLE.get(str(a.attrs.get("mode", "pingpong")))
+    doubled = mode.np_out_bytes_factor if mode else 1
     lines = []
     for size, t, bit_s in zip(a.bw.size_bytes, a.bw.one_way_s, a.bw.peak_bit_s, strict=True):
         if math.isfinite(t) and t > 0 and math.isfinite(bit_s):

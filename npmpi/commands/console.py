@@ -30,21 +30,18 @@ class Console:
         from npmpi.core.modes import describe_mode
 
         lib = str(attrs["mpi_library_version"]).splitlines()[0].split(",")[0]
-        mode = attrs.get("mode", "pingpong")
+        mode = opts.mode_value
         pairs = int(attrs.get("pairs", 1))
         self.factor = int(attrs.get("bytes_per_iteration_factor", 2))
         self.one_way_factor = int(attrs.get("one_way_divisor", 2))
-        self.bandwidth_label = {
-            "pingpong": "bandwidth",
-            "stream": "one-way stream bandwidth",
-            "bidir": "bidirectional bandwidth (both directions)",
-        }.get(mode, "bandwidth") + (f", aggregate of {pairs} pairs" if pairs > 1 else "")
-        self.latency_label = {
-            "stream": "time per streamed message",
-            "bidir": "latency (one exchange, both ways at once)",
-        }.get(mode, "latency (one-way)")
+        self.bandwidth_label = mode.bandwidth_label + (f", aggregate of {pairs} pairs" if pairs > 1 else "")
+        self.latency_label = mode.latency_label
         mode_text = describe_mode(
-            mode, int(attrs.get("window", 1)), pairs, bool(attrs.get("async")), bool(attrs.get("cache_cold"))
+            mode.name,
+            int(attrs.get("window", 1)),
+            pairs,
+            bool(attrs.get("async")),
+            bool(attrs.get("cache_cold")),
         )
         self._print(
             f"npmpi {attrs['npmpi_version']}: {mode_text}, {opts.kernel} kernel, {lib} "
@@ -65,7 +62,7 @@ class Console:
             )
         for line in layout.describe():
             self._print(f"  {line}")
-        unit = "round trips" if mode == "pingpong" else "iterations"
+        unit = mode.repeats_unit
         reps = (
             f"{opts.repeats} {unit} per trial"
             if opts.repeats

@@ -32,8 +32,8 @@ from npmpi.core.modes import (
     DEFAULT_WINDOW,
     MAX_WINDOW,
     MODE_PINGPONG,
-    MODE_STREAM,
     MODES,
+    mode_named,
 )
 from npmpi.core.units import format_size_bytes
 from npmpi.sweep.kernels import KERNEL_NAMES
@@ -130,12 +130,13 @@ def _check_mode(ns: argparse.Namespace) -> int:
     """Check --mode, --window, --pairs and --cache-pool; returns the window (1 outside stream mode)."""
     if ns.mode not in MODES:
         raise UsageError(f"--mode {ns.mode!r}: unknown mode; choose one of: {', '.join(MODES)}")
-    if ns.window is not None and ns.mode != MODE_STREAM:
+    windowed = mode_named(ns.mode).windowed
+    if ns.window is not None and not windowed:
         raise UsageError(
             f"--window {ns.window} only applies to --mode stream (mode {ns.mode} sends one message per "
             "iteration and direction): drop --window or add --mode stream"
         )
-    window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if ns.mode == MODE_STREAM else 1
+    window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if windowed else 1
     if not 1 <= window <= MAX_WINDOW:
         raise UsageError(f"--window {window}: give between 1 and {MAX_WINDOW} messages per iteration")
     if isinstance(ns.pairs, int) and ns.pairs < 1:

@@ -106,10 +106,9 @@ def thread_attrs(opts: Options, layout, thread_levels: list[tuple[int, bool]]) -
 def mode_attrs(opts: Options, layout) -> dict[str, Any]:
     """The mode's root attributes (docs/file-format.md), with the number of pairs actually run."""
     from npmpi.core.buffers import thp_policy
-    from npmpi.core.modes import mode_factors
 
     pairs = len(layout.pairs)
-    factors = mode_factors(opts.mode, opts.window, pairs)
+    factors = opts.mode_value.factors(opts.window, pairs)
     return {
         "mode": opts.mode,
         "window": opts.window,
@@ -379,7 +378,7 @@ class Recording:
     def _close_after(self, exc: BaseException, status: str, message: str) -> str:
         """Keep the samples taken up to the failure and close the file; returns what to add to the message."""
         writer, collector, transmitter = self.writer, self.collector, self.transmitter
-        quiet_protocol = transmitter is not None and transmitter.state != "kernel"
+        quiet_protocol = transmitter is not None and not transmitter.stop.timing
         if collector is not None and writer is not None and quiet_protocol and collector.writer is not None:
             with contextlib.suppress(Exception):  # keep the samples taken up to the failure
                 collector.collect()

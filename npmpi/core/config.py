@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE, HUGE_PAGES_SYSTEM
-from npmpi.core.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG
+from npmpi.core.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG, Mode, mode_named
 
 DEFAULT_LOWER_BYTES = 1
 DEFAULT_UPPER_BYTES = 8 << 20
@@ -66,6 +66,16 @@ class Options:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def mode_value(self) -> Mode:
+        """--mode as its Mode value."""
+        return mode_named(self.mode)
+
+    @property
+    def messages_per_iteration(self) -> int:
+        """Messages one way per iteration of the timed loop (a stream's window, else 1)."""
+        return self.mode_value.messages_per_iteration(self.window)
 
     @property
     def largest_message_bytes(self) -> int:

@@ -99,8 +99,7 @@ def install_signal_handlers(stop, writer_rank: bool) -> None:
             signal.setitimer(signal.ITIMER_REAL, ABANDON_TRIAL_AFTER_S)
 
     def abandon(signum, frame):
-        transmitter = stop.transmitter
-        if stop and (transmitter is None or transmitter.state == "kernel"):
+        if stop and (stop.transmitter is None or stop.timing):
             raise Interrupted(
                 int(stop.signum or signum), f"{stop.name} (the trial in progress was abandoned)"
             )

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 MODE_PINGPONG = "pingpong"
 MODE_STREAM = "stream"
 MODE_BIDIR = "bidir"
-MODES = (MODE_PINGPONG, MODE_STREAM, MODE_BIDIR)
 
 DEFAULT_WINDOW = 64  # osu_bw's window
 MAX_WINDOW = 65536
@@ -39,25 +38,100 @@ class ModeFactors:
         return self.one_way_factor * iterations
 
 
+@dataclass(frozen=True)
+class Mode:
+    """One mode as a value: what an iteration moves, how its time is read, what it is called.
+
+    `{window}` in a text is the stream's window. A windowed mode's iteration is `window` messages one
+    way; the others' is one message each way (`bytes_factor` and `one_way_factor` per pair)."""
+
+    name: str
+    windowed: bool  # an iteration is a window of messages one way, then an acknowledgement
+    bytes_factor: int  # bytes moved per iteration and pair / message size, when not windowed
+    one_way_factor: int  # iteration time / one message's time, when not windowed
+    round_trip: bool  # both directions in every iteration: a slow direction is not told apart
+    np_out_bytes_factor: int  # NetPIPE's np.out bytes column / message size (NetPIPE -2 doubles it)
+    header: str  # the console's header phrase
+    bandwidth_label: str  # the console's bandwidth column
+    latency_label: str  # the console's latency column
+    analysis_label: str  # what the analysis calls the run's bandwidth
+    repeats_unit: str  # what an iteration is called in the console's header
+
+    def factors(self, window: int = 1, pairs: int = 1) -> ModeFactors:
+        """pingpong: 2 per pair, one way = t / (2 i); stream: window per pair, t / (window i);
+        bidir: 2 per pair (both directions), t / i."""
+        if self.windowed:
+            return ModeFactors(window * pairs, window)
+        return ModeFactors(self.bytes_factor * pairs, self.one_way_factor)
+
+    def messages_per_iteration(self, window: int) -> int:
+        """Messages one way per iteration: NetPIPE's repeats are counted in messages."""
+        return window if self.windowed else 1
+
+
+MODE_TABLE = {
+    m.name: m
+    for m in (
+        Mode(
+            MODE_PINGPONG,
+            False,
+            2,
+            2,
+            True,
+            1,
+            "ping-pong",
+            "bandwidth",
+            "latency (one-way)",
+            "ping-pong",
+            "round trips",
+        ),
+        Mode(
+            MODE_STREAM,
+            True,
+            0,
+            0,
+            False,
+            1,
+            "stream (one way, window {window}, acknowledged)",
+            "one-way stream bandwidth",
+            "time per streamed message",
+            "one-way stream (window {window})",
+            "iterations",
+        ),
+        Mode(
+            MODE_BIDIR,
+            False,
+            2,
+            1,
+            True,
+            2,
+            "bidirectional (both directions counted)",
+            "bidirectional bandwidth (both directions)",
+            "latency (one exchange, both ways at once)",
+            "bidirectional (both directions)",
+            "iterations",
+        ),
+    )
+}
+MODES = tuple(MODE_TABLE)
+
+
+def mode_named(name: str) -> Mode:
+    """The mode of a name; ValueError for an unknown one."""
+    try:
+        return MODE_TABLE[name]
+    except KeyError:
+        raise ValueError(f"unknown mode {name!r}") from None
+
+
 def mode_factors(mode: str, window: int = 1, pairs: int = 1) -> ModeFactors:
-    """pingpong: 2 per pair, one way = t / (2 i); stream: window per pair, t / (window i);
-    bidir: 2 per pair (both directions), t / i."""
-    if mode == MODE_PINGPONG:
-        return ModeFactors(2 * pairs, 2)
-    if mode == MODE_STREAM:
-        return ModeFactors(window * pairs, window)
-    if mode == MODE_BIDIR:
-        return ModeFactors(2 * pairs, 1)
-    raise ValueError(f"unknown mode {mode!r}")
+    """The factors of a mode given by name (see Mode.factors)."""
+    return mode_named(mode).factors(window, pairs)
 
 
 def describe_mode(mode: str, window: int, pairs: int, async_: bool, cache_cold: bool) -> str:
     """One phrase for the console header."""
-    text = {
-        MODE_PINGPONG: "ping-pong",
-        MODE_STREAM: f"stream (one way, window {window}, acknowledged)",
-        MODE_BIDIR: "bidirectional (both directions counted)",
-    }[mode]
+    text = mode_named(mode).header.format(window=window)
     if pairs > 1:
         text += f", {pairs} pairs at once (aggregate = slowest pair's time)"
     if async_:

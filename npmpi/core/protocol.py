@@ -9,7 +9,8 @@ ACK_TAG too: change them in both places.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # tags
@@ -37,17 +38,27 @@ CMD_MAP_ROUND = 6  # a map's round: measure one size with one peer (size, peer's
 class StopFlag:
     """The stop state of one rank: set by the signal handlers, looked at between trials.
 
-    On rank 0 the recording declares `transmitter` (whether a trial is in progress) and
-    `mark_file` (marks the run file interrupted at once) for the handlers to use.
+    On rank 0 the recording declares `transmitter` (where rank 0 is in the protocol) and
+    `mark_file` (marks the run file interrupted at once) for the handlers to use; `timing` says
+    that this rank is inside a timed loop (`timed()`), which only an abort can end.
     """
 
-    __slots__ = ("mark_file", "name", "signum", "transmitter")
+    __slots__ = ("mark_file", "name", "signum", "timing", "transmitter")
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self.name = ""
         self.transmitter: Any = None  # npmpi.sweep.transmitter.Transmitter while rank 0 sweeps
         self.mark_file: Callable[[str], None] | None = None
+        self.timing = False
+
+    @contextmanager
+    def timed(self) -> Iterator[None]:
+        """The timed phase: a loop its peer is inside too. An exception leaves `timing` set on
+        purpose: the peer is still in its loop, so only an abort can end the job."""
+        self.timing = True
+        yield
+        self.timing = False
 
     def set(self, signum: int, name: str) -> None:
         """Record the first stop signal."""

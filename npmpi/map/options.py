@@ -22,7 +22,7 @@ from npmpi.core.config import (
     Options,
 )
 from npmpi.core.errors import HelpRequested, UsageError
-from npmpi.core.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
+from npmpi.core.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES, mode_named
 from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.map.schedule import SCHEDULE_ROUNDS, SCHEDULES
@@ -287,11 +287,12 @@ def _repetition(ns: argparse.Namespace) -> tuple[int, float]:
 def _check_mode(ns: argparse.Namespace) -> int:
     if ns.mode not in MODES:
         raise UsageError(f"--mode {ns.mode!r}: unknown mode; choose one of: {', '.join(MODES)}")
-    if ns.window is not None and ns.mode != MODE_STREAM:
+    windowed = mode_named(ns.mode).windowed
+    if ns.window is not None and not windowed:
         raise UsageError(
             f"--window {ns.window} only applies to --mode stream: drop --window or add --mode stream"
         )
-    window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if ns.mode == MODE_STREAM else 1
+    window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if windowed else 1
     if not 1 <= window <= MAX_WINDOW:
         raise UsageError(f"--window {window}: give between 1 and {MAX_WINDOW} messages per iteration")
     return window

@@ -20,7 +20,6 @@ import time
 import numpy as np
 
 from npmpi.core.config import Options
-from npmpi.core.modes import MODE_STREAM, mode_factors
 from npmpi.core.protocol import (
     CMD_BASELINE,
     CMD_MAP_ROUND,
@@ -57,8 +56,7 @@ def iterations_for(opts: Options, size: int, message_s: float) -> int:
     """Iterations per trial by NetPIPE 3.7's nrepeat rule, with tlast this size's own time per message
     (the probe's), so NetPIPE's size factor b/(b-inc+1) is 1; a stream's iterations are windows."""
     repeats = netpipe_repeats(opts.target_time_s, size, 1, message_s, opts.trials, MAX_ITERATIONS)
-    per_iteration = opts.window if opts.mode == MODE_STREAM else 1
-    return -(-repeats // per_iteration)
+    return -(-repeats // opts.messages_per_iteration)
 
 
 class PairSide:
@@ -84,10 +82,10 @@ class PairSide:
 
 
 class _Stepper:
-    """The transmitter's side of the pair's steps; `holder.state` is "kernel" inside a timed loop."""
+    """The transmitter's side of the pair's steps; `stop.timing` is set inside a timed loop."""
 
-    def __init__(self, comm, peer: int, loop: MessageLoop, holder) -> None:
-        self.comm, self.peer, self.loop, self.holder = comm, peer, loop, holder
+    def __init__(self, comm, peer: int, loop: MessageLoop, stop: StopFlag) -> None:
+        self.comm, self.peer, self.loop, self.stop = comm, peer, loop, stop
         self.step = np.zeros(2, dtype=np.int64)
 
     def run(self, kind: int, n: int) -> float:
@@ -95,27 +93,19 @@ class _Stepper:
         self.comm.Send(self.step, self.peer, MAP_PAIR_TAG)
         if kind == STEP_TRIAL:
             self.comm.Recv(self.step, self.peer, MAP_PAIR_TAG)
-        before = self.holder.state if self.holder is not None else None
-        if self.holder is not None:
-            self.holder.state = "kernel"
-        try:
+        with self.stop.timed():
             return self.loop.run(self.comm, self.peer, n)
-        finally:
-            if self.holder is not None:
-                self.holder.state = before
 
 
-def transmit(
-    comm, peer: int, side: PairSide, size: int, stop: StopFlag, holder=None, since: float | None = None
-):
+def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: float | None = None):
     """The transmitter's round: first contact, probe, iterations, warm-up, trials (until a stop), end.
 
     Returns (int64[RESULT_FIELDS] result, float64[trials] trial times, NaN where not run); the
     result's last field is the time from `since` (time.monotonic() at the round's go) to the end."""
     opts = side.opts
     loop = side.loop(True)
-    steps = _Stepper(comm, peer, loop, holder)
-    unit = mode_factors(opts.mode, opts.window).one_way_factor
+    steps = _Stepper(comm, peer, loop, stop)
+    unit = opts.mode_value.factors(opts.window).one_way_factor
     steps.run(STEP_RUN, 1)  # first contact: a transport may set up its connection here
     untimed, n = 1, 1
     while True:

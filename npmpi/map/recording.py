@@ -44,7 +44,8 @@ class MapOutcome:
 
 class MapCoordinator:
     """Rank 0's rounds. `state` tells a stop signal's handler where rank 0 is: "between" rounds,
-    "ready" (members wait for the go), "trials" (waiting for results) or in a timed "kernel" loop."""
+    "ready" (members wait for the go) or "trials" (waiting for results); `stop.timing` is set while
+    rank 0's own pair is in a timed loop."""
 
     def __init__(self, comm, mopts, members: list[int], side: PairSide, stop, on_round) -> None:
         self.comm, self.mopts, self.members, self.side, self.stop = comm, mopts, members, side, stop
@@ -110,7 +111,7 @@ class MapCoordinator:
         self.state = "trials"
         results, bad = [], []
         if own is not None:
-            result, times = transmit(self.comm, own[2], self.side, size, self.stop, holder=self, since=since)
+            result, times = transmit(self.comm, own[2], self.side, size, self.stop, since=since)
             results.append(self._result(own[0], own[1], result, times, bad, both))
             if both:
                 reflect(self.comm, own[2], self.side, self.stop)
@@ -146,7 +147,7 @@ class MapCoordinator:
 
     def release(self, exit_code: int) -> bool:
         """Tell every other rank to exit; False when members are inside a round (only an abort ends it)."""
-        if self.state in ("kernel", "trials"):
+        if self.stop.timing or self.state == "trials":
             return False
         if self.state == "ready":
             self._go(0)
@@ -366,7 +367,7 @@ class MapRecording:
         else:
             code = 130 if status == "interrupted" else 1
         coordinator, writer, collector = self.coordinator, self.writer, self.collector
-        quiet = coordinator is not None and coordinator.state not in ("kernel", "trials")
+        quiet = coordinator is not None and not (coordinator.stop.timing or coordinator.state == "trials")
         if collector is not None and writer is not None and quiet and collector.writer is not None:
             with contextlib.suppress(Exception):
                 collector.collect()
@@ -400,7 +401,7 @@ def _directions_words(mopts) -> str:
     """How the map's directions are measured, for its first lines."""
     if mopts.directions == DIRECTIONS_BOTH:
         return "each direction of a pair measured apart (i -> j, then j -> i)"
-    if mopts.run.mode == "stream":
+    if not mopts.run.mode_value.round_trip:
         return "one direction per pair (the lower rank streams to the higher)"
     return "round trips (both directions at once: a slow direction is not told apart)"
 

@@ -12,7 +12,7 @@ import numpy as np
 from npmpi.core import buffers
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE
 from npmpi.core.config import Options
-from npmpi.core.modes import MODE_PINGPONG, MODE_STREAM, regions_for
+from npmpi.core.modes import MODE_PINGPONG, regions_for
 from npmpi.sweep.kernels import Kernel, TransferSettings
 
 PROBE_CHUNKS = 5  # the probe's chunks of round trips (rank 0 and its peers run the same number)
@@ -64,6 +64,7 @@ class MessageLoop:
     def __init__(self, opts: Options, kernel: Kernel, transmitter: bool) -> None:
         self.pingpong, self.transfer = kernel.pingpong, kernel.transfer
         self.mode, self.window, self.async_ = opts.mode, opts.window, opts.async_
+        self.windowed = opts.mode_value.windowed
         self.cache_cold = opts.cache_cold
         self.transmitter = transmitter
         self.plain = opts.mode == MODE_PINGPONG and not opts.async_ and not opts.cache_cold
@@ -82,10 +83,10 @@ class MessageLoop:
     @property
     def receives_data(self) -> bool:
         """Whether this side receives messages (a stream's transmitter only gets acknowledgements)."""
-        return not (self.mode == MODE_STREAM and self.transmitter)
+        return not (self.windowed and self.transmitter)
 
     def per_iteration(self) -> int:
-        return self.window if self.mode == MODE_STREAM else 1
+        return self.window if self.windowed else 1
 
     def set_size(self, size: int, patterns: Patterns, origin_rank: int) -> None:
         """Fill every region this size uses with this rank's pattern and clear the receive regions."""
@@ -159,7 +160,7 @@ class MessageLoop:
         if not after_trials:
             if not self.one_buffer:
                 self._send_view()[:, self.size // 2] ^= 0xFF
-        elif (self.mode == MODE_STREAM or self.one_buffer) and self.receives_data:
+        elif (self.windowed or self.one_buffer) and self.receives_data:
             self._recv_view()[:, self.size // 2] ^= 0xFF
 
 

@@ -29,7 +29,6 @@ import numpy as np
 from npmpi.core.config import Options
 from npmpi.core.errors import DataMismatch
 from npmpi.core.layout import Layout
-from npmpi.core.modes import MODE_STREAM, mode_factors
 from npmpi.core.protocol import (
     CMD_PROBE,
     CMD_SIZE,
@@ -96,8 +95,8 @@ class Transmitter:
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.sync = np.zeros(1, dtype=np.int64)
         self.result = np.zeros(2, dtype=np.int64)
-        # where the reflector is: "between" sizes (waiting for a command), in "trials" (waiting for
-        # a sync), or in a "kernel" loop (only an abort can end it)
+        # where the reflector is: "between" sizes (waiting for a command) or in "trials" (waiting for
+        # a sync); inside a timed loop (self.stop.timing) only an abort can end it
         self.state = "between"
 
     # -- protocol steps
@@ -112,8 +111,8 @@ class Transmitter:
             self.comm.Send(self.sync, rank, SYNC_TAG)
 
     def _run_kernel(self, iterations: int, first: int = 0) -> float:
-        self.state = "kernel"
-        elapsed = self.loop.run(self.comm, self.peer, iterations, first)
+        with self.stop.timed():
+            elapsed = self.loop.run(self.comm, self.peer, iterations, first)
         self.state = "trials"
         return elapsed
 
@@ -136,10 +135,10 @@ class Transmitter:
         shrink the first size's iterations): seconds per round trip."""
         self._command(CMD_PROBE, size, round_trips)
         self._prepare(size)
-        self.state = "kernel"
         chunk = round_trips // PROBE_CHUNKS
-        self.loop.run(self.comm, self.peer, chunk)
-        best = min(self.loop.run(self.comm, self.peer, chunk) for _ in range(PROBE_CHUNKS))
+        with self.stop.timed():
+            self.loop.run(self.comm, self.peer, chunk)
+            best = min(self.loop.run(self.comm, self.peer, chunk) for _ in range(PROBE_CHUNKS))
         self.state = "between"
         return best / chunk
 
@@ -149,8 +148,8 @@ class Transmitter:
         warm = warmup_iterations(iterations)
         self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
         self._prepare(size)
-        self.state = "kernel"
-        self.loop.run(self.comm, self.peer, warm)
+        with self.stop.timed():
+            self.loop.run(self.comm, self.peer, warm)
         self.state = "trials"
         return warm
 
@@ -286,13 +285,12 @@ class Transmitter:
         repeats = netpipe_repeats(
             opts.target_time_s, prev_size, point.increment_bytes, prev_t, opts.trials, MAX_ITERATIONS
         )
-        per_iteration = opts.window if opts.mode == MODE_STREAM else 1
-        return -(-repeats // per_iteration)
+        return -(-repeats // opts.messages_per_iteration)
 
     def sweep(self, points: list[SizePoint]) -> SweepOutcome:
         opts = self.opts
         outcome = SweepOutcome(status="complete")
-        unit = mode_factors(opts.mode, opts.window).one_way_factor  # iteration time / NetPIPE's time
+        unit = opts.mode_value.factors(opts.window).one_way_factor  # iteration time / NetPIPE's time
         prev_size = opts.lower_bytes
         # fixed --repeats need no estimate of the time per message
         prev_t = self.probe_round_trip_s() / unit if opts.repeats is None else 0.0
@@ -324,7 +322,7 @@ class Transmitter:
 
     def release(self, exit_code: int) -> bool:
         """Tell the reflector and the waiting ranks to exit; False if the reflector is mid-loop."""
-        if self.state == "kernel":
+        if self.stop.timing:
             return False
         if self.state == "trials":
             if self.multi:
