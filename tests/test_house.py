@@ -21,6 +21,7 @@ def test_no_import_cycle_and_no_private_cross_import():
     m = _metrics().measure(REPO)
     assert m["cycles"] == []
     assert m["private_imports"] == []
+    assert [c for c in m["folder_cycles"] if any(f.startswith("npmpi") for f in c)] == []  # no upward import
 
 
 def test_the_metrics_see_a_cycle_and_a_private_import(tmp_path):
@@ -58,3 +59,29 @@ def test_architecture_page_names_every_module_and_no_other():
     assert sorted(tables) == sorted(on_disk)
     assert {f: sorted(on_disk[f] - tables[f]) for f in on_disk if on_disk[f] - tables[f]} == {}
     assert {f: sorted(tables[f] - on_disk[f]) for f in on_disk if tables[f] - on_disk[f]} == {}
+
+
+def test_architecture_page_figures_are_the_code_s():
+    """The house figures' "now" column of docs/architecture.md is what bench/house_metrics.py measures."""
+    page = (REPO / "docs" / "architecture.md").read_text()
+    table = page.split("## House figures", 1)[1].split("| figure | before | now |", 1)[1].split("\n\n", 1)[0]
+    shown = {}
+    for line in table.strip().splitlines()[1:]:
+        name, _before, now = (cell.strip() for cell in line.strip("|").split("|"))
+        shown[name] = int(now)
+    m = _metrics().measure(REPO)
+    measured = {
+        "modules": m["modules"],
+        "folders": m["folders"],
+        "import depth": m["depth"],
+        "functions over 80 lines": len(m["long_functions"]),
+        "files over 500 lines": len(m["long_files"]),
+        "import cycles": len(m["cycles"]),
+        "folders importing each other": len(m["folder_cycles"]),
+        "private cross-imports": len(m["private_imports"]),
+        "mode checks in Python": m["mode_checks"],
+        "mode checks in C": m["c_mode_checks"],
+        "meter-spec parses": m["spec_parses"],
+        "timed-state strings": m["state_strings"],
+    }
+    assert shown == measured
