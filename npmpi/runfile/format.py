@@ -1,7 +1,7 @@
 """The run file's format shared by its writer and reader: version, datasets, statuses, limits, a size's row.
 
-Schema documented in docs/file-format.md; npmpi/runfile/writer.py writes it, npmpi/runfile/reader.py reads it,
-npmpi/runfile.py offers both under one name.
+Schema documented in docs/file-format.md; npmpi/runfile/writer.py writes it, npmpi/runfile/reader.py
+reads it.
 """
 
 from __future__ import annotations
