@@ -21,8 +21,10 @@ from npmpi.core.config import (
     THREAD_LEVEL_AUTO,
 )
 from npmpi.core.errors import UsageError
-from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG
+from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG, MODE_TABLE
 from npmpi.core.units import parse_number, parse_size_bytes, parse_whole
+from npmpi.meters.base import kinds_text
+from npmpi.sweep.kernels import KERNEL_NOTES
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -30,6 +32,12 @@ class UsageParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{message} (see python -m npmpi --help)")
+
+
+def one_or_other(items) -> str:
+    """'a, b or c' (a help text's list of choices)."""
+    items = list(items)
+    return " or ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
 
 
 def _size(text: str) -> int:
@@ -190,10 +198,8 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
         "--mode",
         default=MODE_PINGPONG,
         metavar="MODE",
-        help="'pingpong' (a message there and back, NetPIPE's default), 'stream' (a window of "
-        "messages one way, then an acknowledgement: one-way throughput, NetPIPE -s, osu_bw) or "
-        "'bidir' (both sides send at once, both directions counted: NetPIPE -2, osu_bibw) "
-        "(default: %(default)s)",
+        help=one_or_other(f"'{m.name}' ({m.help_note})" for m in MODE_TABLE.values())
+        + " (default: %(default)s)",
     )
     g.add_argument(
         "--window",
@@ -261,8 +267,9 @@ def _add_kernel_options(p: argparse.ArgumentParser) -> None:
         "--kernel",
         default="python",
         metavar="NAME",
-        help="timed loop: 'python' (mpi4py Send/Recv on numpy buffers) or 'c' (the same loop "
-        "in C) (default: %(default)s)",
+        help="timed loop: "
+        + one_or_other(f"'{name}' ({note})" for name, note in KERNEL_NOTES.items())
+        + " (default: %(default)s)",
     )
     g.add_argument(
         "--integrity",
@@ -288,9 +295,7 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         g,
         "--meter",
         "a meter channel of every node, KIND[:TARGET,key=value,...]; repeat for several. "
-        "Kinds: auto (the best that opens on each node), cray, rapl, perf, wattsup, hwmon, nvml, ipmi, "
-        "redfish, snmp, estimate, replay (see docs/meters.md; `python -m npmpi meters` shows what works "
-        "here). "
+        f"Kinds: {kinds_text()} (see docs/meters.md; `python -m npmpi meters` shows what works here). "
         "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node",
     )
     add_meter_option(

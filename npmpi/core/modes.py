@@ -56,6 +56,7 @@ class Mode:
     latency_label: str  # the console's latency column
     analysis_label: str  # what the analysis calls the run's bandwidth
     repeats_unit: str  # what an iteration is called in the console's header
+    help_note: str  # what it is, for --mode's help
 
     def factors(self, window: int = 1, pairs: int = 1) -> ModeFactors:
         """pingpong: 2 per pair, one way = t / (2 i); stream: window per pair, t / (window i);
@@ -69,50 +70,49 @@ class Mode:
         return window if self.windowed else 1
 
 
-MODE_TABLE = {
-    m.name: m
-    for m in (
-        Mode(
-            MODE_PINGPONG,
-            False,
-            2,
-            2,
-            True,
-            1,
-            "ping-pong",
-            "bandwidth",
-            "latency (one-way)",
-            "ping-pong",
-            "round trips",
-        ),
-        Mode(
-            MODE_STREAM,
-            True,
-            0,
-            0,
-            False,
-            1,
-            "stream (one way, window {window}, acknowledged)",
-            "one-way stream bandwidth",
-            "time per streamed message",
-            "one-way stream (window {window})",
-            "iterations",
-        ),
-        Mode(
-            MODE_BIDIR,
-            False,
-            2,
-            1,
-            True,
-            2,
-            "bidirectional (both directions counted)",
-            "bidirectional bandwidth (both directions)",
-            "latency (one exchange, both ways at once)",
-            "bidirectional (both directions)",
-            "iterations",
-        ),
-    )
-}
+_PINGPONG = Mode(
+    name=MODE_PINGPONG,
+    windowed=False,
+    bytes_factor=2,
+    one_way_factor=2,
+    round_trip=True,
+    np_out_bytes_factor=1,
+    header="ping-pong",
+    bandwidth_label="bandwidth",
+    latency_label="latency (one-way)",
+    analysis_label="ping-pong",
+    repeats_unit="round trips",
+    help_note="a message there and back, NetPIPE's default",
+)
+_STREAM = Mode(
+    name=MODE_STREAM,
+    windowed=True,
+    bytes_factor=0,
+    one_way_factor=0,
+    round_trip=False,
+    np_out_bytes_factor=1,
+    header="stream (one way, window {window}, acknowledged)",
+    bandwidth_label="one-way stream bandwidth",
+    latency_label="time per streamed message",
+    analysis_label="one-way stream (window {window})",
+    repeats_unit="iterations",
+    help_note="a window of messages one way, then an acknowledgement: one-way throughput, NetPIPE -s, osu_bw",
+)
+_BIDIR = Mode(
+    name=MODE_BIDIR,
+    windowed=False,
+    bytes_factor=2,
+    one_way_factor=1,
+    round_trip=True,
+    np_out_bytes_factor=2,
+    header="bidirectional (both directions counted)",
+    bandwidth_label="bidirectional bandwidth (both directions)",
+    latency_label="latency (one exchange, both ways at once)",
+    analysis_label="bidirectional (both directions)",
+    repeats_unit="iterations",
+    help_note="both sides send at once, both directions counted: NetPIPE -2, osu_bibw",
+)
+MODE_TABLE = {m.name: m for m in (_PINGPONG, _STREAM, _BIDIR)}
 MODES = tuple(MODE_TABLE)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.commands.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
+from npmpi.commands.arguments import UsageParser, add_meter_option, count_arg, one_or_other, seconds_arg
 from npmpi.commands.options import check_fabric, trials_and_target
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
 from npmpi.core.config import (
@@ -107,8 +107,13 @@ def build_parser() -> UsageParser:
         f"{QUICK_TARGET_TIME_S} s with --quick)",
     )
     p.add_argument("--quick", action="store_true", help="fewer trials, shorter target time")
-    p.add_argument("--kernel", default="python", metavar="NAME", help="'python' or 'c' (default: python)")
-    p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help="pingpong, stream or bidir")
+    p.add_argument(
+        "--kernel",
+        default="python",
+        metavar="NAME",
+        help=one_or_other(f"'{k}'" for k in KERNEL_NAMES) + " (default: python)",
+    )
+    p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help=one_or_other(MODES))
     p.add_argument(
         "--window", type=count_arg, default=None, metavar="N", help="stream mode: messages per window"
     )

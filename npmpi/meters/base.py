@@ -170,21 +170,23 @@ class Meter(ABC):
         }
 
 
+# in the order `--meter`'s help lists them (node-level first, the estimate and replay last)
 _REGISTRY: dict[str, str] = {
-    "wattsup": "npmpi.meters.wattsup:WattsUpMeter",
+    # not a meter: the best meters that open on each node, chosen by the power rank (meters/auto.py)
+    "auto": "npmpi.meters.auto:AutoSpec",
+    "cray": "npmpi.meters.cray:CrayMeter",
     "rapl": "npmpi.meters.rapl:RaplMeter",
+    "perf": "npmpi.meters.perf:PerfMeter",
+    "wattsup": "npmpi.meters.wattsup:WattsUpMeter",
     "hwmon": "npmpi.meters.hwmon:HwmonMeter",
     "nvml": "npmpi.meters.nvml:NvmlMeter",
     "ipmi": "npmpi.meters.ipmi:IpmiMeter",
-    "snmp": "npmpi.meters.snmp:SnmpMeter",
     "redfish": "npmpi.meters.redfish:RedfishMeter",
+    "snmp": "npmpi.meters.snmp:SnmpMeter",
     "estimate": "npmpi.meters.estimate:EstimateMeter",
     "replay": "npmpi.meters.replay:ReplayMeter",
-    "cray": "npmpi.meters.cray:CrayMeter",
-    "perf": "npmpi.meters.perf:PerfMeter",
-    # not a meter: the best meters that open on each node, chosen by the power rank (meters/auto.py)
-    "auto": "npmpi.meters.auto:AutoSpec",
 }
+_KIND_NOTES = {"auto": "the best that opens on each node"}
 
 
 def host_and_port(
@@ -219,6 +221,11 @@ def host_and_port(
 
 def known_meters() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def kinds_text() -> str:
+    """The registry's kinds for a help text, in its order: 'auto (the best that ...), cray, ...'."""
+    return ", ".join(f"{k} ({_KIND_NOTES[k]})" if k in _KIND_NOTES else k for k in _REGISTRY)
 
 
 _KIND_RE = re.compile(r"[a-z0-9_-]{1,40}", re.ASCII)

@@ -24,7 +24,9 @@ from npmpi.core.errors import KernelUnavailable
 from npmpi.core.protocol import ACK_TAG, DATA_TAG
 
 KernelFn = Callable[[Any, int, Any, Any, int, int, bool], float]
-KERNEL_NAMES = ("python", "c")
+# each kernel's name and what it is, for --kernel's help
+KERNEL_NOTES = {"python": "mpi4py Send/Recv on numpy buffers", "c": "the same loop in C"}
+KERNEL_NAMES = tuple(KERNEL_NOTES)
 
 
 @dataclass(frozen=True)
