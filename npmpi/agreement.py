@@ -32,15 +32,18 @@ class Agreed:
 
 
 def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
-    """Rank 0: name (`-o`, else npmpi-PREFIXSTAMP.h5), reserve and lock the output file and read
+    """Rank 0: name (`-o`, else runs/npmpi-PREFIXSTAMP.h5), reserve and lock the output file and read
     the calibration file; the problem, if any."""
     from npmpi.options import default_output_name
-    from npmpi.outpath import reserve_output
+    from npmpi.outpath import default_directory, reserve_output
     from npmpi.writecheck import RESERVED_BYTES
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    agreed.output = opts.output if opts.output is not None else default_output_name(stem_prefix + stamp)
     try:
+        if opts.output is None:
+            agreed.output = default_output_name(stem_prefix + stamp, default_directory())
+        else:
+            agreed.output = opts.output
         if opts.calibration is not None:
             from npmpi.calibration import load_calibration
 

@@ -72,9 +72,9 @@ def parse_options(argv: list[str]) -> Options:
     if ns.help:
         raise HelpRequested(parser.format_help())
     if ns.version:
-        from npmpi import __version__
+        from npmpi.arguments import version_text
 
-        raise HelpRequested(f"npmpi {__version__}\n")
+        raise HelpRequested(version_text())
     _check_sizes(ns)
     trials, target = _repetition(ns)
     max_one_way = _max_one_way(ns.max_one_way, ns.max_round_trip)

@@ -46,24 +46,42 @@ def build_parser() -> argparse.ArgumentParser:
         "nodes; several maps are compared with the first (npmpi-analyze before.h5 after.h5). "
         "Outputs are never overwritten without --force.",
     )
+    from npmpi import __version__
+
+    p.add_argument("--version", action="version", version=f"{PROG} (npmpi) {__version__}")
     p.add_argument(
         "runs", nargs="+", type=Path, metavar="RUN.h5", help="run file(s) or cluster map(s) written by npmpi"
     )
-    p.add_argument("--csv", type=Path, metavar="FILE", help="write every per-size figure as CSV")
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the summary and per-size figures as JSON")
+    p.add_argument(
+        "--csv", type=Path, metavar="FILE", help="write every per-size figure as CSV (default: none)"
+    )
+    p.add_argument(
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="write the summary and per-size figures as JSON (default: none)",
+    )
     p.add_argument(
         "--np-out",
         type=Path,
         metavar="FILE",
         help="write NetPIPE's np.out (bytes, Mbps = bits/2^20/s, one-way seconds); with several runs, "
-        "one file per run, the run's label added to the name (np.out -> np-LABEL.out)",
+        "one file per run, the run's label added to the name (np.out -> np-LABEL.out; default: none)",
     )
-    p.add_argument("--plots", type=Path, metavar="DIR", help="write the figures into DIR (created if needed)")
+    p.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        help="write the figures into DIR (created if needed; default: none)",
+    )
     p.add_argument(
         "--format", choices=FORMATS, default="png", help="file format of --plots figures (default: png)"
     )
     p.add_argument(
-        "--report", type=Path, metavar="FILE.html", help="write one self-contained HTML page with everything"
+        "--report",
+        type=Path,
+        metavar="FILE.html",
+        help="write one self-contained HTML page with everything (default: none)",
     )
     p.add_argument(
         "--meter-delay",

