@@ -3,6 +3,7 @@ when MPI is missing, and the default output directory."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -163,3 +164,41 @@ def test_the_by_hand_recipe_installs_its_build_tools_first():
     recipe = text[start : text.index("\n\n", start)]
     build = recipe.index("--no-build-isolation")
     assert "scikit-build-core" in recipe[:build] and "cmake" in recipe[:build], recipe
+
+
+def _analysed(tmp_path, name: str, attrs: dict | None = None):
+    from npmpi_analysis.analyse import analyse_run
+    from npmpi_analysis.synthetic import write_run
+
+    from npmpi.runfile import load_run
+
+    trials = [[3e-4, 1e-4, 2e-4]]  # the best trial second, the slowest first
+    path = write_run(tmp_path / name, [1000], [10], trials, [[1.0, 2.0, 3.0]], attrs=attrs)
+    return analyse_run(load_run(path), name)
+
+
+def test_average_and_largest_latency_and_message_rate_by_hand(tmp_path):
+    from npmpi_analysis.analyse import size_rows
+    from npmpi_analysis.report import csv_bytes, json_bytes, size_table
+
+    a = _analysed(tmp_path, "pp.h5")
+    (row,) = size_rows(a)
+    # ping-pong: one-way time = trial / (2 i), i = 10; messages per iteration 2
+    assert row["latency_min_s"] == pytest.approx(1e-4 / 20)
+    assert row["latency_avg_s"] == pytest.approx(2e-4 / 20)
+    assert row["latency_max_s"] == pytest.approx(3e-4 / 20)
+    assert row["message_rate_per_s"] == pytest.approx(2 * 10 / 1e-4)
+    header = csv_bytes([a]).decode().splitlines()[0].split(",")
+    assert {"latency_min_s", "latency_avg_s", "latency_max_s", "message_rate_per_s"} <= set(header)
+    (size,) = json.loads(json_bytes([a]))["runs"][0]["sizes"]
+    assert size["latency_avg_s"] == pytest.approx(1e-5) and size["latency_max_s"] == pytest.approx(1.5e-5)
+    text = size_table(a).splitlines()
+    assert "avg us" in text[0] and "max us" in text[0] and "msg/s" not in text[0]
+    assert text[1].split()[-2:] == ["10", "15"]  # avg and max latency in us
+    # a stream of windows of 8: 8 messages per iteration, one message's time = trial / (8 i)
+    s = _analysed(tmp_path, "st.h5", {"mode": "stream", "window": 8, "bytes_per_iteration_factor": 8,
+                                      "one_way_divisor": 8})  # fmt: skip
+    (row,) = size_rows(s)
+    assert row["message_rate_per_s"] == pytest.approx(8 * 10 / 1e-4)
+    assert row["latency_avg_s"] == pytest.approx(2e-4 / 80)
+    assert size_table(s).splitlines()[0].split()[-1] == "msg/s"

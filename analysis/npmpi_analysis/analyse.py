@@ -330,6 +330,8 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
     bw = a.bw
     rows = []
     flags = a.flag_names()
+    lat_avg, lat_max = compute.latency_spread_s(bw)
+    msg_rate = compute.message_rate_per_s(bw, compute.run_mode_factors(a.attrs)[0])
     for k in range(a.sizes):
         row: dict[str, Any] = {
             "run": a.label,
@@ -340,6 +342,10 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
             "trial_mean_s": float(bw.trial_mean_s[k]),
             "trial_sigma_s": float(bw.trial_sigma_s[k]),
             "one_way_s": float(bw.one_way_s[k]),
+            "latency_min_s": float(bw.one_way_s[k]),
+            "latency_avg_s": float(lat_avg[k]),
+            "latency_max_s": float(lat_max[k]),
+            "message_rate_per_s": float(msg_rate[k]),
             "bandwidth_peak_bit_s": float(bw.peak_bit_s[k]),
             "bandwidth_mean_bit_s": float(bw.mean_bit_s[k]),
             "bandwidth_sigma_bit_s": float(bw.sigma_bit_s[k]),

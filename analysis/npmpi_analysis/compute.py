@@ -151,6 +151,27 @@ def bandwidth(
     )
 
 
+def latency_spread_s(bw: Bandwidth) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, largest) one-way time per size: the mean and the slowest trial's time / (D i), OSU's
+    average and maximum latency beside NetPIPE's best (one_way_s); NaN where no trial ran."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_second = bw.one_way_s / bw.best_s  # 1 / (D i)
+        return bw.trial_mean_s * per_second, bw.one_way_s * bw.max_bit_s / bw.min_bit_s
+
+
+def shows_message_rate(attrs: dict) -> bool:
+    """Whether the table shows messages per second: a stream (osu_mbw_mr's figure) or several pairs."""
+    pairs = attrs.get("pairs", 1)
+    return str(attrs.get("mode", "")) == "stream" or (isinstance(pairs, (int, np.integer)) and pairs > 1)
+
+
+def message_rate_per_s(bw: Bandwidth, messages_per_iteration: int) -> np.ndarray:
+    """Messages per second in the best trial, osu_mbw_mr's figure: F i / t (F: the mode's bytes per
+    iteration factor, the messages of all pairs per iteration)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(messages_per_iteration) * bw.iterations / bw.best_s
+
+
 @dataclass
 class EnergyRate:
     """Bits per joule (= bit/s per watt) with the paper's bounds and propagated uncertainty."""

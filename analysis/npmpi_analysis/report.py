@@ -15,7 +15,14 @@ import numpy as np
 
 from npmpi.safetext import printable_lines
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
-from npmpi_analysis.compute import FLAG_NAMES, mode_label
+from npmpi_analysis.compute import (
+    FLAG_NAMES,
+    latency_spread_s,
+    message_rate_per_s,
+    mode_label,
+    run_mode_factors,
+    shows_message_rate,
+)
 from npmpi_analysis.fabric import fabric_line, part_cells
 
 NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
@@ -57,7 +64,10 @@ def render_table(headers: list[str], rows: list[list[str]], left: int = 0) -> st
 def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells of the per-size table (bandwidth, latency, and power when measured)."""
     bw = a.bw
-    headers = ["bytes", "iters", "best Gbit/s", f"mean Gbit/s {pm} σ", f"latency {micro}"]
+    lat_avg, lat_max = latency_spread_s(bw)
+    rate = message_rate_per_s(bw, run_mode_factors(a.attrs)[0]) if shows_message_rate(a.attrs) else None
+    headers = ["bytes", "iters", "best Gbit/s", f"mean Gbit/s {pm} σ"]
+    headers += [f"latency {micro}", f"avg {micro}", f"max {micro}"] + (["msg/s"] if rate is not None else [])
     if a.power is not None:
         headers += [f"power W {pm} σ", f"Mbit/J {pm} σ", f"pJ/bit {pm} σ", "dyn pJ/bit", "flag"]
     flags = a.flag_names()
@@ -69,6 +79,9 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
             _g(bw.peak_bit_s[k] / 1e9),
             _pm(bw.mean_bit_s[k] / 1e9, bw.sigma_bit_s[k] / 1e9, pm),
             _g(bw.one_way_s[k] * 1e6),
+            _g(lat_avg[k] * 1e6),
+            _g(lat_max[k] * 1e6),
+            *([_g(rate[k])] if rate is not None else []),
         ]
         if a.power is not None:
             row += [
