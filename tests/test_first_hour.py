@@ -202,3 +202,30 @@ def test_average_and_largest_latency_and_message_rate_by_hand(tmp_path):
     assert row["message_rate_per_s"] == pytest.approx(8 * 10 / 1e-4)
     assert row["latency_avg_s"] == pytest.approx(2e-4 / 80)
     assert size_table(s).splitlines()[0].split()[-1] == "msg/s"
+
+
+def test_several_runs_side_by_side_per_size(tmp_path, capsys):
+    from npmpi_analysis.cli import main
+    from npmpi_analysis.synthetic import write_run
+
+    # b is twice as slow at 8 B, the same at 64 B; only a measured 1 B
+    write_run(tmp_path / "a.h5", [1, 8, 64], [10] * 3, [[2e-5], [4e-5], [8e-5]], [[1.0], [2.0], [3.0]])
+    write_run(tmp_path / "b.h5", [8, 64], [10] * 2, [[8e-5], [8e-5]], [[1.0], [2.0]])
+    argv = [str(tmp_path / "a.h5"), str(tmp_path / "b.h5"), "--compare-csv", str(tmp_path / "c.csv")]
+    assert main([*argv, "--report", str(tmp_path / "r.html")]) == 0
+    rows = (tmp_path / "c.csv").read_text().splitlines()
+    assert rows[0] == (
+        "size_bytes,a_latency_min_s,b_latency_min_s,b_latency_min_s_ratio,"
+        "a_bandwidth_peak_bit_s,b_bandwidth_peak_bit_s,b_bandwidth_peak_bit_s_ratio"
+    )
+    size, lat_a, lat_b, lat_ratio, bw_a, bw_b, bw_ratio = (float(x) for x in rows[1].split(","))
+    assert size == 8 and lat_a == pytest.approx(2e-6) and lat_b == pytest.approx(4e-6)
+    assert lat_ratio == pytest.approx(2.0) and bw_ratio == pytest.approx(0.5)
+    assert bw_a == pytest.approx(2 * 10 * 8 * 8 / 4e-5) and bw_b == pytest.approx(bw_a / 2)
+    assert len(rows) == 3 and rows[2].startswith("64,")  # 1 B only in a: left out
+    out = capsys.readouterr().out
+    table = out[out.index("per message size") :].splitlines()
+    assert table[1].split()[:2] == ["bytes", "a"] and table[2].split()[:4] == ["8", "2", "4", "2"]
+    assert "Per message size (sizes every run measured)" in (tmp_path / "r.html").read_text()
+    assert main([str(tmp_path / "a.h5"), "--compare-csv", str(tmp_path / "one.csv")]) == 2
+    assert not (tmp_path / "one.csv").exists()

@@ -461,6 +461,10 @@ def html_report(
                 ],
             )
         )
+        from npmpi_analysis.size_comparison import comparison_cells
+
+        parts.append("<h3>Per message size (sizes every run measured)</h3>")
+        parts.append(_html_table(*comparison_cells(analyses), left=0))
     if figures:
         parts.append("<h2>Figures</h2>")
     parts += figures_html(figures)
