@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from npmpi_analysis.cli import build_parser as analyze_parser
 
@@ -229,3 +232,69 @@ def test_several_runs_side_by_side_per_size(tmp_path, capsys):
     assert "Per message size (sizes every run measured)" in (tmp_path / "r.html").read_text()
     assert main([str(tmp_path / "a.h5"), "--compare-csv", str(tmp_path / "one.csv")]) == 2
     assert not (tmp_path / "one.csv").exists()
+
+
+LAYOUT_CHECK = """<script>
+window.addEventListener('load', () => {
+  const srcs = [...document.images].map(i => i.src);
+  const out = document.createElement('pre');
+  out.id = 'layout-check';
+  out.textContent = JSON.stringify({
+    scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
+    images: srcs.length, distinctImages: new Set(srcs).size,
+    summaryTables: document.querySelectorAll('table.summary').length,
+    preBlocks: document.querySelectorAll('pre').length});
+  document.body.appendChild(out);
+});
+</script></body>"""
+
+
+def _estimated_run(path: Path, slower: float) -> Path:
+    """Ten sizes of 2 s from T0 with a constant 'estimated' 120 W: the energy rate tracks the bandwidth."""
+    from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
+
+    t0 = 1_700_000_000.0
+    t = t0 - 6 + 0.1 * np.arange(300)
+    chan = SynthChannel(t, np.full(t.size, 120.0), label="estimated", kind="estimate", sample_interval_s=0.1)
+    node = SynthNode([chan], host="host-with-a-long-name-0", offset_start_s=0.0, measured_start_unix_s=t0)
+    sizes = [1 << (2 * k) for k in range(10)]
+    trials = [[slower * 1e-3 * (1 + k / 3)] * 3 for k in range(10)]
+    starts = [[t0 + 2 * k, t0 + 2 * k + 0.5, t0 + 2 * k + 1.0] for k in range(10)]
+    return write_run(path, sizes, [100] * 10, trials, starts, nodes=[node], baseline=(t0 - 5, t0 - 1))
+
+
+@pytest.mark.timeout(300)
+def test_report_fits_1280_px_in_chromium_and_says_nothing_meaningless(tmp_path, capsys):
+    from npmpi_analysis.cli import main
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed (tests/test_faults_report.py installs it as root)")
+    runs = [str(_estimated_run(tmp_path / f"{name}.h5", slower)) for name, slower in (("a", 1), ("b", 2))]
+    report = tmp_path / "report.html"
+    assert main([*runs, "-q", "--report", str(report)]) == 0
+    html = report.read_text()
+    assert "corrcoef" not in html and "r = 1.0000" not in html  # constant power: no correlation shown
+    assert "says nothing here" in html
+    checked = tmp_path / "checked.html"
+    checked.write_text(html.replace("</body>", LAYOUT_CHECK, 1))
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--virtual-time-budget=5000",
+        "--window-size=1280,900",
+    ]
+    dom = subprocess.run([chromium, *flags, "--dump-dom", checked.as_uri()], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    found = re.search(r'<pre id="layout-check">(.*?)</pre>', dom.stdout)
+    assert found, (dom.stdout[-500:], dom.stderr[-2000:])
+    page = json.loads(found.group(1).replace("&quot;", '"'))
+    assert page["scrollWidth"] <= page["innerWidth"], page  # no horizontal scrolling at 1280 px
+    assert page["summaryTables"] == 2 and page["preBlocks"] == 0, page  # summaries as tables
+    assert page["images"] >= 8 and page["distinctImages"] == page["images"], page  # no panel twice
+    png = Path(os.environ.get("NPMPI_REPORT_PNG", tmp_path / "report.png"))
+    subprocess.run(
+        [chromium, *flags, f"--screenshot={png}", report.as_uri()], capture_output=True, timeout=120
+    )
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -246,6 +246,7 @@ def _add_power_figures(out: dict[str, Any], a: RunAnalysis) -> float:
     if a.dynamic_pj_bit is not None and k is not None:
         out["dynamic_energy_pj_bit_at_min"] = _f(a.dynamic_pj_bit[k])
     out["correlation_bandwidth_energy_rate"] = _f(a.correlation)
+    out["power_constant"] = compute.power_constant(pw.job_w, pw.job_sigma_w)
     out["idle_power_w"] = _f(pw.idle_w)
     out["idle_power_sigma_w"] = _f(pw.idle_sigma_w)
     out["active_power_w"] = _f(pw.active_w)
@@ -405,7 +406,8 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Key figures of every run and their ratio to the first run's (None where undefined)."""
     rows = []
     for name, key, unit, scale in KEY_FIGURES:
-        values = [s.get(key) for s in summaries]
+        # a correlation of constant power with the bandwidth is ~1 by construction: not shown
+        values = [None if key in NO_RATIO and s.get("power_constant") else s.get(key) for s in summaries]
         if all(v is None for v in values):
             continue
         ref = values[0]

@@ -218,6 +218,20 @@ def correlation(x: np.ndarray, y: np.ndarray) -> float:
     return c if math.isfinite(c) else float("nan")
 
 
+def power_constant(power_w: np.ndarray, sigma_w: np.ndarray) -> bool:
+    """Whether the power hardly changed over the sizes (its spread no larger than a size's typical
+    σ_p): the energy rate is then the bandwidth over a constant and their correlation is ~1 by
+    construction, not a finding (e.g. an estimate at full CPU load)."""
+    p, s = np.asarray(power_w, dtype=float), np.asarray(sigma_w, dtype=float)
+    ok = np.isfinite(p)
+    if ok.sum() < 2:
+        return False
+    typical = (
+        float(np.nanmedian(np.where(np.isfinite(s[ok]), s[ok], np.nan))) if np.isfinite(s[ok]).any() else 0.0
+    )
+    return float(np.std(p[ok])) <= typical
+
+
 def scaled(x: np.ndarray) -> np.ndarray:
     """x divided by its largest finite value (the paper's 'scaled' curves)."""
     x = np.asarray(x, dtype=float)

@@ -353,6 +353,7 @@ table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:.15em .4em;text-align:right}th{background:#f3f3f3}
 .caveat{color:#b22222;font-weight:bold}.problem{color:#b22222}
 figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444}img{max-width:100%}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
 

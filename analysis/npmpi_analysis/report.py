@@ -170,11 +170,15 @@ def _power_lines(s: dict, out: list[str], pm: str) -> None:
             f"{s['min_energy_size_bytes']} B{dyn_text}"
         )
     corr = s["correlation_bandwidth_energy_rate"]
-    out.append(
-        f"  correlation bandwidth vs energy rate: {_g(corr, 6)} (numpy.corrcoef over the sizes)"
-        if corr is not None
-        else "  correlation bandwidth vs energy rate: undefined (fewer than 2 sizes with power)"
-    )
+    if corr is None:
+        out.append("  correlation bandwidth vs energy rate: undefined (fewer than 2 sizes with power)")
+    elif s.get("power_constant"):
+        out.append(
+            f"  correlation bandwidth vs energy rate: {_g(corr, 4)}, which says nothing here: the power "
+            "was constant within its σ_p, so the energy rate is the bandwidth over a constant"
+        )
+    else:
+        out.append(f"  correlation bandwidth vs energy rate: {_g(corr, 6)} (numpy.corrcoef over the sizes)")
     idle = _pm(s["idle_power_w"], _nan(s["idle_power_sigma_w"]), pm)
     active = _pm(s["active_power_w"], _nan(s["active_power_sigma_w"]), pm)
     out.append(f"  all nodes: idle {idle} W, active {active} W")
@@ -372,6 +376,8 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 .caveat{color:#b22222;font-weight:bold}.problem{color:#b22222}.notice{color:#8a6d00}
 figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444}
 img{max-width:100%}
+table.summary{max-width:100%}table.summary td{overflow-wrap:anywhere}
+table.summary th{white-space:nowrap;vertical-align:top}
 """
 
 
@@ -407,6 +413,19 @@ def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def summary_table_html(text: str) -> str:
+    """The text summary as a two-column table that wraps to the page: each `  figure: value` line a
+    row, lines indented under it rows of their own below it; the first line (label: file) as 'file'."""
+    lines = text.splitlines()
+    rows = [["file", lines[0].split(": ", 1)[-1]]] if lines else []
+    for line in lines[1:]:
+        nested = line.startswith("    ")
+        key, sep, value = line.strip().partition(": ")
+        rows.append(["", line.strip()] if nested or not sep else [key, value])
+    body = "".join(f"<tr><th class=l>{_e(k)}</th><td class=l>{_e(v)}</td></tr>" for k, v in rows)
+    return f"<table class=summary>{body}</table>"
+
+
 def _fault_table(a: RunAnalysis) -> str:
     """The run's meter faults and sampling gaps as an HTML table ('' without power)."""
     s = a.summary()
@@ -436,10 +455,11 @@ def html_report(
         parts.append(f"<p class=problem>problem: {_e(p)}</p>")
     parts.append("<h2>Summary</h2>")
     for a in analyses:
-        parts.append(f"<h3>{_e(a.label)}</h3>")
+        if len(analyses) > 1:  # one run: its label is the page's title already
+            parts.append(f"<h3>{_e(a.label)}</h3>")
         if a.caveat:
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
-        parts.append(f"<pre>{_e(summary_text(a))}</pre>")
+        parts.append(summary_table_html(summary_text(a)))
         parts.append(_fault_table(a))
         if a.summary().get("energy_parts"):
             parts.append(
