@@ -48,6 +48,10 @@ def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
             from npmpi.calibration import load_calibration
 
             agreed.calibration = load_calibration(opts.calibration)
+        if getattr(opts, "np_out", None) is not None:
+            from npmpi.npout import check_np_out
+
+            check_np_out(opts.np_out, opts.force, agreed.output)
         # disk space held back to close the file properly if the disk fills up during the run
         agreed.reservation = reserve_output(agreed.output, opts.force, ballast_bytes=RESERVED_BYTES)
     except UsageError as exc:

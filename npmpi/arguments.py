@@ -385,7 +385,14 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
         help="run file to write (default: runs/npmpi-YYYYmmdd-HHMMSS[-jobID].h5, never an existing "
         "name; runs/ is created with a .gitignore)",
     )
-    g.add_argument("--force", action="store_true", help="overwrite an existing --output file")
+    g.add_argument(
+        "--np-out",
+        default=None,
+        metavar="FILE",
+        help="also write NetPIPE's np.out as the run goes, as NPopenmpi does: bytes, Mbps (NetPIPE's "
+        "2^20 bit/s), seconds of one message (default: none; npmpi-analyze --np-out writes it later)",
+    )
+    g.add_argument("--force", action="store_true", help="overwrite an existing --output or --np-out file")
     g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
 

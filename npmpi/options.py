@@ -110,6 +110,7 @@ def parse_options(argv: list[str]) -> Options:
         buffers=ns.buffers,
         huge_pages=ns.huge_pages,
         thread_level=ns.thread_level,
+        np_out=ns.np_out,
         fabric_meters=tuple(ns.fabric_meter),
         fabric_rank=ns.fabric_rank,
     )

@@ -230,6 +230,7 @@ class Recording:
         self.points = sweep.schedule_for(opts)
         self.console = Console(quiet=opts.quiet)
         self.writer = None
+        self.np_out = None  # --np-out: npmpi.npout.NpOutWriter
         self.transmitter = None
         self.collector = None
         if s.layout.power_ranks:
@@ -254,6 +255,10 @@ class Recording:
             if self.shortest_interval is not None and max(row.trial_s) < self.shortest_interval:
                 self.console.short_trials(row.size_bytes, max(row.trial_s), self.shortest_interval)
         self.console.row(index, row)
+        if self.np_out is not None:
+            problem = self.np_out.write(row.size_bytes, row.iterations, list(row.trial_s))
+            if problem:
+                self.console.note(f"npmpi: note: {problem}")
 
     def mark_file(self, message: str) -> None:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
@@ -283,6 +288,18 @@ class Recording:
             reservation=s.reservation,
         )
         s.stop.mark_file = self.mark_file
+        if opts.np_out is not None:
+            from npmpi.npout import NpOutWriter
+
+            a = self.attrs
+            self.np_out = NpOutWriter(
+                opts.np_out,
+                int(a["bytes_per_iteration_factor"]),
+                int(a["one_way_divisor"]),
+                opts.mode == "bidir",
+            )
+            if self.np_out.problem:
+                self.console.note(f"npmpi: note: {self.np_out.problem}")
 
     def _record(self) -> int:
         s, opts, console = self.setup, self.setup.opts, self.console
@@ -305,6 +322,8 @@ class Recording:
                 writer, collector, s.layout, s.power_nodes, opts, s.calibration, outcome, console, s.stop
             )
         elapsed = time.monotonic() - self.started
+        if self.np_out is not None:
+            self.np_out.close()
         writer.finish(
             outcome.status,
             outcome.message,

@@ -298,3 +298,20 @@ def test_report_fits_1280_px_in_chromium_and_says_nothing_meaningless(tmp_path, 
         [chromium, *flags, f"--screenshot={png}", report.as_uri()], capture_output=True, timeout=120
     )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_the_run_writes_np_out_as_the_analysis_does(npmpi_run, tmp_path, capsys):
+    from npmpi_analysis.cli import main
+
+    (tmp_path / "taken.out").write_text("keep\n")
+    args = ["--quick", "-u", "1K", "-o", "r.h5"]
+    proc = npmpi_run([*args, "--np-out", "taken.out"])
+    assert proc.returncode == 2 and "--np-out taken.out exists" in proc.stderr, proc.stderr
+    assert (tmp_path / "taken.out").read_text() == "keep\n" and not (tmp_path / "r.h5").exists()
+    proc = npmpi_run([*args, "--np-out", "np.out", "-q"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert main([str(tmp_path / "r.h5"), "-q", "--np-out", str(tmp_path / "later.out")]) == 0
+    written = (tmp_path / "np.out").read_text()
+    assert written == (tmp_path / "later.out").read_text() and len(written.splitlines()) > 20

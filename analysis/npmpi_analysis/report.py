@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from npmpi.npout import NETPIPE_MBPS_BIT_S, np_out_line
 from npmpi.safetext import printable_lines
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import (
@@ -346,7 +347,7 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
     return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
 
 
-NP_OUT_MBPS_BIT_S = 1024.0 * 1024.0  # NetPIPE 3.7's Mbps: 2^20 bit/s
+NP_OUT_MBPS_BIT_S = NETPIPE_MBPS_BIT_S  # NetPIPE 3.7's Mbps: 2^20 bit/s (npmpi.npout)
 
 
 def np_out_bytes(a: RunAnalysis) -> bytes:
@@ -361,7 +362,7 @@ def np_out_bytes(a: RunAnalysis) -> bytes:
     lines = []
     for size, t, bit_s in zip(a.bw.size_bytes, a.bw.one_way_s, a.bw.peak_bit_s, strict=True):
         if math.isfinite(t) and t > 0 and math.isfinite(bit_s):
-            lines.append(f"{int(size) * doubled:8d} {float(bit_s) / NP_OUT_MBPS_BIT_S:f} {float(t):12.8f}\n")
+            lines.append(np_out_line(int(size), float(bit_s), float(t), doubled == 2))
     return "".join(lines).encode()
 
 
