@@ -77,8 +77,10 @@ def settle(MPI, comm, opts, agreed: Agreed, problem: str | None, stem_prefix: st
     try:
         collective_check(comm, problem)
     except UsageError:
-        if agreed.reservation is not None:
-            from npmpi.outpath import release
+        from npmpi.outpath import release, remove_default_directory_if_unused
 
+        if agreed.reservation is not None:
             release(agreed.reservation)
+        if comm.Get_rank() == 0 and opts.output is None:
+            remove_default_directory_if_unused()
         raise

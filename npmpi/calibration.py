@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
         return 2
 
     from npmpi.layout import ROLE_POWER
-    from npmpi.outpath import default_directory, release, reserve_output
+    from npmpi.outpath import default_directory, release, remove_default_directory_if_unused, reserve_output
     from npmpi.power import power_rank_main
     from npmpi.protocol import StopFlag
     from npmpi.ranks import discover_roles, open_power_rank
@@ -208,6 +208,8 @@ def main(argv: list[str]) -> int:
         if rank == 0:
             if output is not None and not isinstance(output, str):
                 release(output)
+            if ns.output is None:
+                remove_default_directory_if_unused()
             say(error_line(str(exc)), sys.stderr)
         return 2
 

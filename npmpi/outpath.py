@@ -172,6 +172,18 @@ def default_directory() -> str:
     return str(directory)
 
 
+def remove_default_directory_if_unused() -> None:
+    """Undo default_directory when nothing was written there: bad usage leaves no file behind."""
+    directory = Path(DEFAULT_DIRECTORY)
+    ignore = directory / ".gitignore"
+    try:
+        if sorted(p.name for p in directory.iterdir()) == [".gitignore"] and ignore.read_text() == IGNORE_ALL:
+            ignore.unlink()
+            directory.rmdir()
+    except OSError:
+        pass  # not ours, or in use: leave it
+
+
 def reserve_output(
     path: str | os.PathLike, force: bool, what: str = "--output", ballast_bytes: int = 0
 ) -> Reservation:
