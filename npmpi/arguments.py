@@ -30,6 +30,7 @@ from npmpi.units import parse_size_bytes
 SUBCOMMANDS = (
     ("map", "measure every pair of nodes: latency, bandwidth, energy per bit per link"),
     ("calibrate", "measure each meter's reporting delay, for --calibration"),
+    ("meters", "which power meters work on this node and why not (no MPI needed)"),
 )
 
 
@@ -323,7 +324,9 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         g,
         "--meter",
         "a meter channel of every node, KIND[:TARGET,key=value,...]; repeat for several. "
-        "Kinds: wattsup, rapl, hwmon, nvml, ipmi, redfish, estimate, replay (see docs/meters.md). "
+        "Kinds: auto (the best that opens on each node), cray, rapl, perf, wattsup, hwmon, nvml, ipmi, "
+        "redfish, snmp, estimate, replay (see docs/meters.md; `python -m npmpi meters` shows what works "
+        "here). "
         "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node (default: none, "
         "no power measured)",
     )

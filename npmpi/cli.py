@@ -34,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         from npmpi.calibration import main as calibrate_main
 
         return calibrate_main(argv[1:])
+    if argv[:1] == ["meters"]:  # no MPI: which meters work on this node
+        from npmpi.meterscmd import main as meters_main
+
+        return meters_main(argv[1:])
     if argv[:1] == ["map"]:
         from npmpi.maprun import main as map_main
 

@@ -7,6 +7,8 @@ import sys
 from npmpi.runfile import SizeResult
 from npmpi.units import format_size_iec, mbps_netpipe
 
+MAX_SHORT_SHOWN = 12  # sizes named in the summary's line on sizes shorter than a meter's interval
+
 
 class Console:
     def __init__(self, quiet: bool = False, stream=None) -> None:
@@ -17,6 +19,7 @@ class Console:
         self.factor, self.one_way_factor = 2, 2  # ping-pong until the header says otherwise
         self.bandwidth_label = "bandwidth"
         self.latency_label = "latency (one-way)"
+        self.short_sizes: list[int] = []  # sizes the analysis will flag 'short' (npmpi.recording)
 
     def _print(self, text: str) -> None:
         if not self.quiet:
@@ -95,6 +98,8 @@ class Console:
             )
             for reason in node.get("meters_skipped") or []:
                 self._print(f"  skipped (--meter-optional): {reason}")
+            if node.get("meter_auto_summary"):
+                self._print(f"  {node['meter_auto_summary']}")
             if any(c["label"] != "measured" for c in chans):
                 self._print("  note: estimated or simulated power is not a measurement; it is labelled so")
 
@@ -106,13 +111,16 @@ class Console:
         for reason in fabric.get("skipped") or []:
             self._print(f"  skipped (--meter-optional): {reason}")
 
-    def short_trials(self, size: int, trial_s: float, interval_s: float) -> None:
-        if getattr(self, "_warned_short", False):
+    def short_trials(self, size: int, window_s: float, interval_s: float) -> None:
+        """A size whose trials together last less than a meter's interval: the analysis flags it
+        'short'. The first is noted at once, all of them in the summary."""
+        self.short_sizes.append(size)
+        if len(self.short_sizes) > 1:
             return
-        self._warned_short = True
         print(
-            f"npmpi: note: trials at {size} B last {trial_s:.3g} s, less than the {interval_s:g} s sample "
-            "interval: their power comes from several trials (the analysis flags such sizes)",
+            f"npmpi: note: the trials of {size} B last {window_s:.3g} s in all, less than the "
+            f"{interval_s:g} s sample interval: their power comes from the nearest samples (the "
+            "analysis flags such sizes 'short'; the summary lists them)",
             file=sys.stderr,
             flush=True,
         )
@@ -145,6 +153,15 @@ class Console:
                 f"{collector.faults_total} distinct meter fault(s), "
                 f"{collector.fault_events_total} occurrence(s) "
                 "(each printed once; counts in the file)"
+            )
+        short = self.short_sizes
+        if short:
+            shown = ", ".join(str(n) for n in short[:MAX_SHORT_SHOWN]) + (
+                ", …" if len(short) > MAX_SHORT_SHOWN else ""
+            )
+            self._print(
+                f"power: {len(short)} size(s) measured in less than a meter's interval, flagged 'short' by "
+                f"the analysis (power from the nearest samples): {shown} B"
             )
         if outcome.stopped_early:
             self._print(f"stopped early: {outcome.stopped_early}")

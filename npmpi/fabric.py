@@ -70,13 +70,14 @@ def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -
     samplers = [ChannelSampler(m, sample_interval_for(m, sample_interval_s), label) for m in meters]
     channels = []
     for s in samplers:
-        d = s.meter.describe()
-        d["sample_interval_s"] = s.interval_s
+        d = s.describe()
         d["sampled_by_rank"] = roles.rank
         channels.append(d)
     roles.samplers = [*roles.samplers, *samplers]
     if roles.power_info is None:
-        roles.power_info = {"specs": [], "channels": [], "skipped": []}
+        from npmpi.ranks import machine_ids
+
+        roles.power_info = {"specs": [], "channels": [], "skipped": [], **machine_ids()}
     roles.power_info["fabric"] = {
         "specs": list(specs),
         "channels": channels,

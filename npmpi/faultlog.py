@@ -137,6 +137,8 @@ def create_datasets(fg) -> None:
     """The datasets of a channel's `faults` group (format 1.1's two, and the counts of repeats)."""
     import h5py
 
+    from npmpi.runformat import CHECKSUM
+
     text = h5py.string_dtype()
     for name, dtype in (
         ("time_unix_s", np.float64),
@@ -145,7 +147,8 @@ def create_datasets(fg) -> None:
         ("count", np.int64),
         ("kind", text),
     ):
-        fg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(64,))
+        numeric = {} if dtype is text else CHECKSUM  # text cannot take a filter
+        fg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(64,), **numeric)
 
 
 def write_records(fg, records: list[FaultRecord], rows: dict[int, int]) -> None:

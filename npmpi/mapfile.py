@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi.errors import RunFileWriteError
+from npmpi.runformat import CHECKSUM, TEXT_CHECKSUM, checksum, text_crc32
 from npmpi.runwriter import RunWriter
 
 MAP_GROUP = "map"
@@ -25,11 +26,13 @@ CHUNK_EDGE = 8  # chunks of 8 x 8 pairs: a round touches few bytes of each matri
 class PairResult:
     """One pair's measurement at one size, as its transmitter reports it."""
 
-    i: int  # member indices, i < j
+    i: int  # member indices, i < j; with `directed`, i transmitted to j (either may be the lower)
     j: int
     iterations: int
     untimed_iterations: int  # probe and warm-up, inside the round's window
     trial_s: np.ndarray  # [trials] each trial's loop time; NaN for a trial that did not run
+    directed: bool = False  # one direction of the pair (a stream map's i -> j), not both
+    elapsed_s: float = float("nan")  # from the round's go to the end of this transmitter's work
 
 
 def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -43,6 +46,14 @@ def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np
     latency = best[0].copy()
     bandwidth = 8.0 * np.asarray(size_bytes, dtype=np.float64)[:, None, None] / best
     return latency, bandwidth
+
+
+def _one_way(res: PairResult, f, trials: int) -> tuple[np.ndarray, np.ndarray]:
+    """([trials] one-way time per iteration of each trial, NaN where not run; the loop times given)."""
+    one_way = np.full(trials, np.nan)
+    times = np.asarray(res.trial_s, dtype=np.float64)[:trials]
+    one_way[: len(times)] = times / (f.one_way_factor * res.iterations)
+    return one_way, times
 
 
 @contextlib.contextmanager
@@ -67,6 +78,7 @@ class MapWriter(RunWriter):
         self.map_sizes = sizes
         self.rounds_completed = 0
         self._best = np.full((len(sizes), n, n), np.nan)  # each pair's best one-way time, for the console
+        self._pair_s = np.full((len(sizes), n, n), np.nan)  # each pair's own window, for the confirmations
         super().__init__(path, attrs, layout_rows, trials, **kwargs)
 
     def _create(self, attrs, layout_rows, trials) -> None:
@@ -82,19 +94,23 @@ class MapWriter(RunWriter):
         for key, value in {**attrs, "n_rounds": n_rounds, "trials": t, "rounds_completed": 0}.items():
             g.attrs[key] = value
         g.attrs["status"] = "running"
-        g.create_dataset("hosts", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
-        g.create_dataset("ranks", data=np.asarray(ranks, dtype=np.int32))
-        g.create_dataset("size_bytes", data=np.asarray(sizes, dtype=np.int64))
-        g.create_dataset("round", data=np.asarray(rounds_matrix, dtype=np.int32))
+        ds = g.create_dataset("hosts", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
+        ds.attrs[TEXT_CHECKSUM] = text_crc32(hosts)
+        g.create_dataset("ranks", data=np.asarray(ranks, dtype=np.int32), **CHECKSUM)
+        g.create_dataset("size_bytes", data=np.asarray(sizes, dtype=np.int64), **CHECKSUM)
+        g.create_dataset("round", data=np.asarray(rounds_matrix, dtype=np.int32), **CHECKSUM)
         c = min(n, CHUNK_EDGE)
         nan = np.nan
-        g.create_dataset("trial_s", (s, n, n, t), np.float64, chunks=(1, c, c, t), fillvalue=nan)
+        g.create_dataset("trial_s", (s, n, n, t), np.float64, chunks=(1, c, c, t), fillvalue=nan, **CHECKSUM)
         for name in ("iterations", "bytes_moved"):
-            g.create_dataset(name, (s, n, n), np.int64, chunks=(1, c, c), fillvalue=0)
-        g.create_dataset("bandwidth_bit_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan)
-        g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan)
+            g.create_dataset(name, (s, n, n), np.int64, chunks=(1, c, c), fillvalue=0, **CHECKSUM)
+        g.create_dataset(
+            "bandwidth_bit_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan, **CHECKSUM
+        )
+        g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan, **CHECKSUM)
+        g.create_dataset("pair_window_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan, **CHECKSUM)
         for name in ("window_start_unix_s", "window_end_unix_s"):
-            g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan)
+            g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan, **CHECKSUM)
         self._pending_bytes += 8 * (s * n_rounds * 2 + 4 * n * n)
 
     def store_round(
@@ -120,10 +136,9 @@ class MapWriter(RunWriter):
         )
         bw_ds, lat_ds = self._h("map/bandwidth_bit_s"), self._h("map/latency_s")
         t = self.trials
+        pair_ds = self._h("map/pair_window_s")
         for res in results:
-            one_way = np.full(t, np.nan)
-            times = np.asarray(res.trial_s, dtype=np.float64)[:t]
-            one_way[: len(times)] = times / (f.one_way_factor * res.iterations)
+            one_way, times = _one_way(res, f, t)
             moved = (
                 f.bytes_per_iteration_factor
                 * size
@@ -131,8 +146,14 @@ class MapWriter(RunWriter):
             )
             with warnings_off():
                 best = float(np.nanmin(one_way))
-            self._best[s, res.i, res.j] = self._best[s, res.j, res.i] = best
-            for a, b in ((res.i, res.j), (res.j, res.i)):
+            ways = ((res.i, res.j),) if res.directed else ((res.i, res.j), (res.j, res.i))
+            for a, b in ways:
+                self._best[s, a, b] = best
+            if np.isfinite(res.elapsed_s):  # the pair's window: the later of its transmitters' ends
+                elapsed = float(np.fmax(self._pair_s[s, res.i, res.j], res.elapsed_s))
+                pair_ds[s, res.i, res.j] = pair_ds[s, res.j, res.i] = elapsed
+                self._pair_s[s, res.i, res.j] = self._pair_s[s, res.j, res.i] = elapsed
+            for a, b in ways:
                 trial_ds[s, a, b, :] = one_way
                 it_ds[s, a, b] = res.iterations
                 bytes_ds[s, a, b] = moved
@@ -145,6 +166,52 @@ class MapWriter(RunWriter):
         g.attrs["rounds_completed"] = self.rounds_completed + 1
         chunk = CHUNK_EDGE * CHUNK_EDGE * 8
         self._pending_bytes += len(results) * 2 * chunk * (t + 4)
+
+    def best_all(self) -> np.ndarray:
+        """[S, N, N] each measured pair's best one-way time so far (NaN elsewhere)."""
+        return self._best.copy()
+
+    def pair_seconds(self, size_index: int, i: int, j: int) -> float:
+        """Pair i, j's own window at a size (0 when not known)."""
+        v = float(self._pair_s[size_index, i, j])
+        return v if np.isfinite(v) else 0.0
+
+    def median_pair_seconds(self, size_index: int) -> float:
+        """The median pair's own window at a size (0 when none is known)."""
+        known = self._pair_s[size_index][np.isfinite(self._pair_s[size_index])]
+        return float(np.median(known)) if known.size else 0.0
+
+    def store_confirmations(self, rows, repeats: int, budget: float, suspects: int, skipped: int) -> None:
+        """The suspects measured again (npmpi/mapconfirm.py): rows of (size index, (start, end),
+        [PairResult], role: 0 suspect, 1 reference), K results in all, into /map/confirm_*; a flush."""
+        from npmpi.modes import mode_factors
+
+        with self._checked("writing the suspects measured again"):
+            g = self._h(MAP_GROUP)
+            f = mode_factors(str(g.attrs["mode"]), int(g.attrs["window"]))
+            flat = [(s, w, res) for s, w, results, _ in rows for res in results]
+            role = [r for _, _, results, r in rows for _ in results]
+            role = np.array(role, dtype=np.int8)
+            g.create_dataset("confirm_role", data=role, **checksum(role))
+            k, t = len(flat), self.trials
+            pair = np.array([(r.i, r.j) for _, _, r in flat], dtype=np.int32).reshape(k, 2)
+            g.create_dataset("confirm_pair", data=pair, **checksum(pair))
+            index = np.array([s for s, _, _ in flat], dtype=np.int32)
+            g.create_dataset("confirm_size_index", data=index, **checksum(index))
+            trial = np.array([_one_way(r, f, t)[0] for _, _, r in flat], dtype=np.float64).reshape(k, t)
+            g.create_dataset("confirm_trial_s", data=trial, **checksum(trial))
+            for name, col in (("confirm_window_start_unix_s", 0), ("confirm_window_end_unix_s", 1)):
+                edge = np.array([w[col] for _, w, _ in flat], dtype=np.float64)
+                g.create_dataset(name, data=edge, **checksum(edge))
+            for key, value in {
+                "confirm_repeats": repeats,
+                "confirm_budget": budget,
+                "confirm_suspects": suspects,
+                "confirm_skipped": skipped,
+            }.items():
+                g.attrs[key] = value
+            self._pending_bytes += 8 * k * (t + 5)
+            self._flush()
 
     def best_one_way(self, size_index: int) -> np.ndarray:
         """[N, N] each measured pair's best one-way time at a size so far (NaN elsewhere)."""

@@ -29,6 +29,7 @@ from npmpi.config import (
 )
 from npmpi.errors import HelpRequested, UsageError
 from npmpi.kernels import KERNEL_NAMES
+from npmpi.mapconfirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.mapschedule import SCHEDULE_ROUNDS, SCHEDULES
 from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.options import trials_and_target
@@ -37,6 +38,7 @@ from npmpi.units import format_size_bytes, parse_size_bytes
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
 MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank
 MAX_MAP_SIZES = 64
+DIRECTIONS_ONE, DIRECTIONS_BOTH = "one", "both"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class MapOptions:
     sizes_bytes: tuple[int, ...]  # ascending, distinct
     schedule: str
     per_rank: bool
+    directions: str = DIRECTIONS_ONE  # both: i -> j and j -> i measured apart (a stream's default)
+    confirm_repeats: int = DEFAULT_REPEATS  # each suspect measured again this many times (0: not)
+    confirm_budget: float = DEFAULT_BUDGET  # the re-measurements' time, a fraction of the map's
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -124,9 +129,11 @@ def build_parser() -> UsageParser:
         metavar="N",
         help=f"stream mode: messages per window (default: {DEFAULT_WINDOW})",
     )
+    _add_map_measuring(p)
     add_meter_option(
         p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md; default: none)"
     )
+    _add_fabric(p)
     add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
     add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
     p.add_argument(
@@ -151,6 +158,54 @@ def build_parser() -> UsageParser:
     return p
 
 
+def _add_map_measuring(p: UsageParser) -> None:
+    """The map's own options on what is measured: directions, and the suspects measured again."""
+    p.add_argument(
+        "--directions",
+        default=None,
+        metavar="WHICH",
+        help="'both': measure i -> j and j -> i apart (a stream map's default; the matrices are then "
+        "asymmetric); 'one': the lower rank of each pair streams to the higher only. A ping-pong or "
+        "bidir map measures both directions at once (the round trip): only 'one' applies",
+    )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=DEFAULT_REPEATS,
+        metavar="N",
+        help="after the map, measure every link, direction or node the analysis would name again, one "
+        "pair at a time, N times (0: not); only what is still slow is named (default: %(default)s)",
+    )
+    p.add_argument(
+        "--confirm-budget",
+        type=float,
+        default=DEFAULT_BUDGET,
+        metavar="FRACTION",
+        help="the re-measurements may add this fraction of the map's time, or 10 s if more (the most severe "
+        "suspect is measured whatever it is; default: %(default)s)",
+    )
+
+
+def _add_fabric(p: UsageParser) -> None:
+    """--fabric-meter and --fabric-rank, as a run's."""
+    p.add_argument(
+        "--fabric-meter",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a meter of a device that belongs to no node (a switch, a shared PDU), as for a run; "
+        "repeat for several. Sampled by one power rank, stored under /power/fabric (needs --meter; "
+        "default: none)",
+    )
+    p.add_argument(
+        "--fabric-rank",
+        type=int,
+        default=None,
+        metavar="RANK",
+        help="the power rank that samples the --fabric-meter devices (default: the first node's)",
+    )
+
+
 def parse_map_options(argv: list[str]) -> MapOptions:
     """Parse and check a map's options; UsageError carries the one-line reason."""
     parser = build_parser()
@@ -162,6 +217,11 @@ def parse_map_options(argv: list[str]) -> MapOptions:
     sizes = _check_sizes(ns.sizes)
     trials, target = _repetition(ns)
     window = _check_mode(ns)
+    directions = _check_directions(ns)
+    if not 0 <= ns.confirm <= 100:
+        raise UsageError(f"--confirm {ns.confirm}: give between 0 (no re-measurement) and 100 repeats")
+    if not 0 <= ns.confirm_budget <= 100:
+        raise UsageError(f"--confirm-budget {ns.confirm_budget}: give a fraction of the map's time, 0 to 100")
     if ns.schedule not in SCHEDULES:
         raise UsageError(
             f"--schedule {ns.schedule!r}: unknown schedule; choose one of: {', '.join(SCHEDULES)}"
@@ -185,6 +245,8 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         force=ns.force,
         quiet=ns.quiet,
         meters=tuple(ns.meter),
+        fabric_meters=tuple(ns.fabric_meter),
+        fabric_rank=ns.fabric_rank,
         sample_interval_s=ns.sample_interval,
         baseline_s=ns.baseline,
         meter_optional=ns.meter_optional,
@@ -193,7 +255,28 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         window=window,
         buffers=ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE,
     )
-    return MapOptions(run=run, sizes_bytes=sizes, schedule=ns.schedule, per_rank=ns.per_rank)
+    return MapOptions(
+        run=run,
+        sizes_bytes=sizes,
+        schedule=ns.schedule,
+        per_rank=ns.per_rank,
+        directions=directions,
+        confirm_repeats=ns.confirm,
+        confirm_budget=ns.confirm_budget,
+    )
+
+
+def _check_directions(ns: argparse.Namespace) -> str:
+    if ns.directions is None:
+        return DIRECTIONS_BOTH if ns.mode == MODE_STREAM else DIRECTIONS_ONE
+    if ns.directions not in (DIRECTIONS_ONE, DIRECTIONS_BOTH):
+        raise UsageError(f"--directions {ns.directions!r}: choose 'both' or 'one'")
+    if ns.directions == DIRECTIONS_BOTH and ns.mode != MODE_STREAM:
+        raise UsageError(
+            f"--directions both: a {ns.mode} map's message goes both ways in every iteration (it measures "
+            "the round trip, not one direction); use --mode stream --directions both to measure each way"
+        )
+    return ns.directions
 
 
 def _check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -226,6 +309,24 @@ def _check_mode(ns: argparse.Namespace) -> int:
     return window
 
 
+def _check_fabric(ns: argparse.Namespace) -> None:
+    """--fabric-meter specs parse; --fabric-rank only with them (that it is a power rank is checked
+    once the roles are known: npmpi.fabric.fabric_rank)."""
+    from npmpi.fabric import fabric_spec_problem
+
+    for text in ns.fabric_meter:
+        problem = fabric_spec_problem(text)
+        if problem:
+            raise UsageError(problem)
+    if ns.fabric_rank is not None and not ns.fabric_meter:
+        raise UsageError(
+            f"--fabric-rank {ns.fabric_rank} only applies with --fabric-meter: add a fabric meter or drop "
+            "--fabric-rank"
+        )
+    if ns.fabric_rank is not None and ns.fabric_rank < 0:
+        raise UsageError(f"--fabric-rank {ns.fabric_rank}: give a rank number (a power rank, 0 or more)")
+
+
 def _check_power_and_output(ns: argparse.Namespace) -> None:
     from npmpi.meters import MeterError, parse_meter_spec
 
@@ -234,6 +335,7 @@ def _check_power_and_output(ns: argparse.Namespace) -> None:
             parse_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
+    _check_fabric(ns)
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
         raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
     if ns.baseline is not None and not 0 <= ns.baseline <= MAX_BASELINE_S:

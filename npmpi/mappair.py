@@ -1,11 +1,14 @@
 """A map's pairs: one size measured between two members in a round, and every member's command loop.
 
-Rank 0 commands a round (npmpi/maprun.py): each paired member gets CMD_MAP_ROUND (size, peer),
-fills its buffers and says it is ready (SYNC_TAG); once all are, rank 0 sends each the go (1, or 0
-when a stop request abandons the round), which is the round's common start. Within a pair the lower
-rank transmits: it drives its reflector with steps on MAP_PAIR_TAG (untimed runs: first contact,
-the probe, the warm-up; then each trial, echoed so both sides start it together; then the end, to
-which the reflector answers with its data check), and reports to rank 0 (RESULT_TAG, TIMES_TAG).
+Rank 0 commands a round (npmpi/maprun.py): each paired member gets CMD_MAP_ROUND (size, peer, both
+directions), fills its buffers and says it is ready (SYNC_TAG); once all are, rank 0 sends each the
+go (1, or 0 when a stop request abandons the round), which is the round's common start. Within a
+pair the lower rank transmits: it drives its reflector with steps on MAP_PAIR_TAG (untimed runs:
+first contact, the probe, the warm-up; then each trial, echoed so both sides start it together;
+then the end, to which the reflector answers with its data check), and reports to rank 0
+(RESULT_TAG, TIMES_TAG). With both directions (a stream map), the higher rank then transmits to
+the lower the same way and reports too. Each report carries the time from the go to the end of that
+transmitter's work: the pair's own window within the round.
 Members wait for commands asleep (a non-blocking receive tested every POLL_S), never spinning a
 core, so a member with a bye or whose pair has finished adds no load to its node.
 """
@@ -39,7 +42,8 @@ PROBE_FRACTION = 0.1  # the probe doubles its chunk of iterations until one take
 PROBE_MAX_ITERATIONS = 1 << 20
 MAX_ITERATIONS = 1_000_000_000
 STEP_END, STEP_RUN, STEP_TRIAL = 0, 1, 2
-RESULT_FIELDS = 4  # iterations, untimed iterations, data check passed on both sides, signal seen
+RESULT_FIELDS = 5  # iterations, untimed iterations, data check passed on both sides, signal seen,
+# nanoseconds from the round's go to the end of this transmitter's work (the pair's own window)
 
 
 def wait_for(comm, buf, source: int, tag: int) -> None:
@@ -71,10 +75,12 @@ class PairSide:
             self._loops[transmitter] = MessageLoop(self.opts, self.kernel, transmitter=transmitter)
         return self._loops[transmitter]
 
-    def prepare(self, comm, size: int, peer: int) -> None:
-        """Fill this size's buffers with this rank's pattern (the lower rank of a pair transmits)."""
+    def prepare(self, comm, size: int, peer: int, both: bool = False) -> None:
+        """Fill this size's buffers with this rank's pattern (the lower rank of a pair transmits; with
+        both directions each side transmits once and reflects once)."""
         me = comm.Get_rank()
-        self.loop(me < peer).set_size(size, self.patterns, me)
+        for transmitter in (True, False) if both else (me < peer,):
+            self.loop(transmitter).set_size(size, self.patterns, me)
 
 
 class _Stepper:
@@ -99,10 +105,13 @@ class _Stepper:
                 self.holder.state = before
 
 
-def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, holder=None):
+def transmit(
+    comm, peer: int, side: PairSide, size: int, stop: StopFlag, holder=None, since: float | None = None
+):
     """The transmitter's round: first contact, probe, iterations, warm-up, trials (until a stop), end.
 
-    Returns (int64[RESULT_FIELDS] result, float64[trials] trial times, NaN where not run)."""
+    Returns (int64[RESULT_FIELDS] result, float64[trials] trial times, NaN where not run); the
+    result's last field is the time from `since` (time.monotonic() at the round's go) to the end."""
     opts = side.opts
     loop = side.loop(True)
     steps = _Stepper(comm, peer, loop, holder)
@@ -132,7 +141,8 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, holder=
     comm.Recv(check, peer, MAP_PAIR_TAG)
     ok = loop.received_ok(side.patterns, peer, 0, last) and bool(check[0])
     signal = int(stop.signum or 0) or int(check[1])
-    return np.array([iterations, untimed, int(ok), signal], dtype=np.int64), times
+    elapsed_ns = int(1e9 * (time.monotonic() - since)) if since is not None else 0
+    return np.array([iterations, untimed, int(ok), signal, elapsed_ns], dtype=np.int64), times
 
 
 def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
@@ -168,15 +178,24 @@ def serve_map(comm, side: PairSide, stop: StopFlag) -> int:
             continue
         if cmd != CMD_MAP_ROUND:
             raise RuntimeError(f"rank {me} got command {cmd} from rank 0, not a map's")
-        size, peer = int(ctrl[1]), int(ctrl[2])
-        side.prepare(comm, size, peer)
+        size, peer, both = int(ctrl[1]), int(ctrl[2]), bool(ctrl[3])
+        side.prepare(comm, size, peer, both)
         sync[0] = 1
         comm.Send(sync, 0, SYNC_TAG)
         comm.Recv(sync, 0, SYNC_TAG)  # the round's start; everyone is ready within moments
         if sync[0] == 0:
             continue
-        if me < peer:
-            result, times = transmit(comm, peer, side, size, stop)
+        measure_pair(comm, peer, side, size, stop, both, time.monotonic())
+
+
+def measure_pair(
+    comm, peer: int, side: PairSide, size: int, stop: StopFlag, both: bool, since: float
+) -> None:
+    """A member's part of its pair's round (not rank 0's): transmit to the peer when lower, reflect
+    when higher; with both directions, then the other part. Each transmission is reported to rank 0."""
+    for transmitter in (comm.Get_rank() < peer, comm.Get_rank() > peer)[: 2 if both else 1]:
+        if transmitter:
+            result, times = transmit(comm, peer, side, size, stop, since=since)
             comm.Send(result, 0, RESULT_TAG)
             comm.Send(times, 0, TIMES_TAG)
         else:

@@ -20,7 +20,8 @@ import numpy as np
 from npmpi.errors import DataMismatch, NpmpiError
 from npmpi.job import abort, describe, error_line, say
 from npmpi.mapfile import MapWriter, PairResult
-from npmpi.mappair import RESULT_FIELDS, PairSide, transmit, wait_for
+from npmpi.mapoptions import DIRECTIONS_BOTH
+from npmpi.mappair import RESULT_FIELDS, PairSide, reflect, transmit, wait_for
 from npmpi.mapschedule import make_rounds, round_matrix
 from npmpi.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
 from npmpi.units import format_size_bytes
@@ -28,6 +29,7 @@ from npmpi.units import format_size_bytes
 COLLECT_EVERY_S = (
     2.0  # power samples reach the file at least this often (between rounds), and after each size
 )
+PROGRESS_EVERY_S = 5.0  # a long map prints rounds done / total and the time left at most this often
 
 
 @dataclass
@@ -83,6 +85,7 @@ class MapCoordinator:
     def measure_round(self, size: int, pairs: list[tuple[int, int]]):
         """One round of one size: ((window start, end), [PairResult]); None when a stop came first."""
         members = self.members
+        both = self.mopts.directions == DIRECTIONS_BOTH
         own = None
         self.commanded = []
         for i, j in pairs:
@@ -90,11 +93,11 @@ class MapCoordinator:
                 if me == 0:
                     own = (i, j, peer)
                     continue
-                self.ctrl[:] = (CMD_MAP_ROUND, size, peer, 0)
+                self.ctrl[:] = (CMD_MAP_ROUND, size, peer, int(both))
                 self.comm.Send(self.ctrl, me, CTRL_TAG)
                 self.commanded.append(me)
         if own is not None:
-            self.side.prepare(self.comm, size, own[2])
+            self.side.prepare(self.comm, size, own[2], both)
         self.state = "ready"
         for rank in self.commanded:
             wait_for(self.comm, self.sync, rank, SYNC_TAG)
@@ -102,22 +105,24 @@ class MapCoordinator:
             self._go(0)
             self.state = "between"
             return None
-        start = time.time()
+        start, since = time.time(), time.monotonic()
         self._go(1)
         self.state = "trials"
         results, bad = [], []
         if own is not None:
-            result, times = transmit(self.comm, own[2], self.side, size, self.stop, holder=self)
-            results.append(self._result(own[0], own[1], result, times, bad))
+            result, times = transmit(self.comm, own[2], self.side, size, self.stop, holder=self, since=since)
+            results.append(self._result(own[0], own[1], result, times, bad, both))
+            if both:
+                reflect(self.comm, own[2], self.side, self.stop)
         result = np.zeros(RESULT_FIELDS, dtype=np.int64)
         for i, j in pairs:
-            sender = members[i]  # the lower rank transmits and reports
-            if sender == 0:
-                continue
-            times = np.zeros(self.mopts.run.trials, dtype=np.float64)
-            wait_for(self.comm, result, sender, RESULT_TAG)
-            wait_for(self.comm, times, sender, TIMES_TAG)
-            results.append(self._result(i, j, result, times, bad))
+            for a, b in ((i, j), (j, i))[: 2 if both else 1]:
+                if members[a] == 0:  # the transmitter reports; rank 0's own is above
+                    continue
+                times = np.zeros(self.mopts.run.trials, dtype=np.float64)
+                wait_for(self.comm, result, members[a], RESULT_TAG)
+                wait_for(self.comm, times, members[a], TIMES_TAG)
+                results.append(self._result(a, b, result, times, bad, both))
         end = time.time()
         self.state = "between"
         if bad:
@@ -127,13 +132,17 @@ class MapCoordinator:
             )
         return (start, end), results
 
-    def _result(self, i: int, j: int, result: np.ndarray, times: np.ndarray, bad: list[str]) -> PairResult:
-        iterations, untimed, ok, signum = (int(x) for x in result)
+    def _result(
+        self, i: int, j: int, result: np.ndarray, times: np.ndarray, bad: list[str], directed: bool
+    ) -> PairResult:
+        iterations, untimed, ok, signum, elapsed_ns = (int(x) for x in result)
         if not ok:
             bad.append(f"ranks {self.members[i]} and {self.members[j]}")
         if signum and not self.stop:
             self.stop.set(signum, f"signal {signum} on rank {self.members[i]} or {self.members[j]}")
-        return PairResult(i, j, iterations, untimed, np.array(times, dtype=np.float64))
+        return PairResult(
+            i, j, iterations, untimed, np.array(times, dtype=np.float64), directed, elapsed_ns / 1e9
+        )
 
     def release(self, exit_code: int) -> bool:
         """Tell every other rank to exit; False when members are inside a round (only an abort ends it)."""
@@ -176,13 +185,19 @@ class MapRecording:
         self.console = Console(quiet=opts.quiet)
         self.collector = None
         if layout.power_ranks:
+            from npmpi.fabric import fabric_info
+
+            fabric = fabric_info(self.power_nodes)
             self.collector = PowerCollector(
-                comm, list(layout.power_ranks), [p["channels"] for p in self.power_nodes]
+                comm,
+                list(layout.power_ranks),
+                [p["channels"] for p in self.power_nodes],
+                (fabric[0], fabric[1]["channels"]) if fabric else None,
             )
         self.writer = None
         self.coordinator = None
         self.last_collect = time.monotonic()
-        self.started = time.monotonic()
+        self.started = self.last_progress = self.rounds_started = time.monotonic()
 
     def _open(self) -> None:
         from npmpi.recording import layout_rows
@@ -199,6 +214,7 @@ class MapRecording:
                 "kernel": opts.kernel,
                 "mode": opts.mode,
                 "window": opts.window,
+                "directions": mopts.directions,
             },
             "hosts": list(a.names),
             "ranks": list(a.members),
@@ -234,6 +250,20 @@ class MapRecording:
             self.last_collect = time.monotonic()
         if last_of_size:
             self._size_line(s)
+        self._progress(s * len(self.coordinator.rounds) + r + 1)
+
+    def _progress(self, done: int) -> None:
+        """'round 40/189 (21 %), 62 s so far, about 231 s left' when PROGRESS_EVERY_S have passed."""
+        now = time.monotonic()
+        total = len(self.coordinator.rounds) * len(self.mopts.sizes_bytes)
+        if done >= total or now - self.last_progress < PROGRESS_EVERY_S:
+            return
+        self.last_progress = now
+        so_far = now - self.rounds_started
+        left = so_far / done * (total - done)  # rounds of larger sizes take longer: a lower bound
+        self.console.note(
+            f"round {done}/{total} ({100 * done // total} %), {so_far:.0f} s so far, about {left:.0f} s left"
+        )
 
     def _size_line(self, s: int) -> None:
         from npmpi.mapfile import warnings_off
@@ -267,7 +297,7 @@ class MapRecording:
             f"map: {n} members ({'every rank' if self.mopts.per_rank else 'one rank per node'}, "
             f"{self.layout.node_count} node(s)); schedule {self.mopts.schedule}: {rounds} rounds x "
             f"{len(self.mopts.sizes_bytes)} sizes, {opts.trials} trials of ~{opts.target_time_s:g} s; "
-            f"kernel {opts.kernel}, mode {opts.mode}"
+            f"kernel {opts.kernel}, mode {opts.mode}, {_directions_words(self.mopts)}"
         )
         if collector is not None:
             power_setup(writer, collector, self.layout, self.power_nodes, opts, console, self.stop)
@@ -279,7 +309,10 @@ class MapRecording:
                 ):
                     console.note(line)
             self.last_collect = time.monotonic()
+        self.last_progress = self.rounds_started = time.monotonic()
         outcome = self.coordinator.run()
+        if outcome.status == "complete" and self.mopts.confirm_repeats > 0:
+            self._confirm(outcome)
         if collector is not None:
             final_power(
                 writer,
@@ -305,6 +338,20 @@ class MapRecording:
                 sys.stderr,
             )
         return outcome.exit_code
+
+    def _confirm(self, outcome: MapOutcome) -> None:
+        """The suspects measured again (npmpi/mapconfirm.py); a stop meanwhile marks the map interrupted."""
+        from npmpi.mapconfirm import confirm_suspects
+
+        map_s = time.monotonic() - self.rounds_started
+        m = self.mopts
+        confirm_suspects(
+            self.coordinator, self.writer, m.confirm_repeats, m.confirm_budget, map_s, self.console
+        )
+        if self.stop:
+            outcome.status = "interrupted"
+            outcome.message = f"{self.stop.name} received while suspects were measured again"
+            outcome.exit_code = 128 + int(self.stop.signum or 0)
 
     def _end_after(self, exc: BaseException) -> int:
         """Close the file as interrupted or failed, keeping every completed round; release or abort."""
@@ -344,6 +391,15 @@ class MapRecording:
             return code
         abort(self.comm, message + kept, code)
         return code
+
+
+def _directions_words(mopts) -> str:
+    """How the map's directions are measured, for its first lines."""
+    if mopts.directions == DIRECTIONS_BOTH:
+        return "each direction of a pair measured apart (i -> j, then j -> i)"
+    if mopts.run.mode == "stream":
+        return "one direction per pair (the lower rank streams to the higher)"
+    return "round trips (both directions at once: a slow direction is not told apart)"
 
 
 def _now_utc() -> str:

@@ -124,9 +124,15 @@ def _local_problem(MPI, mopts: MapOptions, agreed: MapAgreed) -> str | None:
         except NpmpiError as exc:
             return str(exc)
         return memory_problem(roles.layout, agreed.members, rank, mopts.sizes_bytes[-1])
+    problem = None
     if roles.role == ROLE_POWER:
-        return open_power_rank(roles, mopts.run.meter_optional, mopts.run.sample_interval_s)
-    return None
+        problem = open_power_rank(roles, mopts.run.meter_optional, mopts.run.sample_interval_s)
+    if problem is None and rank == roles.fabric_rank:
+        from npmpi.fabric import open_fabric
+
+        opts = mopts.run
+        problem = open_fabric(roles, opts.fabric_meters, opts.meter_optional, opts.sample_interval_s)
+    return problem
 
 
 def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
@@ -141,6 +147,9 @@ def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
         raise UsageError(text.replace("python -m npmpi …", "python -m npmpi map --per-rank …")) from None
     agreed.roles.layout, agreed.members = map_layout(agreed.roles.layout, mopts.per_rank)
     agreed.names = member_names(agreed.roles.layout, agreed.members, mopts.per_rank)
+    from npmpi.fabric import fabric_rank
+
+    agreed.roles.fabric_rank = fabric_rank(agreed.roles.layout, opts.fabric_meters, opts.fabric_rank)
     settle(MPI, comm, opts, agreed, _local_problem(MPI, mopts, agreed), stem_prefix="map-")
     return agreed
 

@@ -29,7 +29,7 @@ from npmpi.faultlog import GAP_MIN_S, FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
 from npmpi.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
 from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
-from npmpi.runformat import FABRIC_GROUP, power_group
+from npmpi.runformat import FABRIC_GROUP, OPEN_EPOCH, power_group
 
 COMMAND_POLL_S = 0.01
 REOPEN_AFTER_S = 2.0
@@ -50,6 +50,7 @@ class ChannelBuffer:
     """Readings, faults (new or counted again) and heartbeat ticks gathered since rank 0 last asked."""
 
     readings: list[Reading] = field(default_factory=list)
+    epochs: list[int] = field(default_factory=list)  # per reading: which opening of the meter took it
     faults: list[FaultRecord] = field(default_factory=list)
     ticks: list[float] = field(default_factory=list)  # wall-clock time of every pass of the sampling loop
     counters: dict[str, int] = field(default_factory=dict)  # the meter's counts as of the last read
@@ -70,6 +71,7 @@ class ChannelSampler(threading.Thread):
         self._broken = False
         self._stalled = False
         self._last_good = time.monotonic()
+        self._epoch = 0  # 0 for the opening before sampling, +1 at each reopening after a fault
 
     def _fault(self, message: str) -> None:
         """Record a fault; print it the first time only (repeats are counted in the run file)."""
@@ -87,6 +89,7 @@ class ChannelSampler(threading.Thread):
         counters = self.meter.counters()
         with self._lock:
             self._buffer.readings.extend(readings)
+            self._buffer.epochs.extend([self._epoch] * len(readings))
             if counters:
                 self._buffer.counters = counters
 
@@ -115,6 +118,7 @@ class ChannelSampler(threading.Thread):
                 self._wait(REOPEN_AFTER_S)
                 return
             self._broken = False
+            self._epoch += 1
             self._last_good = time.monotonic()
             self._fault("meter is back; sampling resumed")
         try:
@@ -156,6 +160,14 @@ class ChannelSampler(threading.Thread):
                     delay = 0
                 self._wait(delay)
 
+    def describe(self) -> dict[str, object]:
+        """The channel's attributes for the run file: the meter's, the sample interval, and the
+        per-sample datasets beyond SAMPLE_FIELDS (every channel's open_epoch, the meter's own)."""
+        d = self.meter.describe()
+        d["sample_interval_s"] = self.interval_s
+        d["extra_sample_fields"] = [*(d.get("extra_sample_fields") or []), OPEN_EPOCH]
+        return d
+
     def drain(self) -> ChannelBuffer:
         """What was gathered since the last drain (faults: the new ones and those counted again)."""
         with self._lock:
@@ -196,11 +208,14 @@ def sample_interval_for(meter: Meter, requested_s: float | None) -> float:
     return min(requested_s, meter.max_interval_s)  # a counter that must be read this often
 
 
-def _pack(readings: list[Reading]) -> dict[str, np.ndarray]:
-    return {
+def _pack(readings: list[Reading], epochs: list[int]) -> dict[str, np.ndarray]:
+    out = {
         name: np.array([getattr(r, name) for r in readings], dtype=np.float64)
         for name in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS)
+        if name != OPEN_EPOCH  # the sampler's, not the meter's
     }
+    out[OPEN_EPOCH] = np.array(epochs, dtype=np.float64)
+    return out
 
 
 def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
@@ -225,7 +240,7 @@ def power_rank_main(comm, samplers: list[ChannelSampler], stop) -> int:
                 for s in samplers:
                     buf = s.drain()
                     ticks = np.asarray(buf.ticks, dtype=np.float64)
-                    batch.append((_pack(buf.readings), buf.faults, ticks, buf.counters))
+                    batch.append((_pack(buf.readings, buf.epochs), buf.faults, ticks, buf.counters))
                 comm.send(batch, 0, POWER_DATA_TAG)
                 quiet_s = 0.5 * int(ctrl[1]) / 1000.0
             elif cmd == CMD_CLOCK:

@@ -49,22 +49,53 @@ def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
 def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float | None) -> str | None:
     """On a power rank: open the node's meters and prepare their samplers; the problem, if any."""
     from npmpi.meters import MeterError
-    from npmpi.power import METERS_ENV, ChannelSampler, open_meters, sample_interval_for
+    from npmpi.power import METERS_ENV, ChannelSampler, sample_interval_for
 
     node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
     try:
         if not roles.meter_specs:
             raise MeterError(f"{node_label} has no meter: give --meter, or set {METERS_ENV} on every node")
-        meters, skipped = open_meters(roles.meter_specs, meter_optional)
+        meters, skipped, auto = _open_node_meters(roles.meter_specs, meter_optional)
     except MeterError as exc:
         return f"{node_label}: {exc}"
     roles.samplers = [
         ChannelSampler(m, sample_interval_for(m, sample_interval_s), node_label) for m in meters
     ]
-    descs = []
-    for s in roles.samplers:
-        d = s.meter.describe()
-        d["sample_interval_s"] = s.interval_s
-        descs.append(d)
-    roles.power_info = {"specs": roles.meter_specs, "channels": descs, "skipped": skipped}
+    descs = [s.describe() for s in roles.samplers]
+    roles.power_info = {"specs": roles.meter_specs, "channels": descs, "skipped": skipped, **machine_ids()}
+    if auto:  # --meter auto: what it chose and why (npmpi.meters.auto)
+        roles.power_info["auto"] = [c.record() for c in auto]
+        roles.power_info["auto_summary"] = "; ".join(c.summary() for c in auto)
     return None
+
+
+def _open_node_meters(specs: list[str], meter_optional: bool):
+    """The node's meters: `auto` specs replaced by the meters they choose here; (meters, skipped, choices)."""
+    from npmpi.meters.auto import choose, is_auto
+    from npmpi.power import open_meters
+
+    others = [s for s in specs if not is_auto(s)]
+    meters, skipped = open_meters(others, meter_optional)
+    given = tuple(s.strip().lower().partition(":")[0] for s in others)
+    choices = [choose(s, given) for s in specs if is_auto(s)]
+    for c in choices:
+        meters.extend(c.meters)
+    return meters, skipped, choices
+
+
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+MACHINE_ID_FILE = "/etc/machine-id"
+
+
+def machine_ids(boot_id_file: str = BOOT_ID_FILE, machine_id_file: str = MACHINE_ID_FILE) -> dict[str, str]:
+    """This host's kernel boot (boot_id: one per running kernel, shared by containers and network
+    namespaces on it) and installation (machine-id); '' where unreadable. Two nodes with one boot_id
+    are one machine: each meter of theirs reads that machine's power."""
+    out = {}
+    for key, path in (("boot_id", boot_id_file), ("machine_id", machine_id_file)):
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                out[key] = f.read(128).strip()
+        except OSError:
+            out[key] = ""
+    return out

@@ -22,6 +22,7 @@ from npmpi.fabric import fabric_group_attrs, fabric_info
 from npmpi.job import abort, describe, error_line, say
 from npmpi.kernels import Kernel
 from npmpi.runformat import FABRIC_GROUP
+from npmpi.slurmcontext import consumed_energy_attrs, context_attrs
 
 
 @dataclass
@@ -74,7 +75,7 @@ def provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, cl
         "hdf5_version": h5py.version.hdf5_version,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
+        **context_attrs(os.environ),
         "clock_name": clock.name,
         "clock_resolution_s": clock.resolution_s,
         "clock_smallest_step_s": clock.smallest_step_s,
@@ -149,6 +150,9 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
                 "power_rank": rank,
                 "meter_specs": list(info["specs"]),
                 "meters_skipped": list(info["skipped"]) or "",
+                **auto_attrs(info),
+                "boot_id": str(info.get("boot_id", "")),  # format 1.6: nodes that are one machine
+                "machine_id": str(info.get("machine_id", "")),
             }
         )
         channels.append(info["channels"])
@@ -176,6 +180,15 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
         console.note(f"recording {baseline_s:g} s of idle baseline power")
         store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
     return baseline_s
+
+
+def auto_attrs(info: dict) -> dict[str, str]:
+    """A node's `--meter auto` choice (format 1.6): every kind's outcome as JSON, and its one line."""
+    if not info.get("auto"):
+        return {}
+    import json
+
+    return {"meter_auto": json.dumps(info["auto"]), "meter_auto_summary": info.get("auto_summary", "")}
 
 
 def final_power(writer, collector, layout, power_nodes, opts, calibration, outcome, console, stop) -> None:
@@ -241,8 +254,15 @@ class Recording:
                 [p["channels"] for p in s.power_nodes],
                 (fabric[0], fabric[1]["channels"]) if fabric else None,
             )
-        self.shortest_interval = min(
-            (c["sample_interval_s"] for p in s.power_nodes for c in p["channels"]), default=None
+        # the analysis flags a size 'short' when its window (first trial start to last trial end) is
+        # shorter than a channel's interval (its sample interval, or the span its readings average)
+        self.longest_interval = max(
+            (
+                max(float(c["sample_interval_s"]), float(c.get("averaging_s") or 0.0))
+                for p in s.power_nodes
+                for c in p["channels"]
+            ),
+            default=None,
         )
         self.started = time.monotonic()
 
@@ -252,8 +272,9 @@ class Recording:
         self.writer.append(row)
         if self.collector is not None:
             self.collector.collect(opts.trials * opts.target_time_s if opts.repeats is None else 0.0)
-            if self.shortest_interval is not None and max(row.trial_s) < self.shortest_interval:
-                self.console.short_trials(row.size_bytes, max(row.trial_s), self.shortest_interval)
+            window_s = max(row.trial_end_unix_s) - min(row.trial_start_unix_s)
+            if self.longest_interval is not None and window_s < self.longest_interval:
+                self.console.short_trials(row.size_bytes, window_s, self.longest_interval)
         self.console.row(index, row)
         if self.np_out is not None:
             problem = self.np_out.write(row.size_bytes, row.iterations, list(row.trial_s))
@@ -321,6 +342,8 @@ class Recording:
             final_power(
                 writer, collector, s.layout, s.power_nodes, opts, s.calibration, outcome, console, s.stop
             )
+        if not s.stop:  # Slurm's own count of the step's energy, beside npmpi's (absent: said why)
+            writer.set_attrs(**consumed_energy_attrs(os.environ))
         elapsed = time.monotonic() - self.started
         if self.np_out is not None:
             self.np_out.close()

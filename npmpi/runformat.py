@@ -16,8 +16,14 @@ FORMAT_NAME = "npmpi-run"
 # the sweep (/power baseline_after_* attributes), /layout/baseline_cpu_s, the nodes' baseline CPU
 # utilisation, the channels' reading attributes (averaging, resolutions, energy_from_counter), the
 # faults' last_time_unix_s, count and kind, and a Watts Up?'s time_spaced_unix_s; 1.5 the /map group
-# (npmpi map), /power/fabric (--fabric-meter) and the redfish and snmp channels' attributes
-FORMAT_VERSION = (1, 5)
+# (npmpi map), /power/fabric (--fabric-meter) and the redfish and snmp channels' attributes; 1.6 the
+# nodes' --meter auto choice (meter_auto, meter_auto_summary), the cray and perf channels' attributes,
+# the Slurm context (slurm_* root attributes), the Fletcher-32 checksum of every numeric dataset
+# (CHECKSUM below), the channels' open_epoch (every reading's meter opening), a network meter's
+# request_start_unix_s, request_end_unix_s and reading_time_unix_s, and the nodes' boot_id and
+# machine_id attributes; the map's directions attribute, /map/pair_window_s and /map/confirm_*
+# (optional: 1.5 maps still read)
+FORMAT_VERSION = (1, 6)
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
 BASELINE_COLUMNS = ("before", "after")
@@ -56,7 +62,47 @@ SAMPLE_FIELDS = ("time_unix_s", "power_w", "energy_j", "volts", "amps")
 ENERGY_OF_COUNTERS = "energy_j_of_counters"
 COUNTER_KINDS = ("rapl", "nvml")
 # per-sample datasets only channels that name them in their `extra_sample_fields` attribute have
-EXTRA_SAMPLE_FIELDS = ("time_spaced_unix_s",)
+EXTRA_SAMPLE_FIELDS = (
+    "time_spaced_unix_s",
+    "open_epoch",  # OPEN_EPOCH: named by every channel of a run (format 1.6)
+    "request_start_unix_s",  # a network meter: its request's start and end (time_unix_s: their middle)
+    "request_end_unix_s",
+    "reading_time_unix_s",  # a network meter: the time the device itself gave its reading (NaN: none)
+)
+# per-sample dataset of every channel of a run (format 1.6): which opening of the meter took the
+# reading (0 the first, +1 at each reopening after a fault); a counter restarts at each, so no span
+# joins two
+OPEN_EPOCH = "open_epoch"
+# the per-sample datasets a reader may ask for beyond SAMPLE_FIELDS (absent from older files)
+OPTIONAL_SAMPLE_FIELDS = (OPEN_EPOCH, "request_start_unix_s", "request_end_unix_s", "reading_time_unix_s")
+
+# Every numeric dataset is written with HDF5's Fletcher-32 checksum filter (format 1.6): a flipped bit
+# in its data makes the read fail, and the reader names the dataset. Text datasets (variable-length
+# strings) cannot take a filter. `checksum(data)` gives the keywords of create_dataset (none for an
+# empty array given as data: such a dataset cannot be chunked).
+CHECKSUM = {"fletcher32": True}
+
+
+# Text datasets written once (/layout's text, /map/hosts) carry the CRC-32 of their text instead, in
+# this attribute (format 1.6): the reader compares it with what it read.
+TEXT_CHECKSUM = "text_crc32"
+
+
+def text_crc32(values) -> int:
+    """CRC-32 of text values (str or UTF-8 bytes), each followed by a NUL byte."""
+    import zlib
+
+    crc = 0
+    for v in values:
+        raw = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
+        crc = zlib.crc32(raw + b"\0", crc)
+    return crc
+
+
+def checksum(data=None) -> dict:
+    """create_dataset's keywords for the checksum, for a dataset created with `data` (or a shape)."""
+    return CHECKSUM if data is None or np.size(data) > 0 else {}
+
 
 # A file claiming more rows or trials than this is refused before anything is allocated.
 MAX_ROWS = 10_000_000

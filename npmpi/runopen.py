@@ -5,6 +5,7 @@ writing it), and whatever h5py or numpy raise on a damaged file turned into one 
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from collections.abc import Callable
@@ -15,14 +16,25 @@ from npmpi.errors import RunFileError
 
 T = TypeVar("T")
 
+# What the analysis reads of one file, decoded, at most: the declared shapes of the datasets under
+# these groups it reads are summed before anything is read (a file may declare any shape, and
+# compressed or never-written chunks cost it nothing). A map's analysis needs about 5.5 times what
+# it reads (docs/reliability.md, "Memory").
+MAX_READ_BYTES = 512 << 20
+READ_GROUPS = ("pingpong", "power", "layout", "map")
 
-def read_npmpi_file(path: str | os.PathLike, read: Callable[[Any, Path], T]) -> T:
+
+def read_npmpi_file(
+    path: str | os.PathLike, read: Callable[[Any, Path], T], unread: tuple[str, ...] = ()
+) -> T:
     """`read(open h5py file, path)` on an npmpi file (a run or a map), whatever h5py or numpy raise
-    on a damaged file turned into one RunFileError line."""
+    on a damaged file turned into one RunFileError line; refused before `read` when the datasets it
+    will read (all but those whose names are in `unread`) declare over MAX_READ_BYTES."""
     p = Path(path)
     f = open_npmpi_file(p)
     with f:
         try:
+            check_read_size(f, p, unread=unread)
             return read(f, p)
         except RunFileError:
             raise
@@ -60,3 +72,81 @@ def open_npmpi_file(p: Path):
             f"{p}: cannot be opened as HDF5 ({exc}); the file may be truncated or corrupt"
         ) from None
     return f
+
+
+def _gib(n: float) -> str:
+    return f"{n / (1 << 30):.3g} GiB"
+
+
+def check_read_size(f, p: Path, cap: int = MAX_READ_BYTES, unread: tuple[str, ...] = ()) -> int:
+    """The bytes the datasets of READ_GROUPS declare, decoded (a string by its pointer), but those
+    named in `unread`; RunFileError naming the largest when the sum is over `cap`, before any data
+    is read."""
+    import h5py
+
+    sizes: dict[str, int] = {}
+
+    def visit(name: str, obj) -> None:
+        if (
+            isinstance(obj, h5py.Dataset)
+            and name.split("/", 1)[0] in READ_GROUPS
+            and name.rsplit("/", 1)[-1] not in unread
+        ):
+            sizes[name] = math.prod(obj.shape or ()) * obj.dtype.itemsize
+
+    f.visititems(visit)
+    total = sum(sizes.values())
+    if total > cap:
+        name = max(sizes, key=sizes.__getitem__)
+        ds = f[name]
+        raise RunFileError(
+            f"{p}: /{name} declares {_gib(sizes[name])} of data (shape {ds.shape}, {ds.dtype}), "
+            f"{_gib(total)} with the rest: over the {_gib(cap)} npmpi-analyze reads of a file; "
+            "the file is damaged or forged, or larger than this analysis reads (docs/reliability.md, "
+            "'Memory')"
+        )
+    return total
+
+
+def read_declared(ds, p: Path, where: str):
+    """All of a dataset as its shape declares it, never-written chunks as its fill value (a stopped
+    map's rounds not reached); check_read_size has bounded the size. RunFileError when the data
+    lives in another file."""
+    plist = ds.id.get_create_plist()
+    if ds.is_virtual or plist.get_external_count() > 0:
+        raise RunFileError(f"{p}: {where} keeps its data in another file; an npmpi file keeps its own")
+    return read_checked(ds, (), p, where)
+
+
+def read_checked(ds, selection, p: Path, where: str):
+    """ds[selection]; RunFileError naming the dataset when HDF5 cannot read it, and saying so when
+    its Fletcher-32 checksum (format 1.6) no longer matches its data."""
+    try:
+        return ds[selection]
+    except OSError as exc:
+        if ds.fletcher32 and "filter" in str(exc):
+            raise RunFileError(
+                f"{p}: {where} fails its checksum (Fletcher-32): its data changed after they were "
+                "written (a flipped bit, a damaged disk or copy); the file is corrupt"
+            ) from None
+        raise RunFileError(
+            f"{p}: {where} cannot be read ({exc}); the file may be truncated or corrupt"
+        ) from None
+
+
+def check_text(ds, values, p: Path, where: str) -> None:
+    """RunFileError when a text dataset's stored CRC-32 (format 1.6) differs from its text's."""
+    from npmpi.runformat import TEXT_CHECKSUM, text_crc32
+
+    stored = ds.attrs.get(TEXT_CHECKSUM)
+    if stored is None:
+        return
+    try:
+        stored = int(stored)
+    except (TypeError, ValueError):
+        raise RunFileError(f"{p}: {where}: attribute {TEXT_CHECKSUM} is not a number") from None
+    if stored != text_crc32(values):
+        raise RunFileError(
+            f"{p}: {where} fails its checksum (CRC-32 of its text): its text changed after it was "
+            "written (a flipped bit, a damaged disk or copy); the file is corrupt"
+        )

@@ -21,6 +21,7 @@ from npmpi.runformat import (
     BASELINE_COLUMNS,
     COUNTER_KINDS,
     ENERGY_OF_COUNTERS,
+    EXTRA_SAMPLE_FIELDS,
     FABRIC_GROUP,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -30,13 +31,15 @@ from npmpi.runformat import (
     MAX_SAMPLES,
     MAX_TRIAL_S,
     MAX_TRIALS,
+    OPTIONAL_SAMPLE_FIELDS,
     PINGPONG_DATASETS,
     SAMPLE_FIELDS,
     STATUS_FAILED,
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
 )
-from npmpi.runopen import read_npmpi_file
+from npmpi.runopen import check_text, read_checked, read_npmpi_file
+from npmpi.safetext import valid_text
 
 
 @dataclass
@@ -80,6 +83,9 @@ class PowerChannel:
     fault_message: list[str]
     # per fault: last occurrence (a gap's end), how many times, kind (npmpi.faultlog); see load_run
     fault_extra: dict[str, np.ndarray] = field(default_factory=dict)
+    # format 1.6's per-sample datasets (runformat.OPTIONAL_SAMPLE_FIELDS) asked for and present, as long
+    # as the samples
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -122,6 +128,8 @@ class Run:
 def _attr(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if isinstance(value, str):  # h5py gives bytes that are not UTF-8 as lone surrogates
+        return valid_text(value)
     if isinstance(value, np.ndarray):
         return [_attr(v) for v in value.tolist()]
     if isinstance(value, np.generic):
@@ -142,7 +150,9 @@ def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FI
 
     `sample_fields`: the per-sample datasets of the power channels to read (every one's shape is
     still checked); the others are None. The analysis reads ("time_unix_s", "power_w") only."""
-    return read_npmpi_file(path, lambda f, p: _read_run(f, p, sample_fields))
+    # the sample fields not asked for are never read (energy_j only of counters: counted)
+    unread = tuple(n for n in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS) if n not in (*sample_fields, "energy_j"))
+    return read_npmpi_file(path, lambda f, p: _read_run(f, p, sample_fields), unread)
 
 
 def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:
@@ -210,7 +220,7 @@ def _member(group, name: str, p: Path, where: str, dataset: bool, required: bool
 def _read_rows(ds, n: int, p: Path, where: str) -> np.ndarray:
     """The first n rows of a dataset, after checking that the file holds them."""
     _check_stored(ds, n, p, where)
-    return ds[:n]
+    return read_checked(ds, np.s_[:n], p, where)
 
 
 def read_whole(ds, p: Path, where: str) -> np.ndarray:
@@ -275,6 +285,8 @@ def _read_group(ng, group_name: str, p: Path, notices: list[str], sample_fields)
 
 def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sample_fields) -> PowerChannel:
     """One channel group: attributes, the per-sample datasets asked for (all checked) and faults."""
+    import h5py
+
     cg = _member(ng, ch_name, p, where, dataset=False)
     lengths, arrays = [], {}
     for name in SAMPLE_FIELDS:
@@ -285,7 +297,12 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
         arrays[name] = ds
     n = min(lengths)
     if n < max(lengths):
-        notices.append(f"{where}: {max(lengths) - n} partially written sample(s) ignored")
+        held = ", ".join(f"{name} {k}" for name, k in zip(SAMPLE_FIELDS, lengths, strict=True) if k != n)
+        short = ", ".join(name for name, k in zip(SAMPLE_FIELDS, lengths, strict=True) if k == n)
+        notices.append(
+            f"{where}: {short} {'holds' if ',' not in short else 'hold'} {n} sample(s), {held}: "
+            f"the {max(lengths) - n} sample(s) past {n} (partly written, or lost) are ignored"
+        )
     fg = _member(cg, "faults", p, f"{where}/faults", dataset=False, required=False)
     ft_ds = fm_ds = None
     if fg is not None:
@@ -306,13 +323,21 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
             wanted = name in sample_fields or (
                 name == "energy_j" and ENERGY_OF_COUNTERS in sample_fields and _is_counter(cg.attrs)
             )
-            data[name] = np.asarray(ds[:n], dtype=np.float64) if wanted else None
+            data[name] = (
+                np.asarray(read_checked(ds, np.s_[:n], p, f"{where}/{name}"), dtype=np.float64)
+                if wanted
+                else None
+            )
         if fg is not None:
             nf = min(ft_ds.shape[0], fm_ds.shape[0])
             ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)
             fm = [str(_attr(m)) for m in _read_rows(fm_ds, nf, p, f"{where}/faults/message")]
+            for name in ("last_time_unix_s", "count"):  # read by faultlog.read_extras: checked here
+                if isinstance(fg.get(name), h5py.Dataset) and fg[name].shape[0] >= nf:
+                    read_checked(fg[name], np.s_[:nf], p, f"{where}/faults/{name}")
         else:
             ft, fm = np.zeros(0), []
+        extra = _optional_fields(cg, n, p, where, sample_fields, notices)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise RunFileError(f"{p}: {where} cannot be read ({exc}); the file may be corrupt") from None
     return PowerChannel(
@@ -320,8 +345,25 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
         fault_time_unix_s=ft,
         fault_message=fm[: len(ft)],
         fault_extra=faultlog.read_extras(fg, len(ft)),
+        extra=extra,
         **data,
     )
+
+
+def _optional_fields(cg, n: int, p: Path, where: str, sample_fields, notices: list[str]) -> dict:
+    """The optional per-sample datasets asked for (format 1.6); one shorter than the samples or of
+    another shape is left out with a notice (the samples stand without it)."""
+    out = {}
+    for name in OPTIONAL_SAMPLE_FIELDS:
+        if name not in sample_fields or name not in cg:
+            continue
+        ds = cg[name]
+        if not hasattr(ds, "shape") or len(ds.shape) != 1 or ds.dtype.kind not in "iuf" or ds.shape[0] < n:
+            notices.append(f"{where}/{name}: not one value per sample: left out")
+            continue
+        _check_stored(ds, n, p, f"{where}/{name}")
+        out[name] = np.asarray(ds[:n], dtype=np.float64)
+    return out
 
 
 def read_power_part(
@@ -354,6 +396,7 @@ def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
             raise RunFileError(f"{p}: /layout/{key} has an unexpected shape")
         data = _read_rows(ds, ds.shape[0], p, f"/layout/{key}")
         if data.dtype.kind in "OS":
+            check_text(ds, data, p, f"/layout/{key}")
             data = np.array([_attr(v) for v in data], dtype=object)
         out[key] = data
     return out

@@ -20,6 +20,7 @@ from npmpi import faultlog
 from npmpi.errors import RunFileWriteError
 from npmpi.runformat import (
     BASELINE_COLUMNS,
+    CHECKSUM,
     EXTRA_SAMPLE_FIELDS,
     FABRIC_GROUP,
     FORMAT_NAME,
@@ -29,8 +30,11 @@ from npmpi.runformat import (
     SAMPLE_FIELDS,
     STATUS_RUNNING,
     STATUSES,
+    TEXT_CHECKSUM,
     SizeResult,
+    checksum,
     power_group,
+    text_crc32,
 )
 
 
@@ -52,7 +56,9 @@ def _create_channels(group, channels: list[dict[str, Any]]) -> None:
             cg.attrs[key] = _to_attr(value)
         extra = [n for n in EXTRA_SAMPLE_FIELDS if n in (ch_attrs.get("extra_sample_fields") or ())]
         for name in (*SAMPLE_FIELDS, *extra):
-            cg.create_dataset(name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,))
+            cg.create_dataset(
+                name, shape=(0,), maxshape=(None,), dtype=np.float64, chunks=(4096,), **CHECKSUM
+            )
         faultlog.create_datasets(cg.create_group("faults"))
 
 
@@ -116,18 +122,19 @@ class RunWriter:
         str_dt = h5py.string_dtype()
         for key, values in layout_rows.items():
             if values and isinstance(values[0], str):
-                lay.create_dataset(key, data=np.array(values, dtype=object), dtype=str_dt)
+                ds = lay.create_dataset(key, data=np.array(values, dtype=object), dtype=str_dt)
+                ds.attrs[TEXT_CHECKSUM] = text_crc32(values)
             else:
-                lay.create_dataset(key, data=np.asarray(values))
+                lay.create_dataset(key, data=np.asarray(values), **checksum(values))
         pp = f.create_group("pingpong")
         pp.attrs["trials"] = trials
         for name, dtype, per_trial in PINGPONG_DATASETS:
             shape = (0, trials) if per_trial else (0,)
             maxshape = (None, trials) if per_trial else (None,)
             chunks = (64, trials) if per_trial else (256,)
-            pp.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks)
+            pp.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks, **CHECKSUM)
         pp.create_dataset(
-            "buffer_huge_page_bytes", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(256,)
+            "buffer_huge_page_bytes", shape=(0,), maxshape=(None,), dtype=np.int64, chunks=(256,), **CHECKSUM
         )
         pairs = self.pairs
         if pairs > 1:
@@ -137,6 +144,7 @@ class RunWriter:
                 maxshape=(None, pairs, trials),
                 dtype=np.float64,
                 chunks=(16, pairs, trials),
+                **CHECKSUM,
             )
         self._rows = 0
         self._flush()
@@ -291,9 +299,8 @@ class RunWriter:
         with self._checked(f"writing /{name}"):
             lay = self._h("layout")
             if LAYOUT_BASELINE_CPU not in lay:
-                ds = lay.create_dataset(
-                    LAYOUT_BASELINE_CPU, data=np.full((len(cpu_s), len(BASELINE_COLUMNS)), np.nan)
-                )
+                cpu = np.full((len(cpu_s), len(BASELINE_COLUMNS)), np.nan)
+                ds = lay.create_dataset(LAYOUT_BASELINE_CPU, data=cpu, **checksum(cpu))
                 ds.attrs["columns"] = list(BASELINE_COLUMNS)
                 self._pending_bytes += ds.size * ds.dtype.itemsize
             self._h(name)[:, column] = np.asarray(cpu_s, dtype=np.float64)

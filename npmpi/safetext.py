@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 
-# C0 and C1 controls and DEL (newlines are kept only by printable_lines), and the Unicode
-# bidirectional overrides that reorder what a terminal shows
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls and DEL (newlines are kept only by printable_lines), the Unicode
+# bidirectional overrides that reorder what a terminal shows, and lone surrogates (what h5py makes
+# of bytes that are not UTF-8: no encoder writes them)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(m: re.Match) -> str:
@@ -27,3 +28,18 @@ def printable(text: object) -> str:
 def printable_lines(text: object) -> str:
     """`text` with its line breaks kept and every other control character escaped."""
     return "\n".join(printable(line) for line in str(text).split("\n"))
+
+
+def valid_text(text: str) -> str:
+    """`text` with the bytes that were not UTF-8 (h5py gives them as lone surrogates) as U+FFFD, so
+    that any output can encode it."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate h5py did not make
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell: text with every control character escaped (a CR would split the row, an ESC
+    reach the terminal of whoever prints the file); numbers as they are."""
+    return printable(value) if isinstance(value, str) else value

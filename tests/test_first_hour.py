@@ -23,17 +23,25 @@ from npmpi.calibration import parse_calibrate_options
 from npmpi.errors import HelpRequested
 from npmpi.mapoptions import build_parser as map_parser
 from npmpi.mapoptions import parse_map_options
+from npmpi.meterscmd import build_parser as meters_parser
+from npmpi.meterscmd import parse_meters_options
 from npmpi.options import parse_options
 
 REPO = Path(__file__).resolve().parents[1]
-PARSERS = {"run": run_parser, "map": map_parser, "calibrate": calibrate_parser, "analyze": analyze_parser}
+PARSERS = {
+    "run": run_parser,
+    "map": map_parser,
+    "calibrate": calibrate_parser,
+    "meters": meters_parser,
+    "analyze": analyze_parser,
+}
 
 
 def test_help_lists_every_subcommand():
     text = run_parser().format_help()
     for name, _ in SUBCOMMANDS:
         assert f"\n  {name} " in text, name
-    assert {"map", "calibrate"} <= {name for name, _ in SUBCOMMANDS}
+    assert {"map", "calibrate", "meters"} <= {name for name, _ in SUBCOMMANDS}
 
 
 @pytest.mark.parametrize("name", sorted(PARSERS))
@@ -46,7 +54,9 @@ def test_every_option_that_takes_a_value_shows_its_default(name):
     assert missing == [], f"{name}: options whose --help gives no default: {missing}"
 
 
-@pytest.mark.parametrize("parse", [parse_options, parse_map_options, parse_calibrate_options])
+@pytest.mark.parametrize(
+    "parse", [parse_options, parse_map_options, parse_calibrate_options, parse_meters_options]
+)
 def test_version_everywhere(parse, capsys):
     with pytest.raises(HelpRequested) as info:
         parse(["--version"])

@@ -330,6 +330,18 @@ def test_two_nodes_launch_line_under_srun_with_per_node_meters(fakes):
     assert meters == {"node017": "wattsup:/dev/ttyUSB0", "node018": "rapl;nvml", "node019": None}
 
 
+@pytest.mark.parametrize("script", ["one-node", "two-nodes", "map"])
+def test_meters_default_to_auto(fakes, script):
+    env = job_env(fakes, SLURM_NTASKS="4")
+    del env["METERS"]  # not set at submission: the script's default
+    proc = run_script(script, env, fakes)
+    assert proc.returncode == 0, proc.stderr
+    (launch,) = records(fakes, "launch")
+    at = launch["argv"].index("--meter")
+    assert launch["argv"][at : at + 2] == ["--meter", "auto"] and launch["argv"].count("--meter") == 1
+    assert "METERS=${METERS-auto}" in script_text(script)
+
+
 def test_meter_credentials_reach_the_ranks_by_name_only(fakes):
     secret = 'bmc-Pa$$-w0rd "q'  # $, a blank and a quote: taken as written inside single quotes
     cred = fakes / "bmc.env"

@@ -178,7 +178,7 @@ def check_complete_map(path, n: int, sizes: list[int], trials: int, per_rank: bo
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
-    proc = npmpi_run(["map", "--per-rank", "--quick", "-o", "map.h5"], np=4)
+    proc = npmpi_run(["map", "--per-rank", "--quick", "--confirm", "0", "-o", "map.h5"], np=4)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     got = check_complete_map(tmp_path / "map.h5", 4, list(DEFAULT_MAP_SIZES), 3)
@@ -199,7 +199,11 @@ def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
 @pytest.mark.mpi
 @pytest.mark.timeout(180)
 def test_eight_rank_map_on_one_host(npmpi_run, tmp_path):
-    proc = npmpi_run(["map", "--per-rank", "--quick", "--sizes", "1,64K", "-o", "map8.h5"], np=8, timeout=150)
+    proc = npmpi_run(
+        ["map", "--per-rank", "--quick", "--confirm", "0", "--sizes", "1,64K", "-o", "map8.h5"],
+        np=8,
+        timeout=150,
+    )
     assert proc.returncode == 0, proc.stderr
     check_complete_map(tmp_path / "map8.h5", 8, [1, 65536], 3)
 
@@ -210,7 +214,17 @@ def test_odd_map_with_a_power_rank(npmpi_run, tmp_path):
     """3 members (3 rounds with a bye each) and the node's power rank: /power as a run writes it."""
     trace = tmp_path / "trace.csv"
     trace.write_text("time_s,power_w\n0,120\n1,120\n")
-    args = ["map", "--per-rank", "--quick", "--sizes", "1,64K", "--meter", f"replay:{trace},interval=0.05"]
+    args = [
+        "map",
+        "--per-rank",
+        "--quick",
+        "--confirm",
+        "0",
+        "--sizes",
+        "1,64K",
+        "--meter",
+        f"replay:{trace},interval=0.05",
+    ]
     proc = npmpi_run([*args, "--baseline", "0.3", "-o", "p.h5"], np=4)
     assert proc.returncode == 0, proc.stderr
     check_complete_map(tmp_path / "p.h5", 3, [1, 65536], 3)
@@ -254,7 +268,7 @@ LONG_MAP = ["map", "--per-rank", "--sizes", "1,64K,1M,4M", "--trials", "10", "--
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_ctrl_c_keeps_every_completed_round(tmp_path):
+def test_ctrl_c_keeps_every_completed_round(tmp_path, capsys):
     name = f"stop-{os.getpid()}.h5"
     args = [*LONG_MAP, "-o", name]
     job = Job(args, 4, tmp_path, name)
@@ -278,12 +292,32 @@ def test_ctrl_c_keeps_every_completed_round(tmp_path):
         t = g["trial_s"][:]
         assert np.isfinite(t[:2][:, ~np.eye(4, dtype=bool)]).all()  # the sizes before are whole
         assert np.isnan(t[:, 0, 0]).all()
+    analyse_stopped_map(capsys, tmp_path / name, tmp_path / "out")
+
+
+def analyse_stopped_map(capsys, path, out) -> None:
+    """npmpi-analyze (text, JSON, CSV, report) on a stopped map: exit 0, a notice, the sizes reached
+    measured and the rest blank (before issue 28: refused as 'damaged or forged')."""
+    import json
+
+    from npmpi_analysis.cli import main
+
+    out.mkdir()
+    capsys.readouterr()
+    files = ["--json", str(out / "m.json"), "--csv", str(out / "m.csv"), "--report", str(out / "m.html")]
+    code = main([str(path), *files])
+    got = capsys.readouterr()
+    assert code == 0 and "Traceback" not in got.out + got.err, got.err
+    assert "notice:" in got.out and "6/6 at 1 B" in got.out and "6/6 at 64 KiB" in got.out, got.out
+    assert "/6 at 4 MiB" in got.out
+    assert json.loads((out / "m.json").read_text()) and (out / "m.html").stat().st_size > 0
+    assert len((out / "m.csv").read_text().splitlines()) > 12  # both sizes' 6 pairs at least
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_sigkill_of_a_member_keeps_every_completed_round(tmp_path):
+def test_sigkill_of_a_member_keeps_every_completed_round(tmp_path, capsys):
     name = f"kill-{os.getpid()}.h5"
     args = [*LONG_MAP, "-o", name]
     job = Job(args, 4, tmp_path, name)
@@ -308,3 +342,4 @@ def test_sigkill_of_a_member_keeps_every_completed_round(tmp_path):
         for k in range(done):  # every pair of every completed round is whole
             s, r = divmod(k, 3)
             assert np.isfinite(t[s][rounds == r]).all()
+    analyse_stopped_map(capsys, tmp_path / name, tmp_path / "out")

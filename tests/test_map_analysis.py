@@ -228,7 +228,7 @@ IDLE_W = 40.0
 SWING_W = 5.0  # inside a round the readings alternate P ± 5 W: sigma_p of one node is 5 W
 
 
-def power_map(path, n=4, per_rank=False, label="simulated", sizes=(1, 65536, 4 << 20)):
+def power_map(path, n=4, per_rank=False, label="simulated", sizes=(1, 65536, 4 << 20), boot_ids=None):
     """A 4-node map whose node i draws NODE_W[i] ± 5 W (alternating readings every 0.1 s) in every
     round it measures in, IDLE_W otherwise; round windows 1 s long starting between readings."""
     truth = MapTruth(["vm"] * n if per_rank else hosts(n), list(sizes), jitter=0.03, seed=3)
@@ -244,7 +244,10 @@ def power_map(path, n=4, per_rank=False, label="simulated", sizes=(1, 65536, 4 <
             inside = (t >= t0 + k * 1.5) & (t <= t0 + k * 1.5 + 1.0)
             p[inside] = NODE_W[i] + SWING_W * sign[inside]
         host = "vm" if per_rank else f"h{i}"
-        nodes.append(SynthNode([SynthChannel(t, p, label=label, sample_interval_s=0.1)], host=host))
+        attrs = {"boot_id": boot_ids[i]} if boot_ids else {}
+        nodes.append(
+            SynthNode([SynthChannel(t, p, label=label, sample_interval_s=0.1)], host=host, attrs=attrs)
+        )
     end = t0 + s * r * 1.5
     write_map(
         path, truth, per_rank=per_rank, nodes=nodes, t0=t0, window_s=1.0, gap_s=0.5,
@@ -293,6 +296,14 @@ def test_ranks_sharing_a_node_split_its_power(tmp_path):
     assert any("4 mapped ranks share a host (vm)" in n and "not the network" in n for n in a.notices)
     one_per_node = analyse_map(load_map(power_map(tmp_path / "pn.h5"), FIELDS), "pn")
     assert not any("share a host" in n for n in one_per_node.notices)
+
+
+def test_a_pair_of_two_nodes_of_one_machine_counts_its_power_once(tmp_path):
+    boots = ["b-one", "b-one", "b-two", "b-three"]  # h0 and h1: network namespaces of one host
+    a = analyse_map(load_map(power_map(tmp_path / "m.h5", label="measured", boot_ids=boots), FIELDS), "m")
+    assert a.energy.power_w[2, 0, 1] == pytest.approx(100.0, rel=1e-9)  # h0's reading once, not 210 W
+    assert a.energy.power_w[2, 2, 3] == pytest.approx(250.0, rel=1e-9)  # two machines: summed
+    assert any("node 0 (h0), node 1 (h1) are one machine" in n for n in a.notices)
 
 
 # ---------------------------------------------------------------- the command: outputs

@@ -66,10 +66,12 @@ def opened(bmc: FakeBmc, extra: str = "", monkeypatch=None) -> RedfishMeter:
 
 
 def shown_truth(truth: Truth, stamp: float, latency_s: float = 1.5) -> list[tuple[float, float]]:
-    """(watts, joules) the service may have shown for a reading received at `stamp`: the values of
-    the refreshes within latency_s before it, rounded as the BMC writes them."""
+    """(watts, joules) the service may have shown for a reading stamped at `stamp`: the values of
+    the refreshes within latency_s before it, rounded as the BMC writes them, or of one refresh
+    within 0.1 s after it (a reading is stamped at the middle of its request: the BMC may answer
+    half a request later)."""
     out = []
-    k_last = math.floor(stamp / truth.update_s)
+    k_last = math.floor((stamp + 0.1) / truth.update_s)
     for k in range(k_last - int(latency_s / truth.update_s), k_last + 1):
         watts, kwh = truth.shown(k * truth.update_s)
         out.append((float(watts), float(Decimal(kwh) * Decimal(3_600_000))))

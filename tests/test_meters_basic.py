@@ -30,7 +30,11 @@ def test_spec_parsing():
     "text,fragment",
     [
         ("", "empty"),
-        ("geiger", "unknown meter 'geiger'; known meters: estimate, hwmon, ipmi, nvml, rapl, redfish, rep"),
+        (
+            "geiger",
+            "unknown meter 'geiger'; known meters: auto, cray, estimate, hwmon, ipmi, nvml, perf, rapl, "
+            "redfish, rep",
+        ),
         ("replay:a.csv,b.csv", "more than one positional"),
     ],
 )
@@ -42,10 +46,13 @@ def test_bad_specs(text, fragment):
 
 def test_every_documented_meter_is_registered():
     assert known_meters() == [
+        "auto",
+        "cray",
         "estimate",
         "hwmon",
         "ipmi",
         "nvml",
+        "perf",
         "rapl",
         "redfish",
         "replay",

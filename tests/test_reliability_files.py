@@ -37,6 +37,7 @@ import pytest
 
 from npmpi.errors import RunFileError
 from npmpi.runfile import SAMPLE_FIELDS, RunWriter, SizeResult, load_run
+from npmpi.runformat import TEXT_CHECKSUM, text_crc32
 from npmpi.schedule import netpipe_schedule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -612,6 +613,7 @@ def test_code_and_pickles_in_a_file_stay_data(base, tmp_path, capsys):
             "pingpong/pickled", data=np.frombuffer(pickle.dumps(_Exploit(marker)), dtype=np.uint8)
         )
         f["layout/host"][0] = code
+        f["layout/host"].attrs[TEXT_CHECKSUM] = text_crc32(f["layout/host"][()])  # a forger's own
     run = load_run(path)
     assert run.attrs["options_json"] == code and not marker.exists()
     out_dir = tmp_path / "out"
@@ -709,3 +711,190 @@ def test_a_failed_write_leaves_no_partial_output(base, tmp_path, capsys, monkeyp
     code, _out, err = analyze(capsys, str(base), "--json", str(target))
     assert code == 1 and "No space left" in err and "Traceback" not in err, err
     assert list(tmp_path.iterdir()) == []  # neither the output nor its temporary file
+
+
+# --------------------------------------------------------------------------- map files (issue 28)
+
+MAP_HOSTS = ["n0", "n1", "n2", "n3"]
+MAP_REQUIRED = [
+    "map/" + n
+    for n in (
+        "hosts",
+        "ranks",
+        "size_bytes",
+        "round",
+        "trial_s",
+        "iterations",
+        "bytes_moved",
+        "window_start_unix_s",
+        "window_end_unix_s",
+    )
+]
+
+
+def write_map_base(path: Path, rounds: int = 9, status: str = "complete") -> Path:
+    """A map file as `mpirun -np 5 python -m npmpi map --meter estimate` writes it (4 members, 3
+    sizes, 3 rounds each, a power rank's channel sampled throughout), by the map writer itself."""
+    from npmpi.mapfile import MapWriter, PairResult
+    from npmpi.mapschedule import circle_rounds, round_matrix
+
+    matrix = round_matrix(circle_rounds(4), 4)
+    spec = {
+        "attrs": {
+            "schedule": "rounds",
+            "per_rank": False,
+            "kernel": "python",
+            "mode": "pingpong",
+            "window": 1,
+        },
+        "hosts": MAP_HOSTS,
+        "ranks": [0, 1, 2, 3],
+        "sizes": [1, 65536, 4 << 20],
+        "rounds_matrix": matrix,
+        "n_rounds": 3,
+    }
+    layout = {"host": [*MAP_HOSTS, "n0"], "node_index": [0, 1, 2, 3, 0], "role": ["map"] * 4 + ["power"]}
+    w = MapWriter(path, {"kernel": "python", "command_line": "python -m npmpi map"}, layout, 3, map_spec=spec)
+    w.create_power(
+        {"baseline_requested_s": 0.5, "sample_interval_requested_s": "natural"},
+        [{"host": "n0", "node_index": 0, "power_rank": 4, "meter_specs": ["estimate"], "meters_skipped": ""}],
+        [[{"kind": "estimate", "spec": "estimate", "label": "estimated", "sample_interval_s": 0.01}]],
+    )
+    w.set_group_attrs("power", baseline_start_unix_s=T0 - 0.6, baseline_end_unix_s=T0 - 0.1)
+    w.set_group_attrs("power/node0", clock_offset_start_s=1e-5, clock_offset_start_measured_unix_s=T0 - 1)
+    for k in range(rounds):
+        s, r = divmod(k, 3)
+        pairs = [(i, j) for i in range(4) for j in range(i + 1, 4) if matrix[i, j] == r]
+        start = T0 + 0.5 * k
+        trial = np.array([1e-3, 1.1e-3, 1.05e-3]) * (1 + s)
+        w.store_round(s, r, (start, start + 0.4), [PairResult(i, j, 100, 10, trial) for i, j in pairs])
+    times = np.arange(T0 - 0.6, T0 + 0.5 * rounds + 0.2, 0.01)
+    nan = np.full(len(times), np.nan)
+    samples = {
+        "time_unix_s": times,
+        "power_w": 60 + np.sin(times),
+        "energy_j": nan,
+        "volts": nan,
+        "amps": nan,
+    }
+    w.append_samples(0, 0, samples, [(T0 + 0.01, "no reading for 5 sample intervals")])
+    w.flush()
+    w.finish(status, "" if status == "complete" else f"{status} on purpose")
+    return path
+
+
+def mutate_map(base: Path, dst: Path, rng, kind: str) -> Mutation:
+    """Copy the map `base` to `dst` and damage it as `kind` says."""
+    shutil.copy(base, dst)
+    if kind in ("truncate", "bitflip", "overwrite"):
+        return mutate(base, dst, rng, kind)
+    pick = lambda items: items[int(rng.integers(len(items)))]  # noqa: E731
+    if kind == "partial":  # a map stopped after `keep` rounds by the writer: the rest never written
+        keep = int(rng.integers(1, 9))
+        status = pick(["running", "interrupted", "failed"])
+        dst.unlink()
+        write_map_base(dst, rounds=keep, status=status)
+        return Mutation(f"{status} after {keep} rounds", "partial")
+    with h5py.File(dst, "r+") as f:
+        g = f["map"]
+        if kind == "missing":
+            name = pick(MAP_REQUIRED)
+            del f[name]
+            return Mutation(f"{name} deleted", "error", (f"/{name} is missing",))
+        if kind == "shape":
+            name = pick(MAP_REQUIRED)
+            _rewrite(f, name, np.zeros((2, 3, 5, 7)) if name != "map/trial_s" else np.zeros((3, 4, 4)))
+            return Mutation(f"{name} reshaped", "error", (f"/{name}",))
+        if kind == "mistype":
+            name = pick(MAP_REQUIRED)
+            shape = f[name].shape
+            _rewrite(f, name, np.zeros(shape, dtype=np.complex128))
+            return Mutation(f"{name} mistyped", "error", (f"/{name}",))
+        if kind == "values":
+            name, index, value, frag = pick(
+                [
+                    ("map/trial_s", (0, 0, 1, 0), -1.0, "non-positive"),
+                    ("map/trial_s", (1, 2, 3, 1), np.inf, "infinite"),
+                    ("map/trial_s", (2, 1, 0, 2), 1e300, "impossible"),
+                    ("map/size_bytes", (1,), 0, "below 1 byte"),
+                    ("map/size_bytes", (2,), 1, "a size twice"),
+                    ("map/round", (0, 1), 7, "round outside"),
+                    ("map/round", (0, 0), 1, "diagonal"),
+                    ("map/iterations", (0, 0, 1), 0, "below 1"),
+                    ("map/bytes_moved", (1, 2, 3), -5, "negative"),
+                ]
+            )
+            data = f[name][()]
+            data[index] = value
+            f[name][...] = data
+            return Mutation(f"{name}{list(index)} = {value}", "error", (frag,))
+        if kind == "huge":
+            name = pick(["map/trial_s", "map/iterations", "map/hosts"])
+            ds = f[name]
+            claimed = 100_000 if name == "map/hosts" else int(10 ** rng.uniform(4, 6))
+            shape = (claimed, *ds.shape[1:]) if name != "map/trial_s" else (3, 4, 4, claimed)
+            _rewrite(f, name, shape=shape, chunks=tuple(min(d, 64) for d in shape), dtype=ds.dtype)
+            return Mutation(f"{name} claims {shape}", "error", (f"/{name}", "/map/"))
+        if kind == "link":
+            name = pick(MAP_REQUIRED)
+            del f[name]
+            f[name] = (
+                h5py.SoftLink("/nowhere") if rng.random() < 0.5 else h5py.ExternalLink("/etc/passwd", "/x")
+            )
+            return Mutation(f"{name} made a link", "error", (f"/{name}",))
+        if kind == "hostile-text":
+            g["hosts"][int(rng.integers(4))] = "\x1b[2J\x07\r\u202eevil"
+            g["hosts"].attrs[TEXT_CHECKSUM] = text_crc32(g["hosts"][()])  # forged consistently
+            g.attrs["status_message"] = "\x1b]0;title\x07"
+            return Mutation("escapes in the host names", "any")
+        if kind == "attr":
+            owner = pick(["/", "/map", "/power/node0", "/power/node0/channel0"])
+            key = pick(list(f[owner].attrs))
+            value = pick(WEIRD_ATTRS)
+            f[owner].attrs[key] = value
+            return Mutation(f"attribute {owner}@{key} = {value!r:.30}", "any")
+    raise AssertionError(kind)
+
+
+MAP_PLAN = {
+    "truncate": 12,
+    "bitflip": 12,
+    "overwrite": 8,
+    "missing": 9,
+    "shape": 6,
+    "mistype": 4,
+    "values": 9,
+    "huge": 5,
+    "link": 4,
+    "hostile-text": 2,
+    "attr": 8,
+    "partial": 6,
+}
+
+
+@pytest.mark.timeout(600)
+def test_corrupted_map_files_in_process(tmp_path, capsys):
+    base = write_map_base(tmp_path / "map-base.h5")
+    code, out, err = analyze(capsys, str(base))
+    assert code == 0 and err == "" and "6/6 at 4 MiB" in out, err
+    rng = np.random.default_rng(MUTATION_SEED + 28)
+    results: dict[str, int] = {}
+    failures = []
+    slowest = 0.0
+    for kind, n in MAP_PLAN.items():
+        for k in range(n):
+            path = tmp_path / f"map-{kind}-{k}.h5"
+            m = mutate_map(base, path, rng, kind)
+            t0 = time.monotonic()
+            try:
+                code, out, err = analyze(capsys, str(path))
+                check_outcome(m, path, code, out, err)
+            except (AssertionError, CallTimeout) as exc:
+                failures.append(f"{path.name} ({m.name}): {exc}")
+                code = -1
+            slowest = max(slowest, time.monotonic() - t0)
+            results[f"{m.expect} exit {code}"] = results.get(f"{m.expect} exit {code}", 0) + 1
+            path.unlink()
+    with capsys.disabled():
+        print(f"\n{sum(MAP_PLAN.values())} corrupted map files: {results}; slowest analysis {slowest:.2f} s")
+    assert not failures, f"{len(failures)} map files:\n" + "\n\n".join(failures[:10])

@@ -102,12 +102,20 @@ def test_one_node_job_under_mpirun(cluster, workdir):
     run = load_run(workdir / "runs" / f"{name}.h5")
     assert run.status == "complete"
     assert run.attrs["slurm_job_id"] == job.job_id
+    # the Slurm context: mpirun inside the batch script runs in the batch step; this test cluster has no
+    # energy accounting plugin, so Slurm's ConsumedEnergy is recorded as absent, with the reason
+    assert run.attrs["slurm_step_id"] == "batch" and run.attrs["slurm_job_nodelist"]
+    assert run.attrs["slurm_energy_step"] == f"{job.job_id}.batch"
+    assert np.isnan(run.attrs["slurm_consumed_energy_j"]) and run.attrs["slurm_energy_source"] == ""
+    assert run.attrs["slurm_energy_note"].startswith("absent: sstat: "), run.attrs["slurm_energy_note"]
     assert list(run.layout["role"]) == ["transmitter", "reflector", "power"]
     assert "--quick" in run.attrs["command_line"] and len(run.pingpong) > 10
     check_replay_power(run)
     assert "mpirun -np 3 --bind-to none" in job.output
     data = check_analysis(workdir / "runs", name, 1)
     assert data["runs"][0]["summary"]["status"] == "complete"
+    # npmpi-analyze says what Slurm's count was (absent here) beside npmpi's
+    assert any("Slurm's energy count of the step: absent: sstat: " in n for n in data["runs"][0]["notices"])
 
 
 @pytest.mark.timeout(300)

@@ -14,6 +14,7 @@ from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
 from npmpi_analysis.fabric import FabricResult, analyse_fabric, group_summary, parts_summary, size_columns
 from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
+from npmpi_analysis.slurm_energy import slurm_energy_notice
 
 
 @dataclass
@@ -39,6 +40,10 @@ class RunAnalysis:
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     fabric: FabricResult | None = None  # /power/fabric: the fabric's and the total's energy per bit
+    # per size: True where the power above idle is not above its own sigma (or negative): the dynamic
+    # energy is then only bounded, by dynamic_bound_pj_bit (its value plus 2 sigma, never below 2 sigma)
+    dynamic_not_above_idle: np.ndarray | None = None
+    dynamic_bound_pj_bit: np.ndarray | None = None
 
     @property
     def sizes(self) -> int:
@@ -98,6 +103,9 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
     skipped = no_power_notice(run)
     if skipped:
         notices.append(skipped)
+    slurm = slurm_energy_notice(run)  # Slurm's own count of the step's energy, beside npmpi's (1.6)
+    if slurm:
+        notices.append(slurm)
     no_window = np.isnan(starts)
     if power is not None and no_window.any():
         k = int(np.argmax(no_window))
@@ -105,7 +113,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             f"{name}: /pingpong/trial_start_unix_s, trial_end_unix_s: {int(no_window.sum())} size(s) without "
             f"valid wall-clock trial times (first: row {k}, {int(pp.size_bytes[k])} B): no power for them"
         )
-    rate = epb = epb_sigma = dyn_w = dyn = dyn_sigma = None
+    rate = epb = epb_sigma = dyn_w = dyn = dyn_sigma = low = bound = None
     corr = math.nan
     if power is not None:
         notices.extend(power.notices)
@@ -117,6 +125,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             dyn_w = power.job_w - power.idle_w
             dyn_sigma_w = np.sqrt(power.job_sigma_w**2 + power.idle_sigma_w**2)
             dyn, dyn_sigma = compute.energy_per_bit_pj(b, sb, dyn_w, dyn_sigma_w)
+            low, bound = compute.not_above_idle(b, dyn_w, dyn_sigma_w)
         corr = compute.correlation(b, rate.rate_bit_j)
     fabric = analyse_fabric(run, power, bw, starts, ends, meter_delay_s, notices, problems)
     return RunAnalysis(
@@ -139,6 +148,8 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
         notices=notices,
         problems=problems,
         fabric=fabric,
+        dynamic_not_above_idle=low,
+        dynamic_bound_pj_bit=bound,
     )
 
 
@@ -234,17 +245,30 @@ def _add_power_figures(out: dict[str, Any], a: RunAnalysis) -> float:
     """The power and energy figures; returns the first trial's start (the faults' time origin)."""
     bw = a.bw
     pw = a.power
-    k = _argmax(a.rate.rate_bit_j)
     out["power_caveat"] = pw.caveat
     out["power_labels"] = sorted(set(pw.labels))
+    # the headline figures come from the sizes without a flag; only when every size is flagged from
+    # those, and the figure names its size's flag
+    trusted = pw.job_flag == FLAG_OK
+    pick = trusted if trusted.any() else np.ones(len(trusted), dtype=bool)
+    flags = a.flag_names()
+    k = _argmax(np.where(pick, a.rate.rate_bit_j, np.nan))
     out["peak_energy_rate_bit_j"] = _f(a.rate.rate_bit_j[k]) if k is not None else None
     out["peak_energy_rate_sigma_bit_j"] = _f(a.rate.sigma_bit_j[k]) if k is not None else None
     out["peak_energy_rate_size_bytes"] = int(bw.size_bytes[k]) if k is not None else None
-    k = _argmin(a.energy_pj_bit)
+    out["peak_energy_rate_flag"] = flags[k] if k is not None else ""
+    k = _argmin(np.where(pick, a.energy_pj_bit, np.nan))
     out["min_energy_pj_bit"] = _f(a.energy_pj_bit[k]) if k is not None else None
+    out["min_energy_sigma_pj_bit"] = _f(a.energy_sigma_pj_bit[k]) if k is not None else None
     out["min_energy_size_bytes"] = int(bw.size_bytes[k]) if k is not None else None
+    out["min_energy_flag"] = flags[k] if k is not None else ""
+    out["headline_sizes"] = "unflagged" if trusted.any() else "only flagged sizes"
     if a.dynamic_pj_bit is not None and k is not None:
         out["dynamic_energy_pj_bit_at_min"] = _f(a.dynamic_pj_bit[k])
+        out["dynamic_energy_sigma_pj_bit_at_min"] = _f(a.dynamic_sigma_pj_bit[k])
+        low = a.dynamic_not_above_idle is not None and bool(a.dynamic_not_above_idle[k])
+        out["dynamic_not_above_idle_at_min"] = low
+        out["dynamic_energy_bound_pj_bit_at_min"] = _f(a.dynamic_bound_pj_bit[k]) if low else None
     out["correlation_bandwidth_energy_rate"] = _f(a.correlation)
     out["power_constant"] = compute.power_constant(pw.job_w, pw.job_sigma_w)
     out["idle_power_w"] = _f(pw.idle_w)
@@ -258,7 +282,6 @@ def _add_power_figures(out: dict[str, Any], a: RunAnalysis) -> float:
     out["idle_after_power_w"] = _f(pw.idle_after_w)
     out["idle_after_power_sigma_w"] = _f(pw.idle_after_sigma_w)
     out["idle_drift"] = bool(pw.idle_drift)
-    flags = a.flag_names()
     out["flagged_sizes"] = {
         name: sum(1 for f in flags if f == name) for name in FLAG_NAMES[1:] if name in flags
     }
@@ -376,16 +399,30 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
                     "dynamic_energy_sigma_pj_bit": float(a.dynamic_sigma_pj_bit[k])
                     if a.dynamic_sigma_pj_bit is not None
                     else math.nan,
+                    **_dynamic_flag_columns(a, k),
                 }
             )
             for n in pw.nodes:
                 row[f"node{n.index}_power_w"] = float(n.sizes.mean[k])
                 row[f"node{n.index}_power_sigma_w"] = float(n.sizes.sigma[k])
-                row[f"node{n.index}_samples"] = int(n.sizes.count[k])
+                row[f"node{n.index}_readings"] = int(n.readings[k]) if n.readings is not None else -1
+                row[f"node{n.index}_distinct_readings"] = int(n.sizes.count[k])
             if a.fabric is not None:
                 row.update(size_columns(a.fabric, k))
         rows.append(row)
     return rows
+
+
+DYNAMIC_NOT_ABOVE_IDLE = "not above idle"
+
+
+def _dynamic_flag_columns(a: RunAnalysis, k: int) -> dict[str, Any]:
+    """A size's dynamic-energy flag ('not above idle' or '') and, so flagged, its 2-sigma bound."""
+    low = a.dynamic_not_above_idle is not None and bool(a.dynamic_not_above_idle[k])
+    return {
+        "dynamic_flag": DYNAMIC_NOT_ABOVE_IDLE if low else "",
+        "dynamic_energy_bound_pj_bit": float(a.dynamic_bound_pj_bit[k]) if low else math.nan,
+    }
 
 
 # ---------------------------------------------------------------- comparing runs

@@ -34,8 +34,11 @@ class _Parser(argparse.ArgumentParser):
 ANALYSED_SAMPLE_FIELDS = (
     "time_unix_s",
     "power_w",
-    "energy_j_of_counters",
-)  # npmpi.runfile.ENERGY_OF_COUNTERS
+    "energy_j_of_counters",  # npmpi.runfile.ENERGY_OF_COUNTERS
+    "open_epoch",  # the format 1.6 fields the analysis uses: npmpi.runformat.OPTIONAL_SAMPLE_FIELDS
+    "request_start_unix_s",
+    "request_end_unix_s",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         _silence_stdout()
+        return 1
+    except MemoryError:  # what the files declare is capped (npmpi/runopen.py); the machine may have less
+        _error("out of memory: this machine has too little free memory for these files' analysis")
         return 1
     except Exception as exc:  # never a traceback: one line a user can report
         _error(f"internal error, please report: {type(exc).__name__}: {exc}")

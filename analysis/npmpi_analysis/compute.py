@@ -47,6 +47,39 @@ def float_attr(attrs: dict, key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+# Timing attributes of power groups and channels the analysis uses, with the values that can be
+# true: a clock offset or a time beyond these is damage, a meter delay over an hour is not a meter's
+# (the calibration file's own bound). A value outside is named and left out (issue 28).
+TIMING_BOUNDS = {
+    "clock_offset_start_s": (-1e9, 1e9),
+    "clock_offset_end_s": (-1e9, 1e9),
+    "clock_offset_start_measured_unix_s": (0.0, 1e10),
+    "clock_offset_end_measured_unix_s": (0.0, 1e10),
+    "clock_offset_start_uncertainty_s": (0.0, 3600.0),
+    "clock_offset_end_uncertainty_s": (0.0, 3600.0),
+    "meter_delay_s": (0.0, 3600.0),
+    "meter_delay_uncertainty_s": (0.0, 3600.0),
+}
+
+
+def checked_timing_attrs(attrs: dict, where: str, problems: list[str]) -> dict:
+    """`attrs` without the TIMING_BOUNDS attributes whose value is not a number within bounds, each
+    one named in `problems` (an infinite clock offset, a meter delay of -1e6 s)."""
+    bad = {}
+    for key, (lo, hi) in TIMING_BOUNDS.items():
+        if key not in attrs:
+            continue
+        value = attrs[key]
+        number = not isinstance(value, bool) and isinstance(value, (int, float))
+        if not (number and lo <= float(value) <= hi):
+            bad[key] = value
+            problems.append(
+                f"{where}: attribute {key} = {str(value)[:40]!r} is not a number from {lo:g} to {hi:g}: "
+                "it is ignored"
+            )
+    return {k: v for k, v in attrs.items() if k not in bad} if bad else attrs
+
+
 def run_mode_factors(attrs: dict) -> tuple[int, int]:
     """(bytes_per_iteration_factor, one_way_divisor) of a run (docs/file-format.md): bytes moved per
     iteration / message size, and one message's time = trial / (divisor i). Ping-pong's (2, 2) when
@@ -205,6 +238,19 @@ def energy_per_bit_pj(
         e = np.where(good, PJ_PER_J * p / b, np.nan)
         sigma = np.where(good, PJ_PER_J / b * np.sqrt(sigma_p**2 + (p * sigma_b / b) ** 2), np.nan)
     return e, sigma
+
+
+def not_above_idle(
+    b: np.ndarray, dyn_w: np.ndarray, dyn_sigma_w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(True where the power above idle is not above its own sigma, or negative; the upper bound of
+    the dynamic energy per bit there, in pJ/bit: the power above idle, if positive, plus 2 sigma).
+    Such a difference is noise: its value (down to -3.7e4 pJ/bit on a busy host) says nothing."""
+    with np.errstate(invalid="ignore"):
+        low = np.isfinite(dyn_w) & ~(dyn_w > dyn_sigma_w)
+        bound_w = np.where(low, np.maximum(dyn_w, 0.0) + 2.0 * dyn_sigma_w, np.nan)
+    bound, _ = energy_per_bit_pj(b, np.zeros_like(b), bound_w, np.zeros_like(bound_w))
+    return low, bound
 
 
 def correlation(x: np.ndarray, y: np.ndarray) -> float:

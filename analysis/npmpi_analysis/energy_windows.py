@@ -47,20 +47,41 @@ class ChannelReadings:
     energy_resolution_j: float = 0.0
     sigma_delay_s: float = 0.0
     sigma_offset_s: float = 0.0
+    sigma_stamp_s: float = 0.0  # a network meter's time stamps: half its requests' typical duration
 
 
-def segment_breaks(t: np.ndarray, fault_t: np.ndarray) -> np.ndarray:
-    """True at each reading that starts a new stretch: a fault (the meter was reopened) since the
-    previous reading, or the first reading."""
+def segment_breaks(
+    t: np.ndarray,
+    fault_t: np.ndarray,
+    epoch: np.ndarray | None = None,
+    repeated: list[tuple[float, float]] | tuple = (),
+) -> np.ndarray:
+    """True at each reading that starts a new stretch: the first reading, a reading of another opening
+    of the meter than the previous one (`epoch`, format 1.6: each reading's opening), or, in a file
+    without epochs, a fault since the previous reading. A repeated fault stored as one record spans
+    (first, last) with reopenings anywhere inside: without epochs every reading in that span starts
+    a stretch of its own, so no counter or averaging span joins two openings."""
     brk = np.ones(len(t), dtype=bool)
-    if len(t) > 1:
-        brk[1:] = False
-        ft = np.sort(np.asarray(fault_t, dtype=float))
-        ft = ft[np.isfinite(ft)]
-        if len(ft):
-            # a fault between readings i-1 and i: the count of faults up to t changes
-            k = np.searchsorted(ft, t, side="right")
-            brk[1:] |= k[1:] > k[:-1]
+    if len(t) < 2:
+        return brk
+    brk[1:] = False
+    if epoch is not None and len(epoch) == len(t):
+        ep = np.asarray(epoch, dtype=float)
+        brk[1:] |= ep[1:] != ep[:-1]  # NaN (a reading of no known opening) breaks too
+        return brk
+    ft = np.sort(np.asarray(fault_t, dtype=float))
+    ft = ft[np.isfinite(ft)]
+    if len(ft):
+        # a fault between readings i-1 and i: the count of faults up to t changes
+        k = np.searchsorted(ft, t, side="right")
+        brk[1:] |= k[1:] > k[:-1]
+    for first, last in repeated:
+        if np.isfinite(first) and np.isfinite(last):
+            inside = (t >= first) & (t <= last)
+            brk |= inside
+            after = np.searchsorted(t, last, side="right")
+            if after < len(t):
+                brk[after] = True
     return brk
 
 
@@ -230,33 +251,32 @@ def window_means(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> W
 
 
 def _means_and_shift_terms(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray):
-    """The windows' WindowStats and, for the delay's and the clock offset's sigma, half the change
-    of each window's mean when it moves by -sigma and +sigma (one pass over the readings)."""
+    """The windows' WindowStats and, for the delay's, the clock offset's and the time stamps' sigma,
+    half the change of each window's mean when it moves by -sigma and +sigma (one pass over the
+    readings), added in quadrature."""
     n = len(starts)
-    sigmas = [ch.sigma_delay_s, ch.sigma_offset_s]
-    shifts = [0.0] + [k for s in sigmas if s > 0 for k in (s, -s)]
+    sigmas = [s for s in (ch.sigma_delay_s, ch.sigma_offset_s, ch.sigma_stamp_s) if s > 0]
+    shifts = [0.0] + [k for s in sigmas for k in (s, -s)]
     stats = window_means(
         ch, np.concatenate([starts + k for k in shifts]), np.concatenate([ends + k for k in shifts])
     )
     own = WindowStats(stats.mean[:n], stats.sigma[:n], stats.count[:n], stats.flag[:n])
-    terms, k = [], 1
-    for s in sigmas:
-        if s > 0:
-            term = 0.5 * np.abs(stats.mean[k * n : (k + 1) * n] - stats.mean[(k + 1) * n : (k + 2) * n])
-            terms.append(np.where(np.isfinite(term), term, 0.0))
-            k += 2
-        else:
-            terms.append(np.zeros(n))
-    return own, terms[0], terms[1]
+    squared = np.zeros(n)
+    for k in range(1, len(sigmas) + 1):
+        up, down = stats.mean[(2 * k - 1) * n : 2 * k * n], stats.mean[2 * k * n : (2 * k + 1) * n]
+        term = 0.5 * np.abs(up - down)
+        squared += np.where(np.isfinite(term), term, 0.0) ** 2
+    return own, np.sqrt(squared)
 
 
 def window_power(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> WindowStats:
     """Mean power of each window and sigma_p (docs/analysis.md, "Uncertainty of the power"):
-    sigma_p² = max(spread, resolution/sqrt 12)² + delay term² + clock-offset term² (+ for a counter:
+    sigma_p² = max(spread, resolution/sqrt 12)² + delay term² + clock-offset term² + time-stamp term²
+    (a network meter's request: half its duration) (+ for a counter:
     its resolution at both edges, and no spread: the counter integrates every reading's power)."""
     starts = np.asarray(starts, dtype=float)
     ends = np.asarray(ends, dtype=float)
-    stats, delay, offset = _means_and_shift_terms(ch, starts, ends)
+    stats, shifted = _means_and_shift_terms(ch, starts, ends)
     spread, count = _reading_spread(ch, starts, ends)
     floor = ch.resolution_w / SQRT12
     if ch.method == METHOD_COUNTER:
@@ -266,7 +286,7 @@ def window_power(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> W
         own = np.where(stats.flag >= FLAG_GAP, np.maximum(spread, floor), own)
     else:
         own = np.maximum(spread, floor)
-    sigma = np.sqrt(own**2 + delay**2 + offset**2)
+    sigma = np.sqrt(own**2 + shifted**2)
     sigma = np.where(np.isfinite(stats.mean), sigma, np.nan)
     count = np.where(stats.flag == FLAG_NONE, 0, count)
     return WindowStats(stats.mean, sigma, count.astype(np.int64), stats.flag)
@@ -312,4 +332,5 @@ def merged_instant(readings: list[ChannelReadings], t: np.ndarray, p: np.ndarray
         resolution_w=math.sqrt(sum(r.resolution_w**2 for r in readings)),
         sigma_delay_s=max(r.sigma_delay_s for r in readings),
         sigma_offset_s=max(r.sigma_offset_s for r in readings),
+        sigma_stamp_s=max(r.sigma_stamp_s for r in readings),
     )

@@ -51,6 +51,9 @@ class EnergyPart:
     energy_sigma_pj_bit: np.ndarray = field(default_factory=lambda: np.zeros(0))
     dynamic_pj_bit: np.ndarray = field(default_factory=lambda: np.zeros(0))  # NaN without a baseline
     dynamic_sigma_pj_bit: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # where the power above idle is not above its sigma: the dynamic part's 2-sigma bound (compute)
+    dynamic_not_above_idle: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    dynamic_bound_pj_bit: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def caveat(self) -> str:
@@ -78,8 +81,15 @@ def energy_figures(part: EnergyPart, b: np.ndarray, sigma_b: np.ndarray) -> Ener
         part.dynamic_pj_bit, part.dynamic_sigma_pj_bit = compute.energy_per_bit_pj(
             b, sigma_b, part.power_w - idle_w, dyn_sigma_w
         )
+        part.dynamic_not_above_idle, part.dynamic_bound_pj_bit = compute.not_above_idle(
+            b, part.power_w - idle_w, dyn_sigma_w
+        )
     else:
         part.dynamic_pj_bit = part.dynamic_sigma_pj_bit = np.full(len(b), np.nan)
+        part.dynamic_not_above_idle, part.dynamic_bound_pj_bit = (
+            np.zeros(len(b), bool),
+            np.full(len(b), np.nan),
+        )
     return part
 
 
@@ -193,6 +203,8 @@ def size_columns(fabric: FabricResult, k: int) -> dict[str, Any]:
                 f"{name}_energy_sigma_pj_bit": float(p.energy_sigma_pj_bit[k]),
                 f"{name}_dynamic_energy_pj_bit": float(p.dynamic_pj_bit[k]),
                 f"{name}_dynamic_energy_sigma_pj_bit": float(p.dynamic_sigma_pj_bit[k]),
+                f"{name}_dynamic_flag": "not above idle" if p.dynamic_not_above_idle[k] else "",
+                f"{name}_dynamic_energy_bound_pj_bit": float(p.dynamic_bound_pj_bit[k]),
             }
         )
     row["fabric_power_flag_reason"] = fabric.gap_reasons[k] if k < len(fabric.gap_reasons) else ""
@@ -219,6 +231,8 @@ def parts_summary(fabric: FabricResult, size_bytes: np.ndarray) -> dict[str, Any
             "energy_sigma_pj_bit": _f(p.energy_sigma_pj_bit[k]) if k is not None else None,
             "dynamic_energy_pj_bit": _f(p.dynamic_pj_bit[k]) if k is not None else None,
             "dynamic_energy_sigma_pj_bit": _f(p.dynamic_sigma_pj_bit[k]) if k is not None else None,
+            "dynamic_not_above_idle": bool(p.dynamic_not_above_idle[k]) if k is not None else False,
+            "dynamic_energy_bound_pj_bit": _f(p.dynamic_bound_pj_bit[k]) if k is not None else None,
             "min_energy_pj_bit": _f(p.energy_pj_bit[least]) if least is not None else None,
             "min_energy_size_bytes": int(size_bytes[least]) if least is not None else None,
             "idle_power_w": _f(p.idle[0]),
@@ -252,6 +266,13 @@ def _pm(x, s, pm: str) -> str:
     return f"{x:.4g} {pm} {s:.2g}" if s is not None else f"{x:.4g}"
 
 
+def _dynamic_cell(p: dict[str, Any], pm: str) -> str:
+    """A part's dynamic pJ/bit ± σ, or its 2σ bound where it is not above idle."""
+    if p.get("dynamic_not_above_idle") and p.get("dynamic_energy_bound_pj_bit") is not None:
+        return f"< {p['dynamic_energy_bound_pj_bit']:.2g} (2σ)"
+    return _pm(p["dynamic_energy_pj_bit"], p["dynamic_energy_sigma_pj_bit"], pm)
+
+
 def part_cells(parts: dict[str, Any], pm: str = "±") -> tuple[list[str], list[list[str]]]:
     """The summary's rows of the three parts (headers, cells): energy per bit at the size of least
     total, dynamic part, idle before/after, least energy per bit, label."""
@@ -273,7 +294,7 @@ def part_cells(parts: dict[str, Any], pm: str = "±") -> tuple[list[str], list[l
             [
                 name,
                 _pm(p["energy_pj_bit"], p["energy_sigma_pj_bit"], pm),
-                _pm(p["dynamic_energy_pj_bit"], p["dynamic_energy_sigma_pj_bit"], pm),
+                _dynamic_cell(p, pm),
                 _pm(p["idle_power_w"], p["idle_power_sigma_w"], pm),
                 _pm(p["idle_before_power_w"], p["idle_before_power_sigma_w"], pm),
                 _pm(p["idle_after_power_w"], p["idle_after_power_sigma_w"], pm),

@@ -36,9 +36,13 @@ def plot_energy_parts(a, several: bool) -> Plot | None:
             elinewidth=0.8,
             label=label,
         )
-        dyn = np.where(part.dynamic_pj_bit > 0, part.dynamic_pj_bit, np.nan)
+        low = part.dynamic_not_above_idle
+        dyn = np.where(~low & (part.dynamic_pj_bit > 0), part.dynamic_pj_bit, np.nan)
         if np.isfinite(dyn).any():
             ax.plot(x, dyn, f"{marker}--", ms=2, lw=0.8, color=color, alpha=0.6, label=f"{name}, dynamic")
+        if low.any():  # noise-sized or negative: marked at their 2σ bound, never dropped
+            label = f"{name}, dynamic not above idle (< 2σ bound)"
+            ax.plot(x[low], part.dynamic_bound_pj_bit[low], "v", ms=4, color=color, mfc="none", label=label)
     ax.set_yscale("log")
     size_axis(ax, [x])
     caveat = a.fabric.parts["total"].caveat  # the nodes' and the fabric's labels together

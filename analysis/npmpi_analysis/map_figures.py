@@ -13,6 +13,8 @@ from npmpi_analysis.figures import Plot
 
 CAVEAT_COLOR = "firebrick"
 ANNOTATE_MAX = 16  # cells are labelled with their value up to this many hosts
+RATIO_SPAN = 4.0  # colours run over 1/4x to 4x the map's median, logarithmic, whatever the map holds
+WORSE_LOW, WORSE_HIGH = "low", "high"  # which way a quantity is worse: bandwidth low, latency high
 MAX_TICK_LABELS = 32
 
 
@@ -34,40 +36,44 @@ def heatmap(
     unit: str,
     caption: str,
     caveat: str = "",
-    boxes: list[tuple[int, int]] | None = None,
+    boxes: list[tuple[int, ...]] | None = None,
     diverging: bool = False,
+    worse: str = WORSE_LOW,
 ) -> Plot:
-    """One [N, N] matrix as a heatmap (NaN blank), `unit` on the colour bar, cells (i, j) in
-    `boxes` outlined in red; `diverging`: a ratio around 1 on a logarithmic scale."""
+    """One [N, N] matrix as a heatmap (NaN blank), cells (i, j) in `boxes` outlined in red. The
+    colours are each cell's ratio to the map's median on a fixed logarithmic scale (1/RATIO_SPAN to
+    RATIO_SPAN), red where `worse` (WORSE_LOW or WORSE_HIGH) and blue where better, so a uniform map
+    is uniformly pale; the cells hold the absolute values. `diverging`: x is already a ratio around
+    1 (after / before), coloured on the same fixed scale."""
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Rectangle
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     n = len(names)
     fig, ax = _figure(n)
     data = np.ma.masked_invalid(np.asarray(x, dtype=float))
     finite = data.compressed()
-    finite = finite[finite > 0] if diverging else finite
-    if diverging and finite.size:
-        spread = max(float(np.max(np.abs(np.log(finite)))), np.log(1.25))
-        norm, cmap = LogNorm(np.exp(-spread), np.exp(spread)), "RdBu"
-    else:
-        norm, cmap = None, "viridis"
-    image = ax.imshow(data, cmap=cmap, norm=norm, interpolation="nearest")
+    finite = finite[finite > 0]
+    median = 1.0 if diverging or not finite.size else float(np.median(finite))
+    ratio = np.ma.masked_invalid(np.where(np.asarray(x, dtype=float) > 0, x, np.nan) / median)
+    norm = LogNorm(1.0 / RATIO_SPAN, RATIO_SPAN, clip=True)
+    cmap = "RdBu" if worse == WORSE_LOW else "RdBu_r"
+    image = ax.imshow(ratio, cmap=cmap, norm=norm, interpolation="nearest")
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    if diverging:  # 0.5, 1, 2 rather than 5x10^-1
-        from matplotlib.ticker import FuncFormatter
-
-        for axis_fmt in (bar.ax.yaxis.set_major_formatter, bar.ax.yaxis.set_minor_formatter):
-            axis_fmt(FuncFormatter(lambda v, _pos: f"{v:.2g}"))
-    bar.set_label(unit if not caveat else f"{unit} ({caveat.split(',')[0]})", fontsize=9)
+    bar.set_ticks([1 / RATIO_SPAN, 0.5, 1.0, 2.0, RATIO_SPAN])
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.2g}x"))  # 0.5x, not 5x10^-1
+    bar.ax.yaxis.set_minor_formatter(NullFormatter())
+    label = unit if diverging else f"ratio to the median, {_short(median)} {unit}; red: worse"
+    bar.set_label(label if not caveat else f"{label} ({caveat.split(',')[0]})", fontsize=9)
     step = -(-n // MAX_TICK_LABELS)  # every host named up to MAX_TICK_LABELS, then every step-th
     ticks = list(range(0, n, step))
     ax.set_xticks(ticks, [names[k] for k in ticks], rotation=90, fontsize=8)
     ax.set_yticks(ticks, [names[k] for k in ticks], fontsize=8)
     if n <= ANNOTATE_MAX and finite.size:
-        _annotate(ax, image, data)
-    for i, j in boxes or []:
-        for a, b in ((i, j), (j, i)):
+        _annotate(ax, image, data, ratio)
+    for box in boxes or []:  # (i, j): a link, both cells; (i, j, 1): one direction, its own cell
+        i, j = box[0], box[1]
+        for a, b in ((i, j),) if len(box) > 2 else ((i, j), (j, i)):
             ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="red", lw=2))
     ax.set_title(title, fontsize=10)
     if caveat:
@@ -84,11 +90,12 @@ def heatmap(
     return Plot(name, fig, caption, caveat)
 
 
-def _annotate(ax, image, data) -> None:
-    """Each cell's value, in white on dark colours and black on light ones."""
+def _annotate(ax, image, data, ratio) -> None:
+    """Each cell's absolute value, in white on dark colours and black on light ones."""
+    shade = ratio.filled(np.nan)
     for (i, j), v in np.ndenumerate(data.filled(np.nan)):
         if np.isfinite(v):
-            r, g, b, _ = image.cmap(image.norm(v))
+            r, g, b, _ = image.cmap(image.norm(shade[i, j])) if np.isfinite(shade[i, j]) else (1, 1, 1, 1)
             dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
             ax.text(j, i, _short(v), ha="center", va="center", fontsize=7, color="white" if dark else "black")
 
@@ -98,15 +105,16 @@ def _short(v: float) -> str:
     return f"{v:.0f}" if 1000 <= abs(v) < 100000 else f"{v:.3g}"
 
 
-def _boxes(a, metric: str, size: int) -> list[tuple[int, int]]:
+def _boxes(a, metric: str, size: int) -> list[tuple[int, ...]]:
     """The cells of the links named for `metric` at `size`, and every link of a named node."""
     index = {name: k for k, name in enumerate(a.names)}
     out = []
     for f in a.outliers:
-        if f.metric != metric or f.size_bytes != size:
+        if f.metric != metric or f.size_bytes != size or f.confirmed is False:
             continue
-        if f.kind == "link":
-            out.append((index[f.names[0]], index[f.names[1]]))
+        if f.kind in ("link", "direction"):  # a link boxes both cells, a direction its own (i -> j)
+            i, j = index[f.names[0]], index[f.names[1]]
+            out.append((min(i, j), max(i, j)) if f.kind == "link" else (i, j, 1))
         else:
             k = index[f.names[0]]
             out += [(k, j) for j in range(a.nodes) if j != k]
@@ -131,10 +139,12 @@ def map_plots(analyses: list) -> list[Plot]:
                 a.latency_s * 1e6,
                 a.names,
                 f"One-way latency at {format_size(first)} (best trial)\n{who}",
-                "latency (µs)",
-                f"One-way latency of every pair at {first} B (best trial).",
+                "µs",
+                f"One-way latency of every pair at {first} B (best trial); colour: ratio to the map's "
+                "median, red higher (worse).",
                 "",
                 _boxes(a, "latency", first),
+                worse=WORSE_HIGH,
             )
         )
         for k, size in enumerate(a.size_bytes):
@@ -146,8 +156,9 @@ def map_plots(analyses: list) -> list[Plot]:
                     a.bandwidth_bit_s[k] / 1e9,
                     a.names,
                     f"Bandwidth at {format_size(size)} (8·size / best one-way time)\n{who}",
-                    "bandwidth (Gbit/s, 10^9 bit/s)",
-                    f"Bandwidth of every pair at {size} B (best trial).",
+                    "Gbit/s",
+                    f"Bandwidth of every pair at {size} B (best trial){_direction_words(a)}; colour: "
+                    "ratio to the map's median, red lower (worse).",
                     "",
                     _boxes(a, "bandwidth", size),
                 )
@@ -168,11 +179,13 @@ def _energy_plots(a, tag: str, who: str) -> list[Plot]:
                 f"map_energy_{label}{tag}",
                 e.energy_pj_bit[k],
                 a.names,
-                f"Energy per bit at {format_size(int(size))} (the pair's two nodes in its round)\n{who}",
-                "energy per bit (pJ/bit)",
+                f"Energy per bit at {format_size(int(size))} (the pair's two nodes in its own window)\n{who}",
+                "pJ/bit",
                 f"Energy per bit of every pair at {int(size)} B: the two nodes' energy in the pair's round "
-                "window divided by the bits the pair moved in it.",
+                "window divided by the bits the pair moved in it; colour: ratio to the map's median, red "
+                "higher (worse).",
                 a.caveat,
+                worse=WORSE_HIGH,
             )
         )
         if e.dynamic_pj_bit is not None:
@@ -182,13 +195,24 @@ def _energy_plots(a, tag: str, who: str) -> list[Plot]:
                     e.dynamic_pj_bit[k],
                     a.names,
                     f"Dynamic energy per bit at {format_size(int(size))} (above each node's idle)\n{who}",
-                    "dynamic energy per bit (pJ/bit)",
+                    "pJ/bit above idle",
                     f"Dynamic energy per bit of every pair at {int(size)} B: the two nodes' power above "
-                    "their idle baselines over the pair's round window, divided by the bits moved.",
+                    "their idle baselines over the pair's own window, divided by the bits moved; red "
+                    "higher (worse).",
                     a.caveat,
+                    worse=WORSE_HIGH,
                 )
             )
     return out
+
+
+def _direction_words(a) -> str:
+    """How a map's bandwidth cell reads: one direction (row -> column) or the round trip."""
+    if str(a.map_attrs.get("directions", "one")) == "both":
+        return ", row host -> column host (each direction measured apart)"
+    if str(a.map_attrs.get("mode", "pingpong")) == "pingpong":
+        return ", round trip (both directions at once: a slow direction is not told apart)"
+    return ""
 
 
 def change_plots(change) -> list[Plot]:
@@ -219,6 +243,7 @@ def change_plots(change) -> list[Plot]:
             "",
             boxes("latency", int(change.size_bytes[0])) if len(change.size_bytes) else [],
             diverging=True,
+            worse=WORSE_HIGH,
         )
     ]
     for k, size in enumerate(change.size_bytes):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.errors import RunFileError
+from npmpi.safetext import valid_text
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")
@@ -40,6 +41,7 @@ REQUIRED = (
     ("window_end_unix_s", "f", 2),
 )
 DERIVED = (("latency_s", "f", 2), ("bandwidth_bit_s", "f", 3))
+OPTIONAL = (("pair_window_s", "f", 3),)  # format 1.6: each pair's own window; older maps lack it
 
 
 @dataclass
@@ -60,6 +62,8 @@ class MapFile:
     window_end_unix_s: np.ndarray
     stored_latency_s: np.ndarray | None = None  # the writer's derived matrices (checked against ours)
     stored_bandwidth_bit_s: np.ndarray | None = None
+    pair_window_s: np.ndarray | None = None  # [S, N, N] from the round's start to the pair's end (1.6)
+    confirm: dict[str, np.ndarray] | None = None  # the suspects measured again, /map/confirm_* (1.6)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list = field(default_factory=list)  # npmpi.runreader.PowerNode
@@ -68,7 +72,11 @@ class MapFile:
 
     @property
     def status(self) -> str:
-        return str(self.map_attrs.get("status", self.attrs.get("status", "")))
+        """/map's status, or the root's when /map was left `running` by a writer that then closed
+        the file as failed or interrupted (a full disk stops the writer before /map's status)."""
+        root = str(self.attrs.get("status", ""))
+        own = str(self.map_attrs.get("status", root))
+        return root if own == "running" and root in ("failed", "interrupted") else own
 
     @property
     def nodes(self) -> int:
@@ -78,6 +86,8 @@ class MapFile:
 def _attr(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if isinstance(value, str):  # h5py gives bytes that are not UTF-8 as lone surrogates
+        return valid_text(value)
     if isinstance(value, np.ndarray):
         return [_attr(v) for v in value.tolist()]
     if isinstance(value, np.generic):
@@ -101,9 +111,11 @@ def is_map_file(path: Path) -> bool:
 
 def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
+    from npmpi.runformat import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
     from npmpi.runopen import read_npmpi_file
 
-    return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields))
+    unread = tuple(n for n in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS) if n not in (*sample_fields, "energy_j"))
+    return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields), unread)
 
 
 def _check_root(attrs: dict, p: Path) -> None:
@@ -154,7 +166,8 @@ def _dataset(g, name: str, kinds: str, ndim: int, p: Path, required: bool = True
 
 
 def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
-    from npmpi.runreader import read_layout_part, read_whole
+    from npmpi.runopen import check_text, read_declared
+    from npmpi.runreader import read_layout_part
 
     attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
     _check_root(attrs, p)
@@ -165,9 +178,13 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
     map_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
     ds = {name: _dataset(g, name, kinds, ndim, p) for name, kinds, ndim in REQUIRED}
-    ds.update({name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED})
+    ds.update(
+        {name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED + OPTIONAL}
+    )
     _check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
-    data = {k: read_whole(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
+    # a stopped map's rounds not reached were never written: read as their fill value (NaN, 0)
+    data = {k: read_declared(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
+    check_text(ds["hosts"], data["hosts"], p, "/map/hosts")
     hosts = [str(_attr(h)) for h in data["hosts"]]
     m = MapFile(
         path=p,
@@ -184,8 +201,11 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         window_end_unix_s=np.asarray(data["window_end_unix_s"], dtype=np.float64),
         stored_latency_s=data.get("latency_s"),
         stored_bandwidth_bit_s=data.get("bandwidth_bit_s"),
+        pair_window_s=data.get("pair_window_s"),
     )
     _check_values(m, p)
+    _keep_counted_rounds(m)
+    m.confirm = _read_confirm(g, p, m)
     _sort_sizes(m)
     _status_notices(m)
     try:
@@ -199,6 +219,11 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
 def _read_power(f, p: Path, m: MapFile, sample_fields: tuple[str, ...]) -> None:
     from npmpi.runreader import read_power_part
 
+    if "power" in f and "fabric" in f["power"]:
+        m.notices.append(
+            "/power/fabric (--fabric-meter) is recorded but a map's analysis does not attribute the "
+            "fabric's energy to pairs: read it with npmpi.runreader or h5py"
+        )
     try:
         m.power_attrs, m.power = read_power_part(f, p, m.notices, sample_fields)
     except RunFileError as exc:
@@ -232,6 +257,7 @@ def _check_shapes(shapes: dict[str, tuple], p: Path) -> None:
         "window_end_unix_s": (s, r),
         "latency_s": (n, n),
         "bandwidth_bit_s": (s, n, n),
+        "pair_window_s": (s, n, n),
     }
     for name, want in expected.items():
         if name in shapes and tuple(shapes[name]) != want:
@@ -274,6 +300,82 @@ def _check_values(m: MapFile, p: Path) -> None:
         m.notices.append(f"/map: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
 
 
+def _keep_counted_rounds(m: MapFile) -> None:
+    """A map not complete holds what was flushed: the rounds `rounds_completed` counts (size 0's
+    rounds first). A round after them (written, not yet counted when the writer stopped) is left
+    out, with a notice; a count that is not a whole number of rounds of this map is said and unused."""
+    if m.status == STATUS_COMPLETE:
+        return
+    s_count, rounds = m.window_start_unix_s.shape
+    done = m.map_attrs.get("rounds_completed")
+    if isinstance(done, bool) or not isinstance(done, int) or not 0 <= done <= s_count * rounds:
+        if done is not None:
+            m.notices.append(
+                f"/map: rounds_completed is {str(done)[:40]!r}, not a count from 0 to {s_count * rounds}; "
+                "every round holding data is analysed"
+            )
+        return
+    late = np.arange(s_count * rounds).reshape(s_count, rounds) >= done  # [S, R]
+    pair_late = np.zeros(m.iterations.shape, dtype=bool)  # [S, N, N]
+    off = m.round >= 0
+    pair_late[:, off] = late[:, m.round[off]]
+    had = np.isfinite(m.trial_s[pair_late]).any() or np.isfinite(m.window_start_unix_s[late]).any()
+    if not had:
+        return
+    m.trial_s[pair_late] = np.nan
+    m.iterations[pair_late] = 0
+    m.bytes_moved[pair_late] = 0
+    m.window_start_unix_s[late] = np.nan
+    m.window_end_unix_s[late] = np.nan
+    if m.stored_bandwidth_bit_s is not None:
+        m.stored_bandwidth_bit_s = np.where(pair_late, np.nan, m.stored_bandwidth_bit_s)
+    if m.pair_window_s is not None:
+        m.pair_window_s = np.where(pair_late, np.nan, m.pair_window_s)
+    m.notices.append(
+        f"/map: data of rounds after the {done} counted in rounds_completed (written as the map "
+        "stopped, never confirmed) are left out"
+    )
+
+
+CONFIRM = (
+    ("confirm_pair", "iu", 2),
+    ("confirm_size_index", "iu", 1),
+    ("confirm_role", "iu", 1),
+    ("confirm_trial_s", "f", 2),
+    ("confirm_window_start_unix_s", "f", 1),
+    ("confirm_window_end_unix_s", "f", 1),
+)
+
+
+def _read_confirm(g, p: Path, m: MapFile) -> dict[str, np.ndarray] | None:
+    """/map/confirm_* (format 1.6: the suspects measured again), checked; None when absent. Damaged,
+    they are left out with the problem said: the map's findings are then not confirmed."""
+    from npmpi.runreader import read_whole
+
+    if "confirm_pair" not in g:
+        return None
+    try:
+        out = {n: np.asarray(read_whole(_dataset(g, n, k, d, p), p, f"/map/{n}")) for n, k, d in CONFIRM}
+        k = out["confirm_pair"].shape[0]
+        shapes_ok = out["confirm_pair"].shape == (k, 2) and out["confirm_trial_s"].shape == (
+            k,
+            m.trial_s.shape[3],
+        )
+        shapes_ok &= all(out[n].shape == (k,) for n, _, d in CONFIRM if d == 1)
+        t = out["confirm_trial_s"]
+        if not shapes_ok or np.any(out["confirm_pair"] < 0) or np.any(out["confirm_pair"] >= m.nodes):
+            raise RunFileError(f"{p}: /map/confirm_* disagree in shape or name hosts that are not mapped")
+        if np.any(out["confirm_size_index"] < 0) or np.any(out["confirm_size_index"] >= len(m.size_bytes)):
+            raise RunFileError(f"{p}: /map/confirm_size_index names a size the map does not have")
+        if np.any(np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))):
+            raise RunFileError(f"{p}: /map/confirm_trial_s holds a non-positive, infinite or impossible time")
+    except (RunFileError, OSError, KeyError, ValueError, TypeError) as exc:
+        m.problems.append(f"{exc}; the suspects measured again are not used: no finding is confirmed")
+        return None
+    out["confirm_size_bytes"] = m.size_bytes[out["confirm_size_index"]]  # before the sizes are sorted
+    return out
+
+
 def _sort_sizes(m: MapFile) -> None:
     """Sizes in increasing order (the smallest gives the latency), every per-size array with them."""
     order = np.argsort(m.size_bytes, kind="stable")
@@ -290,6 +392,8 @@ def _sort_sizes(m: MapFile) -> None:
         setattr(m, name, getattr(m, name)[order])
     if m.stored_bandwidth_bit_s is not None:
         m.stored_bandwidth_bit_s = m.stored_bandwidth_bit_s[order]
+    if m.pair_window_s is not None:
+        m.pair_window_s = m.pair_window_s[order]
 
 
 def _status_notices(m: MapFile) -> None:

@@ -24,13 +24,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.mapstats import (
+    HIGH,
+    K_MAD,
+    LOW,
+    MAD_SCALE,
+    MIN_EFFECT,
+    Flagged,
+    detect,
+    detect_directions,
+    stats,
+)
 from npmpi.units import format_size_iec as format_size
 
-MAD_SCALE = 1.4826  # MAD of a normal distribution times this is its sigma
-K_MAD = 3.5  # Iglewicz and Hoaglin: |modified z| > 3.5 is an outlier
-MIN_EFFECT = 0.8  # a link is named only below 0.8x the median bandwidth, or above 1/0.8 x its latency
-LOW, HIGH = "low", "high"
 DASH = "–"  # en dash between a link's two ends
+ARROW = "→"  # between the two ends of one direction of a link (a map with --directions both)
 
 THRESHOLD_TEXT = (
     f"a link is named when its bandwidth is below {MIN_EFFECT:g}x the median link's and below the median "
@@ -49,17 +57,6 @@ CHANGE_TEXT = (
 
 
 @dataclass
-class Flagged:
-    """What `detect` finds in one matrix."""
-
-    nodes: list[tuple[int, float, float, int, int]] = field(default_factory=list)
-    # (node, median ratio of its links, median value of its links, slow links, links)
-    links: list[tuple[int, int, float, float]] = field(default_factory=list)  # (i, j, ratio, value)
-    reference: float = math.nan  # median of the links the link stage judged against
-    mad: float = math.nan
-
-
-@dataclass
 class Finding:
     """One named outlier or change, with its sentence."""
 
@@ -73,79 +70,9 @@ class Finding:
     sentence: str
     slow_links: int = 1
     links: int = 1
-
-
-def _stats(values: np.ndarray) -> tuple[float, float]:
-    """(median, MAD of the logarithms of the ratios to it, scaled) of the finite positive values;
-    NaN when none."""
-    v = values[np.isfinite(values) & (values > 0)]
-    if not v.size:
-        return math.nan, math.nan
-    med = float(np.median(v))
-    return med, MAD_SCALE * float(np.median(np.abs(np.log(v / med))))
-
-
-def beyond(ratio: np.ndarray, mad: float, direction: str) -> np.ndarray:
-    """True where a ratio to the median is an outlier in `direction` (LOW: slow bandwidth, HIGH:
-    slow latency): beyond K_MAD MADs and beyond the least effect."""
-    ratio = np.asarray(ratio, dtype=float)
-    with np.errstate(invalid="ignore"):
-        if direction == LOW:
-            return np.isfinite(ratio) & (ratio < math.exp(-K_MAD * mad)) & (ratio < MIN_EFFECT)
-        return np.isfinite(ratio) & (ratio > math.exp(K_MAD * mad)) & (ratio > 1.0 / MIN_EFFECT)
-
-
-def tolerance(links: int) -> int:
-    """How many of a node's links may be normal with the node still named: none up to 3 links,
-    a quarter of them from 4 (all but one for 4 to 7 links)."""
-    return 0 if links < 4 else links // 4
-
-
-def detect(x: np.ndarray, direction: str) -> Flagged:
-    """Slow nodes, then slow links among the others, of one symmetric [N, N] matrix (NaN where not
-    measured; the diagonal is ignored)."""
-    n = x.shape[0]
-    upper = np.triu(np.ones((n, n), dtype=bool), 1)
-    ok = upper & np.isfinite(x) & (x > 0)
-    out = Flagged()
-    named = np.zeros(n, dtype=bool)
-    for k in range(n):
-        mine = np.array([x[k, j] for j in range(n) if j != k])
-        mine = mine[np.isfinite(mine) & (mine > 0)]
-        others = ok.copy()
-        others[k, :] = others[:, k] = False
-        med, mad = _stats(x[others])
-        if len(mine) < 2 or not math.isfinite(med):
-            continue
-        ratios = mine / med
-        slow = int(beyond(ratios, mad, direction).sum())
-        if slow >= len(mine) - tolerance(len(mine)) and slow > 0:
-            named[k] = True
-            out.nodes.append((k, float(np.median(ratios)), float(np.median(mine)), slow, len(mine)))
-    rest = ok & ~named[:, None] & ~named[None, :]
-    med, mad = _stats(x[rest])
-    out.reference, out.mad = med, mad
-    if math.isfinite(med):
-        ratio = x / med
-        hit = (rest & beyond(ratio, mad, direction)) | _beyond_their_nodes(x, ok, named, direction)
-        out.links = [(int(i), int(j), float(ratio[i, j]), float(x[i, j])) for i, j in np.argwhere(hit)]
-    return out
-
-
-def _beyond_their_nodes(x: np.ndarray, ok: np.ndarray, named: np.ndarray, direction: str) -> np.ndarray:
-    """Links of named nodes that stand out from each named end's own links by the same rule (a node
-    whose links are all 0.7x, one of them 0.02x: the node is named, and that link too)."""
-    hit = ok & (named[:, None] | named[None, :])
-    for k in np.flatnonzero(named):
-        mine = np.concatenate((x[k, :k], x[k, k + 1 :]))
-        med, mad = _stats(mine)
-        if np.isfinite(mine).sum() < 3 or not math.isfinite(med):
-            hit[k, :] = hit[:, k] = False
-            continue
-        row = beyond(x[k] / med, mad, direction)
-        hit[k, :] &= row
-        hit[:, k] &= row
-    return hit
+    mad: float = math.nan  # the spread the rule judged it with (npmpi.mapstats)
+    confirmed: bool | None = None  # measured again and still beyond the rule; None: not measured again
+    confirm_ratio: float = math.nan  # the new measurement's ratio to `reference`
 
 
 def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str, possible: int) -> str:
@@ -159,26 +86,45 @@ def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, a
     return f"node {name}: {every} {ratio:.2f}x the median {metric} {at} — the node, not a link"
 
 
+def _node_findings(a, metric: str, size: int, found: Flagged, at: str) -> list[Finding]:
+    out = []
+    for k, ratio, value, slow, links in found.nodes:
+        sentence = node_sentence(a.names[k], metric, ratio, slow, links, at, a.nodes - 1)
+        out.append(
+            Finding("node", (a.names[k],), metric, size, ratio, value, found.reference, sentence, slow, links)
+        )
+    return out
+
+
 def find_outliers(a) -> list[Finding]:
     """The named nodes and links of an analysed map (npmpi_analysis.maps.MapAnalysis): latency at
-    the smallest size, bandwidth at every other size (at the smallest, bandwidth is latency again)."""
+    the smallest size, bandwidth at every other size (at the smallest, bandwidth is latency again).
+    A map whose directions were measured apart names slow directions ('h4 → h1'), not links."""
+    directed = str(a.map_attrs.get("directions", "one")) == "both"
     jobs = [("latency", a.latency_s, int(a.size_bytes[0]), HIGH)]
     jobs += [("bandwidth", a.bandwidth_bit_s[k], int(s), LOW) for k, s in enumerate(a.size_bytes) if k > 0]
     out = []
     for metric, x, size, direction in jobs:
-        found = detect(x, direction)
+        first = len(out)
         at = f"at {format_size(size)}"
-        for k, ratio, value, slow, links in found.nodes:
-            sentence = node_sentence(a.names[k], metric, ratio, slow, links, at, a.nodes - 1)
-            out.append(
-                Finding(
-                    "node", (a.names[k],), metric, size, ratio, value, found.reference, sentence, slow, links
-                )
-            )
+        if directed:
+            found, ways = detect_directions(x, direction)
+            out += _node_findings(a, metric, size, found, at)
+            for i, j, ratio, value in ways:
+                names = (a.names[i], a.names[j])
+                sentence = f"{names[0]} {ARROW} {names[1]}: {metric} {ratio:.2f}x the median direction {at}"
+                out.append(Finding("direction", names, metric, size, ratio, value, found.reference, sentence))
+            for f in out[first:]:
+                f.mad = found.mad
+            continue
+        found = detect(x, direction)
+        out += _node_findings(a, metric, size, found, at)
         for i, j, ratio, value in found.links:
             names = (a.names[i], a.names[j])
             sentence = f"link {names[0]}{DASH}{names[1]}: {metric} {ratio:.2f}x the median {at}"
             out.append(Finding("link", names, metric, size, ratio, value, found.reference, sentence))
+        for f in out[first:]:
+            f.mad = found.mad
     return out
 
 
@@ -226,7 +172,7 @@ def compare_maps(before, after) -> MapChange:
     jobs = [("latency", lat, int(after.size_bytes[0]))] if sa and sa[0] == 0 and sb[0] == 0 else []
     jobs += [("bandwidth", bw[k], int(s)) for k, s in enumerate(sizes) if not (k == 0 and jobs)]
     for metric, x, size in jobs:
-        med, _ = _stats(x[np.triu(np.ones(x.shape, dtype=bool), 1)])
+        med, _ = stats(x[np.triu(np.ones(x.shape, dtype=bool), 1)])
         change.medians.append((metric, size, med))
         for direction in (LOW, HIGH):
             change.findings += _change_findings(

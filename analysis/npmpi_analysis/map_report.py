@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from npmpi.safetext import csv_cell
 from npmpi.units import format_size_iec as format_size
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
@@ -130,6 +131,7 @@ def summary_text(a, show_matrices: bool = True) -> str:
         f"{'every rank' if s['per_rank'] else 'one rank per node'}; "
         f"kernel {s['kernel'] or '?'}, mode {s['mode'] or '?'}"
     )
+    out.append(f"  directions: {directions_text(a.map_attrs)}")
     out.append(f"  hosts ({a.nodes}): {', '.join(a.names)}")
     measured = ", ".join(
         f"{d}/{s['pairs']} at {format_size(z)}"
@@ -160,8 +162,23 @@ def summary_text(a, show_matrices: bool = True) -> str:
     return "\n".join(out)
 
 
+def directions_text(map_attrs: dict) -> str:
+    """What a map's cell (i, j) measures: one direction, or the round trip of a ping-pong."""
+    if str(map_attrs.get("directions", "one")) == "both":
+        return "each measured apart: row i, column j is i -> j (the matrices are asymmetric)"
+    mode = str(map_attrs.get("mode", "pingpong"))
+    if mode == "stream":
+        return "one: the lower rank streamed to the higher; the matrices repeat it both ways"
+    return (
+        f"the round trip ({mode}: both directions in every iteration): a link slow one way reads as slow "
+        "as its round trip, and which direction is slow is not told apart (--mode stream measures each)"
+    )
+
+
 def _power_lines(a, s: dict) -> list[str]:
-    out = [f"  power: {a.caveat or 'measured'}; a pair's power is its two nodes' in its round's window"]
+    own = a.energy is not None and a.energy.own_windows
+    where = "its own window (its round's start to its end)" if own else "its round's window"
+    out = [f"  power: {a.caveat or 'measured'}; a pair's power is its two nodes' over {where}"]
     for nd in a.power.nodes:
         out.append(
             f"  node {nd.index} {nd.host}: idle {_g(nd.idle.mean[0])} ± {_g(nd.idle.sigma[0], 2)} W, "
@@ -178,9 +195,29 @@ def _power_lines(a, s: dict) -> list[str]:
 
 
 def outlier_lines(a) -> list[str]:
-    """'outliers (rule): ' then one sentence a line, or 'none named'."""
-    out = [f"  outliers ({THRESHOLD_TEXT}):"]
-    out += [f"    {f.sentence}" for f in a.outliers] or ["    none named"]
+    """'outliers (rule): ' then one sentence a line, or 'none named'; with a second measurement
+    (/map/confirm_*), only the confirmed ones, then the others listed as not confirmed."""
+    from npmpi_analysis.map_confirmed import confirm_summary
+
+    facts = confirm_summary(a)
+    if facts is None:
+        out = [f"  outliers ({THRESHOLD_TEXT}):"]
+        return out + ([f"    {f.sentence}" for f in a.outliers] or ["    none named"])
+    out = [
+        f"  outliers confirmed by measuring each suspect again, one pair at a time, {facts['repeats']} "
+        f"times ({THRESHOLD_TEXT}):"
+    ]
+    out += [f"    {f.sentence}" for f in a.outliers if f.confirmed] or ["    none named"]
+    for f in a.outliers:
+        if f.confirmed:
+            continue
+        if math.isfinite(f.confirm_ratio):
+            out.append(
+                f"  not confirmed: {f.sentence}; measured again: {f.confirm_ratio:.2f}x the reference links "
+                "measured with it"
+            )
+        else:
+            out.append(f"  not confirmed: {f.sentence}; not measured again (--confirm-budget spent)")
     return out
 
 
@@ -203,11 +240,15 @@ def change_text(change) -> str:
 
 
 def pair_rows(a) -> list[dict[str, Any]]:
-    """One row per pair (i < j) and size, units in the keys."""
+    """One row per pair (i < j) and size, units in the keys; with directions measured apart one
+    row per direction (host_a -> host_b)."""
     rows = []
     e = a.energy
+    n = a.nodes
+    directed = str(a.map_attrs.get("directions", "one")) == "both"
+    pairs = [(i, j) for i in range(n) for j in range(n) if i != j] if directed else a.pairs()
     for k, size in enumerate(a.size_bytes):
-        for i, j in a.pairs():
+        for i, j in pairs:
             row = {
                 "map": a.label,
                 "host_a": a.names[i],
@@ -215,6 +256,7 @@ def pair_rows(a) -> list[dict[str, Any]]:
                 "size_bytes": int(size),
                 "round": int(a.round[i, j]),
                 "trials": int(a.trials_run[k, i, j]),
+                "trials_stalled": int(a.trials_stalled[k, i, j]),
                 "best_one_way_s": float(a.best_s[k, i, j]),
                 "latency_s": float(a.latency_s[i, j]),
                 "bandwidth_bit_s": float(a.bandwidth_bit_s[k, i, j]),
@@ -230,6 +272,7 @@ def pair_rows(a) -> list[dict[str, Any]]:
                         "power_w": float(e.power_w[k, i, j]),
                         "power_sigma_w": float(e.power_sigma_w[k, i, j]),
                         "power_flag": FLAG_NAMES[flag] or FLAG_NAMES[FLAG_OK],
+                        "power_flag_reason": str(e.flag_reason[k, i, j]) if e.flag_reason is not None else "",
                         "power_label": a.caveat or "measured",
                         "energy_pj_bit": float(e.energy_pj_bit[k, i, j]),
                         "energy_sigma_pj_bit": float(e.energy_sigma_pj_bit[k, i, j]),
@@ -250,10 +293,12 @@ def csv_bytes(analyses: list) -> bytes:
     rows = [r for a in analyses for r in pair_rows(a)]
     fields = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()})
+        w.writerow(
+            {k: ("" if isinstance(v, float) and not math.isfinite(v) else csv_cell(v)) for k, v in r.items()}
+        )
     return buf.getvalue().encode()
 
 
@@ -283,6 +328,8 @@ def _finding(f) -> dict[str, Any]:
         "slow_links": f.slow_links,
         "links": f.links,
         "sentence": f.sentence,
+        "confirmed": f.confirmed,
+        "confirm_ratio": f.confirm_ratio,
     }
 
 
@@ -298,6 +345,7 @@ def map_doc(a) -> dict[str, Any]:
         "bandwidth_mean_bit_s": a.mean_bit_s,
         "bandwidth_sigma_bit_s": a.sigma_bit_s,
         "bytes_moved": a.bytes_moved,
+        "trials_stalled": a.trials_stalled,
         "outliers": [_finding(f) for f in a.outliers],
     }
     if a.energy is not None:
@@ -310,6 +358,8 @@ def map_doc(a) -> dict[str, Any]:
                 "energy_sigma_pj_bit": e.energy_sigma_pj_bit,
                 "dynamic_energy_pj_bit": e.dynamic_pj_bit,
                 "dynamic_energy_sigma_pj_bit": e.dynamic_sigma_pj_bit,
+                "power_flag": np.vectorize(lambda c: FLAG_NAMES[c] or FLAG_NAMES[FLAG_OK])(e.flag),
+                "power_flag_reason": e.flag_reason,
             }
         )
     return doc
@@ -384,7 +434,10 @@ def html_report(
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         parts.append(f"<pre>{_e(summary_text(a, show_matrices=False))}</pre>")
         parts.append(f"<h3>Outliers</h3><p>Rule: {_e(THRESHOLD_TEXT)}.</p><ul id=outliers-{_e(a.label)}>")
-        parts += [f"<li>{_e(f.sentence)}</li>" for f in a.outliers] or ["<li>none named</li>"]
+        parts += [f"<li>{_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is not False] or [
+            "<li>none named</li>"
+        ]
+        parts += [f"<li>not confirmed: {_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is False]
         parts.append("</ul>")
     for c in changes:
         parts.append(f"<h2>Comparison {_e(c.after)} / {_e(c.before)}</h2><pre>{_e(change_text(c))}</pre>")

@@ -24,6 +24,7 @@ import numpy as np
 
 from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NONE
+from npmpi_analysis.machines import machine_of
 from npmpi_analysis.map_file import MapFile
 from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
 
@@ -43,6 +44,8 @@ class PairEnergy:
     dynamic_pj_bit: np.ndarray | None  # None without an idle baseline
     dynamic_sigma_pj_bit: np.ndarray | None
     shared_nodes: bool = False  # several mapped ranks on one node: its power was split among them
+    flag_reason: np.ndarray | None = None  # [S, N, N] why a pair-size is flagged 'recorded gap' ('' if not)
+    own_windows: bool = False  # each pair's own window (format 1.6), else its round's
 
 
 @dataclass
@@ -58,6 +61,7 @@ class MapAnalysis:
     size_bytes: np.ndarray  # [S]
     round: np.ndarray  # [N, N]
     trials_run: np.ndarray  # [S, N, N]
+    trials_stalled: np.ndarray  # [S, N, N] trials left out of the mean (maps.STALL_RATIO)
     best_s: np.ndarray  # [S, N, N] best one-way time
     latency_s: np.ndarray  # [N, N] best one-way time at the smallest size
     bandwidth_bit_s: np.ndarray  # [S, N, N] 8 size / best
@@ -102,8 +106,16 @@ def symmetric(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), x, swapped)
 
 
+# A trial is stalled (a member stopped, swapped out or preempted) when it took over STALL_RATIO times
+# the pair's best trial and at least STALL_MIN_S more loop time: it is flagged and left out of the
+# mean bandwidth and its σ (issue 28); the best trial is unaffected.
+STALL_RATIO = 10.0
+STALL_MIN_S = 0.5
+
+
 def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
-    """Best, mean ± σ one-way time and the bandwidths of every pair and size (NaN unmeasured)."""
+    """Best, mean ± σ one-way time and the bandwidths of every pair and size (NaN unmeasured), and
+    the stalled trials of each (left out of the mean)."""
     t = symmetric(m.trial_s)
     s, n = len(m.size_bytes), m.nodes
     for k in range(n):  # the diagonal is never a pair
@@ -111,10 +123,18 @@ def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
     flat = t.reshape(s * n * n, t.shape[3])
     finite = np.isfinite(flat)
     runs = finite.sum(axis=1)
+    iterations = np.maximum(m.iterations, np.swapaxes(m.iterations, 1, 2)).reshape(-1, 1).astype(float)
     with np.errstate(all="ignore"):
         best = np.where(runs > 0, np.min(np.where(finite, flat, np.inf), axis=1), np.nan)
-        mean = np.where(runs > 0, np.where(finite, flat, 0.0).sum(axis=1) / np.maximum(runs, 1), np.nan)
-        sigma_t = np.where(runs > 0, compute.sigma_of_mean(flat), np.nan)
+        # a trial's loop time is at least its one-way time x iterations (the mode's divisor is >= 1)
+        stalled = finite & (flat > STALL_RATIO * best[:, None])
+        stalled &= (flat - best[:, None]) * iterations >= STALL_MIN_S
+        flat = np.where(stalled, np.nan, flat)
+        kept = runs - stalled.sum(axis=1)
+        mean = np.where(
+            kept > 0, np.where(np.isfinite(flat), flat, 0.0).sum(axis=1) / np.maximum(kept, 1), np.nan
+        )
+        sigma_t = np.where(kept > 0, compute.sigma_of_mean(flat), np.nan)
         bits = (compute.BITS_PER_BYTE * m.size_bytes.astype(float))[:, None, None]
         best = best.reshape(s, n, n)
         mean = mean.reshape(s, n, n)
@@ -123,11 +143,29 @@ def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
         mean_b = bits / mean
     return {
         "trials_run": runs.reshape(s, n, n),
+        "trials_stalled": stalled.sum(axis=1).reshape(s, n, n),
         "best_s": best,
         "bandwidth_bit_s": bandwidth,
         "mean_bit_s": mean_b,
         "sigma_bit_s": mean_b * sigma_t / mean,
     }
+
+
+def stalled_notice(a: MapAnalysis) -> list[str]:
+    """One notice naming the pairs with stalled trials (at most 4, then how many more)."""
+    where = [(k, i, j) for k, i, j in zip(*np.nonzero(a.trials_stalled), strict=True) if i < j]
+    if not where:
+        return []
+    named = ", ".join(
+        f"{a.names[i]}-{a.names[j]} at {int(a.size_bytes[k])} B ({int(a.trials_stalled[k, i, j])})"
+        for k, i, j in where[:4]
+    )
+    more = f" and {len(where) - 4} more pair-size(s)" if len(where) > 4 else ""
+    return [
+        f"stalled trial(s), over {STALL_RATIO:g}x the pair's best trial and {STALL_MIN_S:g} s longer "
+        f"(a member stopped, swapped out or preempted): {named}{more}; left out of the mean bandwidth "
+        "and its sigma (the best trial stands)"
+    ]
 
 
 def _stored_notice(m: MapFile, latency: np.ndarray, bandwidth: np.ndarray) -> list[str]:
@@ -155,6 +193,7 @@ def _stored_notice(m: MapFile, latency: np.ndarray, bandwidth: np.ndarray) -> li
 
 def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> MapAnalysis:
     """Analyse a loaded map (timing, power per pair, outliers); problems are listed, not raised."""
+    from npmpi_analysis.map_confirmed import confirm_findings
     from npmpi_analysis.map_outliers import find_outliers
 
     timing = pair_timing(m)
@@ -163,22 +202,28 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
         label=label,
         path=str(m.path),
         attrs=dict(m.attrs),
-        map_attrs=dict(m.map_attrs),
+        map_attrs={**m.map_attrs, "status": m.status},
         hosts=list(m.hosts),
         names=entry_names(m.hosts, m.ranks),
         size_bytes=m.size_bytes,
         round=m.round,
         trials_run=timing["trials_run"],
+        trials_stalled=timing["trials_stalled"],
         best_s=timing["best_s"],
         latency_s=latency,
         bandwidth_bit_s=timing["bandwidth_bit_s"],
         mean_bit_s=timing["mean_bit_s"],
         sigma_bit_s=timing["sigma_bit_s"],
-        bytes_moved=np.maximum(m.bytes_moved, np.swapaxes(m.bytes_moved, 1, 2)),
+        bytes_moved=(
+            m.bytes_moved
+            if is_directed(m.map_attrs)
+            else np.maximum(m.bytes_moved, np.swapaxes(m.bytes_moved, 1, 2))
+        ),
         notices=list(m.notices),
         problems=list(m.problems),
     )
     a.notices += _stored_notice(m, latency, timing["bandwidth_bit_s"])
+    a.notices += stalled_notice(a)
     a.notices += shared_host_notice(entry_hosts(m))
     if not np.isfinite(a.best_s).any():
         a.problems.append(f"{m.path.name}: /map/trial_s holds no measured pair: nothing to analyse")
@@ -190,7 +235,8 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
         a.power = power
         a.notices += power.notices
         a.problems += power.problems
-        a.energy = pair_energy(m, a, power)
+        a.energy = pair_energy(m, a, power, _own_window_power(m, a, meter_delay_s))
+        a.notices += _gap_notice(a.energy)
         if a.energy.shared_nodes:
             a.notices.append(
                 "several mapped ranks share a node: each node's power in a round is split equally "
@@ -198,7 +244,17 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
                 "measurement of that pair alone)"
             )
     a.outliers = find_outliers(a)
+    confirm_findings(a, m.confirm)
     return a
+
+
+def _own_window_power(m: MapFile, a: MapAnalysis, meter_delay_s: float | None) -> PowerResult | None:
+    """Each node's power over every pair's own window (format 1.6), in a.pairs() order; None for an
+    older map. Its notices repeat the rounds' and are dropped."""
+    windows = pair_windows(m, a.pairs())
+    if windows is None:
+        return None
+    return analyse_power(m, windows[0].ravel(), windows[1].ravel(), meter_delay_s)
 
 
 def shared_host_notice(hosts: list[str]) -> list[str]:
@@ -256,39 +312,82 @@ def _measuring_counts(m: MapFile, a: MapAnalysis, node_of: np.ndarray, nodes: in
     return counts
 
 
-def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
-    """Each pair's power (its two nodes', or their shares) over its round's window, and energy per
-    bit, total and dynamic, with σ propagated as the sweep's (compute.energy_per_bit_pj)."""
-    s_count, rounds = m.window_start_unix_s.shape
+def pair_windows(m: MapFile, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """([S, P] start, end) of each pair's own window: its round's start to the end of its pair's
+    work (/map/pair_window_s, format 1.6); None for an older map (the round's window is used)."""
+    if m.pair_window_s is None or not pairs:
+        return None
+    i, j = np.array(pairs).T
+    r = m.round[i, j]
+    start = np.where(r >= 0, m.window_start_unix_s[:, np.maximum(r, 0)], np.nan)
+    own = symmetric(m.pair_window_s)[:, i, j]
+    end = np.where(np.isfinite(own) & (own > 0), start + own, m.window_end_unix_s[:, np.maximum(r, 0)])
+    return start, end
+
+
+def _node_windows(power: PowerResult, s_count: int) -> tuple[np.ndarray, ...]:
+    """Each power node's mean, σ and flag per window, shaped [nodes, S, windows per size]."""
+    shape = (len(power.nodes), s_count, -1)
+    return tuple(
+        np.array([getattr(nd.sizes, name) for nd in power.nodes]).reshape(shape)
+        for name in ("mean", "sigma", "flag")
+    )
+
+
+def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult, own: PowerResult | None = None) -> PairEnergy:
+    """Each pair's power (its two nodes', or their shares) over its own window (`own`: the power
+    over pair_windows, in a.pairs() order) or, for an older map, its round's window; and energy
+    per bit, total and dynamic, with σ propagated as the sweep's (compute.energy_per_bit_pj)."""
+    s_count = m.window_start_unix_s.shape[0]
     n = a.nodes
     node_of = _power_node_of(m, power, a.notices)
-    nw = np.array([nd.sizes.mean for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
-    ns = np.array([nd.sizes.sigma for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
-    nf = np.array([nd.sizes.flag for nd in power.nodes]).reshape(len(power.nodes), s_count, rounds)
+    own_windows = pair_windows(m, a.pairs()) if own is not None else None
+    nw, ns, nf = _node_windows(own if own is not None else power, s_count)
+    starts, ends = own_windows if own_windows is not None else (m.window_start_unix_s, m.window_end_unix_s)
+    gap_reason = _node_gaps(power, nf, starts, ends)
     idle = np.array([nd.idle.mean[0] for nd in power.nodes])
     idle_sigma = np.array([nd.idle.sigma[0] for nd in power.nodes])
     counts = _measuring_counts(m, a, node_of, len(power.nodes))
+    machine = machine_of([nd.attrs for nd in m.power], [[c.label for c in nd.channels] for nd in power.nodes])
     shape = (s_count, n, n)
     p, sp, ip, sip = (np.full(shape, np.nan) for _ in range(4))
     flag = np.full(shape, FLAG_NONE, dtype=np.int8)
     window = np.full(shape, np.nan)
-    for i, j in a.pairs():
+    reason = np.full(shape, "", dtype=object)
+    for q, (i, j) in enumerate(a.pairs()):
         r, ki, kj = int(m.round[i, j]), int(node_of[i]), int(node_of[j])
         if r < 0 or ki < 0 or kj < 0:
             continue
+        w = q if own is not None else r
         ci, cj = np.maximum(counts[:, r, ki], 1), np.maximum(counts[:, r, kj], 1)
         shares = [(ki, 1.0 / ci), (kj, 1.0 / cj)] if ki != kj else [(ki, 1.0 / ci + 1.0 / cj)]
-        p[:, i, j] = sum(w * nw[k, :, r] for k, w in shares)
-        sp[:, i, j] = np.sqrt(sum((w * ns[k, :, r]) ** 2 for k, w in shares))
-        ip[:, i, j] = sum(w * idle[k] for k, w in shares)
-        sip[:, i, j] = np.sqrt(sum((w * idle_sigma[k]) ** 2 for k, w in shares))
-        flag[:, i, j] = flag[:, j, i] = np.maximum(nf[ki, :, r], nf[kj, :, r])
-        window[:, i, j] = m.window_end_unix_s[:, r] - m.window_start_unix_s[:, r]
+        if ki != kj and machine[ki] == machine[kj]:  # two nodes of one machine: its power once
+            shares = [(ki, 1.0 / ci)]
+        p[:, i, j] = sum(x * nw[k, :, w] for k, x in shares)
+        sp[:, i, j] = np.sqrt(sum((x * ns[k, :, w]) ** 2 for k, x in shares))
+        ip[:, i, j] = sum(x * idle[k] for k, x in shares)
+        sip[:, i, j] = np.sqrt(sum((x * idle_sigma[k]) ** 2 for k, x in shares))
+        flag[:, i, j] = flag[:, j, i] = np.maximum(nf[ki, :, w], nf[kj, :, w])
+        for k in range(s_count):
+            why = "; ".join(dict.fromkeys(x for x in (gap_reason[ki, k, w], gap_reason[kj, k, w]) if x))
+            reason[k, i, j] = reason[k, j, i] = why
+        window[:, i, j] = ends[:, w] - starts[:, w]
     for x in (p, sp, ip, sip, window):
         x[:] = symmetric(x)
-    measured = np.isfinite(a.best_s) & (a.bytes_moved > 0) & (window > 0)
+    energy = _energy_figures(a, p, sp, ip, sip, flag, window, idle, counts)
+    energy.own_windows = own_windows is not None
+    energy.flag_reason = reason
+    return energy
+
+
+def _energy_figures(a: MapAnalysis, p, sp, ip, sip, flag, window, idle, counts) -> PairEnergy:
+    """Energy per bit from each pair's power and window: the bits both its directions moved."""
+    moved = a.bytes_moved
+    if is_directed(a.map_attrs):  # each direction's bytes in its own cell: the pair moved both
+        moved = np.nan_to_num(moved) + np.swapaxes(np.nan_to_num(moved), 1, 2)
+    measured = np.isfinite(a.best_s) & (moved > 0) & (window > 0)
     with np.errstate(all="ignore"):
-        b = np.where(measured, compute.BITS_PER_BYTE * a.bytes_moved / window, np.nan)
+        b = np.where(measured, compute.BITS_PER_BYTE * moved / window, np.nan)
         rel = a.sigma_bit_s / a.mean_bit_s  # the pair's trials' relative spread, as the sweep's σ_b/b
         epb, epb_sigma = compute.energy_per_bit_pj(b, b * rel, p, sp)
         dyn = dyn_sigma = None
@@ -305,3 +404,39 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult) -> PairEnergy:
         dynamic_sigma_pj_bit=dyn_sigma,
         shared_nodes=bool(np.any(counts > 1)),
     )
+
+
+def _gap_notice(e: PairEnergy) -> list[str]:
+    upper = np.triu(np.ones(e.flag.shape[1:], dtype=bool), 1)
+    flagged = e.flag_reason[:, upper] if e.flag_reason is not None else np.zeros(0)
+    reasons = list(dict.fromkeys(r for r in flagged.ravel() if r))
+    if not reasons:
+        return []
+    return [
+        f"{int((flagged != '').sum())} pair-size(s) flagged 'recorded gap': their window "
+        "overlaps a recorded sampling gap of one of their nodes, so their power and energy per bit "
+        f"come from the samples around it: {'; '.join(reasons[:3])}"
+    ]
+
+
+def _node_gaps(power: PowerResult, nf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Flag (in nf [nodes, S, W]) each node's windows ([S, W] starts and ends: the rounds', or each
+    pair's own) that overlap one of its recorded gaps (a stopped power rank), as the sweep flags its
+    sizes; [nodes, S, W] the reasons ('' if none)."""
+    from npmpi_analysis.faults import flag_recorded_gaps
+
+    starts, ends = np.asarray(starts).ravel(), np.asarray(ends).ravel()
+    reasons = np.full(nf.shape, "", dtype=object)
+    for k, nd in enumerate(power.nodes):
+        faults = [(f"node {nd.index} ({nd.host}) {c.kind}", f) for c in nd.channels for f in c.fault_records]
+        flag = nf[k].ravel().copy()
+        reasons[k] = np.array(flag_recorded_gaps(faults, starts, ends, flag), dtype=object).reshape(
+            nf.shape[1:]
+        )
+        nf[k] = flag.reshape(nf.shape[1:])
+    return reasons
+
+
+def is_directed(map_attrs: dict) -> bool:
+    """Whether each direction of a pair was measured apart (/map attribute directions = both)."""
+    return str(map_attrs.get("directions", "one")) == "both"

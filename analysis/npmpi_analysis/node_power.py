@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.runformat import OPEN_EPOCH
 from npmpi_analysis import baselines, compute
+from npmpi_analysis.channel_samples import sample_extras, stamp_sigma_s, valid_samples
 from npmpi_analysis.compute import FLAG_NONE, WindowStats
 from npmpi_analysis.energy_windows import (
     METHOD_AVERAGE,
@@ -33,13 +35,10 @@ from npmpi_analysis.energy_windows import (
     window_power,
 )
 from npmpi_analysis.faults import KIND_GAP, FaultInfo, channel_faults, flag_recorded_gaps
+from npmpi_analysis.machines import shared_machines
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
-
-# No meter channel of one node (a wall meter, a PDU outlet, a BMC, RAPL, a GPU) reads a megawatt: such a
-# value is a corrupt sample or a unit mix-up (mW or µW stored as W), not power.
-MAX_PLAUSIBLE_CHANNEL_W = 1e6
 
 
 @dataclass
@@ -79,6 +78,7 @@ class NodePower:
     plot_w: np.ndarray
     idle_before: WindowStats | None = None  # one element each: the baselines before and after
     idle_after: WindowStats | None = None
+    readings: np.ndarray | None = None  # per size: the channels' readings stamped inside its window
 
 
 @dataclass
@@ -168,43 +168,14 @@ def _method(attrs: dict, e: np.ndarray) -> tuple[str, str, float]:
     return METHOD_INSTANT, "instant", 0.0
 
 
-def _valid_samples(ch, where: str, problems: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(time, power, energy) of one channel, invalid samples dropped and reported."""
-    t = np.asarray(ch.time_unix_s, dtype=float)
-    p = np.asarray(ch.power_w, dtype=float)
-    energy = getattr(ch, "energy_j", None)
-    n = min(len(t), len(p))
-    t, p = t[:n], p[:n]
-    e = np.full(n, np.nan)
-    if energy is not None:
-        energy = np.asarray(energy, dtype=float)[:n]
-        e[: len(energy)] = energy
-    bad_t = ~np.isfinite(t) | (t < 0)
-    if bad_t.any():
-        k = int(np.argmax(bad_t))
-        problems.append(
-            f"{where}/time_unix_s: {int(bad_t.sum())} NaN or negative time(s) (first at sample {k}): "
-            "those samples are ignored"
-        )
-    bad_p = ~bad_t & (~np.isfinite(p) | (p < 0) | (p > MAX_PLAUSIBLE_CHANNEL_W))
-    if bad_p.any():
-        k = int(np.argmax(bad_p))
-        problems.append(
-            f"{where}/power_w: {int(bad_p.sum())} NaN, negative or implausible (above "
-            f"{MAX_PLAUSIBLE_CHANNEL_W:.0e} W) power value(s) (first at sample {k}: {p[k]:g} W): "
-            "those samples are ignored"
-        )
-    keep = ~(bad_t | bad_p)
-    return t[keep], p[keep], e[keep]
-
-
 def _channel_series(
     ch, where: str, delay_override: float | None, align, problems: list[str], offset_sigma_s: float = 0.0
 ) -> tuple[ChannelReadings, ChannelInfo]:
     """One channel's readings on rank 0's time line (invalid samples dropped and reported), with
     their spans for windows, and what the summary says about the channel."""
-    attrs = ch.attrs
-    t, p, e = _valid_samples(ch, where, problems)
+    attrs = compute.checked_timing_attrs(ch.attrs, where, problems)
+    t, p, e, kept = valid_samples(ch, where, problems)
+    extra = sample_extras(ch, kept)
     interval = compute.float_attr(attrs, "sample_interval_s")
     if interval is None or interval <= 0:
         interval = compute.float_attr(attrs, "natural_interval_s")
@@ -223,13 +194,15 @@ def _channel_series(
     if len(t) > 1 and np.any(np.diff(t) < 0):
         order = np.argsort(t, kind="stable")
         t, p, e = t[order], p[order], e[order]
+        extra = {k: v[order] for k, v in extra.items()}
     fault_t = np.asarray(ch.fault_time_unix_s, dtype=float)
     faults = list(zip(fault_t.tolist(), ch.fault_message, strict=False))
     method, averaging, averaging_s = _method(attrs, e)
     records = channel_faults(ch, align, float(delay))
     # a meter fault (the meter is reopened, its counter restarts) ends a stretch; a gap does not
     reopen_t = [x for f in records if f.kind != KIND_GAP for x in (f.first_unix_s, f.last_unix_s)]
-    breaks = segment_breaks(t, np.asarray(reopen_t, dtype=float))
+    repeated = [(f.first_unix_s, f.last_unix_s) for f in records if f.kind != KIND_GAP and f.count > 1]
+    breaks = segment_breaks(t, np.asarray(reopen_t, dtype=float), extra.get(OPEN_EPOCH), repeated)
     if method == METHOD_COUNTER:
         lo, hi, pw = counter_spans(t, e, breaks)
     elif method == METHOD_AVERAGE:
@@ -249,6 +222,7 @@ def _channel_series(
         energy_resolution_j=abs(compute.float_attr(attrs, "energy_resolution_j") or 0.0),
         sigma_delay_s=abs(delay_sigma or 0.0),
         sigma_offset_s=offset_sigma_s,
+        sigma_stamp_s=stamp_sigma_s(extra),
     )
     info = ChannelInfo(
         index=0,
@@ -297,8 +271,9 @@ def node_group_power(
     baseline, after, sweep = windows
     where = f"{run.path.name}: /power/{group or f'node{i}'}"
     host = str(node.attrs.get("host", "")) or f"node{i}"
-    align, offset_note = _align_node(node.attrs, f"{where} ({host})", notices)
-    offset_sigma = _offset_sigma(node.attrs)
+    attrs = compute.checked_timing_attrs(node.attrs, where, problems)
+    align, offset_note = _align_node(attrs, f"{where} ({host})", notices)
+    offset_sigma = _offset_sigma(attrs)
     readings, infos, counted = [], [], []
     for j, ch in enumerate(node.channels):
         r, info = _channel_series(ch, f"{where}/channel{j}", delay_override, align, problems, offset_sigma)
@@ -323,6 +298,7 @@ def node_group_power(
     elif readings:
         series = (readings[0].t, readings[0].p)
     delays = [c.delay_s for c in counted]
+    in_window = _readings_inside(readings, starts, ends)
     if len(readings) > 1 and all(r.method == METHOD_INSTANT for r in readings):
         readings, delays = [merged_instant(readings, *series)], [max(delays)]
     interval = max((c.sample_interval_s for c in infos), default=1.0)
@@ -359,8 +335,19 @@ def node_group_power(
         plot_w=np.asarray(plot_w, dtype=float),
         idle_before=before,
         idle_after=later,
+        readings=in_window,
     )
     return node_power, series
+
+
+def _readings_inside(readings: list[ChannelReadings], starts, ends) -> np.ndarray:
+    """Per window: the readings of all channels stamped inside it (repeats included)."""
+    s = np.where(np.isfinite(starts), starts, 0.0)
+    e = np.where(np.isfinite(ends), ends, 0.0)
+    total = np.zeros(len(s), dtype=np.int64)
+    for r in readings:
+        total += np.searchsorted(r.t, e, side="right") - np.searchsorted(r.t, s, side="left")
+    return np.maximum(total, 0)
 
 
 def _job_one(counted: list[NodePower], which: str) -> tuple[float, float]:
@@ -369,10 +356,10 @@ def _job_one(counted: list[NodePower], which: str) -> tuple[float, float]:
     return float(np.sum([s.mean[0] for s in stats])), float(np.sqrt(np.sum([s.sigma[0] ** 2 for s in stats])))
 
 
-def _job_figures(nodes: list[NodePower], nsizes: int) -> tuple:
+def _job_figures(nodes: list[NodePower], nsizes: int, left_out: set[int] = frozenset()) -> tuple:
     """(power, sigma and flag per size, idle before, idle after, active) of the job, from the nodes
-    with samples; NaN without any."""
-    counted = [n for n in nodes if n.samples]
+    with samples (but those `left_out`: another node of theirs is the same machine); NaN without any."""
+    counted = [n for n in nodes if n.samples and n.index not in left_out]
     if not counted:
         nan = (math.nan, math.nan)
         return (
@@ -411,7 +398,7 @@ def analyse_power(
         else (math.nan, math.nan)
     )
     nodes: list[NodePower] = []
-    full_series: list[tuple[np.ndarray, np.ndarray]] = []
+    full_series: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
     labels: list[str] = []
     for i, node in enumerate(run.power):
         node_power, series = node_group_power(
@@ -420,22 +407,27 @@ def analyse_power(
         nodes.append(node_power)
         labels.extend(c.label for c in node_power.channels)
         if series is not None:
-            full_series.append(series)
+            full_series.append((i, series))
     notices.extend(
         baselines.disturbed_notices(
             run.layout, [n.attrs for n in run.power], (baseline, after), run.path.name
         )
     )
-    job_w, job_sigma, job_flag, idle_before, idle_after, active = _job_figures(nodes, nsizes)
+    left_out, machine_notices = shared_machines(
+        [n.attrs for n in run.power], [[c.label for c in n.channels] for n in nodes]
+    )
+    notices.extend(machine_notices)
+    job_w, job_sigma, job_flag, idle_before, idle_after, active = _job_figures(nodes, nsizes, left_out)
     idle_w, idle_sigma = baselines.combine_idle(idle_before, idle_after)
     drift = baselines.drift_notice(idle_before, idle_after, run.path.name)
     if drift:
         notices.append(drift)
-    st, sw = compute.resample_sum(full_series)
-    if len(full_series) > 1 and not len(st):
+    summed = [series for i, series in full_series if i not in left_out]
+    st, sw = compute.resample_sum(summed)
+    if len(summed) > 1 and not len(st):
         notices.append("the nodes' sample times do not overlap: no summed power over time")
     series_t, series_w, series_min, series_max = compute.decimate(st, sw, PLOT_POINTS)
-    del full_series
+    del full_series, summed
     gap_reasons = flag_recorded_gaps(
         [
             (f"node {n.index} ({n.host}) {c.kind}", f)

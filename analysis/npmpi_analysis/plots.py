@@ -234,15 +234,23 @@ def plot_energy_per_bit(runs: list[RunAnalysis]) -> Plot | None:
         x = a.bw.size_bytes
         _errorbars(ax, x, a.energy_pj_bit, a.energy_sigma_pj_bit, c, _legend_label(a, "total ± σ", several))
         if a.dynamic_pj_bit is not None:
-            dyn = np.where(a.dynamic_pj_bit > 0, a.dynamic_pj_bit, np.nan)
-            ax.plot(x, dyn, "s--", ms=3, lw=1, color=c, alpha=0.7, label=_legend_label(a, "dynamic", several))
+            low = a.dynamic_not_above_idle
+            dyn = np.where(~low, a.dynamic_pj_bit, np.nan)
+            if np.isfinite(dyn).any():
+                label = _legend_label(a, "dynamic", several)
+                ax.plot(x, dyn, "s--", ms=3, lw=1, color=c, alpha=0.7, label=label)
+            if low.any():  # noise-sized or negative: marked at their 2σ upper bound, never dropped
+                label = _legend_label(a, "dynamic not above idle (< 2σ bound)", several)
+                ax.plot(x[low], a.dynamic_bound_pj_bit[low], "v", ms=5, color=c, mfc="none", label=label)
     ax.set_yscale("log")
     return _finish_power_plot(
         ("energy_per_bit", fig, ax, "best"),
         runs,
         "energy per bit (pJ/bit)",
         "Energy per bit vs message size (dynamic: power above the idle baseline)",
-        "Energy per bit moved, p/b, and its dynamic part (p − idle)/b, in picojoules per bit.",
+        "Energy per bit moved, p/b, and its dynamic part (p − idle)/b, in picojoules per bit. Where the "
+        "power above idle is not above its own σ (or negative) the dynamic part is noise: an open "
+        "triangle marks its upper bound (value + 2σ) instead.",
     )
 
 

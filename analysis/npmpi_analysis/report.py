@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.npout import NETPIPE_MBPS_BIT_S, np_out_line
-from npmpi.safetext import printable_lines
+from npmpi.safetext import csv_cell, printable_lines
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import (
     FLAG_NAMES,
@@ -70,7 +70,7 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
     headers = ["bytes", "iters", "best Gbit/s", f"mean Gbit/s {pm} σ"]
     headers += [f"latency {micro}", f"avg {micro}", f"max {micro}"] + (["msg/s"] if rate is not None else [])
     if a.power is not None:
-        headers += [f"power W {pm} σ", f"Mbit/J {pm} σ", f"pJ/bit {pm} σ", "dyn pJ/bit", "flag"]
+        headers += [f"power W {pm} σ", f"Mbit/J {pm} σ", f"pJ/bit {pm} σ", f"dyn pJ/bit {pm} σ", "flag"]
     flags = a.flag_names()
     rows = []
     for k in range(a.sizes):
@@ -89,11 +89,21 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
                 _pm(a.power.job_w[k], a.power.job_sigma_w[k], pm),
                 _pm(a.rate.rate_bit_j[k] / 1e6, a.rate.sigma_bit_j[k] / 1e6, pm),
                 _pm(a.energy_pj_bit[k], a.energy_sigma_pj_bit[k], pm),
-                _g(a.dynamic_pj_bit[k]) if a.dynamic_pj_bit is not None else "-",
+                dynamic_text(a, k, pm),
                 flags[k],
             ]
         rows.append(row)
     return headers, rows
+
+
+def dynamic_text(a: RunAnalysis, k: int, pm: str) -> str:
+    """A size's dynamic energy per bit: value ± sigma, or its 2-sigma bound where the power above idle
+    is not above its own sigma ('< 520 (2σ)': noise is never shown as a number)."""
+    if a.dynamic_pj_bit is None:
+        return "-"
+    if a.dynamic_not_above_idle is not None and a.dynamic_not_above_idle[k]:
+        return f"< {_g(a.dynamic_bound_pj_bit[k], 2)} (2σ)"
+    return _pm(a.dynamic_pj_bit[k], a.dynamic_sigma_pj_bit[k], pm)
 
 
 def size_table(a: RunAnalysis, pm: str = "±") -> str:
@@ -158,18 +168,15 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
 def _power_lines(s: dict, out: list[str], pm: str) -> None:
     """The summary's power lines: caveat, energy figures, idle and active power, nodes, flags, gaps."""
     out.append(f"  power: {s['power_caveat'] or 'measured'} (channels: {', '.join(s['power_labels'])})")
+    only = " — every size is flagged" if s.get("headline_sizes") == "only flagged sizes" else ""
     if s["peak_energy_rate_bit_j"] is not None:
-        out.append(
-            f"  peak energy rate: {_pm(s['peak_energy_rate_bit_j'] / 1e6, _nan(s['peak_energy_rate_sigma_bit_j']) / 1e6, pm)} "  # noqa: E501
-            f"Mbit/J at {s['peak_energy_rate_size_bytes']} B (mean bandwidth / power of all nodes)"
-        )
+        rate = _pm(s["peak_energy_rate_bit_j"] / 1e6, _nan(s["peak_energy_rate_sigma_bit_j"]) / 1e6, pm)
+        where = f"{s['peak_energy_rate_size_bytes']} B{_flag_note(s.get('peak_energy_rate_flag'), only)}"
+        out.append(f"  peak energy rate: {rate} Mbit/J at {where} (mean bandwidth / power of all nodes)")
     if s["min_energy_pj_bit"] is not None:
-        dyn = s.get("dynamic_energy_pj_bit_at_min")
-        dyn_text = f", dynamic {_g(dyn)} pJ/bit" if dyn is not None else ""
-        out.append(
-            f"  least energy per bit: {_g(s['min_energy_pj_bit'])} pJ/bit at "
-            f"{s['min_energy_size_bytes']} B{dyn_text}"
-        )
+        least = _pm(s["min_energy_pj_bit"], _nan(s.get("min_energy_sigma_pj_bit")), pm)
+        where = f"{s['min_energy_size_bytes']} B{_flag_note(s.get('min_energy_flag'), only)}"
+        out.append(f"  least energy per bit: {least} pJ/bit at {where}{_dynamic_note(s, pm)}")
     corr = s["correlation_bandwidth_energy_rate"]
     if corr is None:
         out.append("  correlation bandwidth vs energy rate: undefined (fewer than 2 sizes with power)")
@@ -214,6 +221,22 @@ def _power_lines(s: dict, out: list[str], pm: str) -> None:
         out.append(f"  flagged '{name}': {count} size(s): {FLAG_TEXT[name]}")
     for g in s["recorded_gaps"]:
         out.append(f"    {g['size_bytes']} B: {g['reason']}")
+
+
+def _flag_note(flag: str | None, only: str) -> str:
+    """What a headline figure's size is flagged, if it is (then every size is: the others are chosen)."""
+    return f" (flagged '{flag}'{only})" if flag else ""
+
+
+def _dynamic_note(s: dict, pm: str) -> str:
+    """The dynamic part of the least energy per bit: its value ± sigma, or 'not above idle' and its bound."""
+    if s.get("dynamic_energy_pj_bit_at_min") is None:
+        return ""
+    if s.get("dynamic_not_above_idle_at_min"):
+        bound = s.get("dynamic_energy_bound_pj_bit_at_min")
+        return f", dynamic not above idle (< {_g(bound, 2)} pJ/bit, 2σ)"
+    dyn = _pm(s["dynamic_energy_pj_bit_at_min"], _nan(s.get("dynamic_energy_sigma_pj_bit_at_min")), pm)
+    return f", dynamic {dyn} pJ/bit"
 
 
 MAX_NODE_LINES = 64
@@ -321,10 +344,12 @@ def csv_bytes(analyses: list[RunAnalysis]) -> bytes:
     rows = [r for a in analyses for r in size_rows(a)]
     fields = list(dict.fromkeys(k for r in rows for k in r))  # first-seen order, linear time
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()})
+        w.writerow(
+            {k: ("" if isinstance(v, float) and not math.isfinite(v) else csv_cell(v)) for k, v in r.items()}
+        )
     return buf.getvalue().encode()
 
 
@@ -333,6 +358,10 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
         "format": "npmpi-analysis",
         "format_version": "1.0",
         "flags": {name: FLAG_TEXT[name] for name in FLAG_NAMES[1:]},
+        "dynamic_flags": {
+            "not above idle": "the power above idle is not above its own sigma (or is negative): the "
+            "dynamic energy per bit is only bounded, by dynamic_energy_bound_pj_bit (value + 2 sigma)"
+        },
         "runs": [
             {
                 "summary": a.summary(),

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from npmpi.runfile import RunWriter, SizeResult
-from npmpi.runformat import FABRIC_GROUP
+from npmpi.runformat import FABRIC_GROUP, OPEN_EPOCH
 
 
 @dataclass
@@ -29,6 +29,7 @@ class SynthChannel:
     faults: list = field(default_factory=list)  # (time, message) pairs or npmpi.faultlog.FaultRecords
     energy_j: np.ndarray | None = None  # a cumulative counter, where the meter has one
     attrs: dict = field(default_factory=dict)  # more channel attributes (averaging, resolutions, ...)
+    open_epoch: np.ndarray | None = None  # each sample's opening of the meter (format 1.6); None: not stored
 
 
 @dataclass
@@ -41,6 +42,7 @@ class SynthNode:
     offset_end_s: float | None = None
     measured_start_unix_s: float = 0.0
     measured_end_unix_s: float | None = None
+    attrs: dict = field(default_factory=dict)  # more node attributes (boot_id, machine_id, ...)
 
 
 def write_run(
@@ -140,6 +142,7 @@ def _node_attrs(nodes: list[SynthNode], hosts: list[str]) -> list[dict]:
                 clock_offset_end_uncertainty_s=1e-6,
                 clock_offset_end_measured_unix_s=n.measured_end_unix_s,
             )
+        a.update(n.attrs)
         node_attrs.append(a)
     return node_attrs
 
@@ -160,6 +163,8 @@ def _channel_attrs(nodes: list[SynthNode]) -> list[list[dict]]:
             }
             if c.meter_delay_s is not None:
                 ca["meter_delay_s"] = c.meter_delay_s
+            if c.open_epoch is not None:  # else a channel as written before format 1.6
+                ca["extra_sample_fields"] = [OPEN_EPOCH]
             ca.update(c.attrs)
             chans.append(ca)
         channel_attrs.append(chans)
@@ -172,15 +177,13 @@ def _append_samples(w: RunWriter, nodes: list[SynthNode], fabric: SynthNode | No
         for j, c in enumerate(n.channels):
             t = np.asarray(c.time_unix_s, dtype=float)
             nan = np.full(len(t), np.nan)
-            w.append_samples(
-                i,
-                j,
-                {
-                    "time_unix_s": t,
-                    "power_w": np.asarray(c.power_w, dtype=float),
-                    "energy_j": nan if c.energy_j is None else np.asarray(c.energy_j, dtype=float),
-                    "volts": nan,
-                    "amps": nan,
-                },
-                list(c.faults),
-            )
+            samples = {
+                "time_unix_s": t,
+                "power_w": np.asarray(c.power_w, dtype=float),
+                "energy_j": nan if c.energy_j is None else np.asarray(c.energy_j, dtype=float),
+                "volts": nan,
+                "amps": nan,
+            }
+            if c.open_epoch is not None:
+                samples[OPEN_EPOCH] = np.asarray(c.open_epoch, dtype=float)
+            w.append_samples(i, j, samples, list(c.faults))

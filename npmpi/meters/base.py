@@ -72,6 +72,10 @@ class Reading:
     amps: float = NAN
     # records that arrived together, spaced one meter interval apart (newest at receipt); NaN elsewhere
     time_spaced_unix_s: float = NAN
+    # a network meter's request: sent and answered (time_unix_s is their middle); NaN elsewhere
+    request_start_unix_s: float = NAN
+    request_end_unix_s: float = NAN
+    reading_time_unix_s: float = NAN  # the time the device gave its reading (Redfish ReadingTime)
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,10 @@ _REGISTRY: dict[str, str] = {
     "redfish": "npmpi.meters.redfish:RedfishMeter",
     "estimate": "npmpi.meters.estimate:EstimateMeter",
     "replay": "npmpi.meters.replay:ReplayMeter",
+    "cray": "npmpi.meters.cray:CrayMeter",
+    "perf": "npmpi.meters.perf:PerfMeter",
+    # not a meter: the best meters that open on each node, chosen by the power rank (meters/auto.py)
+    "auto": "npmpi.meters.auto:AutoSpec",
 }
 
 

@@ -140,20 +140,23 @@ class IpmiMeter(Meter):
     def read(self, timeout_s: float) -> list[Reading]:
         if self.executable is None:
             raise MeterFault("the IPMI meter is not open")
+        start = time.time()
         try:
             result = self._run()
         except subprocess.TimeoutExpired:
             raise MeterFault(f"ipmitool gave no power reading within {self.timeout_s:g} s") from None
         except OSError as exc:
             raise MeterFault(f"cannot run {self.executable}: {exc}") from None
-        stamp = time.time()
+        end = time.time()
         if result.returncode != 0:
             raise MeterFault(f"ipmitool failed with status {result.returncode}: {stderr_text(result)}")
         try:
             watts = parse_power_reading(result.stdout)
         except ReadingError as exc:
             raise MeterFault(str(exc)) from None
-        return [Reading(time_unix_s=stamp, power_w=watts)]
+        # stamped at the middle of ipmitool's run (the BMC answered within it), both ends kept
+        mid = 0.5 * (start + end)
+        return [Reading(time_unix_s=mid, power_w=watts, request_start_unix_s=start, request_end_unix_s=end)]
 
     def close(self) -> None:
         self.executable = None
@@ -167,7 +170,13 @@ class IpmiMeter(Meter):
     def describe(self) -> dict[str, object]:
         d = super().describe()
         d.update(
-            {"spec": _redact(self.spec.text), "command": self._shown_command(), "timeout_s": self.timeout_s}
+            {
+                "spec": _redact(self.spec.text),
+                "command": self._shown_command(),
+                "timeout_s": self.timeout_s,
+                "extra_sample_fields": ["request_start_unix_s", "request_end_unix_s"],
+                "time_stamps": "the middle of each ipmitool run",
+            }
         )
         return d
 

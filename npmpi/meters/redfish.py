@@ -47,6 +47,10 @@ from npmpi.meters.redfish_service import RedfishService, ServiceError
 
 DEFAULT_PORT = 443
 DEFAULT_TIMEOUT_S = 2.0
+# a login is two requests with TLS handshakes: on a loaded 2-core host (12 busy processes besides
+# other jobs) 45 logins to the test BMC took 0.2-0.6 s median, up to 2.0-5.8 s in all (docs/meters.md);
+# each wait for the BMC is bounded by half the timeout: 6 s unless timeout= is given (2 s had failed)
+DEFAULT_LOGIN_TIMEOUT_S = 6.0
 WANTED = {"username": "NPMPI_REDFISH_USER", "password": "NPMPI_REDFISH_PASSWORD"}
 MEASURE_FOR_S = 3.0  # at most this long polling at open to see the value change twice
 MEASURE_POLL_S = 0.05
@@ -54,6 +58,8 @@ DEFAULT_PERIOD_S = 1.0  # a BMC's usual refresh, when neither declared nor seen
 MIN_INTERVAL_S = 0.1
 MAX_STALE_SESSIONS = 4
 USES = ("auto", "power", "energy")
+STAMP_SLACK_S = 0.05  # a BMC's ReadingTime may disagree with this host's clock by this much
+STAMP_FIELDS = ["request_start_unix_s", "request_end_unix_s", "reading_time_unix_s"]
 
 # the library logs a garbage response (its text) at error level: kept out of npmpi's output, which
 # reports the fault itself
@@ -61,8 +67,37 @@ logging.getLogger("redfish").addHandler(logging.NullHandler())
 
 
 def parse_host(target: str | None, spec_text: str) -> tuple[str, int]:
-    """(host, port) from HOST, HOST:PORT or [IPV6]:PORT; MeterError if absent or malformed."""
-    return host_and_port(target, spec_text, DEFAULT_PORT, "the BMC's", "redfish")
+    """(host, port) from HOST, HOST:PORT or [IPV6]:PORT (an https:// before it and a path after it
+    are allowed); MeterError if absent or malformed, or for http://: plain HTTP is refused."""
+    text = (target or "").strip()
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme.lower() == "http":
+        raise MeterError(
+            f"--meter {spec_text}: http:// is plain HTTP, not HTTPS: the BMC's password and session "
+            "would cross the network in clear text; npmpi reads Redfish over HTTPS only: give "
+            "redfish:HOST[:PORT] of the BMC's HTTPS service (port 443 unless told otherwise)"
+        )
+    if sep and scheme.lower() == "https":
+        text = rest.split("/", 1)[0]
+    return host_and_port(text, spec_text, DEFAULT_PORT, "the BMC's", "redfish")
+
+
+def _refreshed(last: Values, values: Values, rates: list[float], dt_s: float) -> bool:
+    """Whether the service refreshed between two polls: its power reading changed; without one, the
+    energy counter changed if it has been seen to repeat (a counter refreshed with the readings),
+    else its rate since the previous poll differs from the rate before by more than its resolution
+    allows (a counter integrating continuously; `rates` keeps the rates seen)."""
+    if values.power_w is not None and last.power_w is not None:
+        return values.power_w != last.power_w
+    if values.energy_kwh is None or last.energy_kwh is None or dt_s <= 0:
+        return False
+    rate = float(values.energy_kwh - last.energy_kwh) / dt_s
+    step = resolution(values.energy_kwh) / dt_s
+    changed = bool(rates) and abs(rate - rates[-1]) > 2 * step + 0.01 * abs(rates[-1])
+    rates.append(rate)
+    if 0.0 in rates:  # the counter repeats between refreshes: each change is one
+        return values.energy_kwh != last.energy_kwh
+    return changed
 
 
 def system_ca_file() -> str | None:
@@ -97,7 +132,8 @@ class RedfishMeter(Meter):
         self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S)
         if not 0 < self.timeout_s <= 60:
             raise MeterError(f"--meter {spec.text}: timeout must be in (0, 60] seconds")
-        self.longest_call_s = self.timeout_s
+        self.login_timeout_s = self.timeout_s if "timeout" in spec.params else DEFAULT_LOGIN_TIMEOUT_S
+        self.longest_call_s = max(self.timeout_s, self.login_timeout_s)
         self.use = spec.params.get("use", "auto")
         if self.use not in USES:
             raise MeterError(f"--meter {spec.text}: use={self.use!r}: give one of {', '.join(USES)}")
@@ -112,6 +148,7 @@ class RedfishMeter(Meter):
         self._warned = False
         self._energy0_kwh = self._last_kwh = None
         self._previous: tuple[float, float] | None = None  # (time, energy_j) of the last reading
+        self.reading_times_used = self.reading_times_ignored = 0  # the service's ReadingTime as the stamp
 
     # -- open: log in, discover once, measure the update period once --------------------------------
 
@@ -119,7 +156,7 @@ class RedfishMeter(Meter):
         cafile = self._ca_file_for_open()
         creds = read_credentials(self.spec, WANTED, self.spec.text)
         self._delete_stale_sessions()
-        service = RedfishService(f"https://{self._netloc()}", cafile, self.timeout_s)
+        service = RedfishService(f"https://{self._netloc()}", cafile, self.timeout_s, self.login_timeout_s)
         try:
             service.login(creds["username"], creds["password"])
         except ServiceError as exc:
@@ -165,6 +202,12 @@ class RedfishMeter(Meter):
             return (
                 f"{text}: the BMC refused the user name or password from "
                 f"{credentials_source(self.spec, WANTED)}; check them (they are never shown)"
+            )
+        if exc.kind == "plain-http":
+            return (
+                f"{text}: {self._netloc()} serves plain HTTP, not HTTPS; npmpi reads Redfish over HTTPS "
+                "only (the password would cross the network in clear text): give the port of the BMC's "
+                "HTTPS service"
             )
         if exc.kind == "tls":
             hint = f"verify={self.ca_file}" if self.ca_file else "the system CA bundle"
@@ -218,13 +261,18 @@ class RedfishMeter(Meter):
         self._declare(samples)
 
     def _measure_period(self, first: Values) -> tuple[float, list[Values]]:
-        """The BMC's refresh period seen while polling (NaN unless the value changed at least twice
-        within MEASURE_FOR_S), and the values seen. A change happened between the start of the poll
-        before and the end of the poll that saw it: the middle of that span is taken as its time, and
-        the period is the mean spacing of up to four changes."""
+        """The BMC's refresh period seen while polling (NaN unless the value refreshed at least twice
+        within MEASURE_FOR_S), and the values seen. A refresh is a change of the power reading; of a
+        source without one, a change of the energy counter's rate (a counter integrating continuously
+        changes on every request, so its changes say nothing of the refresh: counting them gave
+        0.055 s for a BMC refreshing once a second). A refresh happened between the start of the
+        poll before and the end of the poll that saw it: the middle of that span is taken as its
+        time, and the period is the mean spacing of up to four refreshes."""
         seen, changes = [first], []
         before = time.monotonic()  # the start of the previous poll
         deadline = before + MEASURE_FOR_S
+        rates: list[float] = []
+        stamps = [before]
         while time.monotonic() < deadline and len(changes) < 4:
             time.sleep(MEASURE_POLL_S)
             asked = time.monotonic()
@@ -232,9 +280,11 @@ class RedfishMeter(Meter):
                 values = self._values()
             except (ServiceError, PayloadError):
                 break
-            if (values.power_w, values.energy_kwh) != (seen[-1].power_w, seen[-1].energy_kwh):
-                changes.append((before + time.monotonic()) / 2)
+            now = time.monotonic()
+            if _refreshed(seen[-1], values, rates, now - stamps[-1]):
+                changes.append((before + now) / 2)
             seen.append(values)
+            stamps.append(now)
             before = asked
         period = (changes[-1] - changes[0]) / (len(changes) - 1) if len(changes) >= 2 else math.nan
         return period, seen
@@ -267,8 +317,33 @@ class RedfishMeter(Meter):
             raise MeterFault(str(exc)) from None
         except PayloadError as exc:
             raise MeterFault(f"{exc} (no reading taken)") from None
-        reading = self._reading(time.time(), values)
-        return [] if reading is None else [reading]
+        assert self._service is not None
+        start, end = self._service.last_request_unix_s  # the exchange, not the decoding after it
+        reading = self._reading(self._stamp(start, end, values.reading_time_unix_s), values)
+        if reading is None:
+            return []
+        return [
+            replace(
+                reading,
+                request_start_unix_s=start,
+                request_end_unix_s=end,
+                reading_time_unix_s=values.reading_time_unix_s,
+            )
+        ]
+
+    def _stamp(self, start: float, end: float, reading_time: float) -> float:
+        """A reading's time: the service's own ReadingTime where it is one this request can have
+        answered with (after the refresh before the request began, not after its answer: a BMC
+        clock that disagrees is not trusted), else the middle of the request. Stamping on return
+        instead put samples up to 0.18 s late on a loaded host (docs/meters.md)."""
+        period = self.update_period_s if math.isfinite(self.update_period_s) else DEFAULT_PERIOD_S
+        earliest, latest = start - period - STAMP_SLACK_S, end + STAMP_SLACK_S
+        if math.isfinite(reading_time) and earliest <= reading_time <= latest:
+            self.reading_times_used += 1
+            return reading_time
+        if math.isfinite(reading_time):
+            self.reading_times_ignored += 1
+        return 0.5 * (start + end)
 
     def _reading(self, stamp: float, values: Values) -> Reading | None:
         """A Reading from one response: power as sent, or from the counter since the previous read
@@ -341,6 +416,15 @@ class RedfishMeter(Meter):
                 "update_period_source": self.update_period_source,
                 "power_metrics_interval_s": s.power_metrics_interval_s if s else math.nan,
                 "credentials": credentials_source(self.spec, WANTED),
+                "extra_sample_fields": STAMP_FIELDS,
+                "time_stamps": "the service's ReadingTime where it is within the request's reach, "
+                "else the middle of the request",
             }
         )
         return d
+
+    def counters(self) -> dict[str, int]:
+        return {
+            "reading_times_used": self.reading_times_used,
+            "reading_times_ignored": self.reading_times_ignored,
+        }

@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from npmpi.inputfiles import json_depth
@@ -68,6 +69,7 @@ class Values:
 
     power_w: Decimal | None
     energy_kwh: Decimal | None
+    reading_time_unix_s: float = math.nan  # the service's own time of the reading (ReadingTime), if any
 
 
 def decode(text: str, uri: str) -> dict:
@@ -168,7 +170,21 @@ def values_of(source: Source, resource: dict) -> Values:
     for value, what in ((power, "power"), (energy, "energy")):
         if value is not None and (value < 0 or (what == "power" and value > MAX_PLAUSIBLE_W)):
             raise PayloadError(f"{where}: {what} reading {value} is out of range")
-    return Values(power, energy)
+    block = resource.get("PowerWatts") if source.schema == SCHEMA_ENVIRONMENT else resource
+    stamp = block.get("ReadingTime") if isinstance(block, dict) else None
+    return Values(power, energy, iso_time_s(stamp))
+
+
+def iso_time_s(text) -> float:
+    """An ISO 8601 date and time with its offset ('2026-11-24T03:12:05.250+00:00', '...Z') in seconds
+    since the epoch; NaN if absent, not one, or without an offset (a BMC's local time is unknown)."""
+    if not isinstance(text, str) or len(text) > 64:
+        return math.nan
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return math.nan
+    return when.timestamp() if when.tzinfo is not None else math.nan
 
 
 def _nested_reading(resource: dict, key: str, where: str) -> Decimal | None:

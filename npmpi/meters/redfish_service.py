@@ -10,8 +10,12 @@ missing.
 
 from __future__ import annotations
 
+import math
 import re
+import socket
+import time
 import warnings
+from urllib.parse import urlsplit
 
 from npmpi.meters.redfish_discovery import decode
 
@@ -20,6 +24,10 @@ INSTALL_HINT = (
     "DMTF's redfish library is not installed: pip install 'redfish>=3.2' (the npmpi[redfish] extra)"
 )
 _SSL_REASON = re.compile(r"\[SSL(?:: [A-Z_]+)?\][^'\"()]*")
+# what a TLS client says when the server's first bytes are no TLS record (not a certificate problem)
+_NOT_TLS = re.compile(
+    r"WRONG_VERSION_NUMBER|wrong version number|record layer failure|HTTP_REQUEST|unknown protocol"
+)
 _ERRNO_REASON = re.compile(r"\[Errno -?\d+\][^'\"()]*")
 
 
@@ -36,11 +44,16 @@ class RedfishService:
 
     root_uri = ROOT_URI
 
-    def __init__(self, base_url: str, cafile: str | None, timeout_s: float) -> None:
+    def __init__(
+        self, base_url: str, cafile: str | None, timeout_s: float, login_timeout_s: float | None = None
+    ) -> None:
         self.base_url = base_url
         self.cafile = cafile
         self.timeout_s = timeout_s
+        # the login (service root, session: two TLS handshakes) may take longer than a read
+        self.login_timeout_s = login_timeout_s or timeout_s
         self.reachable = False  # the last request got an HTTP answer (so a logout may be tried)
+        self.last_request_unix_s = (math.nan, math.nan)  # wall clock before and after the last GET
         self._client = None
 
     def _timeouts(self) -> tuple[float, float]:
@@ -56,13 +69,14 @@ class RedfishService:
             # the library warns of services that deviate from the standard; a failure says more
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                half = self.login_timeout_s / 2
                 client = redfish.redfish_client(
-                    base_url=self.base_url, cafile=self.cafile, timeout=self._timeouts(), max_retry=0
+                    base_url=self.base_url, cafile=self.cafile, timeout=(half, half), max_retry=0
                 )
                 self._client = client
                 client.login(username=username, password=password, auth=redfish.AuthMethod.SESSION)
         except Exception as exc:
-            error = self._error(exc, "login")
+            error = self._error(exc, "login", self.login_timeout_s)
             if password and password in str(error):  # a service that echoes what it was sent
                 error = ServiceError(error.kind, str(error).replace(password, "***"))
             raise error from None
@@ -77,7 +91,9 @@ class RedfishService:
         if self._client is None:
             raise ServiceError("connect", "not logged in")
         try:
+            start = time.time()
             resp = self._client.get(uri, timeout=self._timeouts(), max_retry=0)
+            self.last_request_unix_s = (start, time.time())  # the exchange alone, before decoding
         except Exception as exc:
             raise self._error(exc, uri) from None
         self.reachable = True
@@ -105,7 +121,7 @@ class RedfishService:
         self._client = None
         return True
 
-    def _error(self, exc: Exception, where: str) -> ServiceError:
+    def _error(self, exc: Exception, where: str, timeout_s: float | None = None) -> ServiceError:
         """A ServiceError for one of the library's exceptions (its cause tells the transport's)."""
         name = type(exc).__name__
         if name == "InvalidCredentialsError":
@@ -120,19 +136,38 @@ class RedfishService:
         cause = exc.__cause__ or exc.__context__ or exc
         text = f"{type(cause).__name__}: {cause}"
         self.reachable = False
+        if "SSL" in text and _NOT_TLS.search(text) and self.answers_plain_http():
+            reason = _plain(_SSL_REASON.search(text), text)
+            return ServiceError(
+                "plain-http", f"{where}: the service answered in plain HTTP, not HTTPS ({reason})"
+            )
         if "SSL" in text:
             found = _SSL_REASON.search(text)
             return ServiceError(
                 "tls", f"{where}: TLS failed ({found.group(0).strip() if found else 'handshake'})"
             )
         if "Timeout" in type(cause).__name__ or "timed out" in text:
-            return ServiceError("timeout", f"{where}: no answer within {self.timeout_s:g} s")
+            return ServiceError("timeout", f"{where}: no answer within {timeout_s or self.timeout_s:g} s")
         if "ConnectionError" in text or "Errno" in text:
             found = _ERRNO_REASON.search(text)
             return ServiceError(
                 "connect", f"{where}: cannot connect to {self.base_url} ({_plain(found, text)})"
             )
         return ServiceError("http", f"{where}: {name}: {str(exc)[:200]}")
+
+    def answers_plain_http(self) -> bool:
+        """Whether the service's port answers a plain HTTP request (after a failed TLS handshake: an
+        HTTP server on the port, or `http://` where https was meant)."""
+        host, _, port = urlsplit(self.base_url).netloc.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=self.timeout_s / 2) as sock:
+                sock.settimeout(self.timeout_s / 2)
+                sock.sendall(
+                    b"HEAD /redfish/v1/ HTTP/1.0\r\nHost: " + host.encode("ascii", "replace") + b"\r\n\r\n"
+                )
+                return sock.recv(5) == b"HTTP/"
+        except (OSError, ValueError, UnicodeError):
+            return False
 
 
 def _plain(found, text: str) -> str:

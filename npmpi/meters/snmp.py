@@ -397,16 +397,19 @@ class SnmpMeter(Meter):
     def read(self, timeout_s: float) -> list[Reading]:
         if self.plan is None or not self.client.is_open:
             raise MeterFault("the SNMP meter is not open")
+        start = time.time()
         try:
             answers = self.client.get([t.oid for t in self.plan.terms])
         except AgentError as exc:
             raise MeterFault(f"the SNMP agent {exc}") from None
-        stamp = time.time()
+        end = time.time()
         try:
             power = profiles.watts(self.plan, answers, self.max_w)
         except profiles.ValueProblem as exc:
             raise MeterFault(f"{exc}; no sample") from None
-        return [Reading(time_unix_s=stamp, power_w=power)]
+        # stamped at the middle of the request (the agent read its values within it), both ends kept
+        mid = 0.5 * (start + end)
+        return [Reading(time_unix_s=mid, power_w=power, request_start_unix_s=start, request_end_unix_s=end)]
 
     def close(self) -> None:
         self.client.close()
@@ -428,6 +431,8 @@ class SnmpMeter(Meter):
                 "timeout_s": self.timeout_s,
                 "retries": self.retries,
                 "max_w": self.max_w,
+                "extra_sample_fields": ["request_start_unix_s", "request_end_unix_s"],
+                "time_stamps": "the middle of each request",
             }
         )
         if self.version == "3":

@@ -15,7 +15,14 @@ Session login as a BMC does it: POST {"UserName", "Password"} -> 201 with X-Auth
 Location; 401 on a wrong password; every resource but the service root needs the token; DELETE
 of the session logs out. Switches: `mode` = "ok" | "hang" (accept, never answer) | "garbage"
 (truncated JSON) | "wrongtype" (readings as strings) | "missing" (no PowerWatts) | "null";
+`fault_every` = N: every N-th answer of a power resource alternates strings and null (a flaky BMC);
+`exact_energy`: the counter is the integral up to the request's instant (it changes on every read,
+as on BMCs that integrate continuously) while the watts still refresh every update_s;
+`reading_time`: sensors carry `ReadingTime` (the refresh's instant, ISO 8601 with milliseconds);
 down()/up() close and reopen the listening port (connection refused meanwhile).
+
+Every answer of a power resource is logged in `served`: (the instant its values were taken, watts,
+kWh, as written, or None for a faulty answer), the truth a test compares the meter's stamps with.
 """
 
 from __future__ import annotations
@@ -96,7 +103,8 @@ class FakeBmc:
 
     def __init__(self, folder: Path, username="admin", password="", truth: Truth | None = None,
                  environment=True, energy=True, sensors=True, legacy=True, chassis=("1U",), powered=1,
-                 certs: tuple[Path, Path, Path] | None = None):  # fmt: skip
+                 certs: tuple[Path, Path, Path] | None = None, fault_every=0, exact_energy=False,
+                 reading_time=False):  # fmt: skip
         self.ca, self.cert, self.key = certs or make_ca_and_cert(folder)
         self.powered = powered  # how many of the chassis (the first ones) measure power
         self.username, self.password = username, password
@@ -104,6 +112,11 @@ class FakeBmc:
         self.environment, self.energy, self.sensors, self.legacy = environment, energy, sensors, legacy
         self.chassis = list(chassis)
         self.mode = "ok"
+        self.fault_every, self.exact_energy, self.reading_time = fault_every, exact_energy, reading_time
+        self.served: list[tuple[float, str | None, str | None]] = []
+        self._power_answers = 0
+        self._now = 0.0  # the instant of the answer being built
+        self.on_served = None  # called with each `served` entry (main(): printed for another process)
         self.tokens: dict[str, str] = {}  # token -> session id
         self.logins = self.logouts = self.failed_logins = 0
         self.requests: list[tuple[str, str]] = []
@@ -124,6 +137,9 @@ class FakeBmc:
 
             def finish_request(self, request, client_address):
                 request.settimeout(10)
+                # headers and body leave at once, as from a BMC's web server (without it, Nagle's
+                # algorithm and the client's delayed ACK held every body back 40 ms)
+                request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:  # the handshake in the request's own thread: a client that stalls it blocks no one
                     tls = ctx.wrap_socket(request, server_side=True)
                 except (ssl.SSLError, OSError):
@@ -281,8 +297,20 @@ class FakeBmc:
             return body
         if not has_power:
             return None
-        watts, kwh = self.truth.shown(time.time())
+        now = self._now = time.time()
+        watts, kwh = self.truth.shown(now)
+        if self.exact_energy:
+            kwh = f"{self.truth.energy_j(now) / 3.6e6:.{self.truth.energy_decimals}f}"
         name = "/".join(rest)
+        if name in ("EnvironmentMetrics", "Power") or (rest[0] == "Sensors" and len(rest) == 2):
+            with self._lock:
+                self._power_answers += 1
+                faulty = self.fault_every and self._power_answers % self.fault_every == 0
+                self.served.append((now, None, None) if faulty else (now, watts, kwh))
+                if self.on_served is not None:
+                    self.on_served(*self.served[-1])
+            if faulty:  # strings and null in turn: the kinds of garbage a flaky BMC sends
+                watts, kwh = (None, None) if self._power_answers % (2 * self.fault_every) else ("", "")
         if name == "EnvironmentMetrics" and self.environment:
             return self._environment(base, watts, kwh)
         if name == "Sensors" and self.sensors:
@@ -319,6 +347,11 @@ class FakeBmc:
                 "Status": {"State": "Enabled", "Health": "OK"}, "Reading": reading, "ReadingUnits": units,
                 "PhysicalContext": context, "SensingInterval": f"PT{self.truth.update_s:g}S",
                 "@odata.id": f"{base}/Sensors/{sid}", "@Redfish.Copyright": COPYRIGHT}  # fmt: skip
+        if self.reading_time:
+            ms = round(self.truth.refreshed_at(self._now) * 1000)
+            body["ReadingTime"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + (
+                f".{ms % 1000:03d}+00:00"
+            )
         return self._numbers(body, watts, kwh)
 
     def _legacy(self, base: str, watts: str):
@@ -336,6 +369,9 @@ class FakeBmc:
         """The JSON text with the readings written with their fixed decimals (json.dumps would trim
         trailing zeros); as strings (mode wrongtype) or null (mode null) when asked."""
         text = json.dumps(body)
+        if watts is None or watts == "":  # one faulty answer (fault_every): null, or the values as strings
+            shown = "null" if watts is None else '"300.0"'
+            return text.replace('"@W@"', shown).replace('"@KWH@"', shown).encode()
         if self.mode == "wrongtype":
             watts, kwh = json.dumps(watts), json.dumps(kwh)
         elif self.mode == "null":
@@ -355,10 +391,17 @@ def _error(code: str, message: str) -> dict:
 
 
 def main() -> None:
-    """Run a fake BMC in the foreground (python -m fakes.redfish_server DIR PASSWORD): prints its port."""
+    """Run a fake BMC in the foreground (python -m fakes.redfish_server DIR PASSWORD [USER
+    [exact_energy]]): prints its port and CA file, then one line `SERVED <time> <watts> <kWh>` per
+    answer of a power resource (its process of its own: a BMC is not sharing the client's CPU time)."""
     import sys
 
-    bmc = FakeBmc(Path(sys.argv[1]), password=sys.argv[2]).start()
+    user = sys.argv[3] if len(sys.argv) > 3 else "admin"
+    bmc = FakeBmc(
+        Path(sys.argv[1]), username=user, password=sys.argv[2], exact_energy="exact_energy" in sys.argv
+    )
+    bmc.on_served = lambda t, w, k: print(f"SERVED {t!r} {w} {k}", flush=True)
+    bmc.start()
     print(bmc.port, bmc.ca, flush=True)
     threading.Event().wait()
 

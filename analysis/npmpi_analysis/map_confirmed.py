@@ -1,0 +1,96 @@
+"""Which of a map's findings its second measurement confirms (/map/confirm_*, written by
+npmpi/mapconfirm.py: each suspect measured again, one pair at a time, several times).
+
+A link or direction is confirmed when its best re-measured value, divided by the median of the
+reference links measured again with it (the same way, interleaved; the map's median when there are
+none), is still beyond the rule (npmpi.mapstats.beyond with the map's spread); a node when every one
+of its re-measured links is. A finding not measured again (the time budget ran
+out) is not confirmed. A map without /map/confirm_* (older, or --confirm 0) confirms nothing and
+names its findings as before.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from npmpi.mapstats import HIGH, LOW, beyond
+
+
+def _best_values(confirm: dict[str, np.ndarray], role: int) -> dict[tuple[int, int, int], float]:
+    """{(size bytes, i, j): best one-way time over every re-measurement of direction or pair i, j}
+    of the suspects (role 0) or of the references (role 1)."""
+    out: dict[tuple[int, int, int], float] = {}
+    for (i, j), size, t, r in zip(
+        confirm["confirm_pair"],
+        confirm["confirm_size_bytes"],
+        confirm["confirm_trial_s"],
+        confirm["confirm_role"],
+        strict=True,
+    ):
+        finite = t[np.isfinite(t)]
+        if int(r) != role:
+            continue
+        if finite.size:
+            key = (int(size), int(i), int(j))
+            out[key] = min(out.get(key, math.inf), float(finite.min()))
+    return out
+
+
+def _value(f, best_s: float) -> float:
+    return best_s if f.metric == "latency" else 8.0 * f.size_bytes / best_s
+
+
+def _reference(f, refs: dict) -> float:
+    """The median of the references' re-measured values at the finding's size (each link's worse
+    direction counts once), else the map's median."""
+    values = [_value(f, v) for (s, _, _), v in refs.items() if s == int(f.size_bytes)]
+    return float(np.median(values)) if values else f.reference
+
+
+def _pairs_of(f, index: dict[str, int], best: dict) -> list[float]:
+    """The best re-measured one-way times of the finding's direction, link (either way round) or
+    node's links (each link's worse direction)."""
+    size = int(f.size_bytes)
+    ends = [index[n] for n in f.names]
+    if f.kind == "direction":
+        key = (size, ends[0], ends[1])
+        return [best[key]] if key in best else []
+    links: dict[frozenset, float] = {}
+    for (s, i, j), v in best.items():
+        if s == size and ((f.kind == "node" and ends[0] in (i, j)) or {i, j} == set(ends)):
+            links[frozenset((i, j))] = max(links.get(frozenset((i, j)), 0.0), v)
+    return list(links.values())
+
+
+def confirm_findings(a, confirm: dict[str, np.ndarray] | None) -> None:
+    """Set each finding's `confirmed` and `confirm_ratio` from the map's second measurement."""
+    if confirm is None:
+        return
+    best, refs = _best_values(confirm, 0), _best_values(confirm, 1)
+    index = {name: k for k, name in enumerate(a.names)}
+    for f in a.outliers:
+        times = _pairs_of(f, index, best)
+        reference = _reference(f, refs)
+        if not times or not reference > 0:
+            f.confirmed = False
+            continue
+        ratios = np.array([_value(f, t) / reference for t in times])
+        way = HIGH if f.metric == "latency" else LOW
+        mad = f.mad if math.isfinite(f.mad) else 0.0
+        f.confirmed = bool(np.all(beyond(ratios, mad, way)))
+        f.confirm_ratio = float(np.median(ratios))
+
+
+def confirm_summary(a) -> dict | None:
+    """The re-measurement's facts for the summary: repeats, suspects, skipped (None without one)."""
+    attrs = a.map_attrs
+    if "confirm_repeats" not in attrs:
+        return None
+    return {
+        "repeats": int(attrs.get("confirm_repeats", 0)),
+        "suspects": int(attrs.get("confirm_suspects", 0)),
+        "skipped": int(attrs.get("confirm_skipped", 0)),
+        "budget": float(attrs.get("confirm_budget", math.nan)),
+    }

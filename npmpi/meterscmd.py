@@ -1,0 +1,97 @@
+"""`python -m npmpi meters`: which meters work on this node, what they would measure, and why not.
+
+No MPI: run it on a login node or inside an allocation (`srun -N1 python -m npmpi meters`) to see a
+compute node. Every registered meter kind is tried as a power rank would open it (see
+npmpi/meters/survey.py), then what `--meter auto` would choose. Human table by default; `--json` for
+scripts. Exit status 0 (the survey ran), 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+
+from npmpi.errors import NpmpiError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from npmpi.arguments import UsageParser, add_version_option, command_name
+
+    parser = UsageParser(
+        prog=f"{command_name()} meters",
+        add_help=False,
+        description="Which power meters open on this node, what they measure, and why not (and the fix).",
+    )
+    parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    add_version_option(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+    parser.add_argument(
+        "--auto",
+        default="auto",
+        metavar="SPEC",
+        help="the --meter auto spec whose trees and addresses to try, e.g. auto:cray_root=DIR "
+        "(default: auto)",
+    )
+    return parser
+
+
+def parse_meters_options(argv: list[str]) -> argparse.Namespace:
+    from npmpi.errors import HelpRequested
+
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.help:
+        raise HelpRequested(parser.format_help())
+    if ns.version:
+        from npmpi.arguments import version_text
+
+        raise HelpRequested(version_text())
+    return ns
+
+
+def main(argv: list[str]) -> int:
+    from npmpi.job import error_line, parse_or_exit_status, say
+
+    ns = parse_or_exit_status(parse_meters_options, argv)
+    if isinstance(ns, int):
+        return ns
+    from npmpi.meters.auto import choose, is_auto, kind_specs
+    from npmpi.meters.base import parse_meter_spec
+    from npmpi.meters.survey import survey
+
+    try:
+        if not is_auto(ns.auto):
+            raise NpmpiError(f"--auto {ns.auto}: give an auto spec, e.g. auto:cray_root=DIR")
+        spec = parse_meter_spec(ns.auto)
+        findings = survey(kind_specs(spec))
+        choice = choose(spec)
+    except NpmpiError as exc:
+        say(error_line(str(exc)), sys.stderr)
+        return 2
+    for meter in choice.meters:
+        meter.close()
+    chosen = ", ".join(m.spec.text for m in choice.meters)
+    try:
+        _print_survey(ns.json, findings, choice, chosen)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _print_survey(as_json: bool, findings, choice, chosen: str) -> None:
+    from npmpi.meters.survey import table
+
+    if as_json:
+        doc = {
+            "host": socket.gethostname(),
+            "meters": [f.as_dict() for f in findings],
+            "auto": choice.record(),
+        }
+        print(json.dumps(doc, indent=1))
+    else:
+        print(f"meters on {socket.gethostname()}:")
+        print(table(findings, chosen))
+    sys.stdout.flush()

@@ -1,0 +1,237 @@
+"""The `cray` meter against a fake /sys/cray/pm_counters tree (tests/fakes/cray_pm.py)."""
+
+from __future__ import annotations
+
+import pytest
+from fakes.cray_pm import FakePmCounters
+
+from npmpi.meters import cray, sysfs
+from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_spec
+from npmpi.meters.cray import CrayMeter
+from npmpi.power import ChannelSampler
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 500.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def spec_text(tree: FakePmCounters, channel: str = "") -> str:
+    return f"cray:{channel + ',' if channel else ''}root={tree.root}"
+
+
+def meter_for(tree: FakePmCounters, clock: Clock, channel: str = "") -> CrayMeter:
+    meter = CrayMeter(parse_meter_spec(spec_text(tree, channel)), clock)
+    meter.open()
+    assert meter.read(0.0) == []
+    return meter
+
+
+def scan(tree: FakePmCounters, clock: Clock, seconds: float, host_seconds: float | None = None) -> None:
+    tree.scan(seconds)
+    clock.t += seconds if host_seconds is None else host_seconds
+
+
+def test_spec_builds_without_io_and_refuses_unknown_channels():
+    meter = make_meter("cray")
+    assert isinstance(meter, CrayMeter) and meter.channel == "node" and meter.energy_file == "energy"
+    assert make_meter("cray:accel2").energy_file == "accel2_energy"
+    with pytest.raises(MeterError, match="unknown pm_counters channel 'gpu'"):
+        make_meter("cray:gpu")
+    with pytest.raises(MeterError, match="unknown parameter 'dir' for cray; known parameters: root, max_w"):
+        parse_meter_spec("cray:dir=/x")
+
+
+def test_file_formats_are_the_vendors(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    assert (tree.root / "energy").read_text() == "12044825101 J 7810213855886 us\n"
+    assert (tree.root / "power").read_text() == "620 W 7810213855886 us\n"
+    assert (tree.root / "freshness").read_text() == "1235\n"
+    assert cray.parse_counter("12044825101 J 7810213855886 us\n", "J", tree.root / "energy") == (
+        12044825101,
+        7810213855886,
+    )
+    with pytest.raises(ValueError, match="is in 'W', expected 'J'"):
+        cray.parse_counter("620 W 1 us", "J", tree.root / "energy")
+    with pytest.raises(ValueError, match="not 'VALUE J TIMESTAMP us'"):
+        cray.parse_counter("620 J", "J", tree.root / "energy")
+
+
+def test_node_power_and_energy_from_the_counter_over_its_own_time_stamps(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    assert meter.natural_interval_s == pytest.approx(0.1) and meter.version == 2
+    readings = []
+    for _ in range(5):
+        # the host's clock runs 30 ms late on each read (scheduling): the controller's stamps are exact
+        scan(tree, clock, 0.5, host_seconds=0.53)
+        readings.extend(meter.read(0.0))
+    assert len(readings) == 5
+    # 620 W for 0.5 s is 310 J a scan; the counter's whole joules make each difference 310
+    assert [r.power_w for r in readings] == [620.0] * 5
+    assert readings[-1].energy_j == 5 * 310.0
+    assert meter.host_spans == 0 and meter.counters()["host_clock_spans"] == 0
+
+
+def test_no_update_since_the_last_read_gives_no_sample(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    clock.t += 0.05  # faster than the controller scans: nothing new
+    assert meter.read(0.0) == []
+    scan(tree, clock, 0.1)
+    (r,) = meter.read(0.0)
+    assert r.power_w == pytest.approx(620.0, abs=10.0)  # 62 J in 0.1 s
+
+
+def test_host_span_when_the_stamp_steps(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.scan(1.0)
+    tree.stamp_us -= 900_000  # stamps 0.1 s apart, host 1 s apart: the stamp is not believed
+    tree.scan(0.0)
+    clock.t += 1.0
+    (r,) = meter.read(0.0)
+    assert meter.host_spans == 1
+    assert r.power_w == pytest.approx(620.0, abs=1.0)  # 620 J over the host's 1 s, not over 0.1 s
+
+
+def test_freshness_moving_during_a_read_reads_again(tmp_path, monkeypatch):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    original = sysfs.read_text
+    interrupted = []
+
+    def update_mid_read(path, max_chars=-1):
+        text = original(path, max_chars)
+        if path.name == "energy" and not interrupted:
+            interrupted.append(True)
+            tree.scan(0.1)  # the controller updates between the two reads of freshness
+        return text
+
+    monkeypatch.setattr(sysfs, "read_text", update_mid_read)
+    clock.t += 0.1
+    (r,) = meter.read(0.0)
+    assert meter.retries == 1
+    assert r.energy_j == 62.0  # the values of the second, consistent snapshot
+
+
+def test_freshness_that_never_holds_still_is_a_fault(tmp_path, monkeypatch):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    original = sysfs.read_text
+
+    def always_updating(path, max_chars=-1):
+        text = original(path, max_chars)
+        if path.name == "energy":
+            tree.scan(0.1)
+        return text
+
+    monkeypatch.setattr(sysfs, "read_text", always_updating)
+    with pytest.raises(MeterFault, match="freshness moved during each of 5 reads"):
+        meter.read(0.0)
+    meter.close()
+    with pytest.raises(MeterError, match=r"cannot read .*freshness moved during each of 5 reads"):
+        meter.open()  # at open it is a MeterError: the run does not start on a meter that never settles
+
+
+def test_values_written_before_freshness_moves_are_read_once_it_has(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.scan_values_only(0.1)
+    tree.publish()
+    clock.t += 0.1
+    (r,) = meter.read(0.0)
+    assert r.energy_j == 62.0
+
+
+def test_controller_restart_is_a_fault_and_the_segment_starts_again(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    scan(tree, clock, 1.0)
+    assert meter.read(0.0)[0].energy_j == 620.0
+    tree.restart_controller()
+    scan(tree, clock, 1.0)
+    with pytest.raises(MeterFault, match=r"power controller restarted \(.*/startup 1699990000123456 -> "):
+        meter.read(0.0)
+    meter.close()
+    meter.open()
+    assert meter.read(0.0) == []  # a new reference on the restarted counter
+    scan(tree, clock, 1.0)
+    (r,) = meter.read(0.0)
+    assert r.energy_j == 620.0 and r.power_w == 620.0  # the new segment's energy, from 0
+
+
+def test_power_cap_change_is_a_fault(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.change_power_cap(450)
+    scan(tree, clock, 0.1)
+    with pytest.raises(MeterFault, match=r"a power cap changed \(.*/generation 7 -> 8\)"):
+        meter.read(0.0)
+
+
+def test_counter_going_back_without_a_restart_is_a_fault(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    clock = Clock()
+    meter = meter_for(tree, clock)
+    tree.energy_j["node"] -= 1000
+    scan(tree, clock, 0.1)
+    with pytest.raises(MeterFault, match=r"went back from 12044825101 to .* no controller restart"):
+        meter.read(0.0)
+
+
+def test_sampler_records_a_restart_once_and_resumes(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    meter = CrayMeter(parse_meter_spec(spec_text(tree)))
+    meter.open()
+    sampler = ChannelSampler(meter, 0.1, "node 0 (test)")
+    sampler._sample_once()  # the reference
+    tree.scan(0.1)
+    sampler._sample_once()
+    tree.restart_controller()
+    sampler._sample_once()  # the fault: closed, to be reopened
+    sampler._sample_once()  # reopened: "meter is back", then the new reference
+    tree.scan(0.1)
+    sampler._sample_once()
+    buf = sampler.drain()
+    messages = [f.message for f in buf.faults]
+    assert any("power controller restarted" in m for m in messages)
+    assert any("meter is back" in m for m in messages)
+    assert [r.energy_j for r in buf.readings] == [62.0, 62.0]  # the second segment starts again
+
+
+def test_parts_are_their_own_channels(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm", accels=4)
+    clock = Clock()
+    cpu = meter_for(tree, clock, "cpu")
+    accel = meter_for(tree, clock, "accel3")
+    scan(tree, clock, 1.0)
+    assert cpu.read(0.0)[0].power_w == 180.0
+    assert accel.read(0.0)[0].power_w == 90.0
+    assert accel.describe()["energy_file"] == "accel3_energy"
+
+
+def test_missing_tree_or_channel_says_what_is_there(tmp_path):
+    with pytest.raises(MeterError, match="not an HPE Cray EX or XC compute node"):
+        make_meter(f"cray:root={tmp_path}/none").open()
+    tree = FakePmCounters(tmp_path / "pm", accels=0)
+    with pytest.raises(MeterError, match=r"no .*/accel0_energy on this node \(its energy counters: "):
+        make_meter(spec_text(tree, "accel0")).open()
+
+
+def test_garbage_in_a_counter_file_is_refused_at_open(tmp_path):
+    tree = FakePmCounters(tmp_path / "pm")
+    (tree.root / "energy").write_text("not a counter\n")
+    with pytest.raises(MeterError, match="not 'VALUE J TIMESTAMP us'"):
+        make_meter(spec_text(tree)).open()
