@@ -141,7 +141,8 @@ def _add_size_options(p: argparse.ArgumentParser) -> None:
         type=_size,
         default=DEFAULT_LOWER_BYTES,
         metavar="SIZE",
-        help="smallest message size in bytes (default: %(default)s B)",
+        help="smallest message size in bytes; 0 measures 0-byte messages first (osu_latency's first row), "
+        "then NetPIPE's sizes from 1 B (default: %(default)s B)",
     )
     g.add_argument(
         "-u",

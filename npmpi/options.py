@@ -117,8 +117,12 @@ def parse_options(argv: list[str]) -> Options:
 
 
 def _check_sizes(ns: argparse.Namespace) -> None:
-    if ns.lower < 1:
-        raise UsageError(f"--lower {ns.lower}: the smallest message must be at least 1 byte")
+    if ns.lower < 0:
+        raise UsageError(f"--lower {ns.lower}: the smallest message must be 0 bytes or more")
+    if ns.upper < 1:
+        raise UsageError(
+            f"--upper {ns.upper}: the largest message must be at least 1 byte (-l 0 adds 0 bytes)"
+        )
     if ns.upper < ns.lower:
         raise UsageError(
             f"--upper {format_size_bytes(ns.upper)} is below --lower {format_size_bytes(ns.lower)}: "

@@ -325,3 +325,38 @@ def test_the_run_writes_np_out_as_the_analysis_does(npmpi_run, tmp_path, capsys)
     assert main([str(tmp_path / "r.h5"), "-q", "--np-out", str(tmp_path / "later.out")]) == 0
     written = (tmp_path / "np.out").read_text()
     assert written == (tmp_path / "later.out").read_text() and len(written.splitlines()) > 20
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_zero_byte_messages_first_as_osu_does(npmpi_run, tmp_path, capsys):
+    from npmpi_analysis.cli import main
+
+    from npmpi.runfile import load_run
+
+    proc = npmpi_run(
+        ["-l", "0", "-u", "4", "-p", "0", "--trials", "2", "--repeats", "50", "-o", "z.h5", "-q"]
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pp = load_run(tmp_path / "z.h5").pingpong
+    assert list(pp.size_bytes) == [0, 1, 2, 3, 4] and np.all(pp.trial_s[0] > 0)
+    assert main([str(tmp_path / "z.h5"), "--csv", str(tmp_path / "z.csv")]) == 0
+    first = capsys.readouterr().out.splitlines()[1].split()
+    assert first[:6] == ["0", "50", "0", "0", "±", "0"] and float(first[6]) > 0  # 0 bit/s; its latency
+    row = (tmp_path / "z.csv").read_text().splitlines()[1].split(",")
+    assert row[1] == "0" and float(row[9]) > 0  # latency_avg_s of the 0-byte row
+
+
+def test_a_zero_byte_size_is_read_only_as_the_first(tmp_path):
+    import h5py
+    from npmpi_analysis.synthetic import write_run
+
+    from npmpi.errors import RunFileError
+    from npmpi.runfile import load_run
+
+    path = write_run(tmp_path / "r.h5", [0, 1, 2], [10] * 3, [[1e-4]] * 3, [[1.0], [2.0], [3.0]])
+    assert list(load_run(path).pingpong.size_bytes) == [0, 1, 2]
+    with h5py.File(path, "r+") as f:
+        f["pingpong/size_bytes"][...] = [1, 0, 2]
+    with pytest.raises(RunFileError, match="below 1 byte"):
+        load_run(path)

@@ -33,6 +33,7 @@ class Bandwidth:
     min_bit_s: np.ndarray  # slowest trial
     max_bit_s: np.ndarray  # fastest trial (= peak)
     trial_bit_s: np.ndarray  # [n, trials] every trial's bandwidth, NaN where it did not run
+    worst_s: np.ndarray | None = None  # the slowest trial (None: as the best)
 
 
 PINGPONG_FACTORS = (2, 2)  # what files before format 1.2 (ping-pong only) imply
@@ -181,6 +182,7 @@ def bandwidth(
         min_bit_s=bits / worst,
         max_bit_s=bits / best,
         trial_bit_s=per_trial,
+        worst_s=worst,
     )
 
 
@@ -189,7 +191,8 @@ def latency_spread_s(bw: Bandwidth) -> tuple[np.ndarray, np.ndarray]:
     average and maximum latency beside NetPIPE's best (one_way_s); NaN where no trial ran."""
     with np.errstate(divide="ignore", invalid="ignore"):
         per_second = bw.one_way_s / bw.best_s  # 1 / (D i)
-        return bw.trial_mean_s * per_second, bw.one_way_s * bw.max_bit_s / bw.min_bit_s
+        worst = bw.worst_s if bw.worst_s is not None else bw.best_s
+        return bw.trial_mean_s * per_second, worst * per_second
 
 
 def shows_message_rate(attrs: dict) -> bool:
