@@ -273,9 +273,21 @@ def _estimated_run(path: Path, slower: float) -> Path:
     return write_run(path, sizes, [100] * 10, trials, starts, nodes=[node], baseline=(t0 - 5, t0 - 1))
 
 
+def _layout_in_chromium(chromium: str, flags: list[str], page: Path, checked: Path) -> dict:
+    """What LAYOUT_CHECK finds in `page` rendered by headless Chromium."""
+    checked.write_text(page.read_text().replace("</body>", LAYOUT_CHECK, 1))
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", checked.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    found = re.search(r'<pre id="layout-check">(.*?)</pre>', dom.stdout)
+    assert found, (dom.stdout[-500:], dom.stderr[-2000:])
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
 @pytest.mark.timeout(300)
 def test_report_fits_1280_px_in_chromium_and_says_nothing_meaningless(tmp_path, capsys):
     from npmpi_analysis.cli import main
+    from npmpi_analysis.synthetic_map import MapTruth, write_map
 
     chromium = shutil.which("chromium")
     if chromium is None:
@@ -286,28 +298,22 @@ def test_report_fits_1280_px_in_chromium_and_says_nothing_meaningless(tmp_path, 
     html = report.read_text()
     assert "corrcoef" not in html and "r = 1.0000" not in html  # constant power: no correlation shown
     assert "says nothing here" in html
-    checked = tmp_path / "checked.html"
-    checked.write_text(html.replace("</body>", LAYOUT_CHECK, 1))
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--virtual-time-budget=5000",
-        "--window-size=1280,900",
-    ]
-    dom = subprocess.run([chromium, *flags, "--dump-dom", checked.as_uri()], capture_output=True, text=True,
-                         timeout=120)  # fmt: skip
-    found = re.search(r'<pre id="layout-check">(.*?)</pre>', dom.stdout)
-    assert found, (dom.stdout[-500:], dom.stderr[-2000:])
-    page = json.loads(found.group(1).replace("&quot;", '"'))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
+    flags.append("--window-size=1280,900")
+    page = _layout_in_chromium(chromium, flags, report, tmp_path / "checked.html")
     assert page["scrollWidth"] <= page["innerWidth"], page  # no horizontal scrolling at 1280 px
     assert page["summaryTables"] == 2 and page["preBlocks"] == 0, page  # summaries as tables
     assert page["images"] >= 8 and page["distinctImages"] == page["images"], page  # no panel twice
     png = Path(os.environ.get("NPMPI_REPORT_PNG", tmp_path / "report.png"))
-    subprocess.run(
-        [chromium, *flags, f"--screenshot={png}", report.as_uri()], capture_output=True, timeout=120
-    )
+    shot = [chromium, *flags, "--hide-scrollbars", f"--screenshot={png}", report.as_uri()]
+    subprocess.run(shot, capture_output=True, timeout=120, check=False)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a cluster map with long host names and a slow link: nothing clipped there either
+    names = [f"node-with-a-long-host-name-{i:02d}.cluster.example.org" for i in range(6)]
+    write_map(tmp_path / "m.h5", MapTruth(names, slow_links={(0, 2): 0.3}))
+    assert main([str(tmp_path / "m.h5"), "-q", "--report", str(tmp_path / "m.html")]) == 0
+    map_page = _layout_in_chromium(chromium, flags, tmp_path / "m.html", tmp_path / "m-checked.html")
+    assert map_page["scrollWidth"] <= map_page["innerWidth"], map_page
 
 
 @pytest.mark.mpi
