@@ -36,7 +36,7 @@ def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
     the calibration file; the problem, if any."""
     from npmpi.options import default_output_name
     from npmpi.outpath import default_directory, reserve_output
-    from npmpi.writecheck import RESERVED_BYTES
+    from npmpi.writecheck import RESERVED_BYTES, START_ROOM_BYTES
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     try:
@@ -53,7 +53,9 @@ def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
 
             check_np_out(opts.np_out, opts.force, agreed.output)
         # disk space held back to close the file properly if the disk fills up during the run
-        agreed.reservation = reserve_output(agreed.output, opts.force, ballast_bytes=RESERVED_BYTES)
+        agreed.reservation = reserve_output(
+            agreed.output, opts.force, ballast_bytes=RESERVED_BYTES, room_bytes=START_ROOM_BYTES
+        )
     except UsageError as exc:
         return str(exc)
     return None

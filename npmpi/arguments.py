@@ -6,8 +6,6 @@ what this parses.
 from __future__ import annotations
 
 import argparse
-import math
-import re
 
 from npmpi.buffers import HUGE_PAGES_SYSTEM
 from npmpi.config import (
@@ -24,7 +22,7 @@ from npmpi.config import (
 )
 from npmpi.errors import UsageError
 from npmpi.modes import DEFAULT_WINDOW, MODE_PINGPONG
-from npmpi.units import parse_size_bytes
+from npmpi.units import parse_number, parse_size_bytes, parse_whole
 
 # What `--help` lists after the options: the subcommands, given first on the command line.
 SUBCOMMANDS = (
@@ -83,18 +81,22 @@ def _size(text: str) -> int:
 
 
 def _whole(text: str) -> int:
-    """int() of ASCII digits with an optional sign (int() alone takes any script's digits and '_')."""
-    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text, re.ASCII):
-        raise ValueError(text)
-    return int(text)
+    """The strict whole number of npmpi.units (int() alone takes any script's digits, '_' and spaces)."""
+    return parse_whole(text)
 
 
-def _count(text: str) -> int:
+def count_arg(text: str) -> int:
+    """An option value that is a whole number (argparse type)."""
     try:
         value = _whole(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid count {text!r}: expected a whole number") from None
+        raise argparse.ArgumentTypeError(
+            f"invalid count {text!r}: expected a whole number (ASCII digits, at most 15)"
+        ) from None
     return value
+
+
+_count = count_arg
 
 
 def _pairs(text: str) -> int | str:
@@ -111,11 +113,15 @@ def _pairs(text: str) -> int | str:
 def seconds_arg(text: str) -> float:
     """An option value in seconds: a finite number (argparse type)."""
     try:
-        value = float(text)
+        value = parse_number(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid time {text!r}: expected seconds, e.g. 0.05") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"invalid time {text!r}: must be a finite number of seconds")
+        if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            raise argparse.ArgumentTypeError(
+                f"invalid time {text!r}: must be a finite number of seconds"
+            ) from None
+        raise argparse.ArgumentTypeError(
+            f"invalid time {text!r}: expected seconds as a plain decimal number, e.g. 0.05"
+        ) from None
     return value
 
 

@@ -25,6 +25,10 @@ PHASE_START = 1
 POLL_S = 0.01
 SLEEP_SLICE_S = 0.1  # rank 0 checks for a stop request this often while it sleeps
 MAX_SETTLE_S = 2.0
+# the most the baseline after the sweep is lengthened beyond --baseline to cover the meters' delays
+# and sample intervals: a calibrated delay (at most MAX_METER_DELAY_S plus 3 uncertainties of at most
+# as much) and two intervals of a slow meter; a longer wait is no measurement but a hang
+MAX_AFTER_EXTENSION_S = 300.0
 PROC_STAT = "/proc/stat"
 
 
@@ -71,6 +75,7 @@ class BaselineWindow:
     end_unix_s: float
     cpu_s: np.ndarray  # per rank of the world (rank 0 included)
     system_busy: np.ndarray  # per rank: the node's utilisation as its power rank measured, else NaN
+    silent: tuple[int, ...] = ()  # power ranks that did not reply within their patience (frozen)
 
     @property
     def seconds(self) -> float:
@@ -106,11 +111,17 @@ def settle_s(power_nodes) -> float:
     return min(max(longest_span_s(power_nodes), 0.0), MAX_SETTLE_S)
 
 
-def run_baseline(comm, seconds: float, stop=None, settle: float = 0.0) -> BaselineWindow:
+def run_baseline(
+    comm, seconds: float, stop=None, settle: float = 0.0, skip=(), patience: dict | None = None
+) -> BaselineWindow:
     """Rank 0: hold every other rank quiet for `settle` + `seconds` (less if a stop request comes);
-    the baseline's window is the last `seconds` of it."""
+    the baseline's window is the last `seconds` of it. Ranks in `skip` (power ranks given up on) take
+    no part; a rank in `patience` (rank -> seconds) that does not reply within its patience after the
+    end is left out and named in the window's `silent`."""
     size = comm.Get_size()
-    others = range(1, size)
+    others = [r for r in range(1, size) if r not in skip]
+    patience = patience or {}
+    silent = []
     ctrl = np.array([CMD_BASELINE, PHASE_START, 0, 0], dtype=np.int64)
     for rank in others:
         comm.Send(ctrl, rank, CTRL_TAG)
@@ -130,19 +141,30 @@ def run_baseline(comm, seconds: float, stop=None, settle: float = 0.0) -> Baseli
         ctrl[1] = PHASE_END
         for rank in others:
             comm.Send(ctrl, rank, CTRL_TAG)
-        reply = np.zeros(2, dtype=np.float64)
+        ended = time.monotonic()
         for rank in others:
+            reply = np.zeros(2, dtype=np.float64)
             req = comm.Irecv(reply, rank, BASELINE_TAG)
             while not req.Test():  # asleep, not spinning, should a rank be slow to answer
                 time.sleep(POLL_S / 10)
-            cpu[rank], busy[rank] = reply
-    return BaselineWindow(start, end, cpu, busy)
+                if time.monotonic() - ended > patience.get(rank, math.inf):
+                    silent.append(rank)  # a frozen power rank: not waited for any longer
+                    req.Cancel()
+                    req.Wait()
+                    break
+            else:
+                cpu[rank], busy[rank] = reply
+    return BaselineWindow(start, end, cpu, busy, tuple(silent))
 
 
 def after_baseline_s(baseline_s: float, power_nodes, largest_delay_s: float) -> float:
     """How long the baseline after the sweep lasts: --baseline, but at least the largest meter delay
-    plus two sample (or averaging) intervals, so the samples describing the last sizes are taken."""
-    return max(baseline_s, largest_delay_s + 2.0 * longest_span_s(power_nodes))
+    plus two sample (or averaging) intervals, so the samples describing the last sizes are taken;
+    that extension is at most MAX_AFTER_EXTENSION_S whatever a calibration file or a meter claims."""
+    extension = largest_delay_s + 2.0 * longest_span_s(power_nodes)
+    if not math.isfinite(extension):
+        extension = MAX_AFTER_EXTENSION_S
+    return max(baseline_s, min(extension, MAX_AFTER_EXTENSION_S))
 
 
 def store_baseline(writer, layout, window, after: bool) -> None:

@@ -30,13 +30,25 @@ from npmpi.delayfit import (
     make_schedule,
 )
 from npmpi.errors import UsageError
+from npmpi.safetext import printable
 
 CALIBRATION_FORMAT = "npmpi-calibration"
 CALIBRATION_VERSION = 1
+# a meter reports power seconds after it is drawn (2 ± 0.3 s for the Watts Up? of the 2009 paper, a
+# BMC's rolling average up to tens of seconds); a delay of minutes is no meter, and every delay
+# becomes a wait (the baseline after the sweep): the largest `calibrate --max-delay` searches
+MAX_METER_DELAY_S = 60.0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.arguments import UsageParser, add_meter_option, add_version_option, command_name, seconds_arg
+    from npmpi.arguments import (
+        UsageParser,
+        add_meter_option,
+        add_version_option,
+        command_name,
+        count_arg,
+        seconds_arg,
+    )
 
     p = UsageParser(
         prog=f"{command_name()} calibrate",
@@ -79,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="longest load or idle burst (default: %(default)s s)",
     )
-    p.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random sequence (default: 1)")
+    p.add_argument(
+        "--seed", type=count_arg, default=1, help="seed of the pseudo-random sequence (default: 1)"
+    )
     p.add_argument(
         "--max-delay",
         type=seconds_arg,
@@ -89,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--matrix",
-        type=int,
+        type=count_arg,
         default=256,
         metavar="N",
         help="size of the N x N matrices multiplied during load bursts (default: %(default)s)",
@@ -108,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
     from npmpi.errors import HelpRequested
-    from npmpi.meters import MeterError, parse_meter_spec
+    from npmpi.meters import MeterError, check_meter_spec
 
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -120,7 +134,7 @@ def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
         raise HelpRequested(version_text())
     for text in ns.meter:
         try:
-            parse_meter_spec(text)
+            check_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
     if not 5 <= ns.duration <= 3600:
@@ -134,6 +148,8 @@ def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
         )
     if not 0 < ns.max_delay <= 60:
         raise UsageError(f"--max-delay {ns.max_delay}: give between 0 and 60 s")
+    if not 0 <= ns.seed < 2**32:
+        raise UsageError(f"--seed {ns.seed}: give a whole number from 0 to {2**32 - 1}")
     if not 16 <= ns.matrix <= 8192:
         raise UsageError(f"--matrix {ns.matrix}: give between 16 and 8192")
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 60:
@@ -212,13 +228,18 @@ def main(argv: list[str]) -> int:
                 remove_default_directory_if_unused()
             say(error_line(str(exc)), sys.stderr)
         return 2
+    except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
+        from npmpi.job import abort, describe
+
+        abort(comm, f"calibration failed on rank {rank} while starting: {describe(exc)}", 1)
+        return 1
 
     is_power = roles.role == ROLE_POWER
     load_comm = comm.Split(1 if is_power else 0, rank)
-    if is_power:
-        load_comm.Free()
-        return power_rank_main(comm, roles.samplers, StopFlag())
     try:
+        if is_power:
+            load_comm.Free()
+            return power_rank_main(comm, roles.samplers, StopFlag())
         return _load_and_measure(comm, load_comm, ns, layout, gathered, output)
     except BaseException as exc:  # end the whole job with one message
         from npmpi.job import abort, describe
@@ -281,6 +302,9 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
                     offsets_start[node].uncertainty_s,
                 )
             )
+    for r in results:  # a power rank given up on (frozen): its node's delay is not known
+        if layout.power_ranks[r["node"]] in collector.lost:
+            r.update(delay_s=None, uncertainty_s=None, reason="its power rank stopped answering")
     collector.stop_all(0)
     document = {
         "format": CALIBRATION_FORMAT,
@@ -297,9 +321,12 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
     if not ns.quiet:
         print(format_table(results))
         print(
-            f"calibration written to {output.target}; use it with: "
-            f"python -m npmpi --calibration {output.target} …"
+            printable(
+                f"calibration written to {output.target}; use it with: "
+                f"python -m npmpi --calibration {output.target} …"
+            )
         )
+    collector.end_job_if_lost(1)
     return 0
 
 
@@ -400,9 +427,9 @@ _RESULT_FIELDS = (
     ("host", "a host name", False),
     ("spec", "a meter spec", True),
     ("kind", "a meter kind", True),
-    ("delay_s", "a delay in seconds from 0 to 3600", True),
-    ("uncertainty_s", "a number of seconds, 0 or more", True),
-    ("quality", "a number", True),
+    ("delay_s", f"a meter delay in seconds from 0 to {MAX_METER_DELAY_S:g}", True),
+    ("uncertainty_s", f"an uncertainty in seconds from 0 to {MAX_METER_DELAY_S:g}", True),
+    ("quality", "a number from -1 to 1", True),
 )
 
 
@@ -411,11 +438,9 @@ def _field_problem(key: str, value) -> bool:
 
     if key in ("host", "spec", "kind"):
         return not isinstance(value, str)
-    if key == "delay_s":
-        return not (is_number(value) and 0 <= value <= 3600)
-    if key == "uncertainty_s":
-        return not (is_number(value) and value >= 0)
-    return not is_number(value)
+    if key in ("delay_s", "uncertainty_s"):  # each becomes a wait: bounded by what a meter can be
+        return not (is_number(value) and 0 <= value <= MAX_METER_DELAY_S)
+    return not (is_number(value) and -1 <= value <= 1)
 
 
 def check_calibration(doc, what: str) -> None:

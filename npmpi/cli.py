@@ -150,6 +150,9 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
         if rank == 0:
             say(error_line(str(exc)), sys.stderr)
         return 2
+    except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
+        abort(comm, f"rank {rank} ({MPI.Get_processor_name()}) while starting: {describe(exc)}", 1)
+        return 1
     layout, role = agreed.roles.layout, agreed.roles.role
     if role == ROLE_TRANSMITTER and rank == 0:
         return _record(MPI, comm, opts, argv, agreed, stop)

@@ -8,6 +8,7 @@ somewhere inside the round trip).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -36,18 +37,38 @@ def best_offset(t_send: np.ndarray, t_remote: np.ndarray, t_receive: np.ndarray)
     return ClockOffset(float(t_remote[k] - midpoint), float(rtt[k] / 2), float(rtt[k]), float(midpoint))
 
 
-def measure_offset(comm, remote: int, exchanges: int = DEFAULT_EXCHANGES) -> ClockOffset:
-    """Rank 0's side: ping `remote`, which must be in `answer_pings` for `exchanges` rounds."""
+def measure_offset(
+    comm, remote: int, exchanges: int = DEFAULT_EXCHANGES, patience_s: float = math.inf
+) -> ClockOffset | None:
+    """Rank 0's side: ping `remote`, which must be in `answer_pings` for `exchanges` rounds; None if
+    an answer takes longer than `patience_s` (a stopped or hung remote)."""
     buf = np.zeros(1, dtype=np.float64)
     sends, remotes, receives = (np.zeros(exchanges) for _ in range(3))
     clock = time.time
     for k in range(exchanges):
         sends[k] = clock()
         comm.Send(buf, remote, CLOCK_TAG)
-        comm.Recv(buf, remote, CLOCK_TAG)
+        req = comm.Irecv(buf, remote, CLOCK_TAG)
+        if not req.Test() and not _answered(req, patience_s):
+            return None
         receives[k] = clock()
         remotes[k] = buf[0]
     return best_offset(sends, remotes, receives)
+
+
+def _answered(req, patience_s: float) -> bool:
+    """Wait for a ping's answer as a blocking receive would (spinning) for a millisecond, then asleep;
+    False (the receive cancelled) after `patience_s`."""
+    start = time.monotonic()
+    while not req.Test():
+        waited = time.monotonic() - start
+        if waited > patience_s:
+            req.Cancel()
+            req.Wait()
+            return False
+        if waited > 1e-3:
+            time.sleep(1e-3)
+    return True
 
 
 def answer_pings(comm, exchanges: int = DEFAULT_EXCHANGES) -> None:

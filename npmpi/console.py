@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from npmpi.runfile import SizeResult
+from npmpi.safetext import printable
 from npmpi.units import format_size_iec, mbps_netpipe
 
 MAX_SHORT_SHOWN = 12  # sizes named in the summary's line on sizes shorter than a meter's interval
@@ -23,7 +24,7 @@ class Console:
 
     def _print(self, text: str) -> None:
         if not self.quiet:
-            print(text, file=self.stream, flush=True)
+            print(printable(text), file=self.stream, flush=True)  # names, paths: never raw
 
     def header(self, attrs: dict, layout, opts, points, output: str) -> None:
         from npmpi.modes import describe_mode
@@ -168,7 +169,8 @@ class Console:
         self._print(f"{len(outcome.rows)} sizes in {elapsed_s:.1f} s, status {outcome.status}: {output}")
         if outcome.status != "complete":
             print(
-                f"npmpi: {outcome.message}; the {len(outcome.rows)} completed sizes are in {output}",
+                printable(f"npmpi: {outcome.message}; the {len(outcome.rows)} completed sizes are in ")
+                + printable(output),
                 file=sys.stderr,
                 flush=True,
             )

@@ -42,6 +42,11 @@ class RunFileWriteError(NpmpiError):
     """The run file could not be written (disk full, I/O error): the run stops, the file is failed."""
 
 
+class RunFileGone(NpmpiError):
+    """The run file's path no longer leads to the file written (its directory was moved or removed
+    during the run): the message says where the data is, or that it is lost."""
+
+
 class HelpRequested(Exception):
     """--help or --version was given; the text is to be printed by rank 0 only."""
 

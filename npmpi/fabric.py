@@ -25,10 +25,10 @@ def as_fabric_message(message: str) -> str:
 
 def fabric_spec_problem(text: str) -> str | None:
     """Why a --fabric-meter spec cannot be parsed (one line), or None."""
-    from npmpi.meters import MeterError, parse_meter_spec
+    from npmpi.meters import MeterError, check_meter_spec
 
     try:
-        parse_meter_spec(text)
+        check_meter_spec(text)
     except MeterError as exc:
         return as_fabric_message(str(exc))
     return None

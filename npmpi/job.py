@@ -8,10 +8,12 @@ never leaving a rank blocked; a stop signal ends the current trial (the stop han
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 
 from npmpi.errors import HelpRequested, NpmpiError, UsageError
+from npmpi.safetext import printable
 
 PROG = "npmpi"
 
@@ -24,7 +26,7 @@ def launcher_rank() -> int | None:
     """This process's rank as the launcher tells it, before MPI is initialised."""
     for name in _RANK_ENV:
         value = os.environ.get(name)
-        if value is not None and value.isdigit():
+        if value is not None and re.fullmatch(r"[0-9]{1,9}", value, re.ASCII):  # '²'.isdigit() is True
             return int(value)
     return None
 
@@ -36,7 +38,7 @@ def say(message: str, stream=None) -> None:
 
 def error_line(message: str) -> str:
     """The one line an error is reported as: `npmpi: error: MESSAGE`."""
-    return f"{PROG}: error: {message}"
+    return f"{PROG}: error: {printable(message)}"
 
 
 NO_MPI4PY_FIX = (

@@ -227,8 +227,15 @@ class MapWriter(RunWriter):
         self.flush()
 
     def finish(self, status: str, message: str = "", **attrs) -> None:
-        """Close the file as RunWriter.finish does, with /map's status set first."""
+        """Close the file as RunWriter.finish does, with /map's status set first. After a write error
+        (a full disk) /map is `failed` as the root is, and its `rounds_completed` the rounds whose
+        flush succeeded (the failed round's may have reached HDF5's cache before the flush failed)."""
         if self._error is None and self._res.fd >= 0 and MAP_GROUP in self._file:
             with contextlib.suppress(RunFileWriteError):
                 self.set_group_attrs(MAP_GROUP, status=status)
+        if self._error is not None and self._res.fd >= 0:
+            with contextlib.suppress(Exception):  # written by the salvage's flush, once space is freed
+                g = self._file[MAP_GROUP]
+                g.attrs["status"] = "failed"
+                g.attrs["rounds_completed"] = self.rounds_completed
         super().finish(status, message, **attrs)

@@ -15,6 +15,7 @@ from npmpi.arguments import (
     add_meter_option,
     add_version_option,
     command_name,
+    count_arg,
     seconds_arg,
     version_text,
 )
@@ -32,8 +33,8 @@ from npmpi.kernels import KERNEL_NAMES
 from npmpi.mapconfirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.mapschedule import SCHEDULE_ROUNDS, SCHEDULES
 from npmpi.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
-from npmpi.options import trials_and_target
-from npmpi.units import format_size_bytes, parse_size_bytes
+from npmpi.options import check_fabric, trials_and_target
+from npmpi.units import format_size_bytes, parse_number, parse_size_bytes
 
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
 MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank
@@ -55,7 +56,7 @@ class MapOptions:
 
 
 def _sizes(text: str) -> tuple[int, ...]:
-    words = [w.strip() for w in text.split(",")]
+    words = text.split(",")
     try:
         sizes = [parse_size_bytes(w) for w in words]
     except ValueError as exc:
@@ -100,7 +101,7 @@ def build_parser() -> UsageParser:
     )
     p.add_argument(
         "--trials",
-        type=int,
+        type=count_arg,
         default=None,
         metavar="N",
         help=f"trials per pair and size (default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
@@ -124,7 +125,7 @@ def build_parser() -> UsageParser:
     )
     p.add_argument(
         "--window",
-        type=int,
+        type=count_arg,
         default=None,
         metavar="N",
         help=f"stream mode: messages per window (default: {DEFAULT_WINDOW})",
@@ -158,6 +159,16 @@ def build_parser() -> UsageParser:
     return p
 
 
+def _fraction_arg(text: str) -> float:
+    """A fraction (argparse type): the strict number grammar of npmpi.units."""
+    try:
+        return parse_number(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid fraction {text!r}: expected a plain decimal number, e.g. 0.1"
+        ) from None
+
+
 def _add_map_measuring(p: UsageParser) -> None:
     """The map's own options on what is measured: directions, and the suspects measured again."""
     p.add_argument(
@@ -170,7 +181,7 @@ def _add_map_measuring(p: UsageParser) -> None:
     )
     p.add_argument(
         "--confirm",
-        type=int,
+        type=count_arg,
         default=DEFAULT_REPEATS,
         metavar="N",
         help="after the map, measure every link, direction or node the analysis would name again, one "
@@ -178,7 +189,7 @@ def _add_map_measuring(p: UsageParser) -> None:
     )
     p.add_argument(
         "--confirm-budget",
-        type=float,
+        type=_fraction_arg,
         default=DEFAULT_BUDGET,
         metavar="FRACTION",
         help="the re-measurements may add this fraction of the map's time, or 10 s if more (the most severe "
@@ -199,7 +210,7 @@ def _add_fabric(p: UsageParser) -> None:
     )
     p.add_argument(
         "--fabric-rank",
-        type=int,
+        type=count_arg,
         default=None,
         metavar="RANK",
         help="the power rank that samples the --fabric-meter devices (default: the first node's)",
@@ -286,7 +297,15 @@ def _check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
             f"--sizes: {bad[0]} B is outside 1 B to {format_size_bytes(MAX_MAP_SIZE_BYTES)}; "
             "give sizes such as 1,64K,4M"
         )
-    distinct = tuple(sorted(set(sizes)))
+    repeated = sorted({s for s in sizes if sizes.count(s) > 1})
+    if repeated:
+        # refused rather than merged: a size given twice is a typo (64K,64K for 64K,64M) more often
+        # than an intent, and a merged list would measure other sizes than the ones typed
+        raise UsageError(
+            f"--sizes: {format_size_bytes(repeated[0])} ({repeated[0]} B) is given more than once; "
+            "give each size once"
+        )
+    distinct = tuple(sorted(sizes))
     if len(distinct) > MAX_MAP_SIZES:
         raise UsageError(f"--sizes: {len(distinct)} sizes given, at most {MAX_MAP_SIZES}")
     return distinct
@@ -309,33 +328,15 @@ def _check_mode(ns: argparse.Namespace) -> int:
     return window
 
 
-def _check_fabric(ns: argparse.Namespace) -> None:
-    """--fabric-meter specs parse; --fabric-rank only with them (that it is a power rank is checked
-    once the roles are known: npmpi.fabric.fabric_rank)."""
-    from npmpi.fabric import fabric_spec_problem
-
-    for text in ns.fabric_meter:
-        problem = fabric_spec_problem(text)
-        if problem:
-            raise UsageError(problem)
-    if ns.fabric_rank is not None and not ns.fabric_meter:
-        raise UsageError(
-            f"--fabric-rank {ns.fabric_rank} only applies with --fabric-meter: add a fabric meter or drop "
-            "--fabric-rank"
-        )
-    if ns.fabric_rank is not None and ns.fabric_rank < 0:
-        raise UsageError(f"--fabric-rank {ns.fabric_rank}: give a rank number (a power rank, 0 or more)")
-
-
 def _check_power_and_output(ns: argparse.Namespace) -> None:
-    from npmpi.meters import MeterError, parse_meter_spec
+    from npmpi.meters import MeterError, check_meter_spec
 
     for text in ns.meter:
         try:
-            parse_meter_spec(text)
+            check_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
-    _check_fabric(ns)
+    check_fabric(ns)
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
         raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
     if ns.baseline is not None and not 0 <= ns.baseline <= MAX_BASELINE_S:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.errors import DataMismatch, NpmpiError
+from npmpi.errors import DataMismatch, NpmpiError, RunFileGone
 from npmpi.job import abort, describe, error_line, say
 from npmpi.mapfile import MapWriter, PairResult
 from npmpi.mapoptions import DIRECTIONS_BOTH
@@ -337,6 +337,8 @@ class MapRecording:
                 f"{self.agreed.output}",
                 sys.stderr,
             )
+        if collector is not None:
+            collector.end_job_if_lost(outcome.exit_code)
         return outcome.exit_code
 
     def _confirm(self, outcome: MapOutcome) -> None:
@@ -375,7 +377,8 @@ class MapRecording:
             except Exception as werr:
                 if werr is not exc:
                     message += f" (and the map file could not be closed: {werr})"
-            kept = f"; {writer.rounds_completed} completed rounds are in {self.agreed.output}"
+            if not isinstance(exc, RunFileGone):  # that one says where they are
+                kept = f"; {writer.rounds_completed} completed rounds are in {self.agreed.output}"
         elif self.agreed.reservation is not None:
             from npmpi.outpath import release
 
@@ -386,7 +389,7 @@ class MapRecording:
         if coordinator is not None:
             with contextlib.suppress(Exception):
                 released = coordinator.release(code)
-        if released:
+        if released and not (collector is not None and collector.lost):
             say(error_line(message + kept), sys.stderr)
             return code
         abort(self.comm, message + kept, code)

@@ -169,6 +169,9 @@ def _run(MPI, comm, mopts: MapOptions, argv: list[str]) -> int:
         if rank == 0:
             say(error_line(str(exc)), sys.stderr)
         return 2
+    except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
+        abort(comm, f"rank {rank} ({MPI.Get_processor_name()}) while starting: {describe(exc)}", 1)
+        return 1
     if rank == 0:  # always the first member: the lowest rank of node 0, never its power rank
         from npmpi.maprecord import record_map
 

@@ -223,13 +223,13 @@ def _check_choices(ns: argparse.Namespace) -> None:
 def _check_power_and_output(ns: argparse.Namespace) -> float | None:
     """Check the meter specs, --sample-interval, --baseline and --output; returns the baseline."""
     for text in ns.meter:
-        from npmpi.meters import MeterError, parse_meter_spec
+        from npmpi.meters import MeterError, check_meter_spec
 
         try:
-            parse_meter_spec(text)
+            check_meter_spec(text)
         except MeterError as exc:
             raise UsageError(str(exc)) from None
-    _check_fabric(ns)
+    check_fabric(ns)
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
         raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
     baseline = ns.baseline  # None: the default when power is measured (decided once ranks are known)
@@ -240,9 +240,10 @@ def _check_power_and_output(ns: argparse.Namespace) -> float | None:
     return baseline
 
 
-def _check_fabric(ns: argparse.Namespace) -> None:
-    """--fabric-meter specs parse; --fabric-rank only with them and not negative (that it names a
-    power rank is checked once the ranks' roles are known: npmpi.fabric.fabric_rank)."""
+def check_fabric(ns: argparse.Namespace) -> None:
+    """--fabric-meter specs parse (a run's and a map's); --fabric-rank only with them and not
+    negative (that it names a power rank is checked once the ranks' roles are known:
+    npmpi.fabric.fabric_rank)."""
     from npmpi.fabric import fabric_spec_problem
 
     for text in ns.fabric_meter:

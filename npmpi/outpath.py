@@ -50,6 +50,8 @@ class Reservation:
     ballast: Path | None = None
     ballast_fd: int = -1
     published: bool = False
+    absolute: str = ""  # the target's absolute path at start-up (the working directory may move)
+    dir_fd: int = -1  # the target's directory, held open to find the file should the directory move
 
     @property
     def fd_path(self) -> str:
@@ -185,12 +187,13 @@ def remove_default_directory_if_unused() -> None:
 
 
 def reserve_output(
-    path: str | os.PathLike, force: bool, what: str = "--output", ballast_bytes: int = 0
+    path: str | os.PathLike, force: bool, what: str = "--output", ballast_bytes: int = 0, room_bytes: int = 0
 ) -> Reservation:
     """Create and lock the output's temporary file now; UsageError (one line) if it cannot be written.
 
     `ballast_bytes` > 0 also reserves that much disk space in a second hidden file, released by
-    `free_ballast` when a write fails for lack of space so that the file can still be closed whole.
+    `free_ballast` when a write fails for lack of space so that the file can still be closed whole;
+    `room_bytes` more must be free beside it (the file's first writes).
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
@@ -213,10 +216,13 @@ def reserve_output(
             lock_path, lock_fd = _lock_name(directory, target.name, target, what)
         except OSError as exc:
             raise UsageError(f"{what} {target}: cannot lock its name in {directory} ({_why(exc)})") from None
-        res = Reservation(target, temp, fd, force, what, lock_path, lock_fd)
+        res = Reservation(target, temp, fd, force, what, lock_path, lock_fd, absolute=os.path.abspath(target))
         _check_target(target, force, what)  # again, now that the name is ours
         if ballast_bytes > 0:
+            _check_room(directory, room_bytes, ballast_bytes, target, what)
             res.ballast, res.ballast_fd = _make_ballast(directory, ballast_bytes, target, what)
+        with contextlib.suppress(OSError):
+            res.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         return res
     except BaseException:
         with contextlib.suppress(OSError):
@@ -227,6 +233,23 @@ def reserve_output(
                 os.unlink(lock_path)  # while still holding it: see _lock_name
             os.close(lock_fd)
         raise
+
+
+def _check_room(directory: Path, room: int, ballast: int, target: Path, what: str) -> None:
+    """UsageError when fewer than `room` bytes are free in `directory` beside the ballast to be made."""
+    if room <= 0:
+        return
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return
+    free = (st.f_bavail if os.geteuid() else st.f_bfree) * st.f_frsize
+    if free < room + ballast:
+        raise UsageError(
+            f"{what} {target}: {directory} has less than {(room + ballast) // 1024} KiB free ({free // 1024} "
+            f"KiB: the file's first writes and {ballast // 1024} KiB held back to close it on a full disk); "
+            "free some space or choose another location"
+        )
 
 
 def _make_ballast(directory: Path, size: int, target: Path, what: str) -> tuple[Path, int]:
@@ -337,6 +360,26 @@ def publish(res: Reservation) -> None:
     res.published = True
 
 
+def published_problem(res: Reservation) -> str | None:
+    """None while the published name still leads to the open file; else one line saying where the
+    data is now (its directory was moved: the descriptor's path) or that it is lost (removed)."""
+    own = os.fstat(res.fd)
+    try:
+        if os.path.samestat(own, os.lstat(res.absolute or res.target)):
+            return None
+    except OSError:
+        pass
+    where = ""
+    if own.st_nlink > 0 and res.dir_fd >= 0:  # still linked: by its name, in its directory moved elsewhere
+        with contextlib.suppress(OSError):
+            if os.path.samestat(own, os.stat(res.target.name, dir_fd=res.dir_fd, follow_symlinks=False)):
+                where = os.path.join(os.readlink(f"/proc/self/fd/{res.dir_fd}"), res.target.name)
+    said = f"{res.what} {res.absolute or res.target} no longer leads to the file written"
+    if where and " (deleted)" not in where and os.path.isabs(where):
+        return f"{said} (its directory was moved or replaced during the run): the data is in {where}"
+    return f"{said}: it was removed during the run (its directory deleted?), and the data with it is lost"
+
+
 def release(res: Reservation) -> None:
     """Drop the temporary (if never published), the ballast and both locks; idempotent."""
     if res.fd < 0:
@@ -351,6 +394,9 @@ def release(res: Reservation) -> None:
             os.unlink(res.lock_path)  # while still holding it: see _lock_name
         os.close(res.lock_fd)
         res.lock_fd = -1
+    if res.dir_fd >= 0:
+        os.close(res.dir_fd)
+        res.dir_fd = -1
     os.close(res.fd)
     res.fd = -1
 

@@ -15,6 +15,7 @@ attributes.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -25,13 +26,22 @@ import numpy as np
 
 from npmpi.baseline import take_part
 from npmpi.clocksync import ClockOffset, answer_pings, measure_offset
-from npmpi.faultlog import GAP_MIN_S, FaultLog, FaultRecord, Heartbeat
+from npmpi.faultlog import GAP_MIN_S, KIND_GAP, FaultLog, FaultRecord, Heartbeat
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
 from npmpi.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
 from npmpi.runfile import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
 from npmpi.runformat import FABRIC_GROUP, OPEN_EPOCH, power_group
+from npmpi.safetext import printable
 
 COMMAND_POLL_S = 0.01
+# A power rank that has not answered rank 0 for this long (at least LOST_AFTER_MIN_S, else this many
+# times the span after which its silence is first reported) is given up on: rank 0 goes on without
+# its node's power, recorded as a gap to the end, and ends the job with MPI_Abort once the file is
+# closed (a stopped process never reaches MPI_Finalize, where the others would wait for it).
+LOST_AFTER_MIN_S = 10.0
+LOST_AFTER_PATIENCES = 5
+LOST_AFTER_MAX_S = 600.0  # however slow the meters (a --sample-interval of an hour)
+LOST_FAULT_ID = 2**31 - 1  # the fault row of a lost power rank's gap, updated in place to the end
 REOPEN_AFTER_S = 2.0
 STALL_INTERVALS = 5
 METERS_ENV = "NPMPI_METERS"
@@ -79,7 +89,7 @@ class ChannelSampler(threading.Thread):
             new = self._faults.record(message, time.time())
         if new:
             print(
-                f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}",
+                printable(f"npmpi: meter {self.meter.spec.text} on {self.node_label}: {message}"),
                 file=sys.stderr,
                 flush=True,
             )
@@ -273,6 +283,8 @@ class PowerCollector:
         self._fault_counts: dict[tuple[int | str, int, int], int] = {}  # count so far of each sampler's fault
         self.writer = None
         self.kept: dict[tuple[int, int], list] = {}
+        self.lost: dict[int, tuple[float, str]] = {}  # power rank given up on -> (since, why)
+        self._offsets: dict[int, ClockOffset] = {}  # each power rank's last measured clock offset
         self.heartbeats = {
             (node, j): Heartbeat(
                 float(ch.get("sample_interval_s") or 1.0),
@@ -298,11 +310,18 @@ class PowerCollector:
         self.comm.Send(self.ctrl, rank, CTRL_TAG)
 
     def clock_offsets(self, exchanges: int = 32) -> list[ClockOffset]:
-        """Each node's power-rank clock minus rank 0's clock."""
+        """Each node's power-rank clock minus rank 0's clock (a lost rank's: its last measured one)."""
         out = []
-        for rank in self.power_ranks:
-            self._command(rank, CMD_CLOCK, exchanges)
-            out.append(measure_offset(self.comm, rank, exchanges))
+        for node, rank in enumerate(self.power_ranks):
+            if rank not in self.lost:
+                self._command(rank, CMD_CLOCK, exchanges)
+                offset = measure_offset(self.comm, rank, exchanges, self.lost_after_s(node))
+                if offset is None:
+                    self.give_up(node, rank, self.lost_after_s(node))
+                else:
+                    self._offsets[rank] = offset
+            nan = math.nan  # never measured: its node's times cannot be put on rank 0's clock
+            out.append(self._offsets.get(rank, ClockOffset(nan, nan, nan, time.time())))
         return out
 
     def collect(self, next_gap_s: float = 0.0) -> int:
@@ -311,10 +330,13 @@ class PowerCollector:
         `next_gap_s` is how long the next message size is expected to take (its trials).
         """
         for rank in self.power_ranks:
-            self._command(rank, CMD_FLUSH, int(max(next_gap_s, 0.0) * 1000))
+            if rank not in self.lost:
+                self._command(rank, CMD_FLUSH, int(max(next_gap_s, 0.0) * 1000))
         added = 0
         for node, rank in enumerate(self.power_ranks):
-            batch = self._receive(node, rank)
+            batch = self._receive(node, rank) if rank not in self.lost else None
+            if batch is None:
+                batch = self._lost_batch(node, rank)
             for index, (samples, faults, ticks, counters) in enumerate(batch):
                 group, channel = self._route(node, index)
                 faults = faults + self._gaps(group, channel, ticks)
@@ -343,10 +365,10 @@ class PowerCollector:
         """A power rank's batch; says so on stderr if it does not answer within a few sample intervals.
 
         Rank 0 still waits (between sizes: the pair idles, nothing is timed); the span the power rank
-        did not sample is recorded from its heartbeat when it answers (see _gaps).
+        did not sample is recorded from its heartbeat when it answers (see _gaps). After
+        `lost_after_s` it gives the rank up (None: see give_up).
         """
-        mine = (node, FABRIC_GROUP) if self.fabric is not None and node == self.fabric[0] else (node,)
-        beats = [b for (n, _), b in self.heartbeats.items() if n in mine]
+        beats = [b for (n, _), b in self.heartbeats.items() if n in self._mine(node)]
         patience_s = max((b.threshold_s for b in beats), default=GAP_MIN_S)
         start = time.monotonic()
         warned = False
@@ -354,11 +376,15 @@ class PowerCollector:
         while not self.comm.Iprobe(source=rank, tag=POWER_DATA_TAG):
             time.sleep(pause)  # not a blocking receive: it would spin a core for as long as this lasts
             pause = min(2 * pause, COMMAND_POLL_S)
+            if time.monotonic() - start > self.lost_after_s(node):
+                self.give_up(node, rank, time.monotonic() - start)
+                return None
             if not warned and time.monotonic() - start > patience_s:
                 warned = True
                 print(
                     f"npmpi: the power rank of node {node} (rank {rank}) has not answered for "
-                    f"{time.monotonic() - start:.1f} s (stopped or hung?): the sweep waits for it",
+                    f"{time.monotonic() - start:.1f} s (stopped or hung?): the sweep waits for it, at "
+                    f"most {self.lost_after_s(node):.0f} s",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -371,6 +397,50 @@ class PowerCollector:
                 flush=True,
             )
         return batch
+
+    def _mine(self, node: int) -> tuple:
+        """The heartbeat groups a node's power rank samples: the node's, and the fabric's on its rank."""
+        return (node, FABRIC_GROUP) if self.fabric is not None and node == self.fabric[0] else (node,)
+
+    def lost_after_s(self, node: int) -> float:
+        """How long rank 0 waits for node's power rank before going on without it (bounded)."""
+        beats = [b for (n, _), b in self.heartbeats.items() if n in self._mine(node)]
+        patience_s = max((b.threshold_s for b in beats), default=GAP_MIN_S)
+        return min(max(LOST_AFTER_MIN_S, LOST_AFTER_PATIENCES * patience_s), LOST_AFTER_MAX_S)
+
+    def give_up(self, node: int, rank: int, waited_s: float) -> None:
+        """Go on without a power rank that does not answer: one line now, a gap to the end in the file."""
+        why = (
+            f"the power rank of node {node} (rank {rank}) did not answer for {waited_s:.1f} s (stopped or "
+            "hung): the run went on without its power"
+        )
+        self.lost[rank] = (time.time(), why)
+        print(f"npmpi: {why} (recorded as a gap to the end)", file=sys.stderr, flush=True)
+
+    def _lost_batch(self, node: int, rank: int) -> list:
+        """A lost power rank's batch, made on rank 0: no samples, and for each channel the gap from its
+        last heartbeat to now (one fault row, its end moved on at every collection)."""
+        since, why = self.lost[rank]
+        batch = []
+        for (n, _channel), beat in self.heartbeats.items():
+            if n in self._mine(node):
+                start = beat.last_tick if beat.last_tick is not None else since
+                gap = FaultRecord(start, time.time(), 1, f"{why}: no samples from then to the end", KIND_GAP)
+                gap.fault_id = LOST_FAULT_ID
+                batch.append((_pack([]), [gap], np.zeros(0), {}))
+        return batch
+
+    def lost_message(self) -> str:
+        """What the file's status message and the closing line say of the power ranks given up on."""
+        return "; ".join(why for _since, why in self.lost.values())
+
+    def end_job_if_lost(self, code: int) -> None:
+        """After the file is closed: end the job with MPI_Abort if a power rank was given up on (it
+        would never reach MPI_Finalize, where every other rank would wait for it)."""
+        if self.lost:
+            from npmpi.job import abort
+
+            abort(self.comm, self.lost_message() + "; ending the job without it", code or 1)
 
     def _count_faults(self, node: int | str, channel: int, faults: list[FaultRecord]) -> None:
         """Distinct faults and all their occurrences: a repeat sent again with a grown count is not new."""
@@ -391,7 +461,7 @@ class PowerCollector:
             beat = self.heartbeats[(node, channel)] = Heartbeat(1.0, f"channel {channel} on node {node}")
         gaps = beat.observe(ticks)
         for g in gaps:
-            print(f"npmpi: {g.message}", file=sys.stderr, flush=True)
+            print(printable(f"npmpi: {g.message}"), file=sys.stderr, flush=True)
         return gaps
 
     def baseline(self, seconds: float, stop=None):
@@ -400,6 +470,10 @@ class PowerCollector:
         from npmpi.baseline import run_baseline, settle_s
 
         channels = [*self.channel_attrs, self.fabric[1] if self.fabric else []]
-        window = run_baseline(self.comm, seconds, stop, settle_s([{"channels": c} for c in channels]))
+        patience = {r: self.lost_after_s(n) for n, r in enumerate(self.power_ranks)}
+        settle = settle_s([{"channels": c} for c in channels])
+        window = run_baseline(self.comm, seconds, stop, settle, skip=set(self.lost), patience=patience)
+        for rank in window.silent:
+            self.give_up(self.power_ranks.index(rank), rank, patience[rank])
         self.collect()
         return window

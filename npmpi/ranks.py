@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from npmpi.errors import UsageError
@@ -52,6 +53,8 @@ def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float
     from npmpi.power import METERS_ENV, ChannelSampler, sample_interval_for
 
     node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
+    if os.environ.get("NPMPI_FAULT_RAISE_OPEN"):  # fault injection for the test suite
+        raise RuntimeError(f"fault injected while opening the meters of {node_label}")
     try:
         if not roles.meter_specs:
             raise MeterError(f"{node_label} has no meter: give --meter, or set {METERS_ENV} on every node")

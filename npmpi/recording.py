@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from npmpi.config import DEFAULT_BASELINE_S, Options
-from npmpi.errors import NpmpiError
+from npmpi.errors import NpmpiError, RunFileGone
 from npmpi.fabric import fabric_group_attrs, fabric_info
 from npmpi.job import abort, describe, error_line, say
 from npmpi.kernels import Kernel
@@ -204,6 +204,12 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
         if seconds > 0:
             console.note(f"recording {seconds:g} s of idle power after the sweep")
             store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
+        if collector.lost and outcome.status == "complete":  # a frozen power rank, gone on without
+            outcome.message = collector.lost_message()
+        if stop:  # a stop signal during that baseline: the file says so, though every size was measured
+            outcome.status = "interrupted"
+            outcome.message = f"{stop.name} received during the idle baseline after the sweep"
+            outcome.exit_code = 128 + int(stop.signum or 0)
     fabric = fabric_info(power_nodes)
     store_offsets(writer, collector.clock_offsets(), "end", fabric[0] if fabric else None)
 
@@ -356,6 +362,8 @@ class Recording:
         )
         self.transmitter.release(outcome.exit_code)
         console.summary(outcome, s.output, elapsed, collector)
+        if collector is not None:
+            collector.end_job_if_lost(outcome.exit_code)
         return outcome.exit_code
 
     def _end_after(self, exc: BaseException) -> int:
@@ -371,7 +379,7 @@ class Recording:
         )
         message += self._close_after(exc, status, message)
         kept = ""
-        if self.writer is not None:
+        if self.writer is not None and not isinstance(exc, RunFileGone):  # that one says where they are
             kept = f"; {self.writer.rows} completed sizes are in {self.setup.output}"
         if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
             message = f"internal error, please report: {message}"
@@ -381,7 +389,7 @@ class Recording:
                 released = self.transmitter.release(code)
             except Exception:
                 released = False
-        if released:
+        if released and not (self.collector is not None and self.collector.lost):
             say(error_line(message + kept), sys.stderr)
             return code
         abort(self.setup.comm, message + kept, code)

@@ -7,6 +7,7 @@ the per-size trials of a reflector and of a pair member differ (who starts a tri
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import numpy as np
@@ -33,7 +34,7 @@ IDLE_POLL_S = 0.05
 def _fault_size(name: str) -> int | None:
     """Fault injection for the test suite: NPMPI_FAULT_<NAME>=SIZE acts at that message size."""
     value = os.environ.get(f"NPMPI_FAULT_{name}")
-    return int(value) if value and value.isdigit() else None
+    return int(value) if value and re.fullmatch(r"[0-9]{1,15}", value, re.ASCII) else None
 
 
 def serve_commands(comm, source: int, peer: int, loop: MessageLoop, patterns: Patterns, measure) -> int:

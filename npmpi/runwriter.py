@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi import faultlog
-from npmpi.errors import RunFileWriteError
+from npmpi.errors import RunFileGone, RunFileWriteError
 from npmpi.runformat import (
     BASELINE_COLUMNS,
     CHECKSUM,
@@ -336,11 +336,14 @@ class RunWriter:
             shrink = [(self._handles[name], shape) for name, shape in self._unflushed.items()]
             self._rows = salvage(self._file, self._res, self._error, self._rows, shrink)
         self._close_quietly()
-        from npmpi.outpath import release
+        from npmpi.outpath import published_problem, release
 
+        gone = published_problem(self._res) if self._res.published else None  # after the last write
         release(self._res)
         if self._error is not None:
             raise self._error
+        if gone is not None:
+            raise RunFileGone(gone)
 
     def _close_quietly(self) -> None:
         with contextlib.suppress(Exception):

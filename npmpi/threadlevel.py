@@ -27,14 +27,14 @@ LEVEL_NAMES = {0: SINGLE, 1: FUNNELED, 2: "serialized", 3: "multiple"}  # MPI_TH
 
 def _int(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "").strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if re.fullmatch(r"[0-9]{1,9}", value, re.ASCII) else None  # '²'.isdigit() is True
 
 
 def _slurm_tasks_on_node(spec: str, node: int) -> int | None:
     """Entry `node` of a Slurm tasks-per-node list such as '2(x3),1'."""
     counts: list[int] = []
     for part in spec.split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        m = re.fullmatch(r"\s*([0-9]{1,9})(?:\(x([0-9]{1,9})\))?\s*", part, re.ASCII)
         if not m:
             return None
         counts += [int(m.group(1))] * int(m.group(2) or 1)

@@ -6,7 +6,28 @@ import re
 
 _SIZE_SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # ASCII digits only: int() and \d would also take other scripts' digits (١٠٢٤, full-width ８)
-_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE | re.ASCII)
+_SIZE_RE = re.compile(r"^([0-9]{1,15})([KMGT]?)(I?B)?$", re.IGNORECASE | re.ASCII)
+# The one grammar of a number typed by a user (options, meter specs, environment variables): ASCII
+# digits, an optional minus sign and decimal point; no space, '+', '_', exponent, nan or inf, and
+# at most 15 digits each side of the point (float() takes all of these, and '²' passes isdigit())
+_NUMBER_RE = re.compile(r"-?[0-9]{1,15}(\.[0-9]{1,15})?", re.ASCII)
+_WHOLE_RE = re.compile(r"-?[0-9]{1,15}", re.ASCII)
+NUMBER_GRAMMAR = "a number: ASCII digits (at most 15), optional '-' and '.', no exponent"
+WHOLE_GRAMMAR = "a whole number: ASCII digits (at most 15), optional '-'"
+
+
+def parse_number(text: str) -> float:
+    """A decimal number typed by a user ('0.05', '-1', '443'); ValueError for anything else."""
+    if not isinstance(text, str) or not _NUMBER_RE.fullmatch(text):
+        raise ValueError(f"{text!r} is not {NUMBER_GRAMMAR}")
+    return float(text)
+
+
+def parse_whole(text: str) -> int:
+    """A whole number typed by a user ('3', '-1'); ValueError for anything else."""
+    if not isinstance(text, str) or not _WHOLE_RE.fullmatch(text):
+        raise ValueError(f"{text!r} is not {WHOLE_GRAMMAR}")
+    return int(text)
 
 
 def parse_size_bytes(text: str) -> int:

@@ -37,6 +37,9 @@ def write_error(path: Path, what: str, exc: BaseException) -> RunFileWriteError:
 
 # disk space a run holds back from start-up (npmpi/outpath.py), given back to close the file when full
 RESERVED_BYTES = 256 * 1024
+# what a run or map file's first writes need beyond that (its groups, the power groups, the first
+# flush's metadata): checked at start-up, so that a file system too small to begin is a usage error
+START_ROOM_BYTES = 128 * 1024
 # room a flush needs besides its data: HDF5's metadata (object headers, chunk indexes) per dataset
 METADATA_BYTES = 64 * 1024
 METADATA_BYTES_PER_DATASET = 4096

@@ -142,7 +142,7 @@ def _usage(argv) -> str:
 def test_fabric_option_errors():
     assert _usage(["--fabric-rank", "2"]).startswith("--fabric-rank 2 only applies with --fabric-meter")
     assert _usage(["--fabric-meter", "nosuch"]).startswith("--fabric-meter nosuch: unknown meter 'nosuch'")
-    assert "--fabric-meter estimate:bogus=1: unknown parameter" in _usage(
+    assert "--fabric-meter estimate: unknown parameter 'bogus'" in _usage(
         ["--fabric-meter", "estimate:bogus=1"]
     )
     assert _usage(["--fabric-meter", "estimate", "--fabric-rank", "-1"]).startswith("--fabric-rank -1: give")

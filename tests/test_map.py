@@ -58,12 +58,13 @@ def test_options_defaults_and_one_line_refusals():
     m = parse_map_options([])
     assert m.sizes_bytes == DEFAULT_MAP_SIZES == (1, 65536, 4194304)
     assert m.schedule == "rounds" and not m.per_rank and m.run.trials == 7
-    q = parse_map_options(["--quick", "--sizes", "4M,1,64K,1", "--schedule", "serial", "--per-rank"])
+    q = parse_map_options(["--quick", "--sizes", "4M,1,64K", "--schedule", "serial", "--per-rank"])
     assert q.sizes_bytes == (1, 65536, 4 << 20) and q.run.trials == 3 and q.run.target_time_s == 0.004
     assert q.schedule == "serial" and q.per_rank
     for argv, words in (
         (["--sizes", "1,x"], "invalid sizes"),
         (["--sizes", "0"], "outside 1 B"),
+        (["--sizes", "4M,1,64K,1"], r"1 \(1 B\) is given more than once"),
         (["--schedule", "ring"], "unknown schedule"),
         (["--kernel", "fortran"], "unknown kernel"),
         (["--trials", "0"], "--trials 0"),

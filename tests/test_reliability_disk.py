@@ -155,6 +155,32 @@ def test_too_little_space_to_start_is_a_usage_error(tmpfs):
     assert [p.name for p in tmpfs.iterdir()] == ["filler"]
 
 
+def test_a_file_system_too_small_for_the_file_is_refused_at_start(tmpfs):
+    """Issue 28, item 11: 300 KiB free held the 256 KiB reserve, then the run failed with exit 1."""
+    from types import SimpleNamespace
+
+    from npmpi.agreement import Agreed, prepare_output
+    from npmpi.outpath import release
+
+    fill(tmpfs, 300 * 1024)
+    opts = SimpleNamespace(output=str(tmpfs / "run.h5"), force=False, calibration=None)
+    problem = prepare_output(opts, Agreed())
+    assert problem is not None and "has less than 384 KiB free" in problem, problem
+    assert [p.name for p in tmpfs.iterdir()] == ["filler"]
+    (tmpfs / "filler").unlink()
+    fill(tmpfs, 450 * 1024)  # enough: the run starts
+    agreed = Agreed()
+    assert prepare_output(opts, agreed) is None
+    w = RunWriter(
+        tmpfs / "run.h5", {"kernel": "python"}, {"host": ["h"] * 3}, 3, reservation=agreed.reservation
+    )
+    w.create_power({}, [{"host": "h"}], [[{"kind": "estimate", "label": "estimated"}]])
+    w.append(row(0))
+    w.finish("complete")
+    assert load_run(tmpfs / "run.h5").status == "complete"
+    release(agreed.reservation)
+
+
 # ---------------------------------------------------------------- real runs
 
 QUICK = ["--quick", "-u", "8M", "-p", "0"]

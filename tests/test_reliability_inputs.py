@@ -284,8 +284,11 @@ def test_sizes_accept_ascii_digits_only(text):
 
 
 def test_ascii_sizes_and_counts_still_work():
-    opts = parse_options(["-l", " 2 ", "-u", "8KiB", "-p", "+1", "--trials", "5"])
+    opts = parse_options(["-l", "2", "-u", "8KiB", "-p", "1", "--trials", "5"])
     assert (opts.lower_bytes, opts.upper_bytes, opts.perturbation_bytes, opts.trials) == (2, 8192, 1, 5)
+    for argv in (["-l", " 2 "], ["-p", "+1"], ["--trials", "5 "]):  # one grammar: no space, no '+'
+        with pytest.raises(UsageError):
+            parse_options(argv)
     with pytest.raises(UsageError, match="expected a whole number"):
         parse_options(["--trials", "\u0663"])
 

@@ -190,7 +190,7 @@ def test_signal_marks_the_file_interrupted(tmp_path, sig):
 
 
 def test_sweep_stops_early_when_the_one_way_time_is_too_long(npmpi_run, tmp_path):
-    proc = npmpi_run([*SHORT, "--max-one-way", "1e-9", "-o", "r.h5"])
+    proc = npmpi_run([*SHORT, "--max-one-way", "0.000000001", "-o", "r.h5"])
     assert proc.returncode == 0, proc.stderr
     run = load_run(tmp_path / "r.h5")
     assert run.status == "complete" and len(run.pingpong) == 1

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from npmpi.errors import NpmpiError
+from npmpi.units import NUMBER_GRAMMAR, parse_whole
+from npmpi.units import parse_number as parse_number
 
 LABEL_MEASURED = "measured"  # a real instrument's reading
 LABEL_ESTIMATED = "estimated"  # a model's guess (e.g. from CPU utilisation)
@@ -87,16 +90,18 @@ class MeterSpec:
     params: dict[str, str] = field(default_factory=dict)
     text: str = ""
 
-    def number(self, key: str, default: float) -> float:
-        """A numeric parameter, or MeterError naming the spec."""
+    def number(self, key: str, default: float, lo: float = 0.0, hi: float = 1e9) -> float:
+        """A numeric parameter in [lo, hi] (npmpi.units' one grammar), or MeterError naming the spec."""
         if key not in self.params:
             return default
         try:
-            value = float(self.params[key])
+            value = parse_number(self.params[key])
         except ValueError:
-            raise MeterError(f"--meter {self.text}: {key}={self.params[key]!r} is not a number") from None
-        if not math.isfinite(value):
-            raise MeterError(f"--meter {self.text}: {key} must be finite")
+            raise MeterError(
+                f"--meter {self.text}: {key}={self.params[key]!r} is not {NUMBER_GRAMMAR}"
+            ) from None
+        if not lo <= value <= hi:
+            raise MeterError(f"--meter {self.text}: {key}={self.params[key]} is not from {lo:g} to {hi:g}")
         return value
 
 
@@ -187,7 +192,7 @@ def host_and_port(
 ) -> tuple[str, int]:
     """(host, port) of a network meter's HOST, HOST:PORT or [IPV6]:PORT (`device`: whose address,
     for the error: "the BMC's"); MeterError if absent or malformed."""
-    text = (target or "").strip()
+    text = target or ""  # not stripped: a port of " 1" or "1 " is not a number
     if not text:
         raise MeterError(f"--meter {spec_text}: give {device} address: {kind}:HOST[:PORT]")
     host, port_text = text, ""
@@ -196,9 +201,17 @@ def host_and_port(
         port_text = rest[1:] if rest.startswith(":") else rest
     elif text.count(":") == 1:
         host, _, port_text = text.partition(":")
-    if not host or (port_text and not port_text.isdigit()):
-        raise MeterError(f"--meter {spec_text}: {text!r} is not HOST[:PORT]")
-    port = int(port_text) if port_text else default_port
+    if "@" in text:  # USER[:PASSWORD]@HOST: never shown (a password may follow the user)
+        raise MeterError(
+            f"--meter {kind}: the address holds '@' (a USER:PASSWORD@HOST form?): give HOST[:PORT] only; "
+            "credentials come from the environment or a credentials= file (docs/meters.md, Credentials)"
+        )
+    try:
+        port = parse_whole(port_text) if port_text else default_port
+    except ValueError:
+        port = -1
+    if not host or port == -1:
+        raise MeterError(f"--meter {spec_text}: {text!r} is not HOST[:PORT] (PORT in ASCII digits)")
     if not 0 < port < 65536:
         raise MeterError(f"--meter {spec_text}: port {port} is not between 1 and 65535")
     return host, port
@@ -213,41 +226,67 @@ def known_meters() -> list[str]:
     return sorted(_REGISTRY)
 
 
+_KIND_RE = re.compile(r"[a-z0-9_-]{1,40}", re.ASCII)
+# USER:PASSWORD@HOST or USER@HOST as a spec's positional argument (not a path, which has a '/')
+_USERINFO_RE = re.compile(r"[^/@]*:[^/@]*@|[^/@:]*@[^/]*$")
+
+
 def parse_meter_spec(text: str) -> MeterSpec:
-    """Parse `KIND[:ARG,key=value,...]`; MeterError lists the known kinds for an unknown one."""
+    """Parse `KIND[:ARG,key=value,...]`; MeterError lists the known kinds for an unknown one.
+
+    Until every key is known to be one of the backend's parameters (none of which holds a secret),
+    no message shows the spec: only the kind and a key's name, never a value."""
     raw = text.strip()
     if not raw:
         raise MeterError("--meter is empty: give a meter, e.g. --meter estimate")
-    kind, _, rest = raw.partition(":")
+    kind, _, rest = text.lstrip().partition(":")  # values keep their spaces: ' 1' is not a number
     kind = kind.strip().lower()
-    for item in rest.split(","):
+    if not _KIND_RE.fullmatch(kind):
+        raise MeterError(f"--meter: unknown meter (not shown); known meters: {', '.join(known_meters())}")
+    items = [item for item in rest.split(",") if item.strip()] if rest else []
+    for item in items:
         key, eq, _value = item.partition("=")
         if eq and key.strip().lower() in INLINE_SECRET_KEYS:
             raise inline_secret_error(kind, key.strip())
     if kind not in _REGISTRY:
-        raise MeterError(f"--meter {raw}: unknown meter {kind!r}; known meters: {', '.join(known_meters())}")
+        raise MeterError(f"--meter {kind}: unknown meter {kind!r}; known meters: {', '.join(known_meters())}")
     target = None
     params: dict[str, str] = {}
-    if rest:
-        for item in rest.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            if "=" in item:
-                key, _, value = item.partition("=")
-                params[key.strip()] = value.strip()
-            elif target is None:
-                target = item
-            else:
-                raise MeterError(f"--meter {raw}: more than one positional argument ({target!r}, {item!r})")
     known = known_parameters(kind)
-    unknown = [k for k in params if known is not None and k not in known]
-    if unknown:
-        choices = ", ".join(known) if known else "none"
+    for item in items:
+        if "=" in item:
+            key, _, value = item.partition("=")
+            key = key.strip()
+            if known is not None and key not in known:  # its value is never shown: it may be a secret
+                raise MeterError(
+                    f"--meter {kind}: unknown parameter {key!r} for {kind} (its value is not shown); "
+                    f"known parameters: {', '.join(known) or 'none'}"
+                )
+            params[key] = value
+        elif target is None:
+            target = item
+        else:
+            raise MeterError(f"--meter {kind}: more than one positional argument (values not shown)")
+    if target is not None and _USERINFO_RE.match(target):
         raise MeterError(
-            f"--meter {raw}: unknown parameter {unknown[0]!r} for {kind}; known parameters: {choices}"
+            f"--meter {kind}: the argument looks like USER:PASSWORD@HOST (not shown): give HOST[:PORT] "
+            "only; credentials come from the environment or a credentials= file (docs/meters.md, Credentials)"
         )
     return MeterSpec(kind=kind, target=target, params=params, text=raw)
+
+
+def check_meter_spec(text: str) -> MeterSpec:
+    """Parse a spec and build its backend (no I/O), so that every check of its values, numbers
+    included, is made before any MPI work; a backend that cannot be loaded is left to fail (or be
+    skipped with --meter-optional) when opened."""
+    spec = parse_meter_spec(text)
+    module_name, _, class_name = _REGISTRY[spec.kind].partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        return spec
+    cls(spec)
+    return spec
 
 
 def inline_secret_error(kind: str, key: str) -> MeterError:
@@ -278,6 +317,6 @@ def make_meter(spec: MeterSpec | str) -> Meter:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise MeterError(f"--meter {spec.text}: backend {spec.kind!r} cannot be loaded ({exc})") from None
+        raise MeterError(f"--meter {spec.kind}: backend {spec.kind!r} cannot be loaded ({exc})") from None
     cls = getattr(module, class_name)
     return cls(spec)

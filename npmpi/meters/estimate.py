@@ -43,8 +43,8 @@ class EstimateMeter(Meter):
 
     def __init__(self, spec) -> None:
         super().__init__(spec)
-        self.idle_w = spec.number("idle_w", DEFAULT_IDLE_W)
-        self.max_w = spec.number("max_w", DEFAULT_MAX_W)
+        self.idle_w = spec.number("idle_w", DEFAULT_IDLE_W, hi=1e6)
+        self.max_w = spec.number("max_w", DEFAULT_MAX_W, hi=1e6)
         self.stat_path = spec.params.get("stat", spec.target or "/proc/stat")
         if not 0 <= self.idle_w <= self.max_w:
             raise MeterError(

@@ -74,7 +74,7 @@ class IpmiMeter(Meter):
             raise MeterError(f"--meter {spec.text}: cannot split cmd={cmd!r}: {exc}") from None
         if not self.argv:
             raise MeterError(f"--meter {spec.text}: cmd= is empty")
-        self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S)
+        self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S, hi=60.0)
         self.longest_call_s = self.timeout_s
         if self.timeout_s <= 0:
             raise MeterError(f"--meter {spec.text}: timeout must be positive (seconds)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,8 +62,8 @@ class NvmlMeter(Meter):
 
     def __init__(self, spec: MeterSpec, monotonic: Callable[[], float] = time.monotonic) -> None:
         super().__init__(spec)
-        target = (spec.target or "all").strip().lower()
-        if target != "all" and not target.isdigit():
+        target = (spec.target or "all").lower()
+        if target != "all" and not re.fullmatch(r"[0-9]{1,4}", target, re.ASCII):
             raise MeterError(
                 f"--meter {spec.text}: the GPU must be an index (0, 1, ...) or all, not {target!r}"
             )

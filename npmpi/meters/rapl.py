@@ -145,7 +145,7 @@ class RaplMeter(Meter):
         super().__init__(spec)
         self.root = Path(spec.target or DEFAULT_ROOT)
         self.domains = parse_domains(spec.params.get("domains"), spec.text)
-        self.max_w = spec.number("max_w", DEFAULT_MAX_W)
+        self.max_w = spec.number("max_w", DEFAULT_MAX_W, hi=1e6)
         if self.max_w <= 0:
             raise MeterError(f"--meter {spec.text}: max_w must be positive")
         self._monotonic = monotonic

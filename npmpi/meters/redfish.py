@@ -69,7 +69,7 @@ logging.getLogger("redfish").addHandler(logging.NullHandler())
 def parse_host(target: str | None, spec_text: str) -> tuple[str, int]:
     """(host, port) from HOST, HOST:PORT or [IPV6]:PORT (an https:// before it and a path after it
     are allowed); MeterError if absent or malformed, or for http://: plain HTTP is refused."""
-    text = (target or "").strip()
+    text = target or ""  # no strip: host_and_port refuses spaces, as every number of a spec
     scheme, sep, rest = text.partition("://")
     if sep and scheme.lower() == "http":
         raise MeterError(
@@ -129,7 +129,7 @@ class RedfishMeter(Meter):
     def __init__(self, spec: MeterSpec) -> None:
         super().__init__(spec)
         self.host, self.port = parse_host(spec.target, spec.text)
-        self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S)
+        self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S, hi=60.0)
         if not 0 < self.timeout_s <= 60:
             raise MeterError(f"--meter {spec.text}: timeout must be in (0, 60] seconds")
         self.login_timeout_s = self.timeout_s if "timeout" in spec.params else DEFAULT_LOGIN_TIMEOUT_S

@@ -36,7 +36,7 @@ def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
             run = load_run(path)
         except RunFileError as exc:
             raise MeterError(f"--meter {spec.text}: {exc}") from None
-        node, channel = int(spec.number("node", 0)), int(spec.number("channel", 0))
+        node, channel = int(spec.number("node", 0, hi=1e6)), int(spec.number("channel", 0, hi=1e6))
         try:
             ch = run.power[node].channels[channel]
         except IndexError:
@@ -79,12 +79,13 @@ class ReplayMeter(Meter):
 
     def __init__(self, spec) -> None:
         super().__init__(spec)
-        self.loop = spec.number("loop", 1.0) != 0
+        spec.number("node", 0, hi=1e6), spec.number("channel", 0, hi=1e6)  # checked now, used at open
+        self.loop = spec.number("loop", 1.0, hi=1.0) != 0
         self.scale = spec.number("scale", 1.0)
         self._t = np.zeros(0)
         self._w = np.zeros(0)
         self._start = 0.0
-        self._interval = spec.number("interval", 0.0)
+        self._interval = spec.number("interval", 0.0, hi=3600.0)
 
     def open(self) -> None:
         self._t, self._w = load_trace(self.spec)

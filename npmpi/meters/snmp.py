@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 import time
 import warnings
@@ -266,8 +267,8 @@ class SnmpMeter(Meter):
         if self.version not in ("2c", "3"):
             raise MeterError(f"--meter {spec.text}: version={p['version']!r}: choose 2c or 3")
         self._check_profile_params()
-        self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S)
-        retries = spec.number("retries", DEFAULT_RETRIES)
+        self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S, hi=60.0)
+        retries = spec.number("retries", DEFAULT_RETRIES, hi=10.0)
         if self.timeout_s <= 0 or retries < 0 or retries != int(retries):
             raise MeterError(f"--meter {spec.text}: timeout must be positive and retries a whole number >= 0")
         self.retries = int(retries)
@@ -278,7 +279,7 @@ class SnmpMeter(Meter):
                 f"--meter {spec.text}: timeout × (retries + 1) = {tries_s:g} s: one read must "
                 f"take at most {MAX_CALL_S:g} s, or the sampling loop stalls behind a silent agent"
             )
-        self.max_w = spec.number("max_w", DEFAULT_MAX_W)
+        self.max_w = spec.number("max_w", DEFAULT_MAX_W, hi=1e7)
         if self.max_w <= 0:
             raise MeterError(f"--meter {spec.text}: max_w must be positive (watts)")
         self.auth_protocol = p.get("auth", "SHA").upper()
@@ -308,13 +309,19 @@ class SnmpMeter(Meter):
         if self.version != "3" and ("auth" in p or "priv" in p or "context" in p):
             raise MeterError(f"--meter {text}: auth=, priv= and context= are for version=3")
         for key in ("outlet", "index") if self.profile in ("apc-rpdu2", "raritan-pdu2") else ():
-            if key in p and not p[key].isdigit():
+            if key in p and not re.fullmatch(r"[0-9]{1,9}", p[key], re.ASCII):
                 raise MeterError(f"--meter {text}: {key}={p[key]!r} is not a whole number")
         index = p.get("index", "all")
-        if self.profile == "entity-sensor" and index != "all" and not index.replace("+", "").isdigit():
+        if (
+            self.profile == "entity-sensor"
+            and index != "all"
+            and not re.fullmatch(r"[0-9]{1,9}(\+[0-9]{1,9})*", index, re.ASCII)
+        ):
             raise MeterError(f"--meter {text}: index={index!r}: a sensor's entPhysicalIndex, N+M, or all")
         if self.profile == "generic":
-            if "oid" not in p or not all(x.isdigit() for x in p["oid"].lstrip(".").split(".")):
+            if "oid" not in p or not re.fullmatch(
+                r"[0-9]{1,10}(\.[0-9]{1,10}){1,127}", p["oid"].lstrip("."), re.ASCII
+            ):
                 raise MeterError(
                     f"--meter {text}: oid= must be a numeric OID such as 1.3.6.1.4.1.318.1.1.1.4.2.8.0"
                 )

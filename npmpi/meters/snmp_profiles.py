@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
+from npmpi.units import parse_number, parse_whole
+
 PROFILES = ("apc-rpdu2", "raritan-pdu2", "entity-sensor", "generic")
 SYS_DESCR = "1.3.6.1.2.1.1.1.0"
 
@@ -287,7 +289,7 @@ def _choose_sensors(index: str | None, sensors: dict[str, int], watts_rows: list
 def generic(params: dict[str, str], agent: Agent) -> Plan:
     """Any OID holding an integer: watts = value × scale."""
     oid = params["oid"].lstrip(".")
-    scale = float(params.get("scale", "1"))
+    scale = parse_number(params.get("scale", "1"))
     agent.get([oid])  # refuses an absent OID at open
     return Plan([Term(oid, "oid", multiplier=scale)], abs(scale), f"OID {oid} × {scale:g} W")
 
@@ -306,7 +308,7 @@ def _int_param(params: dict[str, str], key: str, default: int) -> int:
     if text is None:
         return default
     try:
-        value = int(text)
+        value = parse_whole(text)
     except ValueError:
         raise ValueProblem(f"{key}={text!r} is not a whole number") from None
     if value < 0:

@@ -177,10 +177,10 @@ class WattsUpMeter(Meter):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(spec)
-        baud = spec.number("baud", DEFAULT_BAUD)
+        baud = spec.number("baud", DEFAULT_BAUD, hi=4e6)
         if baud <= 0 or baud != int(baud):
             raise MeterError(f"--meter {spec.text}: baud must be a positive whole number (115200 or 19200)")
-        interval = spec.number("interval", 1.0)
+        interval = spec.number("interval", 1.0, hi=3600.0)
         if interval < 1 or interval != int(interval):
             raise MeterError(
                 f"--meter {spec.text}: interval={interval:g} s: the Watts Up? logs every whole "
