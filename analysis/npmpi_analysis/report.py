@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import io
 import json
 import math
@@ -14,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.npout import NETPIPE_MBPS_BIT_S, np_out_line
-from npmpi.safetext import csv_cell, printable_lines
+from npmpi.safetext import csv_cell
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import (
     FLAG_NAMES,
@@ -25,6 +23,7 @@ from npmpi_analysis.compute import (
     shows_message_rate,
 )
 from npmpi_analysis.fabric import fabric_line, part_cells
+from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
 
 NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
 FLAG_TEXT = {
@@ -397,63 +396,8 @@ def np_out_bytes(a: RunAnalysis) -> bytes:
 
 # ---------------------------------------------------------------- HTML
 
-CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}
-th{background:#f3f3f3}td.l,th.l{text-align:left}
-.caveat{color:#b22222;font-weight:bold}.problem{color:#b22222}.notice{color:#8a6d00}
-figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444}
-img{max-width:100%}
-table.summary{max-width:100%}table.summary td{overflow-wrap:anywhere}
-table.summary th{white-space:nowrap;vertical-align:top}
-"""
-
-
-def html_text(x: Any) -> str:
-    """HTML-escaped text, control characters shown escaped (npmpi.safetext) except line breaks."""
-    return html.escape(printable_lines(x), quote=True)
-
-
+_html_table = html_table  # the building blocks live in npmpi_analysis.html_parts
 _e = html_text
-
-
-def figures_html(figures: list[tuple[str, str, bytes, str]]) -> list[str]:
-    """Each (name, caption, png, caveat) as an HTML figure with its image inline."""
-    parts = []
-    for name, caption, png, caveat in figures:
-        data = base64.b64encode(png).decode("ascii")
-        cav = f" <span class=caveat>Power is {_e(caveat)}.</span>" if caveat else ""
-        parts.append(
-            f'<figure id={_e(name)}><img src="data:image/png;base64,{data}" alt="{_e(name)}">'
-            f"<figcaption>{_e(caption)}{cav}</figcaption></figure>"
-        )
-    return parts
-
-
-def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    head = "".join(f"<th{' class=l' if i < left else ''}>{_e(h)}</th>" for i, h in enumerate(headers))
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td{' class=l' if i < left else ''}>{_e(c)}</td>" for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def summary_table_html(text: str) -> str:
-    """The text summary as a two-column table that wraps to the page: each `  figure: value` line a
-    row, lines indented under it rows of their own below it; the first line (label: file) as 'file'."""
-    lines = text.splitlines()
-    rows = [["file", lines[0].split(": ", 1)[-1]]] if lines else []
-    for line in lines[1:]:
-        nested = line.startswith("    ")
-        key, sep, value = line.strip().partition(": ")
-        rows.append(["", line.strip()] if nested or not sep else [key, value])
-    body = "".join(f"<tr><th class=l>{_e(k)}</th><td class=l>{_e(v)}</td></tr>" for k, v in rows)
-    return f"<table class=summary>{body}</table>"
 
 
 def _fault_table(a: RunAnalysis) -> str:
