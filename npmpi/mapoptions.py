@@ -10,7 +10,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
+from npmpi.arguments import (
+    UsageParser,
+    add_meter_option,
+    add_version_option,
+    command_name,
+    count_arg,
+    seconds_arg,
+    version_text,
+)
 from npmpi.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
 from npmpi.config import (
     DEFAULT_TARGET_TIME_S,
@@ -59,7 +67,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 def build_parser() -> UsageParser:
     """The parser of `python -m npmpi map`."""
     p = UsageParser(
-        prog="python -m npmpi map",
+        prog=f"{command_name()} map",
         description=(
             "Measure every pair of nodes (latency and bandwidth at a few message sizes, and with "
             "--meter each node's power) into one HDF5 map file. One rank per node measures "
@@ -70,6 +78,7 @@ def build_parser() -> UsageParser:
         allow_abbrev=False,
     )
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    add_version_option(p)
     p.add_argument(
         "--sizes",
         type=_sizes,
@@ -108,12 +117,23 @@ def build_parser() -> UsageParser:
     )
     p.add_argument("--quick", action="store_true", help="fewer trials, shorter target time")
     p.add_argument("--kernel", default="python", metavar="NAME", help="'python' or 'c' (default: python)")
-    p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help="pingpong, stream or bidir")
     p.add_argument(
-        "--window", type=count_arg, default=None, metavar="N", help="stream mode: messages per window"
+        "--mode",
+        default=MODE_PINGPONG,
+        metavar="MODE",
+        help="pingpong, stream or bidir (default: %(default)s)",
+    )
+    p.add_argument(
+        "--window",
+        type=count_arg,
+        default=None,
+        metavar="N",
+        help=f"stream mode: messages per window (default: {DEFAULT_WINDOW})",
     )
     _add_map_measuring(p)
-    add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
+    add_meter_option(
+        p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md; default: none)"
+    )
     _add_fabric(p)
     add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
     add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
@@ -124,8 +144,16 @@ def build_parser() -> UsageParser:
         metavar="SECONDS",
         help="idle power before and after the map (default: 3 s when a meter is given)",
     )
-    p.add_argument("--calibration", default=None, metavar="FILE", help="meter delays from calibrate")
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="map file to write")
+    p.add_argument(
+        "--calibration", default=None, metavar="FILE", help="meter delays from calibrate (default: none)"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="map file to write (default: runs/npmpi-map-YYYYmmdd-HHMMSS.h5)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite an existing --output file")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     return p
@@ -177,7 +205,8 @@ def _add_fabric(p: UsageParser) -> None:
         default=[],
         metavar="SPEC",
         help="a meter of a device that belongs to no node (a switch, a shared PDU), as for a run; "
-        "repeat for several. Sampled by one power rank, stored under /power/fabric (needs --meter)",
+        "repeat for several. Sampled by one power rank, stored under /power/fabric (needs --meter; "
+        "default: none)",
     )
     p.add_argument(
         "--fabric-rank",
@@ -194,6 +223,8 @@ def parse_map_options(argv: list[str]) -> MapOptions:
     ns = parser.parse_args(argv)
     if ns.help:
         raise HelpRequested(parser.format_help())
+    if ns.version:
+        raise HelpRequested(version_text())
     sizes = _check_sizes(ns.sizes)
     trials, target = _repetition(ns)
     window = _check_mode(ns)
