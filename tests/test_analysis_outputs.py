@@ -242,7 +242,7 @@ def test_html_report_is_self_contained(tmp_path, capsys):
     assert page.startswith("<!DOCTYPE html>")
     assert page.count("<img ") == len(ALL_FIGURES)
     assert page.count('src="data:image/png;base64,') == len(ALL_FIGURES)
-    assert "Summary" in page and "peak bandwidth:" in page and "Test MPI 1.0" in page
+    assert "Summary" in page and "<th class=l>peak bandwidth</th>" in page and "Test MPI 1.0" in page
     assert "Power is ESTIMATED, not measured" in page
     assert "Per message size" in page and "<table>" in page
     assert "http" not in page.replace("http-equiv", "")  # nothing fetched from elsewhere

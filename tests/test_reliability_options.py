@@ -55,7 +55,7 @@ class Case:
 
 CASES = [
     # message sizes
-    Case("lower-zero", ["-l", "0"], "at least 1 byte", default_policy=True),
+    Case("upper-zero", ["-l", "0", "-u", "0"], "at least 1 byte", default_policy=True),
     Case("lower-not-a-size", ["-l", "abc"], "-l/--lower"),
     Case("upper-bad-suffix", ["-u", "1X"], "-u/--upper"),
     Case("upper-negative", ["-u", "-5"], "-u/--upper"),

@@ -79,8 +79,9 @@ def test_repeats_fix_iterations_and_default_name_is_unique(npmpi_run, tmp_path):
         proc = npmpi_run(["-u", "1K", "-p", "0", "--repeats", "17", "--trials", "2", "-q"])
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == ""
-    files = sorted(tmp_path.glob("npmpi-*.h5"))
-    assert len(files) == 2
+    files = sorted((tmp_path / "runs").glob("npmpi-*.h5"))
+    assert len(files) == 2 and not list(tmp_path.glob("*.h5"))
+    assert (tmp_path / "runs" / ".gitignore").read_text().splitlines()[-1] == "*"  # runs/ ignored by git
     assert set(load_run(files[0]).pingpong.iterations.tolist()) == {17}
 
 

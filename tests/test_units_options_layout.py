@@ -88,7 +88,7 @@ def test_help_and_version_are_not_errors():
 
 
 BAD = [
-    (["-l", "0"], "at least 1 byte"),
+    (["-l", "0", "-u", "0"], "at least 1 byte"),
     (["-l", "2K", "-u", "1K"], "below --lower"),
     (["-u", "abc"], "invalid size"),
     (["-l", "-5"], "invalid size"),

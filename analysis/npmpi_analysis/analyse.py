@@ -270,6 +270,7 @@ def _add_power_figures(out: dict[str, Any], a: RunAnalysis) -> float:
         out["dynamic_not_above_idle_at_min"] = low
         out["dynamic_energy_bound_pj_bit_at_min"] = _f(a.dynamic_bound_pj_bit[k]) if low else None
     out["correlation_bandwidth_energy_rate"] = _f(a.correlation)
+    out["power_constant"] = compute.power_constant(pw.job_w, pw.job_sigma_w)
     out["idle_power_w"] = _f(pw.idle_w)
     out["idle_power_sigma_w"] = _f(pw.idle_sigma_w)
     out["active_power_w"] = _f(pw.active_w)
@@ -353,6 +354,8 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
     bw = a.bw
     rows = []
     flags = a.flag_names()
+    lat_avg, lat_max = compute.latency_spread_s(bw)
+    msg_rate = compute.message_rate_per_s(bw, compute.run_mode_factors(a.attrs)[0])
     for k in range(a.sizes):
         row: dict[str, Any] = {
             "run": a.label,
@@ -363,6 +366,10 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
             "trial_mean_s": float(bw.trial_mean_s[k]),
             "trial_sigma_s": float(bw.trial_sigma_s[k]),
             "one_way_s": float(bw.one_way_s[k]),
+            "latency_min_s": float(bw.one_way_s[k]),
+            "latency_avg_s": float(lat_avg[k]),
+            "latency_max_s": float(lat_max[k]),
+            "message_rate_per_s": float(msg_rate[k]),
             "bandwidth_peak_bit_s": float(bw.peak_bit_s[k]),
             "bandwidth_mean_bit_s": float(bw.mean_bit_s[k]),
             "bandwidth_sigma_bit_s": float(bw.sigma_bit_s[k]),
@@ -436,7 +443,8 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Key figures of every run and their ratio to the first run's (None where undefined)."""
     rows = []
     for name, key, unit, scale in KEY_FIGURES:
-        values = [s.get(key) for s in summaries]
+        # a correlation of constant power with the bandwidth is ~1 by construction: not shown
+        values = [None if key in NO_RATIO and s.get("power_constant") else s.get(key) for s in summaries]
         if all(v is None for v in values):
             continue
         ref = values[0]

@@ -49,24 +49,49 @@ def build_parser() -> argparse.ArgumentParser:
         "nodes; several maps are compared with the first (npmpi-analyze before.h5 after.h5). "
         "Outputs are never overwritten without --force.",
     )
+    from npmpi import __version__
+
+    p.add_argument("--version", action="version", version=f"{PROG} (npmpi) {__version__}")
     p.add_argument(
         "runs", nargs="+", type=Path, metavar="RUN.h5", help="run file(s) or cluster map(s) written by npmpi"
     )
-    p.add_argument("--csv", type=Path, metavar="FILE", help="write every per-size figure as CSV")
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the summary and per-size figures as JSON")
+    p.add_argument(
+        "--csv", type=Path, metavar="FILE", help="write every per-size figure as CSV (default: none)"
+    )
+    p.add_argument(
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="write the summary and per-size figures as JSON (default: none)",
+    )
     p.add_argument(
         "--np-out",
         type=Path,
         metavar="FILE",
         help="write NetPIPE's np.out (bytes, Mbps = bits/2^20/s, one-way seconds); with several runs, "
-        "one file per run, the run's label added to the name (np.out -> np-LABEL.out)",
+        "one file per run, the run's label added to the name (np.out -> np-LABEL.out; default: none)",
     )
-    p.add_argument("--plots", type=Path, metavar="DIR", help="write the figures into DIR (created if needed)")
+    p.add_argument(
+        "--compare-csv",
+        type=Path,
+        metavar="FILE",
+        help="with several runs: one row per message size they all measured, each run's latency and "
+        "bandwidth and its ratio to the first run's (default: none)",
+    )
+    p.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        help="write the figures into DIR (created if needed; default: none)",
+    )
     p.add_argument(
         "--format", choices=FORMATS, default="png", help="file format of --plots figures (default: png)"
     )
     p.add_argument(
-        "--report", type=Path, metavar="FILE.html", help="write one self-contained HTML page with everything"
+        "--report",
+        type=Path,
+        metavar="FILE.html",
+        help="write one self-contained HTML page with everything (default: none)",
     )
     p.add_argument(
         "--meter-delay",
@@ -178,7 +203,9 @@ def _main(argv: list[str] | None) -> int:
     _safe_streams()
     taken: set[str] = set()
     labels = [run_label(p.name, taken) for p in args.runs]
-    files = [f for f in (args.csv, args.json, args.report) if f is not None]
+    if args.compare_csv is not None and len(args.runs) < 2:
+        raise UsageError("--compare-csv compares several runs: give two run files or more")
+    files = [f for f in (args.csv, args.json, args.compare_csv, args.report) if f is not None]
     np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
     outputs = files + np_out
     resolved = [_real(p) for p in outputs]
@@ -276,7 +303,11 @@ def _print_text(analyses) -> None:
         _say(report.summary_text(a))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:
+        from npmpi_analysis.size_comparison import comparison_cells
+
         _say(report.comparison_text(analyses))
+        _say("\nper message size (sizes every run measured; ratios to the first run):")
+        _say(report.render_table(*comparison_cells(analyses)))
 
 
 def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic) -> None:
@@ -294,6 +325,11 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
     if args.json:
         write_atomic(args.json, report.json_bytes(analyses), args.force)
         written.append(str(args.json))
+    if args.compare_csv and len(analyses) > 1:
+        from npmpi_analysis.size_comparison import comparison_csv_bytes
+
+        write_atomic(args.compare_csv, comparison_csv_bytes(analyses), args.force)
+        written.append(str(args.compare_csv))
     if np_out:
         by_label = {a.label: a for a in analyses}
         for label, path in zip(labels, np_out, strict=True):

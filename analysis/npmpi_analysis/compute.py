@@ -35,6 +35,7 @@ class Bandwidth:
     min_bit_s: np.ndarray  # slowest trial
     max_bit_s: np.ndarray  # fastest trial (= peak)
     trial_bit_s: np.ndarray  # [n, trials] every trial's bandwidth, NaN where it did not run
+    worst_s: np.ndarray | None = None  # the slowest trial (None: as the best)
 
 
 PINGPONG_FACTORS = (2, 2)  # what files before format 1.2 (ping-pong only) imply
@@ -180,7 +181,31 @@ def bandwidth(
         min_bit_s=bits / worst,
         max_bit_s=bits / best,
         trial_bit_s=per_trial,
+        worst_s=worst,
     )
+
+
+def latency_spread_s(bw: Bandwidth) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, largest) one-way time per size: the mean and the slowest trial's time / (D i), OSU's
+    average and maximum latency beside NetPIPE's best (one_way_s); NaN where no trial ran."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_second = bw.one_way_s / bw.best_s  # 1 / (D i)
+        worst = bw.worst_s if bw.worst_s is not None else bw.best_s
+        return bw.trial_mean_s * per_second, worst * per_second
+
+
+def shows_message_rate(attrs: dict) -> bool:
+    """Whether the table shows messages per second: a stream (osu_mbw_mr's figure) or several pairs."""
+    pairs = attrs.get("pairs", 1)
+    mode = MODE_TABLE.get(str(attrs.get("mode", "")))
+    return bool(mode and mode.windowed) or (isinstance(pairs, (int, np.integer)) and pairs > 1)
+
+
+def message_rate_per_s(bw: Bandwidth, messages_per_iteration: int) -> np.ndarray:
+    """Messages per second in the best trial, osu_mbw_mr's figure: F i / t (F: the mode's bytes per
+    iteration factor, the messages of all pairs per iteration)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(messages_per_iteration) * bw.iterations / bw.best_s
 
 
 @dataclass
@@ -240,6 +265,20 @@ def correlation(x: np.ndarray, y: np.ndarray) -> float:
     with np.errstate(all="ignore"):
         c = float(np.corrcoef(x[ok], y[ok])[0, 1])
     return c if math.isfinite(c) else float("nan")
+
+
+def power_constant(power_w: np.ndarray, sigma_w: np.ndarray) -> bool:
+    """Whether the power hardly changed over the sizes (its spread no larger than a size's typical
+    σ_p): the energy rate is then the bandwidth over a constant and their correlation is ~1 by
+    construction, not a finding (e.g. an estimate at full CPU load)."""
+    p, s = np.asarray(power_w, dtype=float), np.asarray(sigma_w, dtype=float)
+    ok = np.isfinite(p)
+    if ok.sum() < 2:
+        return False
+    typical = (
+        float(np.nanmedian(np.where(np.isfinite(s[ok]), s[ok], np.nan))) if np.isfinite(s[ok]).any() else 0.0
+    )
+    return float(np.std(p[ok])) <= typical
 
 
 def scaled(x: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ def check_usage(args, kinds: list[bool]) -> None:
             f"{', '.join(maps)} {'is a map' if len(maps) == 1 else 'are maps'} and {', '.join(runs)} not: "
             "analyse cluster maps and sweep runs separately"
         )
+    if args.compare_csv is not None:
+        raise UsageError("--compare-csv compares sweep runs size by size; two maps are compared as they are")
     if args.np_out is not None:
         raise UsageError(
             "--np-out is NetPIPE's output of a sweep: a cluster map has none (use --csv or --json)"

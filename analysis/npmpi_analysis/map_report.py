@@ -14,8 +14,8 @@ from npmpi.core.modes import MODE_TABLE
 from npmpi.core.safetext import csv_cell
 from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
+from npmpi_analysis.html_parts import figures_html, html_text
 from npmpi_analysis.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
-from npmpi_analysis.report import figures_html, html_text
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
 HTML_MATRIX_MAX = 64
@@ -404,6 +404,7 @@ table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:.15em .4em;text-align:right}th{background:#f3f3f3}
 .caveat{color:#b22222;font-weight:bold}.problem{color:#b22222}
 figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444}img{max-width:100%}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
 

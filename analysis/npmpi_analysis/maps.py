@@ -268,7 +268,7 @@ def shared_host_notice(hosts: list[str]) -> list[str]:
     return [
         f"{most} mapped ranks share a host ({', '.join(crowded[:4])}{', ...' if len(crowded) > 4 else ''}): "
         "the pairs of a round there run at once on the same cores, memory and shared-memory transport, "
-        "so a slow 'link' or 'node' named below can be contention between those pairs, not the network; "
+        "so a slow 'link' or 'node' this map names can be contention between those pairs, not the network; "
         "map one rank per node (without --per-rank) to measure links"
     ]
 

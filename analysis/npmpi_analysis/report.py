@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import io
 import json
 import math
@@ -14,10 +12,19 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.modes import MODE_TABLE
-from npmpi.core.safetext import csv_cell, printable_lines
+from npmpi.core.npout import NETPIPE_MBPS_BIT_S, np_out_line
+from npmpi.core.safetext import csv_cell
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
-from npmpi_analysis.compute import FLAG_NAMES, mode_label
+from npmpi_analysis.compute import (
+    FLAG_NAMES,
+    latency_spread_s,
+    message_rate_per_s,
+    mode_label,
+    run_mode_factors,
+    shows_message_rate,
+)
 from npmpi_analysis.fabric import fabric_line, part_cells
+from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
 
 NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
 FLAG_TEXT = {
@@ -58,7 +65,10 @@ def render_table(headers: list[str], rows: list[list[str]], left: int = 0) -> st
 def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells of the per-size table (bandwidth, latency, and power when measured)."""
     bw = a.bw
-    headers = ["bytes", "iters", "best Gbit/s", f"mean Gbit/s {pm} σ", f"latency {micro}"]
+    lat_avg, lat_max = latency_spread_s(bw)
+    rate = message_rate_per_s(bw, run_mode_factors(a.attrs)[0]) if shows_message_rate(a.attrs) else None
+    headers = ["bytes", "iters", "best Gbit/s", f"mean Gbit/s {pm} σ"]
+    headers += [f"latency {micro}", f"avg {micro}", f"max {micro}"] + (["msg/s"] if rate is not None else [])
     if a.power is not None:
         headers += [f"power W {pm} σ", f"Mbit/J {pm} σ", f"pJ/bit {pm} σ", f"dyn pJ/bit {pm} σ", "flag"]
     flags = a.flag_names()
@@ -70,6 +80,9 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
             _g(bw.peak_bit_s[k] / 1e9),
             _pm(bw.mean_bit_s[k] / 1e9, bw.sigma_bit_s[k] / 1e9, pm),
             _g(bw.one_way_s[k] * 1e6),
+            _g(lat_avg[k] * 1e6),
+            _g(lat_max[k] * 1e6),
+            *([_g(rate[k])] if rate is not None else []),
         ]
         if a.power is not None:
             row += [
@@ -165,11 +178,15 @@ def _power_lines(s: dict, out: list[str], pm: str) -> None:
         where = f"{s['min_energy_size_bytes']} B{_flag_note(s.get('min_energy_flag'), only)}"
         out.append(f"  least energy per bit: {least} pJ/bit at {where}{_dynamic_note(s, pm)}")
     corr = s["correlation_bandwidth_energy_rate"]
-    out.append(
-        f"  correlation bandwidth vs energy rate: {_g(corr, 6)} (numpy.corrcoef over the sizes)"
-        if corr is not None
-        else "  correlation bandwidth vs energy rate: undefined (fewer than 2 sizes with power)"
-    )
+    if corr is None:
+        out.append("  correlation bandwidth vs energy rate: undefined (fewer than 2 sizes with power)")
+    elif s.get("power_constant"):
+        out.append(
+            f"  correlation bandwidth vs energy rate: {_g(corr, 4)}, which says nothing here: the power "
+            "was constant within its σ_p, so the energy rate is the bandwidth over a constant"
+        )
+    else:
+        out.append(f"  correlation bandwidth vs energy rate: {_g(corr, 6)} (numpy.corrcoef over the sizes)")
     idle = _pm(s["idle_power_w"], _nan(s["idle_power_sigma_w"]), pm)
     active = _pm(s["active_power_w"], _nan(s["active_power_sigma_w"]), pm)
     out.append(f"  all nodes: idle {idle} W, active {active} W")
@@ -359,7 +376,7 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
     return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
 
 
-NP_OUT_MBPS_BIT_S = 1024.0 * 1024.0  # NetPIPE 3.7's Mbps: 2^20 bit/s
+NP_OUT_MBPS_BIT_S = NETPIPE_MBPS_BIT_S  # NetPIPE 3.7's Mbps: 2^20 bit/s (npmpi.core.npout)
 
 
 def np_out_bytes(a: RunAnalysis) -> bytes:
@@ -375,54 +392,14 @@ def np_out_bytes(a: RunAnalysis) -> bytes:
     lines = []
     for size, t, bit_s in zip(a.bw.size_bytes, a.bw.one_way_s, a.bw.peak_bit_s, strict=True):
         if math.isfinite(t) and t > 0 and math.isfinite(bit_s):
-            lines.append(f"{int(size) * doubled:8d} {float(bit_s) / NP_OUT_MBPS_BIT_S:f} {float(t):12.8f}\n")
+            lines.append(np_out_line(int(size), float(bit_s), float(t), doubled == 2))
     return "".join(lines).encode()
 
 
 # ---------------------------------------------------------------- HTML
 
-CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}
-th{background:#f3f3f3}td.l,th.l{text-align:left}
-.caveat{color:#b22222;font-weight:bold}.problem{color:#b22222}.notice{color:#8a6d00}
-figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444}
-img{max-width:100%}
-"""
-
-
-def html_text(x: Any) -> str:
-    """HTML-escaped text, control characters shown escaped (npmpi.core.safetext) except line breaks."""
-    return html.escape(printable_lines(x), quote=True)
-
-
+_html_table = html_table  # the building blocks live in npmpi_analysis.html_parts
 _e = html_text
-
-
-def figures_html(figures: list[tuple[str, str, bytes, str]]) -> list[str]:
-    """Each (name, caption, png, caveat) as an HTML figure with its image inline."""
-    parts = []
-    for name, caption, png, caveat in figures:
-        data = base64.b64encode(png).decode("ascii")
-        cav = f" <span class=caveat>Power is {_e(caveat)}.</span>" if caveat else ""
-        parts.append(
-            f'<figure id={_e(name)}><img src="data:image/png;base64,{data}" alt="{_e(name)}">'
-            f"<figcaption>{_e(caption)}{cav}</figcaption></figure>"
-        )
-    return parts
-
-
-def _html_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    head = "".join(f"<th{' class=l' if i < left else ''}>{_e(h)}</th>" for i, h in enumerate(headers))
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td{' class=l' if i < left else ''}>{_e(c)}</td>" for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _fault_table(a: RunAnalysis) -> str:
@@ -454,10 +431,11 @@ def html_report(
         parts.append(f"<p class=problem>problem: {_e(p)}</p>")
     parts.append("<h2>Summary</h2>")
     for a in analyses:
-        parts.append(f"<h3>{_e(a.label)}</h3>")
+        if len(analyses) > 1:  # one run: its label is the page's title already
+            parts.append(f"<h3>{_e(a.label)}</h3>")
         if a.caveat:
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
-        parts.append(f"<pre>{_e(summary_text(a))}</pre>")
+        parts.append(summary_table_html(summary_text(a)))
         parts.append(_fault_table(a))
         if a.summary().get("energy_parts"):
             parts.append(
@@ -479,6 +457,10 @@ def html_report(
                 ],
             )
         )
+        from npmpi_analysis.size_comparison import comparison_cells
+
+        parts.append("<h3>Per message size (sizes every run measured)</h3>")
+        parts.append(_html_table(*comparison_cells(analyses), left=0))
     if figures:
         parts.append("<h2>Figures</h2>")
     parts += figures_html(figures)

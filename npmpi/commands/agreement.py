@@ -32,19 +32,26 @@ class Agreed:
 
 
 def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
-    """Rank 0: name (`-o`, else npmpi-PREFIXSTAMP.h5), reserve and lock the output file and read
+    """Rank 0: name (`-o`, else runs/npmpi-PREFIXSTAMP.h5), reserve and lock the output file and read
     the calibration file; the problem, if any."""
     from npmpi.commands.options import default_output_name
-    from npmpi.core.outpath import reserve_output
+    from npmpi.core.outpath import default_directory, reserve_output
     from npmpi.runfile.writecheck import RESERVED_BYTES, START_ROOM_BYTES
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    agreed.output = opts.output if opts.output is not None else default_output_name(stem_prefix + stamp)
     try:
+        if opts.output is None:
+            agreed.output = default_output_name(stem_prefix + stamp, default_directory())
+        else:
+            agreed.output = opts.output
         if opts.calibration is not None:
             from npmpi.power.calibration import load_calibration
 
             agreed.calibration = load_calibration(opts.calibration)
+        if getattr(opts, "np_out", None) is not None:
+            from npmpi.core.npout import check_np_out
+
+            check_np_out(opts.np_out, opts.force, agreed.output)
         # disk space held back to close the file properly if the disk fills up during the run
         agreed.reservation = reserve_output(
             agreed.output, opts.force, ballast_bytes=RESERVED_BYTES, room_bytes=START_ROOM_BYTES
@@ -72,8 +79,10 @@ def settle(MPI, comm, opts, agreed: Agreed, problem: str | None, stem_prefix: st
     try:
         collective_check(comm, problem)
     except UsageError:
-        if agreed.reservation is not None:
-            from npmpi.core.outpath import release
+        from npmpi.core.outpath import release, remove_default_directory_if_unused
 
+        if agreed.reservation is not None:
             release(agreed.reservation)
+        if comm.Get_rank() == 0 and opts.output is None:
+            remove_default_directory_if_unused()
         raise

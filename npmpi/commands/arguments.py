@@ -26,12 +26,53 @@ from npmpi.core.units import parse_number, parse_size_bytes, parse_whole
 from npmpi.meters.base import kinds_text
 from npmpi.sweep.kernels import KERNEL_NOTES
 
+# What `--help` lists after the options: the subcommands, given first on the command line.
+SUBCOMMANDS = (
+    ("map", "measure every pair of nodes: latency, bandwidth, energy per bit per link"),
+    ("calibrate", "measure each meter's reporting delay, for --calibration"),
+    ("meters", "which power meters work on this node and why not (no MPI needed)"),
+)
+
+
+def command_name() -> str:
+    """How the user started npmpi: the installed `npmpi` command, else `python -m npmpi`."""
+    import os
+    import sys
+
+    return "npmpi" if os.path.basename(sys.argv[0] if sys.argv else "") == "npmpi" else "python -m npmpi"
+
+
+class LinesFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but a description or epilog keeps its line breaks: each line is wrapped,
+    except one that starts with spaces (a list), kept as it is."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        fill = super()._fill_text
+        return "\n".join(
+            indent + line if line.startswith(" ") else fill(line, width, indent) for line in text.splitlines()
+        )
+
 
 class UsageParser(argparse.ArgumentParser):
     """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
 
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", LinesFormatter)
+        super().__init__(**kwargs)
+
     def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{message} (see python -m npmpi --help)")
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def add_version_option(p: argparse.ArgumentParser) -> None:
+    """--version: npmpi's version, printed by rank 0 only (npmpi.core.errors.HelpRequested)."""
+    p.add_argument("--version", action="store_true", help="print npmpi's version and exit")
+
+
+def version_text() -> str:
+    from npmpi import __version__
+
+    return f"npmpi {__version__}\n"
 
 
 def one_or_other(items) -> str:
@@ -114,7 +155,8 @@ def _add_size_options(p: argparse.ArgumentParser) -> None:
         type=_size,
         default=DEFAULT_LOWER_BYTES,
         metavar="SIZE",
-        help="smallest message size in bytes (default: %(default)s B)",
+        help="smallest message size in bytes; 0 measures 0-byte messages first (osu_latency's first row), "
+        "then NetPIPE's sizes from 1 B (default: %(default)s B)",
     )
     g.add_argument(
         "-u",
@@ -164,7 +206,8 @@ def _add_repetition_options(p: argparse.ArgumentParser) -> None:
         type=_count,
         default=None,
         metavar="N",
-        help="fixed number of round trips per trial instead of --target-time",
+        help="fixed number of round trips per trial instead of --target-time (default: none, "
+        "NetPIPE's rule from --target-time)",
     )
     g.add_argument(
         "--quick",
@@ -187,7 +230,7 @@ def _add_repetition_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="the former name, still accepted and still a round-trip limit: it sets --max-one-way "
         "to SECONDS/2, so a script that gave it keeps its ping-pong's limit (now tested, as NetPIPE "
-        "does, after each group of sizes n-p, n, n+p)",
+        "does, after each group of sizes n-p, n, n+p; default: --max-one-way's)",
     )
 
 
@@ -296,7 +339,8 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         "--meter",
         "a meter channel of every node, KIND[:TARGET,key=value,...]; repeat for several. "
         f"Kinds: {kinds_text()} (see docs/meters.md; `python -m npmpi meters` shows what works here). "
-        "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node",
+        "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node (default: none, "
+        "no power measured)",
     )
     add_meter_option(
         g,
@@ -326,7 +370,8 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="a meter of a device that belongs to no node (a switch, a PDU feeding several nodes), "
         "same SPEC syntax as --meter; repeat for several. Sampled by one power rank, stored under "
-        "/power/fabric and reported as the fabric's energy per bit (needs --meter: see docs/power.md)",
+        "/power/fabric and reported as the fabric's energy per bit (needs --meter: see docs/power.md; "
+        "default: none)",
     )
     g.add_argument(
         "--fabric-rank",
@@ -340,7 +385,7 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="meter delays measured by `python -m npmpi calibrate` (JSON); stored in the run file "
-        "and applied by npmpi-analyze",
+        "and applied by npmpi-analyze (default: none, delays of 0 s)",
     )
 
 
@@ -352,27 +397,38 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
         "--output",
         default=None,
         metavar="FILE",
-        help="run file to write (default: npmpi-YYYYmmdd-HHMMSS[-jobID].h5 in the current "
-        "directory, never an existing name)",
+        help="run file to write (default: runs/npmpi-YYYYmmdd-HHMMSS[-jobID].h5, never an existing "
+        "name; runs/ is created with a .gitignore)",
     )
-    g.add_argument("--force", action="store_true", help="overwrite an existing --output file")
+    g.add_argument(
+        "--np-out",
+        default=None,
+        metavar="FILE",
+        help="also write NetPIPE's np.out as the run goes, as NPopenmpi does: bytes, Mbps (NetPIPE's "
+        "2^20 bit/s), seconds of one message (default: none; npmpi-analyze --np-out writes it later)",
+    )
+    g.add_argument("--force", action="store_true", help="overwrite an existing --output or --np-out file")
     g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `python -m npmpi`, one function per option group."""
+    prog = command_name()
+    width = max(len(name) for name, _ in SUBCOMMANDS)
     p = UsageParser(
-        prog="python -m npmpi",
+        prog=prog,
         description=(
             "Sweep message sizes with an MPI ping-pong (NetPIPE's method) and write every trial to one "
-            "HDF5 run file. Launch with two or more ranks: mpirun -np 2 python -m npmpi. "
+            f"HDF5 run file. Launch with two or more ranks: mpirun -np 2 {prog}. "
             "Sizes accept suffixes K, M, G (powers of two)."
         ),
+        epilog=f"subcommands ({prog} SUBCOMMAND …, each with its own --help):\n"
+        + "\n".join(f"  {name:<{width}}  {what}" for name, what in SUBCOMMANDS),
         add_help=False,
         allow_abbrev=False,
     )
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    p.add_argument("--version", action="store_true", help="print npmpi's version and exit")
+    add_version_option(p)
     _add_size_options(p)
     _add_repetition_options(p)
     _add_mode_options(p)

@@ -12,6 +12,7 @@ import argparse
 import datetime as _dt
 import json
 import math
+import os
 import sys
 import time
 
@@ -33,10 +34,17 @@ from npmpi.power.delayfit import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.commands.arguments import UsageParser, add_meter_option, count_arg, seconds_arg
+    from npmpi.commands.arguments import (
+        UsageParser,
+        add_meter_option,
+        add_version_option,
+        command_name,
+        count_arg,
+        seconds_arg,
+    )
 
     p = UsageParser(
-        prog="python -m npmpi calibrate",
+        prog=f"{command_name()} calibrate",
         description=(
             "Measure how long each node's meter takes to report the power drawn: the ranks other than "
             "the power ranks run a pseudo-random on/off compute load while the power ranks sample; the "
@@ -47,8 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    add_version_option(p)
     add_meter_option(
-        p, "--meter", "meter channel(s) of every node, as for a run (NPMPI_METERS overrides per node)"
+        p,
+        "--meter",
+        "meter channel(s) of every node, as for a run (NPMPI_METERS overrides per node; default: none)",
     )
     add_meter_option(p, "--meter-optional", "go on without meters that cannot be opened")
     add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's natural period)")
@@ -95,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         default=None,
         metavar="FILE",
-        help="calibration file to write (JSON; default npmpi-calibration-YYYYmmdd-HHMMSS.json)",
+        help="calibration file to write (JSON; default runs/npmpi-calibration-YYYYmmdd-HHMMSS.json)",
     )
     p.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
@@ -110,6 +121,10 @@ def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
     ns = parser.parse_args(argv)
     if ns.help:
         raise HelpRequested(parser.format_help())
+    if ns.version:
+        from npmpi.commands.arguments import version_text
+
+        raise HelpRequested(version_text())
     for text in ns.meter:
         try:
             check_meter_spec(text)
@@ -158,13 +173,19 @@ def main(argv: list[str]) -> int:
     if isinstance(ns, int):
         return ns
 
-    import mpi4py
+    from npmpi.core.job import load_mpi
 
-    mpi4py.rc.thread_level = "funneled"
-    from mpi4py import MPI
+    MPI = load_mpi("funneled")
+    if MPI is None:
+        return 2
 
     from npmpi.core.layout import ROLE_POWER
-    from npmpi.core.outpath import release, reserve_output
+    from npmpi.core.outpath import (
+        default_directory,
+        release,
+        remove_default_directory_if_unused,
+        reserve_output,
+    )
     from npmpi.core.protocol import StopFlag
     from npmpi.power.rank import power_rank_main
     from npmpi.power.ranks import discover_roles, open_power_rank
@@ -190,8 +211,8 @@ def main(argv: list[str]) -> int:
         output = None
         if rank == 0 and problem is None:
             stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-            output = ns.output or f"npmpi-calibration-{stamp}.json"
             try:  # checked by creating its temporary file now, not after the measurement
+                output = ns.output or os.path.join(default_directory(), f"npmpi-calibration-{stamp}.json")
                 output = reserve_output(output, ns.force)
             except UsageError as exc:
                 problem = str(exc)
@@ -201,6 +222,8 @@ def main(argv: list[str]) -> int:
         if rank == 0:
             if output is not None and not isinstance(output, str):
                 release(output)
+            if ns.output is None:
+                remove_default_directory_if_unused()
             say(error_line(str(exc)), sys.stderr)
         return 2
     except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job

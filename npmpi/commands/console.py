@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from npmpi.core.safetext import printable
-from npmpi.core.units import format_size_bytes, mbps_netpipe
+from npmpi.core.units import format_size_iec, mbps_netpipe
 from npmpi.runfile.format import SizeResult
 
 MAX_SHORT_SHOWN = 12  # sizes named in the summary's line on sizes shorter than a meter's interval
@@ -69,8 +69,8 @@ class Console:
             else f"iterations by NetPIPE's rule, run time {opts.target_time_s:g} s per trial"
         )
         self._print(
-            f"sizes: {len(points)} from {format_size_bytes(points[0].size_bytes)}B to "
-            f"{format_size_bytes(points[-1].size_bytes)}B (perturbation {opts.perturbation_bytes}), "
+            f"sizes: {len(points)} from {format_size_iec(points[0].size_bytes)} to "
+            f"{format_size_iec(points[-1].size_bytes)} (perturbation {opts.perturbation_bytes} B), "
             f"{opts.trials} trials each, {reps}"
             + ("; --integrity: every message verified, timings not comparable" if opts.integrity else "")
         )
@@ -80,8 +80,8 @@ class Console:
         )
         self._print(f"output: {output}")
         self._print(
-            f"Mbps = {self.bandwidth_label} in 2^20 bit/s as NetPIPE prints it; usec = one-way time of one "
-            "message in the best trial"
+            f"Mbps = {self.bandwidth_label} in NetPIPE's 2^20 bit/s, as NPopenmpi prints it; usec = "
+            f"{self.latency_label} in the best trial (summary and files: decimal SI, Gbit/s = 10^9 bit/s)"
         )
 
     def note(self, text: str) -> None:

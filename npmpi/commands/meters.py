@@ -18,20 +18,22 @@ from npmpi.core.errors import NpmpiError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.commands.arguments import UsageParser
+    from npmpi.commands.arguments import UsageParser, add_version_option, command_name
 
     parser = UsageParser(
-        prog="python -m npmpi meters",
+        prog=f"{command_name()} meters",
         add_help=False,
         description="Which power meters open on this node, what they measure, and why not (and the fix).",
     )
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    add_version_option(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     parser.add_argument(
         "--auto",
         default="auto",
         metavar="SPEC",
-        help="the --meter auto spec whose trees and addresses to try (e.g. auto:cray_root=DIR); default auto",
+        help="the --meter auto spec whose trees and addresses to try, e.g. auto:cray_root=DIR "
+        "(default: auto)",
     )
     return parser
 
@@ -43,6 +45,10 @@ def parse_meters_options(argv: list[str]) -> argparse.Namespace:
     ns = parser.parse_args(argv)
     if ns.help:
         raise HelpRequested(parser.format_help())
+    if ns.version:
+        from npmpi.commands.arguments import version_text
+
+        raise HelpRequested(version_text())
     return ns
 
 

@@ -46,9 +46,9 @@ def parse_options(argv: list[str]) -> Options:
     if ns.help:
         raise HelpRequested(parser.format_help())
     if ns.version:
-        from npmpi import __version__
+        from npmpi.commands.arguments import version_text
 
-        raise HelpRequested(f"npmpi {__version__}\n")
+        raise HelpRequested(version_text())
     _check_sizes(ns)
     trials, target = _repetition(ns)
     max_one_way = _max_one_way(ns.max_one_way, ns.max_round_trip)
@@ -84,14 +84,19 @@ def parse_options(argv: list[str]) -> Options:
         buffers=ns.buffers,
         huge_pages=ns.huge_pages,
         thread_level=ns.thread_level,
+        np_out=ns.np_out,
         fabric_meters=tuple(ns.fabric_meter),
         fabric_rank=ns.fabric_rank,
     )
 
 
 def _check_sizes(ns: argparse.Namespace) -> None:
-    if ns.lower < 1:
-        raise UsageError(f"--lower {ns.lower}: the smallest message must be at least 1 byte")
+    if ns.lower < 0:
+        raise UsageError(f"--lower {ns.lower}: the smallest message must be 0 bytes or more")
+    if ns.upper < 1:
+        raise UsageError(
+            f"--upper {ns.upper}: the largest message must be at least 1 byte (-l 0 adds 0 bytes)"
+        )
     if ns.upper < ns.lower:
         raise UsageError(
             f"--upper {format_size_bytes(ns.upper)} is below --lower {format_size_bytes(ns.lower)}: "

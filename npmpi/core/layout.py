@@ -58,11 +58,21 @@ class LayoutError(ValueError):
     """Too few ranks for the requested roles; the message says how many are needed."""
 
 
-def compute_layout(node_keys: list[str], hosts: list[str], power: bool) -> Layout:
+def _power_rank(ranks: list[int], threaded: Sequence[bool] | None) -> int:
+    """A node's power rank: its highest rank but 0 that got a thread level for meter threads, else
+    its highest rank (the thread level was asked for before roles were known: threadlevel.py)."""
+    able = [r for r in ranks if r != 0 and threaded is not None and threaded[r]]
+    return able[-1] if able else ranks[-1]
+
+
+def compute_layout(
+    node_keys: list[str], hosts: list[str], power: bool, threaded: Sequence[bool] | None = None
+) -> Layout:
     """Assign roles from each rank's node key (shared-memory domain) and host name.
 
-    Nodes are numbered in order of their lowest rank. With power, each node's highest rank
-    samples its meters. The pair is rank 0 and the lowest free rank on another node when there
+    Nodes are numbered in order of their lowest rank. With power, each node's power rank is the
+    highest rank that got at least MPI_THREAD_FUNNELED (`threaded`, per rank), else its highest
+    rank. The pair is rank 0 and the lowest free rank on another node when there
     is one (so the network is measured), else the lowest free rank on node 0.
     """
     size = len(node_keys)
@@ -78,8 +88,8 @@ def compute_layout(node_keys: list[str], hosts: list[str], power: bool) -> Layou
     power_ranks: list[int] = []
     if power:
         for ranks in nodes:
-            power_ranks.append(ranks[-1])
-            roles[ranks[-1]] = ROLE_POWER
+            power_ranks.append(_power_rank(ranks, threaded))
+            roles[power_ranks[-1]] = ROLE_POWER
         if roles[0] == ROLE_POWER:
             raise LayoutError(
                 "power needs one extra rank per node: node 0 "

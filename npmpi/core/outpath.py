@@ -156,6 +156,36 @@ def _lock_name(directory: Path, name: str, target: Path, what: str) -> tuple[Pat
     raise UsageError(f"{what} {target}: cannot take the lock on its name; try again")
 
 
+DEFAULT_DIRECTORY = "runs"  # where a run or map goes without -o
+IGNORE_ALL = "# run files written by npmpi (its default output directory): not for version control\n*\n"
+
+
+def default_directory() -> str:
+    """runs/ in the current directory, created when missing with a .gitignore that ignores it all."""
+    directory = Path(DEFAULT_DIRECTORY)
+    try:
+        if not directory.is_dir():
+            directory.mkdir()
+            (directory / ".gitignore").write_text(IGNORE_ALL)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot create the default output directory {directory}/ ({_why(exc)}); give -o FILE"
+        ) from None
+    return str(directory)
+
+
+def remove_default_directory_if_unused() -> None:
+    """Undo default_directory when nothing was written there: bad usage leaves no file behind."""
+    directory = Path(DEFAULT_DIRECTORY)
+    ignore = directory / ".gitignore"
+    try:
+        if sorted(p.name for p in directory.iterdir()) == [".gitignore"] and ignore.read_text() == IGNORE_ALL:
+            ignore.unlink()
+            directory.rmdir()
+    except OSError:
+        pass  # not ours, or in use: leave it
+
+
 def reserve_output(
     path: str | os.PathLike, force: bool, what: str = "--output", ballast_bytes: int = 0, room_bytes: int = 0
 ) -> Reservation:

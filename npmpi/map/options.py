@@ -10,7 +10,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.commands.arguments import UsageParser, add_meter_option, count_arg, one_or_other, seconds_arg
+from npmpi.commands.arguments import (
+    UsageParser,
+    add_meter_option,
+    add_version_option,
+    command_name,
+    count_arg,
+    one_or_other,
+    seconds_arg,
+    version_text,
+)
 from npmpi.commands.options import check_fabric, trials_and_target
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
 from npmpi.core.config import (
@@ -56,40 +65,8 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def build_parser() -> UsageParser:
-    """The parser of `python -m npmpi map`."""
-    p = UsageParser(
-        prog="python -m npmpi map",
-        description=(
-            "Measure every pair of nodes (latency and bandwidth at a few message sizes, and with "
-            "--meter each node's power) into one HDF5 map file. One rank per node measures "
-            "(--per-rank: every rank); with --meter each node needs one more rank for its meters. "
-            "Launch e.g.: mpirun -np 8 --map-by node python -m npmpi map."
-        ),
-        add_help=False,
-        allow_abbrev=False,
-    )
-    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    p.add_argument(
-        "--sizes",
-        type=_sizes,
-        default=DEFAULT_MAP_SIZES,
-        metavar="LIST",
-        help="message sizes, comma-separated, suffixes K, M, G (default: 1,64K,4M); the smallest "
-        "gives the latency matrix",
-    )
-    p.add_argument(
-        "--schedule",
-        default=SCHEDULE_ROUNDS,
-        metavar="NAME",
-        help="'rounds': N-1 rounds of disjoint pairs measured at once (N rounds with a bye each "
-        "when N is odd); 'serial': one pair at a time, N(N-1)/2 rounds (default: %(default)s)",
-    )
-    p.add_argument(
-        "--per-rank",
-        action="store_true",
-        help="map every rank (not only one per node): for trying a map on one host",
-    )
+def _add_map_repetition_and_mode(p: UsageParser) -> None:
+    """--trials, --target-time, --quick, --kernel, --mode and --window, as the map words them."""
     p.add_argument(
         "--trials",
         type=count_arg,
@@ -113,12 +90,61 @@ def build_parser() -> UsageParser:
         metavar="NAME",
         help=one_or_other(f"'{k}'" for k in KERNEL_NAMES) + " (default: python)",
     )
-    p.add_argument("--mode", default=MODE_PINGPONG, metavar="MODE", help=one_or_other(MODES))
     p.add_argument(
-        "--window", type=count_arg, default=None, metavar="N", help="stream mode: messages per window"
+        "--mode",
+        default=MODE_PINGPONG,
+        metavar="MODE",
+        help=one_or_other(MODES) + " (default: %(default)s)",
     )
+    p.add_argument(
+        "--window",
+        type=count_arg,
+        default=None,
+        metavar="N",
+        help=f"stream mode: messages per window (default: {DEFAULT_WINDOW})",
+    )
+
+
+def build_parser() -> UsageParser:
+    """The parser of `python -m npmpi map`."""
+    p = UsageParser(
+        prog=f"{command_name()} map",
+        description=(
+            "Measure every pair of nodes (latency and bandwidth at a few message sizes, and with "
+            "--meter each node's power) into one HDF5 map file. One rank per node measures "
+            "(--per-rank: every rank); with --meter each node needs one more rank for its meters. "
+            "Launch e.g.: mpirun -np 8 --map-by node python -m npmpi map."
+        ),
+        add_help=False,
+        allow_abbrev=False,
+    )
+    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    add_version_option(p)
+    p.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=DEFAULT_MAP_SIZES,
+        metavar="LIST",
+        help="message sizes, comma-separated, suffixes K, M, G (default: 1,64K,4M); the smallest "
+        "gives the latency matrix",
+    )
+    p.add_argument(
+        "--schedule",
+        default=SCHEDULE_ROUNDS,
+        metavar="NAME",
+        help="'rounds': N-1 rounds of disjoint pairs measured at once (N rounds with a bye each "
+        "when N is odd); 'serial': one pair at a time, N(N-1)/2 rounds (default: %(default)s)",
+    )
+    p.add_argument(
+        "--per-rank",
+        action="store_true",
+        help="map every rank (not only one per node): for trying a map on one host",
+    )
+    _add_map_repetition_and_mode(p)
     _add_map_measuring(p)
-    add_meter_option(p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md)")
+    add_meter_option(
+        p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md; default: none)"
+    )
     _add_fabric(p)
     add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
     add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
@@ -129,8 +155,16 @@ def build_parser() -> UsageParser:
         metavar="SECONDS",
         help="idle power before and after the map (default: 3 s when a meter is given)",
     )
-    p.add_argument("--calibration", default=None, metavar="FILE", help="meter delays from calibrate")
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="map file to write")
+    p.add_argument(
+        "--calibration", default=None, metavar="FILE", help="meter delays from calibrate (default: none)"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="map file to write (default: runs/npmpi-map-YYYYmmdd-HHMMSS.h5)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite an existing --output file")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     return p
@@ -182,7 +216,8 @@ def _add_fabric(p: UsageParser) -> None:
         default=[],
         metavar="SPEC",
         help="a meter of a device that belongs to no node (a switch, a shared PDU), as for a run; "
-        "repeat for several. Sampled by one power rank, stored under /power/fabric (needs --meter)",
+        "repeat for several. Sampled by one power rank, stored under /power/fabric (needs --meter; "
+        "default: none)",
     )
     p.add_argument(
         "--fabric-rank",
@@ -199,6 +234,8 @@ def parse_map_options(argv: list[str]) -> MapOptions:
     ns = parser.parse_args(argv)
     if ns.help:
         raise HelpRequested(parser.format_help())
+    if ns.version:
+        raise HelpRequested(version_text())
     sizes = _check_sizes(ns.sizes)
     trials, target = _repetition(ns)
     window = _check_mode(ns)

@@ -426,7 +426,7 @@ class PowerCollector:
                 start = beat.last_tick if beat.last_tick is not None else since
                 gap = FaultRecord(start, time.time(), 1, f"{why}: no samples from then to the end", KIND_GAP)
                 gap.fault_id = LOST_FAULT_ID
-                batch.append((_pack([]), [gap], np.zeros(0), {}))
+                batch.append((_pack([], []), [gap], np.zeros(0), {}))
         return batch
 
     def lost_message(self) -> str:

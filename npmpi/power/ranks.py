@@ -27,7 +27,8 @@ class Roles:
 
 
 def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
-    """Group ranks by node and compute the layout; power is on when any node has a meter."""
+    """Group ranks by node and compute the layout; power is on when any node has a meter, and a
+    node's power rank is one that got MPI_THREAD_FUNNELED when one did (npmpi.commands.threadlevel)."""
     from npmpi.power.rank import node_meter_specs
 
     rank = comm.Get_rank()
@@ -36,9 +37,11 @@ def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
     node_key = f"{host}#{node_comm.allreduce(rank, op=MPI.MIN)}"
     node_comm.Free()
     my_specs = node_meter_specs(default_specs)
-    keys, hosts, wants_power = zip(*comm.allgather((node_key, host, bool(my_specs))), strict=True)
+    threaded = MPI.Query_thread() >= MPI.THREAD_FUNNELED
+    gathered = comm.allgather((node_key, host, bool(my_specs), threaded))
+    keys, hosts, wants_power, threaded_ranks = zip(*gathered, strict=True)
     try:
-        layout = compute_layout(list(keys), list(hosts), power=any(wants_power))
+        layout = compute_layout(list(keys), list(hosts), power=any(wants_power), threaded=threaded_ranks)
     except LayoutError as exc:
         raise UsageError(str(exc)) from None
     return Roles(layout=layout, rank=rank, host=host, meter_specs=my_specs)

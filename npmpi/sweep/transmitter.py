@@ -50,8 +50,10 @@ MAX_ITERATIONS = 1_000_000_000
 
 
 def schedule_for(opts: Options) -> list[SizePoint]:
-    from npmpi.core.schedule import netpipe_schedule
+    from npmpi.core.schedule import SizePoint, netpipe_schedule
 
+    if opts.lower_bytes == 0:  # OSU's first row (-l 0): 0 bytes, then NetPIPE's sizes from 1 B
+        return [SizePoint(0, 1), *netpipe_schedule(1, opts.upper_bytes, opts.perturbation_bytes)]
     return netpipe_schedule(opts.lower_bytes, opts.upper_bytes, opts.perturbation_bytes)
 
 

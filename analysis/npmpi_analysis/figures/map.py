@@ -28,6 +28,22 @@ def _figure(n: int):
     return fig, ax
 
 
+def tick_names(names: list[str]) -> tuple[list[str], str]:
+    """The host names without the domain they all share (".cluster.example.org"), and that domain."""
+    parts = [n.split(".", 1) for n in names]
+    domains = {p[1] for p in parts if len(p) == 2}
+    if len(names) < 2 or len(domains) != 1 or any(len(p) < 2 for p in parts):
+        return list(names), ""
+    return [p[0] for p in parts], "." + domains.pop()
+
+
+def _fit_labels(fig, labels: list[str]) -> None:
+    """Margins wide enough for the longest tick label (8 pt: about 0.07 inch a character)."""
+    width, height = fig.get_size_inches()
+    room = 0.3 + 0.07 * max((len(s) for s in labels), default=0)
+    fig.subplots_adjust(left=min(max(0.14, room / width), 0.45), bottom=min(max(0.14, room / height), 0.45))
+
+
 def heatmap(
     name: str,
     x: np.ndarray,
@@ -67,8 +83,12 @@ def heatmap(
     bar.set_label(label if not caveat else f"{label} ({caveat.split(',')[0]})", fontsize=9)
     step = -(-n // MAX_TICK_LABELS)  # every host named up to MAX_TICK_LABELS, then every step-th
     ticks = list(range(0, n, step))
-    ax.set_xticks(ticks, [names[k] for k in ticks], rotation=90, fontsize=8)
-    ax.set_yticks(ticks, [names[k] for k in ticks], fontsize=8)
+    short, domain = tick_names(names)
+    ax.set_xticks(ticks, [short[k] for k in ticks], rotation=90, fontsize=8)
+    ax.set_yticks(ticks, [short[k] for k in ticks], fontsize=8)
+    _fit_labels(fig, [short[k] for k in ticks])
+    if domain:
+        ax.set_xlabel(f"hosts: NAME{domain}", fontsize=8)
     if n <= ANNOTATE_MAX and finite.size:
         _annotate(ax, image, data, ratio)
     for box in boxes or []:  # (i, j): a link, both cells; (i, j, 1): one direction, its own cell

@@ -183,6 +183,11 @@ def plot_power_bandwidth(runs: list[RunAnalysis]) -> Plot | None:
     )
 
 
+def _correlation_says_something(a: RunAnalysis) -> bool:
+    """A correlation worth printing: defined, and the power not constant (compute.power_constant)."""
+    return bool(np.isfinite(a.correlation)) and not compute.power_constant(a.power.job_w, a.power.job_sigma_w)
+
+
 def plot_energy_rate(runs: list[RunAnalysis]) -> Plot | None:
     """Energy rate with the paper's bounds as error bars, and the bandwidth (paper figs 4, 11, 12)."""
     runs = [a for a in runs if a.power is not None]
@@ -198,9 +203,14 @@ def plot_energy_rate(runs: list[RunAnalysis]) -> Plot | None:
         label = _legend_label(a, "energy rate (bounds (b∓σ_b)/(p±σ_p))", several)
         _errorbars(ax, x, r, np.vstack([np.maximum(lo, 0), np.maximum(hi, 0)]), c, label, capsize=1.5)
         _mark_flagged(ax, a, x, r, "black", several)
-        ax2.plot(x, a.bw.mean_bit_s / 1e9, "--", lw=1, color=c, alpha=0.8)
+        # black for one run: in the run's colour it would vanish under the energy rate it tracks
+        bw_color = c if several else "black"
+        ax2.plot(x, a.bw.mean_bit_s / 1e9, "--", lw=1, color=bw_color, alpha=0.8)
+        ax.plot(
+            [], [], "--", lw=1, color=bw_color, label=_legend_label(a, "mean bandwidth (right axis)", several)
+        )
     ax2.set_ylabel("bandwidth, dashed (Gbit/s)")
-    corr = "; ".join(f"{a.label}: r = {a.correlation:.4f}" for a in runs if np.isfinite(a.correlation))
+    corr = "; ".join(f"{a.label}: r = {a.correlation:.4f}" for a in runs if _correlation_says_something(a))
     return _finish_power_plot(
         ("energy_rate", fig, ax, "upper left"),
         runs,
@@ -251,13 +261,15 @@ def plot_scaled(a: RunAnalysis, several: bool) -> Plot | None:
     x = a.bw.size_bytes
     sr = compute.scaled(a.rate.rate_bit_j)
     sb = compute.scaled(a.bw.mean_bit_s)
-    ax.plot(x, sr, "o-", ms=3, lw=1, label=_power_ylabel("energy rate / its peak", [a.caveat]))
-    ax.plot(x, sb, "s-", ms=3, lw=1, label="bandwidth / its peak")
+    # the energy rate wide and pale under a thin bandwidth line: both show where they coincide
+    label = _power_ylabel("energy rate / its peak", [a.caveat])
+    ax.plot(x, sr, "o-", ms=6, lw=4, alpha=0.45, color=COLORS[0], label=label)
+    ax.plot(x, sb, "s--", ms=2.5, lw=1, color=COLORS[1], label="bandwidth / its peak")
     ax.plot(x, sb - sr, "k.-", ms=3, lw=1, label="difference (bandwidth − energy rate)")
     ax.axhline(0, color="gray", lw=0.5)
     _size_axis(ax, [x])
     ax.set_ylabel("scaled (1 = peak)")
-    corr = f" (corrcoef {a.correlation:.4f})" if np.isfinite(a.correlation) else ""
+    corr = f" (corrcoef {a.correlation:.4f})" if _correlation_says_something(a) else ""
     _title(ax, f"Scaled energy rate, bandwidth and their difference{corr}", [a])
     ax.legend(fontsize=8)
     _caveat_text(fig, [a.caveat])
@@ -307,16 +319,19 @@ def plot_power_time(a: RunAnalysis, several: bool) -> Plot | None:
     if a.power is None:
         return None
     pw = a.power
-    fig, (ax1, ax2) = _figure(rows=2, sharex=True)
+    one = len(pw.nodes) == 1  # one node: its power is the job's, a second panel would repeat it
+    fig, axes = _figure(rows=1) if one else _figure(rows=2, sharex=True)
+    ax1, ax2 = axes[0], axes[-1]
     start = a.window_start_unix_s
     t0 = float(np.nanmin(start)) if np.isfinite(start).any() else 0.0
     if len(pw.series_t):
         ax1.fill_between(
             pw.series_t - t0, pw.series_min_w, pw.series_max_w, color=COLORS[0], alpha=0.25, lw=0
         )
-        ax1.plot(pw.series_t - t0, pw.series_w, color=COLORS[0], lw=0.8, label="all nodes (summed)")
+        who = f"node 0 ({pw.nodes[0].host}): all the job's nodes" if one else "all nodes (summed)"
+        ax1.plot(pw.series_t - t0, pw.series_w, color=COLORS[0], lw=0.8, label=who)
     many = len(pw.nodes) > 10
-    for n in pw.nodes:
+    for n in [] if one else pw.nodes:
         if len(n.plot_t):
             ax2.plot(
                 n.plot_t - t0,
@@ -325,7 +340,7 @@ def plot_power_time(a: RunAnalysis, several: bool) -> Plot | None:
                 alpha=0.6 if many else 0.9,
                 label=None if many else f"node {n.index} ({n.host})",
             )
-    for ax in (ax1, ax2):
+    for ax in axes:
         _size_marks(ax, a, t0)
         for window in (pw.baseline, pw.baseline_after):  # the idle baselines before and after the sweep
             if window:
@@ -333,25 +348,28 @@ def plot_power_time(a: RunAnalysis, several: bool) -> Plot | None:
         ax.grid(True, alpha=0.3)
     ax1.axvspan(0, 0, color="gold", alpha=0.3, label="idle baseline")
     ax1.plot([], [], color="0.6", lw=0.6, label="start of each message size")
-    _mark_faults(a, (ax1, ax2), t0)
+    _mark_faults(a, tuple(axes), t0)
     ax1.set_ylabel(_power_ylabel("job power (W)", [a.caveat]), fontsize=9)
-    ax2.set_ylabel(_power_ylabel("node power (W)", [a.caveat]), fontsize=9)
     ax2.set_xlabel("time since the first trial, rank 0's clock (s)")
     ax1.legend(fontsize=7, loc="upper left")
+    if not one:
+        ax2.set_ylabel(_power_ylabel("node power (W)", [a.caveat]), fontsize=9)
     if many:
         ax2.text(0.01, 0.95, f"{len(pw.nodes)} nodes", transform=ax2.transAxes, fontsize=8, va="top")
-    else:
+    elif not one:
         ax2.legend(fontsize=7, loc="upper left")
     _label_sizes(ax1, a, t0)
     _title(ax1, "Power over time (samples aligned to rank 0's clock, meter delay removed)", [a])
+    ax1.set_title(ax1.get_title(), fontsize=10, pad=12)  # room for the size labels above the axes
     _caveat_text(fig, [a.caveat])
     return Plot(
         f"power_time{_suffix(a, several)}",
         fig,
-        f"{a.label}: power of all nodes (top, band = min-max per plotted bin) and of each node (bottom) over "
-        "time; grey lines mark the start of each message size, the shaded spans are the idle baselines "
-        "before and after the sweep, red dashed lines mark meter faults and red spans recorded gaps in "
-        "sampling.",
+        f"{a.label}: power of all nodes (band = min-max per plotted bin)"
+        + ("" if one else " (top) and of each node (bottom)")
+        + " over time; grey lines mark the start of each message size, the shaded spans are the idle "
+        "baselines before and after the sweep, red dashed lines mark meter faults and red spans "
+        "recorded gaps in sampling.",
         a.caveat,
     )
 
@@ -377,7 +395,7 @@ def _mark_faults(a: RunAnalysis, axes, t0: float) -> None:
 
 
 def _label_sizes(ax, a: RunAnalysis, t0: float) -> None:
-    """Name a handful of message sizes along the top of the axes."""
+    """Name a handful of message sizes just above the axes (where no legend or data can cover them)."""
     starts = a.window_start_unix_s - t0
     idx = np.flatnonzero(np.isfinite(starts))
     if not idx.size:
@@ -386,13 +404,13 @@ def _label_sizes(ax, a: RunAnalysis, t0: float) -> None:
     for k in pick:
         ax.text(
             starts[k],
-            1.0,
+            1.005,
             format_size_bytes(int(a.bw.size_bytes[k])) + " B",
             transform=ax.get_xaxis_transform(),
             fontsize=7,
             color="0.3",
             ha="left",
-            va="top",
+            va="bottom",
         )
 
 
