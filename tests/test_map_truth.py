@@ -298,3 +298,7 @@ def test_a_latency_suspect_whose_trials_scatter_when_measured_again_is_not_named
     assert scattered.confirm_scatter == pytest.approx((low * 1e-6, high * 1e-6))
     lines = "\n".join(outlier_lines(SimpleNamespace(outliers=[scattered], map_attrs={"confirm_repeats": 3})))
     assert "not confirmed: link h1–h2: latency; measured again its trials scattered 111-1495 us" in lines
+    from npmpi_analysis.map_report import _finding
+
+    assert _finding(scattered)["confirm_scatter_s"] == pytest.approx([low * 1e-6, high * 1e-6])
+    assert _finding(steady)["confirm_scatter_s"] is None

@@ -336,6 +336,7 @@ def _finding(f) -> dict[str, Any]:
         "sentence": f.sentence,
         "confirmed": f.confirmed,
         "confirm_ratio": f.confirm_ratio,
+        "confirm_scatter_s": None if f.confirm_scatter is None else list(f.confirm_scatter),
     }
 
 
