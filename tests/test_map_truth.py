@@ -266,3 +266,39 @@ def test_a_maps_fabric_is_said_to_be_recorded_not_attributed(tmp_path):
         f["power"].create_group("fabric")
     m = load_map(path, FIELDS)
     assert any("/power/fabric (--fabric-meter) is recorded" in n for n in m.notices)
+
+
+def test_a_latency_suspect_whose_trials_scatter_when_measured_again_is_not_named():
+    """Measured again, link 1-2 stays slow in both cases; named only when its trials are steady (a
+    slow link's delay) and not when they scatter (ranks waiting for a CPU on a busy host)."""
+    from types import SimpleNamespace
+
+    from npmpi_analysis.map_confirmed import STEADY, confirm_findings
+    from npmpi_analysis.map_outliers import Finding
+
+    def judged(suspect_us):
+        trials = np.array([suspect_us, [12.0, 12.5, 13.0], [12.2, 12.1, 14.0]]) * 1e-6
+        confirm = {
+            "confirm_pair": np.array([(1, 2), (0, 3), (0, 1)]),
+            "confirm_size_bytes": np.array([1, 1, 1]),
+            "confirm_trial_s": trials,
+            "confirm_role": np.array([ROLE_SUSPECT, ROLE_REFERENCE, ROLE_REFERENCE]),
+        }
+        f = Finding("link", ("h1", "h2"), "latency", 1, 20.0, 240e-6, 12e-6, "link h1–h2: latency", mad=0.1)
+        confirm_findings(SimpleNamespace(names=["h0", "h1", "h2", "h3"], outliers=[f]), confirm)
+        return f
+
+    steady = judged([240.0, 250.0, 245.0])
+    assert steady.confirmed is True and steady.confirm_scatter is None
+    assert steady.confirm_ratio == pytest.approx(240 / 12.1, rel=0.01)
+    low, high = 111.0, 1495.0
+    assert low < STEADY * 831.0  # best trial below STEADY x the median
+    scattered = judged([low, 831.0, high])
+    assert scattered.confirmed is False
+    assert scattered.confirm_scatter == pytest.approx((low * 1e-6, high * 1e-6))
+    lines = "\n".join(outlier_lines(SimpleNamespace(outliers=[scattered], map_attrs={"confirm_repeats": 3})))
+    assert "not confirmed: link h1–h2: latency; measured again its trials scattered 111-1495 us" in lines
+    from npmpi_analysis.map_report import _finding
+
+    assert _finding(scattered)["confirm_scatter_s"] == pytest.approx([low * 1e-6, high * 1e-6])
+    assert _finding(steady)["confirm_scatter_s"] is None

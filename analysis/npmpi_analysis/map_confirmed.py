@@ -4,9 +4,13 @@ npmpi/map/confirm.py: each suspect measured again, one pair at a time, several t
 A link or direction is confirmed when its best re-measured value, divided by the median of the
 reference links measured again with it (the same way, interleaved; the map's median when there are
 none), is still beyond the rule (npmpi.map.stats.beyond with the map's spread); a node when every one
-of its re-measured links is. A finding not measured again (the time budget ran
-out) is not confirmed. A map without /map/confirm_* (older, or --confirm 0) confirms nothing and
-names its findings without a confirmation.
+of its re-measured links is. A latency is confirmed only when, besides, its re-measured trials are
+steady: on a busy host a pair whose two ranks wait for one CPU (each rank busy-polls in its receive,
+so a round trip waits for the other's time slice) stays slow when measured again, but its trials
+scatter by several times (111-1495 us, best/median 0.19-0.25, where the references measured with it
+read 38-58 us; docs/clusters.md), while a link's own delay is the same in every trial. A finding not
+measured again (the time budget ran out) is not confirmed. A map without /map/confirm_* (older, or
+--confirm 0) confirms nothing and names its findings without a confirmation.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import math
 import numpy as np
 
 from npmpi.map.stats import HIGH, LOW, beyond
+
+STEADY = 0.5  # a confirmed latency's best re-measured trial is at least this x its median trial
 
 
 def _best_values(confirm: dict[str, np.ndarray], role: int) -> dict[tuple[int, int, int], float]:
@@ -36,6 +42,31 @@ def _best_values(confirm: dict[str, np.ndarray], role: int) -> dict[tuple[int, i
             key = (int(size), int(i), int(j))
             out[key] = min(out.get(key, math.inf), float(finite.min()))
     return out
+
+
+def _trials(confirm: dict[str, np.ndarray]) -> dict[tuple[int, int, int], np.ndarray]:
+    """{(size bytes, i, j): every finite re-measured trial (s) of suspect pair i, j}."""
+    out: dict[tuple[int, int, int], list[float]] = {}
+    for (i, j), size, t, r in zip(
+        confirm["confirm_pair"], confirm["confirm_size_bytes"], confirm["confirm_trial_s"],
+        confirm["confirm_role"], strict=True,
+    ):  # fmt: skip
+        if int(r) == 0:
+            out.setdefault((int(size), int(i), int(j)), []).extend(t[np.isfinite(t)].tolist())
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def unsteady(f, index: dict[str, int], trials: dict) -> tuple[float, float] | None:
+    """A latency finding's re-measured trials (lowest, highest, s) when some pair's best trial is
+    below STEADY x its median (the ranks waited for a CPU, not for the link); else None."""
+    if f.metric != "latency":
+        return None
+    ends = {index[n] for n in f.names}
+    for (s, i, j), t in trials.items():
+        mine = ends <= {i, j} if f.kind != "node" else bool(ends & {i, j})
+        if s == int(f.size_bytes) and mine and t.size and t.min() < STEADY * float(np.median(t)):
+            return float(t.min()), float(t.max())
+    return None
 
 
 def _value(f, best_s: float) -> float:
@@ -68,7 +99,7 @@ def confirm_findings(a, confirm: dict[str, np.ndarray] | None) -> None:
     """Set each finding's `confirmed` and `confirm_ratio` from the map's second measurement."""
     if confirm is None:
         return
-    best, refs = _best_values(confirm, 0), _best_values(confirm, 1)
+    best, refs, trials = _best_values(confirm, 0), _best_values(confirm, 1), _trials(confirm)
     index = {name: k for k, name in enumerate(a.names)}
     for f in a.outliers:
         times = _pairs_of(f, index, best)
@@ -79,7 +110,8 @@ def confirm_findings(a, confirm: dict[str, np.ndarray] | None) -> None:
         ratios = np.array([_value(f, t) / reference for t in times])
         way = HIGH if f.metric == "latency" else LOW
         mad = f.mad if math.isfinite(f.mad) else 0.0
-        f.confirmed = bool(np.all(beyond(ratios, mad, way)))
+        f.confirm_scatter = unsteady(f, index, trials)
+        f.confirmed = bool(np.all(beyond(ratios, mad, way))) and f.confirm_scatter is None
         f.confirm_ratio = float(np.median(ratios))
 
 

@@ -73,6 +73,7 @@ class Finding:
     mad: float = math.nan  # the spread the rule judged it with (npmpi.map.stats)
     confirmed: bool | None = None  # measured again and still beyond the rule; None: not measured again
     confirm_ratio: float = math.nan  # the new measurement's ratio to `reference`
+    confirm_scatter: tuple[float, float] | None = None  # a latency's re-measured trials (s) too unsteady
 
 
 def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str, possible: int) -> str:

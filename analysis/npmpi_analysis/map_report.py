@@ -212,7 +212,13 @@ def outlier_lines(a) -> list[str]:
     for f in a.outliers:
         if f.confirmed:
             continue
-        if math.isfinite(f.confirm_ratio):
+        if f.confirm_scatter is not None:
+            low, high = f.confirm_scatter
+            out.append(
+                f"  not confirmed: {f.sentence}; measured again its trials scattered {low * 1e6:.0f}-"
+                f"{high * 1e6:.0f} us, as when the ranks wait for a CPU (a slow link's delay is steady)"
+            )
+        elif math.isfinite(f.confirm_ratio):
             out.append(
                 f"  not confirmed: {f.sentence}; measured again: {f.confirm_ratio:.2f}x the reference links "
                 "measured with it"
@@ -331,6 +337,7 @@ def _finding(f) -> dict[str, Any]:
         "sentence": f.sentence,
         "confirmed": f.confirmed,
         "confirm_ratio": f.confirm_ratio,
+        "confirm_scatter_s": None if f.confirm_scatter is None else list(f.confirm_scatter),
     }
 
 
