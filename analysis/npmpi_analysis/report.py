@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.modes import MODE_TABLE
-from npmpi.core.npout import NETPIPE_MBPS_BIT_S, np_out_line
+from npmpi.core.npout import np_out_line
 from npmpi.core.safetext import csv_cell
 from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.compute import (
@@ -376,9 +376,6 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
     return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
 
 
-NP_OUT_MBPS_BIT_S = NETPIPE_MBPS_BIT_S  # NetPIPE 3.7's Mbps: 2^20 bit/s (npmpi.core.npout)
-
-
 def np_out_bytes(a: RunAnalysis) -> bytes:
     """NetPIPE 3.7's np.out, `%8d %lf %12.8lf`: bytes, Mbps (2^20 bit/s), seconds per message.
 
@@ -398,7 +395,6 @@ def np_out_bytes(a: RunAnalysis) -> bytes:
 
 # ---------------------------------------------------------------- HTML
 
-_html_table = html_table  # the building blocks live in npmpi_analysis.html_parts
 _e = html_text
 
 
@@ -411,7 +407,7 @@ def _fault_table(a: RunAnalysis) -> str:
     headers = ["node", "channel", "since first trial", "count", "until", "kind", "message"]
     if not rows:
         return "<p id=faults>Meter faults: none recorded.</p>"
-    return "<h4>Meter faults</h4><div id=faults>" + _html_table(headers, rows, left=7) + "</div>"
+    return "<h4>Meter faults</h4><div id=faults>" + html_table(headers, rows, left=7) + "</div>"
 
 
 def html_report(
@@ -440,14 +436,14 @@ def html_report(
         if a.summary().get("energy_parts"):
             parts.append(
                 "<h4>Energy per bit: nodes, fabric, total</h4>"
-                + _html_table(*part_cells(a.summary()["energy_parts"]))
+                + html_table(*part_cells(a.summary()["energy_parts"]))
             )
     if len(analyses) > 1:
         parts.append("<h2>Comparison</h2>")
         rows = compare([a.summary() for a in analyses])
         labels = [a.label for a in analyses]
         parts.append(
-            _html_table(
+            html_table(
                 ["figure", *labels, *(f"{lab} / {labels[0]}" for lab in labels[1:])],
                 [
                     [r["figure"] + (f" ({r['unit']})" if r["unit"] else "")]
@@ -460,7 +456,7 @@ def html_report(
         from npmpi_analysis.size_comparison import comparison_cells
 
         parts.append("<h3>Per message size (sizes every run measured)</h3>")
-        parts.append(_html_table(*comparison_cells(analyses), left=0))
+        parts.append(html_table(*comparison_cells(analyses), left=0))
     if figures:
         parts.append("<h2>Figures</h2>")
     parts += figures_html(figures)
@@ -469,6 +465,6 @@ def html_report(
         if a.caveat:
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         headers, rows = table_cells(a, "±", "µs")
-        parts.append(_html_table(headers, rows, left=0))
+        parts.append(html_table(headers, rows, left=0))
     parts.append("</body></html>\n")
     return "".join(parts).encode()
