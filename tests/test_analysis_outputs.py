@@ -477,3 +477,11 @@ def test_analysis_imports_no_mpi(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r.html").exists()
+
+
+def test_one_node_gets_no_stacked_power_figure(tmp_path, capsys):
+    """A single node's stacked power would only repeat the job's power: it is not drawn."""
+    path = make_run(tmp_path / "one.h5", nodes=1)
+    code, out, _ = run_cli(capsys, path, "--plots", tmp_path / "p")
+    assert code == 0 and "8 figure(s)" in out
+    assert {f.stem for f in (tmp_path / "p").iterdir()} == ALL_FIGURES - {"power_nodes"}

@@ -161,7 +161,7 @@ def test_report_with_faults_renders_in_chromium(tmp_path, capsys):
     assert found, (dom.stdout[-500:], dom.stderr[-2000:])
     result = json.loads(found.group(1).replace("&quot;", '"'))
     figures = html.count("<img ")
-    assert figures >= 9 and result["images"] == figures, result  # every figure the report holds
+    assert figures >= 8 and result["images"] == figures, result  # every figure the report holds
     assert result["broken"] == [] and result["faultTable"], result
     png = Path(os.environ.get("NPMPI_REPORT_PNG", tmp_path / "report.png"))
     shot = subprocess.run(

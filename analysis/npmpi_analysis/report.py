@@ -194,7 +194,7 @@ def _power_lines(s: dict, out: list[str], pm: str) -> None:
         before = _pm(s["idle_before_power_w"], _nan(s["idle_before_power_sigma_w"]), pm)
         after = _pm(s["idle_after_power_w"], _nan(s["idle_after_power_sigma_w"]), pm)
         drift = " (drifted more than their uncertainty)" if s.get("idle_drift") else ""
-        out.append(f"  idle before the sweep {before} W, after it {after} W{drift}")
+        out.append(f"  idle baselines: before the sweep {before} W, after it {after} W{drift}")
     for n in _nodes_to_show(s["nodes"], out):
         chans = ", ".join(
             f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "

@@ -415,11 +415,12 @@ def _label_sizes(ax, a: RunAnalysis, t0: float) -> None:
 
 
 def plot_power_nodes(a: RunAnalysis, several: bool) -> Plot | None:
-    """Each node's contribution to the job's power per size (stacked)."""
+    """Each node's contribution to the job's power per size (stacked); none for a single node, whose
+    one band would only repeat the job's power (power_bandwidth)."""
     if a.power is None:
         return None
     nodes = [n for n in a.power.nodes if n.samples]
-    if not nodes:
+    if len(nodes) < 2:
         return None
     fig, (ax,) = _figure()
     x = a.bw.size_bytes
