@@ -557,3 +557,31 @@ def test_a_flipped_bit_in_a_host_name_is_detected_and_named(tmp_path, kind):
         load_run(path) if kind == "run" else load_map(path, SAMPLE_FIELDS)
     where = "/layout/host" if kind == "run" else "/map/hosts"
     assert f"{where} fails its checksum (CRC-32 of its text)" in str(info.value), info.value
+
+
+def test_a_chunk_torn_by_a_killed_writer_is_read_unchecked_only_in_a_file_left_running(tmp_path):
+    """A writer killed while it rewrites a chunk of samples leaves the chunk's checksum stale: in a
+    file left `running` that is the kill, not a flipped bit, and every flushed value is kept; in a
+    closed file the same damage is refused."""
+    from npmpi.core.errors import RunFileError
+    from npmpi.runfile.reader import load_run
+
+    base = write_base(tmp_path / "base.h5")
+    name = "pingpong/trial_s"
+    offset, size = _stored_chunks(base)[name]
+    with h5py.File(base) as f:
+        rows = int(f.attrs["sizes_completed"])
+        stored = np.array(f[name][:rows])
+    for status in ("running", "complete"):
+        path = tmp_path / f"torn-{status}.h5"
+        shutil.copy(base, path)
+        with h5py.File(path, "r+") as f:
+            f.attrs["status"] = status
+        data = bytearray(path.read_bytes())
+        data[offset + size - 1] ^= 0xFF  # the chunk's stored checksum: its values are intact
+        path.write_bytes(bytes(data))
+        if status == "running":
+            assert np.array_equal(load_run(path).pingpong.trial_s, stored)
+        else:
+            with pytest.raises(RunFileError, match="fails its checksum"):
+                load_run(path)
