@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.errors import RunFileError
-from npmpi.core.safetext import valid_text
+from npmpi.runfile.opening import attr_value
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")
@@ -81,18 +81,6 @@ class MapFile:
     @property
     def nodes(self) -> int:
         return len(self.hosts)
-
-
-def _attr(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, str):  # h5py gives bytes that are not UTF-8 as lone surrogates
-        return valid_text(value)
-    if isinstance(value, np.ndarray):
-        return [_attr(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def is_map_file(path: Path) -> bool:
@@ -169,14 +157,14 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     from npmpi.runfile.opening import check_text, read_declared
     from npmpi.runfile.reader import read_layout_part
 
-    attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
+    attrs = {k: attr_value(f.attrs[k]) for k in f.attrs}
     _check_root(attrs, p)
     import h5py
 
     g = f[MAP_GROUP]
     if not isinstance(g, h5py.Group):
         raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
-    map_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
+    map_attrs = {k: attr_value(g.attrs[k]) for k in g.attrs}
     ds = {name: _dataset(g, name, kinds, ndim, p) for name, kinds, ndim in REQUIRED}
     ds.update(
         {name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED + OPTIONAL}
@@ -185,7 +173,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     # a stopped map's rounds not reached were never written: read as their fill value (NaN, 0)
     data = {k: read_declared(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
     check_text(ds["hosts"], data["hosts"], p, "/map/hosts")
-    hosts = [str(_attr(h)) for h in data["hosts"]]
+    hosts = [str(attr_value(h)) for h in data["hosts"]]
     m = MapFile(
         path=p,
         attrs=attrs,

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from npmpi.core.errors import RunFileError
+from npmpi.core.safetext import valid_text
 
 T = TypeVar("T")
 
@@ -74,6 +75,21 @@ def open_npmpi_file(p: Path):
             f"{p}: cannot be opened as HDF5 ({exc}); the file may be truncated or corrupt"
         ) from None
     return f
+
+
+def attr_value(value: Any) -> Any:
+    """An HDF5 attribute (or a text dataset's element) as plain Python: text decoded, numpy values and
+    arrays as numbers and lists, so that the run's and the map's readers see one form whatever h5py
+    returned."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, str):  # h5py gives bytes that are not UTF-8 as lone surrogates
+        return valid_text(value)
+    if isinstance(value, np.ndarray):
+        return [attr_value(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def _gib(n: float) -> str:

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.errors import RunFileError
-from npmpi.core.safetext import valid_text
 from npmpi.runfile import faults as faultlog
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
@@ -39,7 +38,7 @@ from npmpi.runfile.format import (
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
 )
-from npmpi.runfile.opening import check_text, read_checked, read_npmpi_file
+from npmpi.runfile.opening import attr_value, check_text, read_checked, read_npmpi_file
 
 
 @dataclass
@@ -125,18 +124,6 @@ class Run:
         return json.loads(self.attrs.get("options_json", "{}")).get(name, default)
 
 
-def _attr(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, str):  # h5py gives bytes that are not UTF-8 as lone surrogates
-        return valid_text(value)
-    if isinstance(value, np.ndarray):
-        return [_attr(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def _parse_version(text: str, p: Path) -> tuple[int, int]:
     try:
         major, minor = str(text).split(".")
@@ -156,7 +143,7 @@ def load_run(path: str | os.PathLike, sample_fields: tuple[str, ...] = SAMPLE_FI
 
 
 def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run:
-    attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
+    attrs = {k: attr_value(f.attrs[k]) for k in f.attrs}
     if attrs.get("format") != FORMAT_NAME:
         raise RunFileError(
             f"{p}: not an npmpi run file (format attribute is {attrs.get('format')!r}, "
@@ -249,7 +236,7 @@ def _is_counter(attrs) -> bool:
     """Whether a channel's energy_j is a counter to take a window's energy from."""
     if "energy_from_counter" in attrs:
         return bool(attrs["energy_from_counter"])
-    return _attr(attrs.get("kind", "")) in COUNTER_KINDS
+    return attr_value(attrs.get("kind", "")) in COUNTER_KINDS
 
 
 def _numbered(group, prefix: str) -> list[str]:
@@ -264,7 +251,7 @@ def _read_power(
     g = _member(f, "power", p, "/power", dataset=False, required=False)
     if g is None:
         return {}, [], None
-    power_attrs = {k: _attr(g.attrs[k]) for k in g.attrs}
+    power_attrs = {k: attr_value(g.attrs[k]) for k in g.attrs}
     nodes = [
         _read_group(_member(g, name, p, f"/power/{name}", dataset=False), name, p, notices, sample_fields)
         for name in _numbered(g, "node")
@@ -280,7 +267,7 @@ def _read_group(ng, group_name: str, p: Path, notices: list[str], sample_fields)
         _read_channel(ng, f"/power/{group_name}/{ch_name}", ch_name, p, notices, sample_fields)
         for ch_name in _numbered(ng, "channel")
     ]
-    return PowerNode({k: _attr(ng.attrs[k]) for k in ng.attrs}, channels)
+    return PowerNode({k: attr_value(ng.attrs[k]) for k in ng.attrs}, channels)
 
 
 def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sample_fields) -> PowerChannel:
@@ -331,7 +318,7 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
         if fg is not None:
             nf = min(ft_ds.shape[0], fm_ds.shape[0])
             ft = np.asarray(_read_rows(ft_ds, nf, p, f"{where}/faults/time_unix_s"), dtype=np.float64)
-            fm = [str(_attr(m)) for m in _read_rows(fm_ds, nf, p, f"{where}/faults/message")]
+            fm = [str(attr_value(m)) for m in _read_rows(fm_ds, nf, p, f"{where}/faults/message")]
             for name in ("last_time_unix_s", "count"):  # read by faultlog.read_extras: checked here
                 if isinstance(fg.get(name), h5py.Dataset) and fg[name].shape[0] >= nf:
                     read_checked(fg[name], np.s_[:nf], p, f"{where}/faults/{name}")
@@ -341,7 +328,7 @@ def _read_channel(ng, where: str, ch_name: str, p: Path, notices: list[str], sam
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise RunFileError(f"{p}: {where} cannot be read ({exc}); the file may be corrupt") from None
     return PowerChannel(
-        {k: _attr(cg.attrs[k]) for k in cg.attrs},
+        {k: attr_value(cg.attrs[k]) for k in cg.attrs},
         fault_time_unix_s=ft,
         fault_message=fm[: len(ft)],
         fault_extra=faultlog.read_extras(fg, len(ft)),
@@ -397,7 +384,7 @@ def _read_layout(f, p: Path) -> dict[str, np.ndarray]:
         data = _read_rows(ds, ds.shape[0], p, f"/layout/{key}")
         if data.dtype.kind in "OS":
             check_text(ds, data, p, f"/layout/{key}")
-            data = np.array([_attr(v) for v in data], dtype=object)
+            data = np.array([attr_value(v) for v in data], dtype=object)
         out[key] = data
     return out
 
