@@ -380,6 +380,25 @@ def _job_figures(nodes: list[NodePower], nsizes: int, left_out: set[int] = froze
     )
 
 
+def _sweep_window(starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
+    """The whole sweep's window: the first trial's start to the last one's end (NaN without any)."""
+    finite_starts = starts[np.isfinite(starts)]
+    finite_ends = ends[np.isfinite(ends)]
+    if finite_starts.size and finite_ends.size:
+        return float(finite_starts.min()), float(finite_ends.max())
+    return math.nan, math.nan
+
+
+def _summed_series(full_series: list, left_out: set, notices: list[str]):
+    """The job's power over time for the plots: the nodes' series (those not left out as one
+    machine counted twice) summed on one time line and thinned; (t, w, min, max)."""
+    summed = [series for i, series in full_series if i not in left_out]
+    st, sw = compute.resample_sum(summed)
+    if len(summed) > 1 and not len(st):
+        notices.append("the nodes' sample times do not overlap: no summed power over time")
+    return compute.decimate(st, sw, PLOT_POINTS)
+
+
 def analyse_power(
     run, starts: np.ndarray, ends: np.ndarray, delay_override: float | None = None
 ) -> PowerResult | None:
@@ -390,13 +409,7 @@ def analyse_power(
     problems: list[str] = []
     nsizes = len(starts)
     baseline, after = baselines.baseline_windows(run.power_attrs)
-    finite_starts = starts[np.isfinite(starts)]
-    finite_ends = ends[np.isfinite(ends)]
-    sweep = (
-        (float(finite_starts.min()), float(finite_ends.max()))
-        if finite_starts.size and finite_ends.size
-        else (math.nan, math.nan)
-    )
+    sweep = _sweep_window(starts, ends)
     nodes: list[NodePower] = []
     full_series: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
     labels: list[str] = []
@@ -422,12 +435,8 @@ def analyse_power(
     drift = baselines.drift_notice(idle_before, idle_after, run.path.name)
     if drift:
         notices.append(drift)
-    summed = [series for i, series in full_series if i not in left_out]
-    st, sw = compute.resample_sum(summed)
-    if len(summed) > 1 and not len(st):
-        notices.append("the nodes' sample times do not overlap: no summed power over time")
-    series_t, series_w, series_min, series_max = compute.decimate(st, sw, PLOT_POINTS)
-    del full_series, summed
+    series_t, series_w, series_min, series_max = _summed_series(full_series, left_out, notices)
+    del full_series
     gap_reasons = flag_recorded_gaps(
         [
             (f"node {n.index} ({n.host}) {c.kind}", f)
