@@ -15,16 +15,9 @@ import sys
 
 from npmpi.commands.agreement import Agreed, settle
 from npmpi.commands.options import parse_options
+from npmpi.commands.sequence import MpiCommand, meters_thread_level
 from npmpi.core.config import Options
 from npmpi.core.errors import NpmpiError, UsageError
-from npmpi.core.job import (
-    abort,
-    describe,
-    error_line,
-    install_signal_handlers,
-    parse_or_exit_status,
-    say,
-)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,21 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         from npmpi.map.run import main as map_main
 
         return map_main(argv[1:])
-    # Until the stop handlers are installed (once MPI runs), Ctrl-C ends a rank as SIGTERM does,
-    # without a KeyboardInterrupt traceback from the middle of an import (srun forwards Ctrl-C).
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    opts = parse_or_exit_status(parse_options, argv)
-    if isinstance(opts, int):
-        return opts
-
-    from npmpi.commands.threadlevel import requested_level
-    from npmpi.core.job import load_mpi
-    from npmpi.power.rank import node_meter_specs
-
-    MPI = load_mpi(requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters)))))
-    if MPI is None:
-        return 2
-    return _run(MPI, MPI.COMM_WORLD, opts, argv)
+    command = MpiCommand(
+        parse=parse_options, thread_level=meters_thread_level, agree=_agree, record=_record, serve=_serve
+    )
+    return command.run(argv)
 
 
 def _message_problem(MPI, opts: Options, limit: int) -> str | None:
@@ -135,46 +117,32 @@ def _agree(MPI, comm, opts: Options) -> Agreed:
     return agreed
 
 
-def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
+def _serve(MPI, comm, opts: Options, agreed: Agreed, stop) -> int:
+    """Every rank's role but rank 0's recording: a pair's side, a power rank, or an idle wait."""
     from npmpi.core.layout import ROLE_POWER, ROLE_REFLECTOR, ROLE_TRANSMITTER
-    from npmpi.core.protocol import StopFlag
     from npmpi.power.rank import power_rank_main
     from npmpi.sweep.reflector import reflect, wait_quietly
 
-    rank = comm.Get_rank()
-    stop = StopFlag()
-    install_signal_handlers(stop, writer_rank=rank == 0)
-    try:
-        agreed = _agree(MPI, comm, opts)
-    except UsageError as exc:
-        if rank == 0:
-            say(error_line(str(exc)), sys.stderr)
-        return 2
-    except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
-        abort(comm, f"rank {rank} ({MPI.Get_processor_name()}) while starting: {describe(exc)}", 1)
-        return 1
-    layout, role = agreed.roles.layout, agreed.roles.role
-    if role == ROLE_TRANSMITTER and rank == 0:
-        return _record(MPI, comm, opts, argv, agreed, stop)
     if agreed.reservation is not None:  # only rank 0 as the transmitter writes a file
         from npmpi.core.outpath import release
 
         release(agreed.reservation)
-    try:
-        if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
-            return reflect(comm, layout, opts, agreed.kernel, stop)
-        if role == ROLE_POWER:
-            return power_rank_main(comm, agreed.roles.samplers, stop)
-        return wait_quietly(comm, stop)
-    except BaseException as exc:
-        abort(comm, f"rank {rank} ({MPI.Get_processor_name()}): {describe(exc)}", 1)
-        return 1
+    role = agreed.roles.role
+    if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
+        return reflect(comm, agreed.roles.layout, opts, agreed.kernel, stop)
+    if role == ROLE_POWER:
+        return power_rank_main(comm, agreed.roles.samplers, stop)
+    return wait_quietly(comm, stop)
 
 
-def _record(MPI, comm, opts: Options, argv: list[str], agreed: Agreed, stop) -> int:
-    """Rank 0 as the first pair's transmitter: the sweep recorded into the run file."""
+def _record(MPI, comm, opts: Options, argv: list[str], agreed: Agreed, stop) -> int | None:
+    """Rank 0 as the first pair's transmitter: the sweep recorded into the run file (None on the
+    other ranks)."""
     from npmpi.commands.recording import Recording, RunSetup
+    from npmpi.core.layout import ROLE_TRANSMITTER
 
+    if comm.Get_rank() != 0 or agreed.roles.role != ROLE_TRANSMITTER:
+        return None
     layout = agreed.roles.layout
     power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
     setup = RunSetup(

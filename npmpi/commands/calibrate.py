@@ -13,8 +13,9 @@ import datetime as _dt
 import json
 import math
 import os
-import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -167,18 +168,32 @@ def run_load(schedule: LoadSchedule, matrix: int, start_mono: float) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from npmpi.core.job import collective_check, error_line, parse_or_exit_status, say
+    from npmpi.commands.sequence import MpiCommand
 
-    ns = parse_or_exit_status(parse_calibrate_options, argv)
-    if isinstance(ns, int):
-        return ns
+    command = MpiCommand(
+        parse=parse_calibrate_options,
+        thread_level=lambda ns: "funneled",
+        agree=_agree,
+        serve=_serve,
+        who=lambda rank, host: f"calibration failed on rank {rank}",
+        stop_signals=False,
+    )
+    return command.run(argv)
 
-    from npmpi.core.job import load_mpi
 
-    MPI = load_mpi("funneled")
-    if MPI is None:
-        return 2
+@dataclass
+class _Agreed:
+    """What the start-up checks found: the roles, rank 0's reserved output and the power ranks' meters."""
 
+    roles: Any
+    output: Any = None
+    gathered: list | None = None
+
+
+def _agree(MPI, comm, ns) -> _Agreed:
+    """The roles, the meters opened, one load rank per node and rank 0's output reserved, checked on
+    every rank at once; UsageError on every rank (rank 0's reservation released) if one fails."""
+    from npmpi.core.job import collective_check
     from npmpi.core.layout import ROLE_POWER
     from npmpi.core.outpath import (
         default_directory,
@@ -186,66 +201,59 @@ def main(argv: list[str]) -> int:
         remove_default_directory_if_unused,
         reserve_output,
     )
-    from npmpi.core.protocol import StopFlag
-    from npmpi.power.rank import power_rank_main
     from npmpi.power.ranks import discover_roles, open_power_rank
 
-    comm = MPI.COMM_WORLD
-    rank = comm.Get_rank()
-    output = None
+    agreed = _Agreed(roles=discover_roles(MPI, comm, list(ns.meter)))
+    roles, layout = agreed.roles, agreed.roles.layout
+    problem = None
+    if not layout.power_ranks:
+        problem = "calibrate needs a meter: give --meter SPEC (or NPMPI_METERS on every node)"
+    elif roles.role == ROLE_POWER:
+        problem = open_power_rank(roles, ns.meter_optional, ns.sample_interval)
+    loaded = {layout.node_of_rank[r] for r in range(layout.world_size) if layout.roles[r] != ROLE_POWER}
+    missing = [n for n in range(layout.node_count) if n not in loaded]
+    if problem is None and missing:
+        problem = (
+            f"node {missing[0]} has no rank besides its power rank to run the load: give every node 2 or "
+            "more ranks"
+        )
+    if comm.Get_rank() == 0 and problem is None:
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        try:  # checked by creating its temporary file now, not after the measurement
+            output = ns.output or os.path.join(default_directory(), f"npmpi-calibration-{stamp}.json")
+            agreed.output = reserve_output(output, ns.force)
+        except UsageError as exc:
+            problem = str(exc)
+    agreed.gathered = comm.gather(roles.power_info, root=0)
     try:
-        roles = discover_roles(MPI, comm, list(ns.meter))
-        layout = roles.layout
-        problem = None
-        if not layout.power_ranks:
-            problem = "calibrate needs a meter: give --meter SPEC (or NPMPI_METERS on every node)"
-        elif roles.role == ROLE_POWER:
-            problem = open_power_rank(roles, ns.meter_optional, ns.sample_interval)
-        loaded = {layout.node_of_rank[r] for r in range(layout.world_size) if layout.roles[r] != ROLE_POWER}
-        missing = [n for n in range(layout.node_count) if n not in loaded]
-        if problem is None and missing:
-            problem = (
-                f"node {missing[0]} has no rank besides its power rank to run the load: give every "
-                "node 2 or more ranks"
-            )
-        output = None
-        if rank == 0 and problem is None:
-            stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-            try:  # checked by creating its temporary file now, not after the measurement
-                output = ns.output or os.path.join(default_directory(), f"npmpi-calibration-{stamp}.json")
-                output = reserve_output(output, ns.force)
-            except UsageError as exc:
-                problem = str(exc)
-        gathered = comm.gather(roles.power_info, root=0)
         collective_check(comm, problem)
-    except UsageError as exc:
-        if rank == 0:
-            if output is not None and not isinstance(output, str):
-                release(output)
+    except UsageError:
+        if comm.Get_rank() == 0:
+            if agreed.output is not None:
+                release(agreed.output)
             if ns.output is None:
                 remove_default_directory_if_unused()
-            say(error_line(str(exc)), sys.stderr)
-        return 2
-    except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
-        from npmpi.core.job import abort, describe
+        raise
+    return agreed
 
-        abort(comm, f"calibration failed on rank {rank} while starting: {describe(exc)}", 1)
-        return 1
 
-    is_power = roles.role == ROLE_POWER
-    load_comm = comm.Split(1 if is_power else 0, rank)
+def _serve(MPI, comm, ns, agreed: _Agreed, stop) -> int:
+    """A power rank samples; the other ranks run the load, rank 0 then measures and writes the file."""
+    from npmpi.core.layout import ROLE_POWER
+    from npmpi.core.outpath import release
+    from npmpi.power.rank import power_rank_main
+
+    is_power = agreed.roles.role == ROLE_POWER
     try:
+        load_comm = comm.Split(1 if is_power else 0, comm.Get_rank())
         if is_power:
             load_comm.Free()
-            return power_rank_main(comm, roles.samplers, StopFlag())
-        return _load_and_measure(comm, load_comm, ns, layout, gathered, output)
-    except BaseException as exc:  # end the whole job with one message
-        from npmpi.core.job import abort, describe
-
-        if output is not None:
-            release(output)
-        abort(comm, f"calibration failed on rank {rank}: {describe(exc)}", 1)
-        return 1
+            return power_rank_main(comm, agreed.roles.samplers, stop)
+        return _load_and_measure(comm, load_comm, ns, agreed.roles.layout, agreed.gathered, agreed.output)
+    except BaseException:  # the job ends with one message (npmpi.commands.sequence): no file left
+        if agreed.output is not None:
+            release(agreed.output)
+        raise
 
 
 def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:

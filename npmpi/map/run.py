@@ -12,14 +12,11 @@ with one message.
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import sys
 from dataclasses import dataclass, replace
 
 from npmpi.commands.agreement import Agreed, settle
 from npmpi.core.errors import NpmpiError, UsageError
-from npmpi.core.job import abort, describe, error_line, install_signal_handlers, say
 from npmpi.core.layout import ROLE_IDLE, ROLE_POWER, Layout
 from npmpi.map.options import MapOptions, parse_map_options
 
@@ -28,21 +25,16 @@ ROLE_MAP = "map"  # a map member's role in /layout/role
 
 def main(argv: list[str]) -> int:
     """Run a map; returns the process exit status."""
-    from npmpi.core.job import parse_or_exit_status
+    from npmpi.commands.sequence import MpiCommand, meters_thread_level
 
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as a run: no traceback from the middle of an import
-    mopts = parse_or_exit_status(parse_map_options, argv)
-    if isinstance(mopts, int):
-        return mopts
-    from npmpi.commands.threadlevel import requested_level
-    from npmpi.core.job import load_mpi
-    from npmpi.power.rank import node_meter_specs
-
-    opts = mopts.run
-    MPI = load_mpi(requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters)))))
-    if MPI is None:
-        return 2
-    return _run(MPI, MPI.COMM_WORLD, mopts, argv)
+    command = MpiCommand(
+        parse=parse_map_options,
+        thread_level=lambda mopts: meters_thread_level(mopts.run),
+        agree=_agree,
+        record=_record,
+        serve=_serve,
+    )
+    return command.run(argv)
 
 
 def map_members(layout: Layout, per_rank: bool) -> list[int]:
@@ -154,34 +146,24 @@ def _agree(MPI, comm, mopts: MapOptions) -> MapAgreed:
     return agreed
 
 
-def _run(MPI, comm, mopts: MapOptions, argv: list[str]) -> int:
-    from npmpi.core.protocol import StopFlag
+def _record(MPI, comm, mopts: MapOptions, argv: list[str], agreed: MapAgreed, stop) -> int | None:
+    """Rank 0 (always the first member: the lowest rank of node 0, never its power rank) records the
+    map; None on the other ranks."""
+    if comm.Get_rank() != 0:
+        return None
+    from npmpi.map.recording import record_map
+
+    return record_map(MPI, comm, mopts, argv, agreed, stop)
+
+
+def _serve(MPI, comm, mopts: MapOptions, agreed: MapAgreed, stop) -> int:
+    """Every other rank's role: a member answering rounds, a power rank, or an idle wait."""
     from npmpi.map.pair import PairSide, serve_map
     from npmpi.power.rank import power_rank_main
     from npmpi.sweep.reflector import wait_quietly
 
-    rank = comm.Get_rank()
-    stop = StopFlag()
-    install_signal_handlers(stop, writer_rank=rank == 0)
-    try:
-        agreed = _agree(MPI, comm, mopts)
-    except UsageError as exc:
-        if rank == 0:
-            say(error_line(str(exc)), sys.stderr)
-        return 2
-    except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
-        abort(comm, f"rank {rank} ({MPI.Get_processor_name()}) while starting: {describe(exc)}", 1)
-        return 1
-    if rank == 0:  # always the first member: the lowest rank of node 0, never its power rank
-        from npmpi.map.recording import record_map
-
-        return record_map(MPI, comm, mopts, argv, agreed, stop)
-    try:
-        if rank in agreed.members:
-            return serve_map(comm, PairSide(mopts.run, agreed.kernel), stop)
-        if agreed.roles.role == ROLE_POWER:
-            return power_rank_main(comm, agreed.roles.samplers, stop)
-        return wait_quietly(comm, stop)
-    except BaseException as exc:
-        abort(comm, f"rank {rank} ({MPI.Get_processor_name()}): {describe(exc)}", 1)
-        return 1
+    if comm.Get_rank() in agreed.members:
+        return serve_map(comm, PairSide(mopts.run, agreed.kernel), stop)
+    if agreed.roles.role == ROLE_POWER:
+        return power_rank_main(comm, agreed.roles.samplers, stop)
+    return wait_quietly(comm, stop)
