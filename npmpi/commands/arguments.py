@@ -1,12 +1,22 @@
-"""The command line of `python -m npmpi` declared for argparse: one function per option group, the
-value types, and the meter options shared with `python -m npmpi calibrate`. npmpi/commands/options.py checks
-what this parses.
+"""The command line of `python -m npmpi` declared for argparse: one function per option group. An
+option of a run only is declared here; one that other commands share is added by name with the run's
+help text (its flags and type: npmpi/commands/parser.py). npmpi/commands/options.py checks what this
+parses.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from npmpi.commands.parser import (
+    add_option,
+    add_options,
+    command_name,
+    command_parser,
+    count_arg,
+    one_or_other,
+    seconds_arg,
+)
 from npmpi.core.buffers import HUGE_PAGES_SYSTEM
 from npmpi.core.config import (
     DEFAULT_BASELINE_S,
@@ -20,9 +30,8 @@ from npmpi.core.config import (
     QUICK_TRIALS,
     THREAD_LEVEL_AUTO,
 )
-from npmpi.core.errors import UsageError
-from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG, MODE_TABLE
-from npmpi.core.units import parse_number, parse_size_bytes, parse_whole
+from npmpi.core.modes import DEFAULT_WINDOW, MODE_TABLE
+from npmpi.core.units import parse_size_bytes, parse_whole
 from npmpi.meters.base import kinds_text
 from npmpi.sweep.kernels import KERNEL_NOTES
 
@@ -34,53 +43,6 @@ SUBCOMMANDS = (
 )
 
 
-def command_name() -> str:
-    """How the user started npmpi: the installed `npmpi` command, else `python -m npmpi`."""
-    import os
-    import sys
-
-    return "npmpi" if os.path.basename(sys.argv[0] if sys.argv else "") == "npmpi" else "python -m npmpi"
-
-
-class LinesFormatter(argparse.HelpFormatter):
-    """argparse's formatter, but a description or epilog keeps its line breaks: each line is wrapped,
-    except one that starts with spaces (a list), kept as it is."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        fill = super()._fill_text
-        return "\n".join(
-            indent + line if line.startswith(" ") else fill(line, width, indent) for line in text.splitlines()
-        )
-
-
-class UsageParser(argparse.ArgumentParser):
-    """argparse that raises UsageError (one line, exit 2) instead of printing usage."""
-
-    def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("formatter_class", LinesFormatter)
-        super().__init__(**kwargs)
-
-    def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{message} (see {self.prog} --help)")
-
-
-def add_version_option(p: argparse.ArgumentParser) -> None:
-    """--version: npmpi's version, printed by rank 0 only (npmpi.core.errors.HelpRequested)."""
-    p.add_argument("--version", action="store_true", help="print npmpi's version and exit")
-
-
-def version_text() -> str:
-    from npmpi import __version__
-
-    return f"npmpi {__version__}\n"
-
-
-def one_or_other(items) -> str:
-    """'a, b or c' (a help text's list of choices)."""
-    items = list(items)
-    return " or ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
-
-
 def _size(text: str) -> int:
     try:
         return parse_size_bytes(text)
@@ -88,62 +50,15 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _whole(text: str) -> int:
-    """The strict whole number of npmpi.core.units (int() alone takes any script's digits, '_' and spaces)."""
-    return parse_whole(text)
-
-
-def count_arg(text: str) -> int:
-    """An option value that is a whole number (argparse type)."""
-    try:
-        value = _whole(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid count {text!r}: expected a whole number (ASCII digits, at most 15)"
-        ) from None
-    return value
-
-
-_count = count_arg
-
-
 def _pairs(text: str) -> int | str:
     if text.strip().lower() == "all":
         return "all"
     try:
-        return _whole(text)
+        return parse_whole(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"invalid pairs {text!r}: expected a whole number or 'all'"
         ) from None
-
-
-def seconds_arg(text: str) -> float:
-    """An option value in seconds: a finite number (argparse type)."""
-    try:
-        value = parse_number(text)
-    except ValueError:
-        if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
-            raise argparse.ArgumentTypeError(
-                f"invalid time {text!r}: must be a finite number of seconds"
-            ) from None
-        raise argparse.ArgumentTypeError(
-            f"invalid time {text!r}: expected seconds as a plain decimal number, e.g. 0.05"
-        ) from None
-    return value
-
-
-# The meter options of a run and of `calibrate`, declared once (each command words its own help)
-METER_OPTIONS = {
-    "--meter": {"action": "append", "default": [], "metavar": "SPEC"},
-    "--meter-optional": {"action": "store_true"},
-    "--sample-interval": {"type": seconds_arg, "default": None, "metavar": "SECONDS"},
-}
-
-
-def add_meter_option(group, flag: str, help_text: str) -> None:
-    """Add one of the METER_OPTIONS to a parser or argument group, with the caller's help text."""
-    group.add_argument(flag, help=help_text, **METER_OPTIONS[flag])
 
 
 def _add_size_options(p: argparse.ArgumentParser) -> None:
@@ -170,7 +85,7 @@ def _add_size_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "-p",
         "--perturbation",
-        type=_count,
+        type=count_arg,
         default=DEFAULT_PERTURBATION,
         metavar="BYTES",
         help="also test n-p and n+p around each size n, as NetPIPE does; 0 turns it off "
@@ -181,21 +96,17 @@ def _add_size_options(p: argparse.ArgumentParser) -> None:
 def _add_repetition_options(p: argparse.ArgumentParser) -> None:
     """Repetition: trials, target time or fixed repeats, --quick, the stop limit."""
     g = p.add_argument_group("repetition")
-    g.add_argument(
+    add_option(
+        g,
         "--trials",
-        type=_count,
-        default=None,
-        metavar="N",
-        help=f"trials per size; the best one is NetPIPE's figure, and no trial has fewer repeats "
+        f"trials per size; the best one is NetPIPE's figure, and no trial has fewer repeats "
         "(NetPIPE's TRIALS: round trips, exchanges, or messages of a stream) "
         f"(default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
     )
-    g.add_argument(
+    add_option(
+        g,
         "--target-time",
-        type=seconds_arg,
-        default=None,
-        metavar="SECONDS",
-        help="NetPIPE's RUNTM: iterations per trial = max(SECONDS / ((b/(b-inc+1)) x t), trials), with "
+        "NetPIPE's RUNTM: iterations per trial = max(SECONDS / ((b/(b-inc+1)) x t), trials), with "
         "t the previous size b's best one-way time and inc the schedule's increment, as NetPIPE 3.7 "
         "computes nrepeat; a ping-pong trial then lasts 0.7-2 x SECONDS (NetPIPE's release build: "
         f"0.25 s, Debian's NPopenmpi: 0.1 s with --trials 3) (default: {DEFAULT_TARGET_TIME_S} s, "
@@ -203,16 +114,16 @@ def _add_repetition_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--repeats",
-        type=_count,
+        type=count_arg,
         default=None,
         metavar="N",
         help="fixed number of round trips per trial instead of --target-time (default: none, "
         "NetPIPE's rule from --target-time)",
     )
-    g.add_argument(
+    add_option(
+        g,
         "--quick",
-        action="store_true",
-        help="a run of a few seconds: same sizes, fewer trials, shorter target time",
+        "a run of a few seconds: same sizes, fewer trials, shorter target time",
     )
     g.add_argument(
         "--max-one-way",
@@ -237,19 +148,15 @@ def _add_repetition_options(p: argparse.ArgumentParser) -> None:
 def _add_mode_options(p: argparse.ArgumentParser) -> None:
     """Mode: what moves during an iteration, pairs, pre-posting, cache, buffers, huge pages."""
     g = p.add_argument_group("mode (what moves during an iteration)")
-    g.add_argument(
+    add_option(
+        g,
         "--mode",
-        default=MODE_PINGPONG,
-        metavar="MODE",
-        help=one_or_other(f"'{m.name}' ({m.help_note})" for m in MODE_TABLE.values())
-        + " (default: %(default)s)",
+        one_or_other(f"'{m.name}' ({m.help_note})" for m in MODE_TABLE.values()) + " (default: %(default)s)",
     )
-    g.add_argument(
+    add_option(
+        g,
         "--window",
-        type=_count,
-        default=None,
-        metavar="N",
-        help=f"stream mode: messages per iteration before the acknowledgement (default: {DEFAULT_WINDOW}, "
+        f"stream mode: messages per iteration before the acknowledgement (default: {DEFAULT_WINDOW}, "
         "as osu_bw)",
     )
     g.add_argument(
@@ -306,11 +213,10 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
 def _add_kernel_options(p: argparse.ArgumentParser) -> None:
     """Kernel and checks: the timed loop, --integrity, the MPI thread level."""
     g = p.add_argument_group("kernel and checks")
-    g.add_argument(
+    add_option(
+        g,
         "--kernel",
-        default="python",
-        metavar="NAME",
-        help="timed loop: "
+        "timed loop: "
         + one_or_other(f"'{name}' ({note})" for name, note in KERNEL_NOTES.items())
         + " (default: %(default)s)",
     )
@@ -334,7 +240,7 @@ def _add_kernel_options(p: argparse.ArgumentParser) -> None:
 def _add_power_options(p: argparse.ArgumentParser) -> None:
     """Power: the meters (shared with calibrate), baseline and calibration."""
     g = p.add_argument_group("power (one extra rank per node samples that node's meters)")
-    add_meter_option(
+    add_option(
         g,
         "--meter",
         "a meter channel of every node, KIND[:TARGET,key=value,...]; repeat for several. "
@@ -342,49 +248,42 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
         "NPMPI_METERS='spec;spec' in a node's environment overrides it on that node (default: none, "
         "no power measured)",
     )
-    add_meter_option(
+    add_option(
         g,
         "--sample-interval",
         "seconds between samples (default: each meter's natural period, e.g. 1 s for a "
         "Watts Up?, 0.1 s for RAPL)",
     )
-    g.add_argument(
+    add_option(
+        g,
         "--baseline",
-        type=seconds_arg,
-        default=None,
-        metavar="SECONDS",
-        help=f"idle power recorded before and after the sweep while every rank waits asleep; 0 "
+        f"idle power recorded before and after the sweep while every rank waits asleep; 0 "
         f"turns off the one before (the one after still covers the meters' delay) "
         f"(default: {DEFAULT_BASELINE_S:g} s when a meter is given)",
     )
-    add_meter_option(
+    add_option(
         g,
         "--meter-optional",
         "go on without a meter that cannot be opened (recorded in the file) instead of "
         "stopping with an error",
     )
-    g.add_argument(
+    add_option(
+        g,
         "--fabric-meter",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="a meter of a device that belongs to no node (a switch, a PDU feeding several nodes), "
+        "a meter of a device that belongs to no node (a switch, a PDU feeding several nodes), "
         "same SPEC syntax as --meter; repeat for several. Sampled by one power rank, stored under "
         "/power/fabric and reported as the fabric's energy per bit (needs --meter: see docs/power.md; "
         "default: none)",
     )
-    g.add_argument(
+    add_option(
+        g,
         "--fabric-rank",
-        type=_count,
-        default=None,
-        metavar="N",
-        help="the power rank that samples the --fabric-meter devices (default: the first node's)",
+        "the power rank that samples the --fabric-meter devices (default: the first node's)",
     )
-    g.add_argument(
+    add_option(
+        g,
         "--calibration",
-        default=None,
-        metavar="FILE",
-        help="meter delays measured by `python -m npmpi calibrate` (JSON); stored in the run file "
+        "meter delays measured by `python -m npmpi calibrate` (JSON); stored in the run file "
         "and applied by npmpi-analyze (default: none, delays of 0 s)",
     )
 
@@ -392,12 +291,10 @@ def _add_power_options(p: argparse.ArgumentParser) -> None:
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     """Output: the run file, --force, --quiet."""
     g = p.add_argument_group("output")
-    g.add_argument(
-        "-o",
+    add_option(
+        g,
         "--output",
-        default=None,
-        metavar="FILE",
-        help="run file to write (default: runs/npmpi-YYYYmmdd-HHMMSS[-jobID].h5, never an existing "
+        "run file to write (default: runs/npmpi-YYYYmmdd-HHMMSS[-jobID].h5, never an existing "
         "name; runs/ is created with a .gitignore)",
     )
     g.add_argument(
@@ -407,28 +304,25 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
         help="also write NetPIPE's np.out as the run goes, as NPopenmpi does: bytes, Mbps (NetPIPE's "
         "2^20 bit/s), seconds of one message (default: none; npmpi-analyze --np-out writes it later)",
     )
-    g.add_argument("--force", action="store_true", help="overwrite an existing --output or --np-out file")
-    g.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    add_options(
+        g,
+        {"--force": "overwrite an existing --output or --np-out file", "--quiet": "print nothing but errors"},
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `python -m npmpi`, one function per option group."""
     prog = command_name()
     width = max(len(name) for name, _ in SUBCOMMANDS)
-    p = UsageParser(
-        prog=prog,
-        description=(
-            "Sweep message sizes with an MPI ping-pong (NetPIPE's method) and write every trial to one "
-            f"HDF5 run file. Launch with two or more ranks: mpirun -np 2 {prog}. "
-            "Sizes accept suffixes K, M, G (powers of two)."
-        ),
+    p = command_parser(
+        prog,
+        "Sweep message sizes with an MPI ping-pong (NetPIPE's method) and write every trial to one "
+        f"HDF5 run file. Launch with two or more ranks: mpirun -np 2 {prog}. "
+        "Sizes accept suffixes K, M, G (powers of two).",
         epilog=f"subcommands ({prog} SUBCOMMAND …, each with its own --help):\n"
         + "\n".join(f"  {name:<{width}}  {what}" for name, what in SUBCOMMANDS),
-        add_help=False,
         allow_abbrev=False,
     )
-    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    add_version_option(p)
     _add_size_options(p)
     _add_repetition_options(p)
     _add_mode_options(p)

@@ -35,35 +35,25 @@ from npmpi.power.delayfit import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.commands.arguments import (
-        UsageParser,
-        add_meter_option,
-        add_version_option,
-        command_name,
-        count_arg,
-        seconds_arg,
-    )
+    from npmpi.commands.parser import add_options, command_name, command_parser, count_arg, seconds_arg
 
-    p = UsageParser(
-        prog=f"{command_name()} calibrate",
-        description=(
-            "Measure how long each node's meter takes to report the power drawn: the ranks other than "
-            "the power ranks run a pseudo-random on/off compute load while the power ranks sample; the "
-            "shift that best lines the power up with the load is the meter's delay. Launch like a run: "
-            "mpirun -np 3 python -m npmpi calibrate --meter SPEC."
-        ),
-        add_help=False,
+    p = command_parser(
+        f"{command_name()} calibrate",
+        "Measure how long each node's meter takes to report the power drawn: the ranks other than "
+        "the power ranks run a pseudo-random on/off compute load while the power ranks sample; the "
+        "shift that best lines the power up with the load is the meter's delay. Launch like a run: "
+        "mpirun -np 3 python -m npmpi calibrate --meter SPEC.",
         allow_abbrev=False,
     )
-    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    add_version_option(p)
-    add_meter_option(
+    add_options(
         p,
-        "--meter",
-        "meter channel(s) of every node, as for a run (NPMPI_METERS overrides per node; default: none)",
+        {
+            "--meter": "meter channel(s) of every node, as for a run (NPMPI_METERS overrides per node; "
+            "default: none)",
+            "--meter-optional": "go on without meters that cannot be opened",
+            "--sample-interval": "seconds between samples (default: each meter's natural period)",
+        },
     )
-    add_meter_option(p, "--meter-optional", "go on without meters that cannot be opened")
-    add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's natural period)")
     p.add_argument(
         "--duration",
         type=seconds_arg,
@@ -102,30 +92,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="size of the N x N matrices multiplied during load bursts (default: %(default)s)",
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        metavar="FILE",
-        help="calibration file to write (JSON; default runs/npmpi-calibration-YYYYmmdd-HHMMSS.json)",
+    add_options(
+        p,
+        {
+            "--output": "calibration file to write (JSON; default "
+            "runs/npmpi-calibration-YYYYmmdd-HHMMSS.json)",
+            "--force": "overwrite an existing --output",
+            "--quiet": "print nothing but errors",
+        },
     )
-    p.add_argument("--force", action="store_true", help="overwrite an existing --output")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     return p
 
 
 def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
-    from npmpi.core.errors import HelpRequested
+    from npmpi.commands.parser import parse_command_line
     from npmpi.meters import MeterError, check_meter_spec
 
-    parser = build_parser()
-    ns = parser.parse_args(argv)
-    if ns.help:
-        raise HelpRequested(parser.format_help())
-    if ns.version:
-        from npmpi.commands.arguments import version_text
-
-        raise HelpRequested(version_text())
+    ns = parse_command_line(build_parser(), argv)
     for text in ns.meter:
         try:
             check_meter_spec(text)

@@ -18,15 +18,12 @@ from npmpi.core.errors import NpmpiError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from npmpi.commands.arguments import UsageParser, add_version_option, command_name
+    from npmpi.commands.parser import command_name, command_parser
 
-    parser = UsageParser(
-        prog=f"{command_name()} meters",
-        add_help=False,
-        description="Which power meters open on this node, what they measure, and why not (and the fix).",
+    parser = command_parser(
+        f"{command_name()} meters",
+        "Which power meters open on this node, what they measure, and why not (and the fix).",
     )
-    parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    add_version_option(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     parser.add_argument(
         "--auto",
@@ -39,17 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_meters_options(argv: list[str]) -> argparse.Namespace:
-    from npmpi.core.errors import HelpRequested
+    from npmpi.commands.parser import parse_command_line
 
-    parser = build_parser()
-    ns = parser.parse_args(argv)
-    if ns.help:
-        raise HelpRequested(parser.format_help())
-    if ns.version:
-        from npmpi.commands.arguments import version_text
-
-        raise HelpRequested(version_text())
-    return ns
+    return parse_command_line(build_parser(), argv)
 
 
 def main(argv: list[str]) -> int:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from npmpi.commands.arguments import build_parser
+from npmpi.commands.parser import parse_command_line
 from npmpi.core.buffers import (
     ARRANGEMENT_NETPIPE,
     ARRANGEMENT_SEPARATE,
@@ -26,7 +27,7 @@ from npmpi.core.config import (
     THREAD_LEVELS,
     Options,
 )
-from npmpi.core.errors import HelpRequested, UsageError
+from npmpi.core.errors import UsageError
 from npmpi.core.modes import (
     DEFAULT_CACHE_POOL_BYTES,
     DEFAULT_WINDOW,
@@ -41,21 +42,14 @@ from npmpi.sweep.kernels import KERNEL_NAMES
 
 def parse_options(argv: list[str]) -> Options:
     """Parse and check options; UsageError carries the one-line reason, HelpRequested the help."""
-    parser = build_parser()
-    ns = parser.parse_args(argv)
-    if ns.help:
-        raise HelpRequested(parser.format_help())
-    if ns.version:
-        from npmpi.commands.arguments import version_text
-
-        raise HelpRequested(version_text())
+    ns = parse_command_line(build_parser(), argv)
     _check_sizes(ns)
     trials, target = _repetition(ns)
     max_one_way = _max_one_way(ns.max_one_way, ns.max_round_trip)
     window = _check_mode(ns)
     _choose_buffers(ns)
     _check_choices(ns)
-    baseline = _check_power_and_output(ns)
+    baseline = check_power_and_output(ns)
     return Options(
         lower_bytes=ns.lower,
         upper_bytes=ns.upper,
@@ -133,6 +127,20 @@ def trials_and_target(
 
 def _check_mode(ns: argparse.Namespace) -> int:
     """Check --mode, --window, --pairs and --cache-pool; returns the window (1 outside stream mode)."""
+    window = check_mode_and_window(ns)
+    if isinstance(ns.pairs, int) and ns.pairs < 1:
+        raise UsageError(f"--pairs {ns.pairs}: give at least 1 pair, or 'all'")
+    if ns.cache_pool is not None and not ns.cache_cold:
+        raise UsageError("--cache-pool only applies with --cache-cold: add --cache-cold or drop --cache-pool")
+    if ns.cache_pool is not None and ns.cache_pool < 4096:
+        raise UsageError(
+            f"--cache-pool {ns.cache_pool}: give at least 4K (it should exceed the last-level cache)"
+        )
+    return window
+
+
+def check_mode_and_window(ns: argparse.Namespace) -> int:
+    """Check --mode and --window (a run's, a map's); returns the window (1 outside stream mode)."""
     if ns.mode not in MODES:
         raise UsageError(f"--mode {ns.mode!r}: unknown mode; choose one of: {', '.join(MODES)}")
     windowed = mode_named(ns.mode).windowed
@@ -144,14 +152,6 @@ def _check_mode(ns: argparse.Namespace) -> int:
     window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if windowed else 1
     if not 1 <= window <= MAX_WINDOW:
         raise UsageError(f"--window {window}: give between 1 and {MAX_WINDOW} messages per iteration")
-    if isinstance(ns.pairs, int) and ns.pairs < 1:
-        raise UsageError(f"--pairs {ns.pairs}: give at least 1 pair, or 'all'")
-    if ns.cache_pool is not None and not ns.cache_cold:
-        raise UsageError("--cache-pool only applies with --cache-cold: add --cache-cold or drop --cache-pool")
-    if ns.cache_pool is not None and ns.cache_pool < 4096:
-        raise UsageError(
-            f"--cache-pool {ns.cache_pool}: give at least 4K (it should exceed the last-level cache)"
-        )
     return window
 
 
@@ -195,8 +195,9 @@ def _check_choices(ns: argparse.Namespace) -> None:
         raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
 
 
-def _check_power_and_output(ns: argparse.Namespace) -> float | None:
-    """Check the meter specs, --sample-interval, --baseline and --output; returns the baseline."""
+def check_power_and_output(ns: argparse.Namespace, example: str = "run.h5") -> float | None:
+    """Check the meter specs, --sample-interval, --baseline and --output (a run's, a map's: `example`
+    names its file in the message on an empty --output); returns the baseline."""
     for text in ns.meter:
         from npmpi.meters import MeterError, check_meter_spec
 
@@ -211,7 +212,7 @@ def _check_power_and_output(ns: argparse.Namespace) -> float | None:
     if baseline is not None and not 0 <= baseline <= MAX_BASELINE_S:
         raise UsageError(f"--baseline {baseline}: give between 0 (off) and {MAX_BASELINE_S:.0f} s")
     if ns.output is not None and ns.output.strip() == "":
-        raise UsageError("--output is empty: give a file name, e.g. -o run.h5")
+        raise UsageError(f"--output is empty: give a file name, e.g. -o {example}")
     return baseline
 
 

@@ -10,28 +10,27 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.commands.arguments import (
+from npmpi.commands.options import check_mode_and_window, check_power_and_output, trials_and_target
+from npmpi.commands.parser import (
     UsageParser,
-    add_meter_option,
-    add_version_option,
+    add_option,
+    add_options,
     command_name,
+    command_parser,
     count_arg,
     one_or_other,
-    seconds_arg,
-    version_text,
+    parse_command_line,
 )
-from npmpi.commands.options import check_fabric, trials_and_target
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
 from npmpi.core.config import (
     DEFAULT_TARGET_TIME_S,
     DEFAULT_TRIALS,
-    MAX_BASELINE_S,
     QUICK_TARGET_TIME_S,
     QUICK_TRIALS,
     Options,
 )
-from npmpi.core.errors import HelpRequested, UsageError
-from npmpi.core.modes import DEFAULT_WINDOW, MAX_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES, mode_named
+from npmpi.core.errors import UsageError
+from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.map.schedule import SCHEDULE_ROUNDS, SCHEDULES
@@ -65,61 +64,17 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def _add_map_repetition_and_mode(p: UsageParser) -> None:
-    """--trials, --target-time, --quick, --kernel, --mode and --window, as the map words them."""
-    p.add_argument(
-        "--trials",
-        type=count_arg,
-        default=None,
-        metavar="N",
-        help=f"trials per pair and size (default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
-    )
-    p.add_argument(
-        "--target-time",
-        type=seconds_arg,
-        default=None,
-        metavar="SECONDS",
-        help="NetPIPE's RUNTM: each pair's iterations per trial come from NetPIPE's rule with its "
-        f"own time per message at the size (default: {DEFAULT_TARGET_TIME_S} s, "
-        f"{QUICK_TARGET_TIME_S} s with --quick)",
-    )
-    p.add_argument("--quick", action="store_true", help="fewer trials, shorter target time")
-    p.add_argument(
-        "--kernel",
-        default="python",
-        metavar="NAME",
-        help=one_or_other(f"'{k}'" for k in KERNEL_NAMES) + " (default: python)",
-    )
-    p.add_argument(
-        "--mode",
-        default=MODE_PINGPONG,
-        metavar="MODE",
-        help=one_or_other(MODES) + " (default: %(default)s)",
-    )
-    p.add_argument(
-        "--window",
-        type=count_arg,
-        default=None,
-        metavar="N",
-        help=f"stream mode: messages per window (default: {DEFAULT_WINDOW})",
-    )
-
-
 def build_parser() -> UsageParser:
-    """The parser of `python -m npmpi map`."""
-    p = UsageParser(
-        prog=f"{command_name()} map",
-        description=(
-            "Measure every pair of nodes (latency and bandwidth at a few message sizes, and with "
-            "--meter each node's power) into one HDF5 map file. One rank per node measures "
-            "(--per-rank: every rank); with --meter each node needs one more rank for its meters. "
-            "Launch e.g.: mpirun -np 8 --map-by node python -m npmpi map."
-        ),
-        add_help=False,
+    """The parser of `python -m npmpi map`: the map's own options and those it shares with a run,
+    worded for a map."""
+    p = command_parser(
+        f"{command_name()} map",
+        "Measure every pair of nodes (latency and bandwidth at a few message sizes, and with "
+        "--meter each node's power) into one HDF5 map file. One rank per node measures "
+        "(--per-rank: every rank); with --meter each node needs one more rank for its meters. "
+        "Launch e.g.: mpirun -np 8 --map-by node python -m npmpi map.",
         allow_abbrev=False,
     )
-    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
-    add_version_option(p)
     p.add_argument(
         "--sizes",
         type=_sizes,
@@ -140,34 +95,53 @@ def build_parser() -> UsageParser:
         action="store_true",
         help="map every rank (not only one per node): for trying a map on one host",
     )
-    _add_map_repetition_and_mode(p)
+    add_options(
+        p,
+        {
+            "--trials": f"trials per pair and size (default: {DEFAULT_TRIALS}, {QUICK_TRIALS} with --quick)",
+            "--target-time": "NetPIPE's RUNTM: each pair's iterations per trial come from NetPIPE's rule "
+            f"with its own time per message at the size (default: {DEFAULT_TARGET_TIME_S} s, "
+            f"{QUICK_TARGET_TIME_S} s with --quick)",
+            "--quick": "fewer trials, shorter target time",
+            "--kernel": one_or_other(f"'{k}'" for k in KERNEL_NAMES) + " (default: python)",
+            "--mode": one_or_other(MODES) + " (default: %(default)s)",
+            "--window": f"stream mode: messages per window (default: {DEFAULT_WINDOW})",
+        },
+    )
     _add_map_measuring(p)
-    add_meter_option(
-        p, "--meter", "a meter channel of every node (as for a run; see docs/meters.md; default: none)"
-    )
-    _add_fabric(p)
-    add_meter_option(p, "--meter-optional", "go on without a meter that cannot be opened")
-    add_meter_option(p, "--sample-interval", "seconds between samples (default: each meter's own)")
-    p.add_argument(
-        "--baseline",
-        type=seconds_arg,
-        default=None,
-        metavar="SECONDS",
-        help="idle power before and after the map (default: 3 s when a meter is given)",
-    )
-    p.add_argument(
-        "--calibration", default=None, metavar="FILE", help="meter delays from calibrate (default: none)"
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        metavar="FILE",
-        help="map file to write (default: runs/npmpi-map-YYYYmmdd-HHMMSS.h5)",
-    )
-    p.add_argument("--force", action="store_true", help="overwrite an existing --output file")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    _add_map_power_and_output(p)
     return p
+
+
+def _add_map_power_and_output(p: UsageParser) -> None:
+    """The power and output options a map shares with a run, worded for a map."""
+    add_options(
+        p,
+        {
+            "--meter": "a meter channel of every node (as for a run; see docs/meters.md; default: none)",
+            "--fabric-meter": "a meter of a device that belongs to no node (a switch, a shared PDU), as "
+            "for a run; repeat for several. Sampled by one power rank, stored under /power/fabric (needs "
+            "--meter; default: none)",
+        },
+    )
+    add_option(
+        p,
+        "--fabric-rank",
+        "the power rank that samples the --fabric-meter devices (default: the first node's)",
+        metavar="RANK",
+    )
+    add_options(
+        p,
+        {
+            "--meter-optional": "go on without a meter that cannot be opened",
+            "--sample-interval": "seconds between samples (default: each meter's own)",
+            "--baseline": "idle power before and after the map (default: 3 s when a meter is given)",
+            "--calibration": "meter delays from calibrate (default: none)",
+            "--output": "map file to write (default: runs/npmpi-map-YYYYmmdd-HHMMSS.h5)",
+            "--force": "overwrite an existing --output file",
+            "--quiet": "print nothing but errors",
+        },
+    )
 
 
 def _fraction_arg(text: str) -> float:
@@ -208,37 +182,12 @@ def _add_map_measuring(p: UsageParser) -> None:
     )
 
 
-def _add_fabric(p: UsageParser) -> None:
-    """--fabric-meter and --fabric-rank, as a run's."""
-    p.add_argument(
-        "--fabric-meter",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="a meter of a device that belongs to no node (a switch, a shared PDU), as for a run; "
-        "repeat for several. Sampled by one power rank, stored under /power/fabric (needs --meter; "
-        "default: none)",
-    )
-    p.add_argument(
-        "--fabric-rank",
-        type=count_arg,
-        default=None,
-        metavar="RANK",
-        help="the power rank that samples the --fabric-meter devices (default: the first node's)",
-    )
-
-
 def parse_map_options(argv: list[str]) -> MapOptions:
     """Parse and check a map's options; UsageError carries the one-line reason."""
-    parser = build_parser()
-    ns = parser.parse_args(argv)
-    if ns.help:
-        raise HelpRequested(parser.format_help())
-    if ns.version:
-        raise HelpRequested(version_text())
+    ns = parse_command_line(build_parser(), argv)
     sizes = _check_sizes(ns.sizes)
     trials, target = _repetition(ns)
-    window = _check_mode(ns)
+    window = check_mode_and_window(ns)
     directions = _check_directions(ns)
     if not 0 <= ns.confirm <= 100:
         raise UsageError(f"--confirm {ns.confirm}: give between 0 (no re-measurement) and 100 repeats")
@@ -250,7 +199,7 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         )
     if ns.kernel not in KERNEL_NAMES:
         raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
-    _check_power_and_output(ns)
+    check_power_and_output(ns, "map.h5")
     plain = ns.mode == MODE_PINGPONG
     run = Options(
         lower_bytes=sizes[0],
@@ -324,34 +273,3 @@ def _check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 def _repetition(ns: argparse.Namespace) -> tuple[int, float]:
     return trials_and_target(ns.trials, ns.target_time, ns.quick, "per pair and size")
-
-
-def _check_mode(ns: argparse.Namespace) -> int:
-    if ns.mode not in MODES:
-        raise UsageError(f"--mode {ns.mode!r}: unknown mode; choose one of: {', '.join(MODES)}")
-    windowed = mode_named(ns.mode).windowed
-    if ns.window is not None and not windowed:
-        raise UsageError(
-            f"--window {ns.window} only applies to --mode stream: drop --window or add --mode stream"
-        )
-    window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if windowed else 1
-    if not 1 <= window <= MAX_WINDOW:
-        raise UsageError(f"--window {window}: give between 1 and {MAX_WINDOW} messages per iteration")
-    return window
-
-
-def _check_power_and_output(ns: argparse.Namespace) -> None:
-    from npmpi.meters import MeterError, check_meter_spec
-
-    for text in ns.meter:
-        try:
-            check_meter_spec(text)
-        except MeterError as exc:
-            raise UsageError(str(exc)) from None
-    check_fabric(ns)
-    if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
-        raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
-    if ns.baseline is not None and not 0 <= ns.baseline <= MAX_BASELINE_S:
-        raise UsageError(f"--baseline {ns.baseline}: give between 0 (off) and {MAX_BASELINE_S:.0f} s")
-    if ns.output is not None and ns.output.strip() == "":
-        raise UsageError("--output is empty: give a file name, e.g. -o map.h5")
