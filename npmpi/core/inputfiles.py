@@ -13,6 +13,7 @@ import math
 import os
 import re
 import stat
+from collections.abc import Callable
 
 import numpy as np
 
@@ -21,8 +22,11 @@ MAX_JSON_DEPTH = 32
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
-def read_regular_file(path: str, what: str, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of `path` if it is a regular file of at most `limit` bytes; `error` otherwise."""
+def read_regular_file(
+    path: str, what: str, error: Callable[[str], Exception], limit: int = MAX_INPUT_BYTES
+) -> bytes:
+    """The bytes of `path` if it is a regular file of at most `limit` bytes; else `error` (an exception
+    class, or a function making one) of a message starting with `what`."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:

@@ -38,9 +38,9 @@ class AutoSpec(Meter):
     parameters = ("cray_root", "rapl_root", "perf_root", "hwmon_root", "redfish", "ipmi")
 
     def open(self) -> None:
-        raise MeterError(
-            f"--meter {self.spec.text}: auto chooses a node's own meters; it cannot be a fabric meter or "
-            "part of another meter"
+        raise MeterError.about(
+            self.spec.text,
+            "auto chooses a node's own meters; it cannot be a fabric meter or part of another meter",
         )
 
     def read(self, timeout_s: float) -> list[Reading]:
@@ -143,7 +143,7 @@ def choose(spec: MeterSpec | str, given: tuple[str, ...] = ()) -> AutoChoice:
     if chosen is None:
         finding, meter = try_kind("estimate")
         if meter is None:
-            raise MeterError(f"--meter {spec.text}: no meter opens on this node: {choice.summary()}")
+            raise MeterError.about(spec.text, f"no meter opens on this node: {choice.summary()}")
         choice.meters.insert(0, meter)
         choice.steps.append(
             Step("estimate", "estimate", CHOSEN, "nothing measured opens here: ESTIMATED power")

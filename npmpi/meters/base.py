@@ -54,10 +54,43 @@ INLINE_SECRET_KEYS = (
 )
 
 
+METER_OPTION = "--meter"  # the option a spec comes from unless the caller names another
+
+
 class MeterError(NpmpiError):
-    """A meter cannot be used at all (missing device, dependency, permission): says what to do."""
+    """A meter cannot be used at all (missing device, dependency, permission): says what to do.
+
+    It carries the spec as its message may show it (`spec`: the spec's text, or only its kind while
+    a secret may be in it; None when the message is about no spec) and the words after it (`detail`);
+    whoever knows which option the spec came from shows it with that option's name (`under`):
+    `--meter SPEC: ...` by default, `--fabric-meter SPEC: ...` for a fabric meter."""
 
     exit_code = 2
+
+    def __init__(self, detail: str, spec: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.spec = spec
+
+    @classmethod
+    def about(cls, spec: str, detail: str) -> MeterError:
+        """The error of the spec shown as `spec` ('' for a spec shown not at all)."""
+        return cls(detail, spec)
+
+    def under(self, option: str) -> str:
+        """The message with the option the spec was given with: `OPTION SPEC: detail`."""
+        if self.spec is None:
+            return self.detail
+        return f"{option} {self.spec}: {self.detail}" if self.spec else f"{option}: {self.detail}"
+
+    def __str__(self) -> str:
+        return self.under(METER_OPTION)
+
+
+def spec_error(spec: str):
+    """A function making the MeterError of `spec` from the words after it (for helpers that take an
+    exception class, e.g. npmpi.core.inputfiles.read_regular_file)."""
+    return lambda detail: MeterError(detail, spec)
 
 
 class MeterFault(Exception):
@@ -97,11 +130,9 @@ class MeterSpec:
         try:
             value = parse_number(self.params[key])
         except ValueError:
-            raise MeterError(
-                f"--meter {self.text}: {key}={self.params[key]!r} is not {NUMBER_GRAMMAR}"
-            ) from None
+            raise MeterError.about(self.text, f"{key}={self.params[key]!r} is not {NUMBER_GRAMMAR}") from None
         if not lo <= value <= hi:
-            raise MeterError(f"--meter {self.text}: {key}={self.params[key]} is not from {lo:g} to {hi:g}")
+            raise MeterError.about(self.text, f"{key}={self.params[key]} is not from {lo:g} to {hi:g}")
         return value
 
 
@@ -196,7 +227,7 @@ def host_and_port(
     for the error: "the BMC's"); MeterError if absent or malformed."""
     text = target or ""  # not stripped: a port of " 1" or "1 " is not a number
     if not text:
-        raise MeterError(f"--meter {spec_text}: give {device} address: {kind}:HOST[:PORT]")
+        raise MeterError.about(spec_text, f"give {device} address: {kind}:HOST[:PORT]")
     host, port_text = text, ""
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
@@ -204,18 +235,19 @@ def host_and_port(
     elif text.count(":") == 1:
         host, _, port_text = text.partition(":")
     if "@" in text:  # USER[:PASSWORD]@HOST: never shown (a password may follow the user)
-        raise MeterError(
-            f"--meter {kind}: the address holds '@' (a USER:PASSWORD@HOST form?): give HOST[:PORT] only; "
-            "credentials come from the environment or a credentials= file (docs/meters.md, Credentials)"
+        raise MeterError.about(
+            kind,
+            "the address holds '@' (a USER:PASSWORD@HOST form?): give HOST[:PORT] only; "
+            "credentials come from the environment or a credentials= file (docs/meters.md, Credentials)",
         )
     try:
         port = parse_whole(port_text) if port_text else default_port
     except ValueError:
         port = -1
     if not host or port == -1:
-        raise MeterError(f"--meter {spec_text}: {text!r} is not HOST[:PORT] (PORT in ASCII digits)")
+        raise MeterError.about(spec_text, f"{text!r} is not HOST[:PORT] (PORT in ASCII digits)")
     if not 0 < port < 65536:
-        raise MeterError(f"--meter {spec_text}: port {port} is not between 1 and 65535")
+        raise MeterError.about(spec_text, f"port {port} is not between 1 and 65535")
     return host, port
 
 
@@ -240,18 +272,18 @@ def parse_meter_spec(text: str) -> MeterSpec:
     no message shows the spec: only the kind and a key's name, never a value."""
     raw = text.strip()
     if not raw:
-        raise MeterError("--meter is empty: give a meter, e.g. --meter estimate")
+        raise MeterError.about("", "the spec is empty: give a meter, e.g. estimate")
     kind, _, rest = text.lstrip().partition(":")  # values keep their spaces: ' 1' is not a number
     kind = kind.strip().lower()
     if not _KIND_RE.fullmatch(kind):
-        raise MeterError(f"--meter: unknown meter (not shown); known meters: {', '.join(known_meters())}")
+        raise MeterError.about("", f"unknown meter (not shown); known meters: {', '.join(known_meters())}")
     items = [item for item in rest.split(",") if item.strip()] if rest else []
     for item in items:
         key, eq, _value = item.partition("=")
         if eq and key.strip().lower() in INLINE_SECRET_KEYS:
             raise inline_secret_error(kind, key.strip())
     if kind not in _REGISTRY:
-        raise MeterError(f"--meter {kind}: unknown meter {kind!r}; known meters: {', '.join(known_meters())}")
+        raise MeterError.about(kind, f"unknown meter {kind!r}; known meters: {', '.join(known_meters())}")
     target = None
     params: dict[str, str] = {}
     known = known_parameters(kind)
@@ -260,19 +292,21 @@ def parse_meter_spec(text: str) -> MeterSpec:
             key, _, value = item.partition("=")
             key = key.strip()
             if known is not None and key not in known:  # its value is never shown: it may be a secret
-                raise MeterError(
-                    f"--meter {kind}: unknown parameter {key!r} for {kind} (its value is not shown); "
-                    f"known parameters: {', '.join(known) or 'none'}"
+                raise MeterError.about(
+                    kind,
+                    f"unknown parameter {key!r} for {kind} (its value is not shown); "
+                    f"known parameters: {', '.join(known) or 'none'}",
                 )
             params[key] = value
         elif target is None:
             target = item
         else:
-            raise MeterError(f"--meter {kind}: more than one positional argument (values not shown)")
+            raise MeterError.about(kind, "more than one positional argument (values not shown)")
     if target is not None and _USERINFO_RE.match(target):
-        raise MeterError(
-            f"--meter {kind}: the argument looks like USER:PASSWORD@HOST (not shown): give HOST[:PORT] "
-            "only; credentials come from the environment or a credentials= file (docs/meters.md, Credentials)"
+        raise MeterError.about(
+            kind,
+            "the argument looks like USER:PASSWORD@HOST (not shown): give HOST[:PORT] only; credentials "
+            "come from the environment or a credentials= file (docs/meters.md, Credentials)",
         )
     return MeterSpec(kind=kind, target=target, params=params, text=raw)
 
@@ -293,11 +327,12 @@ def check_meter_spec(text: str) -> MeterSpec:
 
 def inline_secret_error(kind: str, key: str) -> MeterError:
     """The usage error for a secret given inline in a spec: says where it goes, never shows its value."""
-    return MeterError(
-        f"--meter {kind}: {key}= may not be given on the command line (it would be visible in `ps`, the "
+    return MeterError.about(
+        kind,
+        f"{key}= may not be given on the command line (it would be visible in `ps`, the "
         f"shell history, the job records and the run file); put it in an environment variable (the meter's "
         f"default, or one named with {key}_env=VARNAME) or in a file named by credentials=PATH "
-        f"(`{key}=...` lines, mode 0600: `chmod 600 PATH`); docs/meters.md, Credentials"
+        f"(`{key}=...` lines, mode 0600: `chmod 600 PATH`); docs/meters.md, Credentials",
     )
 
 
@@ -319,6 +354,6 @@ def make_meter(spec: MeterSpec | str) -> Meter:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise MeterError(f"--meter {spec.kind}: backend {spec.kind!r} cannot be loaded ({exc})") from None
+        raise MeterError.about(spec.kind, f"backend {spec.kind!r} cannot be loaded ({exc})") from None
     cls = getattr(module, class_name)
     return cls(spec)

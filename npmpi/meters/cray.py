@@ -107,14 +107,14 @@ class CrayMeter(Meter):
         super().__init__(spec)
         self.channel = (spec.target or "node").strip().lower()
         if not CHANNEL.match(self.channel):
-            raise MeterError(
-                f"--meter {spec.text}: unknown pm_counters channel {spec.target!r}; "
-                "choose node, cpu, memory or accel0..accel3"
+            raise MeterError.about(
+                spec.text,
+                f"unknown pm_counters channel {spec.target!r}; choose node, cpu, memory or accel0..accel3",
             )
         self.root = Path(spec.params.get("root") or DEFAULT_ROOT)
         self.max_w = spec.number("max_w", DEFAULT_MAX_W)
         if self.max_w <= 0:
-            raise MeterError(f"--meter {spec.text}: max_w must be positive")
+            raise MeterError.about(spec.text, "max_w must be positive")
         self._monotonic = monotonic
         self.energy_file, self.power_file = channel_files(self.channel)
         self.version: int | None = None
@@ -158,15 +158,17 @@ class CrayMeter(Meter):
     def open(self) -> None:
         self._opened = False
         if not (self.root / "freshness").exists():
-            raise MeterError(
-                f"--meter {self.spec.text}: no {self.root}/freshness: this is not an HPE Cray EX or XC "
-                "compute node (pm_counters exist only there), or root= names the wrong directory"
+            raise MeterError.about(
+                self.spec.text,
+                f"no {self.root}/freshness: this is not an HPE Cray EX or XC "
+                "compute node (pm_counters exist only there), or root= names the wrong directory",
             )
         if not (self.root / self.energy_file).exists():
             present = sorted(p.name for p in self.root.glob("*energy"))
-            raise MeterError(
-                f"--meter {self.spec.text}: no {self.root}/{self.energy_file} on this node "
-                f"(its energy counters: {', '.join(present) or 'none'})"
+            raise MeterError.about(
+                self.spec.text,
+                f"no {self.root}/{self.energy_file} on this node "
+                f"(its energy counters: {', '.join(present) or 'none'})",
             )
         try:
             self.version = self._optional("version")
@@ -174,12 +176,13 @@ class CrayMeter(Meter):
             self._ref = None
             self._snapshot()  # the files parse: refuse garbage at open, not at the first sample
         except PermissionError:
-            raise MeterError(
-                f"--meter {self.spec.text}: permission denied reading {self.root}: pm_counters are "
-                "world-readable on Cray EX; ask the site why they are not here"
+            raise MeterError.about(
+                self.spec.text,
+                f"permission denied reading {self.root}: pm_counters are "
+                "world-readable on Cray EX; ask the site why they are not here",
             ) from None
         except (OSError, ValueError, MeterFault) as exc:
-            raise MeterError(f"--meter {self.spec.text}: cannot read {self.root}: {exc}") from None
+            raise MeterError.about(self.spec.text, f"cannot read {self.root}: {exc}") from None
         if hz:
             self.scan_hz = float(hz)
             self.natural_interval_s = 1.0 / self.scan_hz

@@ -20,7 +20,7 @@ import os
 import stat
 
 from npmpi.core.inputfiles import read_regular_file
-from npmpi.meters.base import INLINE_SECRET_KEYS, MeterError, MeterSpec, inline_secret_error
+from npmpi.meters.base import INLINE_SECRET_KEYS, MeterError, MeterSpec, inline_secret_error, spec_error
 
 __all__ = [
     "INLINE_SECRET_KEYS",
@@ -58,9 +58,10 @@ def read_credentials(spec: MeterSpec, wanted: dict[str, str], meter: str) -> dic
         values = _read_file(path, meter)
         missing = [name for name in wanted if not values.get(name)]
         if missing:
-            raise MeterError(
-                f"--meter {meter}: credentials file {path} has no {missing[0]}= line "
-                f"(it needs {', '.join(f'{name}=' for name in wanted)})"
+            raise MeterError.about(
+                meter,
+                f"credentials file {path} has no {missing[0]}= line "
+                f"(it needs {', '.join(f'{name}=' for name in wanted)})",
             )
         return {name: values[name] for name in wanted}
     found: dict[str, str] = {}
@@ -68,11 +69,12 @@ def read_credentials(spec: MeterSpec, wanted: dict[str, str], meter: str) -> dic
         variable = spec.params.get(f"{name}{ENV_SUFFIX}") or default
         value = os.environ.get(variable, "")
         if not value:
-            raise MeterError(
-                f"--meter {meter}: no {name}: environment variable {variable} is not set or empty; "
+            raise MeterError.about(
+                meter,
+                f"no {name}: environment variable {variable} is not set or empty; "
                 f"export it (e.g. `set -a; . ~/.npmpi/bmc.env; set +a` from a 0600 file), name another "
                 f"with {name}{ENV_SUFFIX}=VARNAME, or give credentials=PATH (a file of `{name}=...` "
-                "lines, mode 0600)"
+                "lines, mode 0600)",
             )
         found[name] = value
     return found
@@ -94,27 +96,30 @@ def check_private_file(path: str, meter: str) -> os.stat_result:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        raise MeterError(f"--meter {meter}: credentials file {path}: no such file") from None
+        raise MeterError.about(meter, f"credentials file {path}: no such file") from None
     except OSError as exc:
-        raise MeterError(f"--meter {meter}: credentials file {path}: {exc.strerror or exc}") from None
+        raise MeterError.about(meter, f"credentials file {path}: {exc.strerror or exc}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise MeterError(
-            f"--meter {meter}: credentials file {path} is a symbolic link: name the file itself "
-            "(a link may lead to a file another user controls)"
+        raise MeterError.about(
+            meter,
+            f"credentials file {path} is a symbolic link: name the file itself "
+            "(a link may lead to a file another user controls)",
         )
     if not stat.S_ISREG(st.st_mode):
-        raise MeterError(f"--meter {meter}: credentials file {path} is not a regular file")
+        raise MeterError.about(meter, f"credentials file {path} is not a regular file")
     uid = os.geteuid()
     if st.st_uid != uid:
-        raise MeterError(
-            f"--meter {meter}: credentials file {path} is owned by uid {st.st_uid}, not by you "
-            f"(uid {uid}): use a file of your own, mode 0600 (`chmod 600 {path}`)"
+        raise MeterError.about(
+            meter,
+            f"credentials file {path} is owned by uid {st.st_uid}, not by you "
+            f"(uid {uid}): use a file of your own, mode 0600 (`chmod 600 {path}`)",
         )
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o077:
-        raise MeterError(
-            f"--meter {meter}: credentials file {path} has mode {mode:04o}: others may read it; "
-            f"`chmod 600 {path}` (it is refused unless only you can read it)"
+        raise MeterError.about(
+            meter,
+            f"credentials file {path} has mode {mode:04o}: others may read it; "
+            f"`chmod 600 {path}` (it is refused unless only you can read it)",
         )
     return st
 
@@ -122,16 +127,15 @@ def check_private_file(path: str, meter: str) -> os.stat_result:
 def _read_file(path: str, meter: str) -> dict[str, str]:
     """The `field=value` lines of a private credentials file."""
     before = check_private_file(path, meter)
-    what = f"--meter {meter}: credentials file {path}"
-    data = read_regular_file(path, what, MeterError, MAX_CREDENTIALS_BYTES)
+    data = read_regular_file(path, f"credentials file {path}", spec_error(meter), MAX_CREDENTIALS_BYTES)
     # checked again after the read: the path must still be that same private file (not swapped meanwhile)
     after = check_private_file(path, meter)
     if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-        raise MeterError(f"--meter {meter}: credentials file {path} was replaced while being read")
+        raise MeterError.about(meter, f"credentials file {path} was replaced while being read")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise MeterError(f"--meter {meter}: credentials file {path} is not UTF-8 text") from None
+        raise MeterError.about(meter, f"credentials file {path} is not UTF-8 text") from None
     values: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -140,9 +144,8 @@ def _read_file(path: str, meter: str) -> dict[str, str]:
         key, eq, value = line.partition("=")
         if not eq or not key.strip():
             # the line may hold a secret: say where, not what
-            raise MeterError(
-                f"--meter {meter}: credentials file {path} line {number} is not `field=value` "
-                "(comments start with #)"
+            raise MeterError.about(
+                meter, f"credentials file {path} line {number} is not `field=value` (comments start with #)"
             )
         values[key.strip()] = value.strip()
     return values

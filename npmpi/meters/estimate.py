@@ -47,17 +47,15 @@ class EstimateMeter(Meter):
         self.max_w = spec.number("max_w", DEFAULT_MAX_W, hi=1e6)
         self.stat_path = spec.params.get("stat", spec.target or "/proc/stat")
         if not 0 <= self.idle_w <= self.max_w:
-            raise MeterError(
-                f"--meter {spec.text}: need 0 <= idle_w <= max_w (got {self.idle_w}, {self.max_w})"
-            )
+            raise MeterError.about(spec.text, f"need 0 <= idle_w <= max_w (got {self.idle_w}, {self.max_w})")
         self._last: tuple[int, int] | None = None
 
     def open(self) -> None:
         try:
             self._last = read_cpu_ticks(self.stat_path)
         except (OSError, ValueError) as exc:
-            raise MeterError(
-                f"--meter {self.spec.text}: cannot read CPU times from {self.stat_path} ({exc})"
+            raise MeterError.about(
+                self.spec.text, f"cannot read CPU times from {self.stat_path} ({exc})"
             ) from None
 
     def read(self, timeout_s: float) -> list[Reading]:

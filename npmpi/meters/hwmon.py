@@ -98,7 +98,7 @@ class HwmonMeter(Meter):
         self.name = spec.params.get("name")
         self.use = spec.params.get("use", "input")
         if self.use not in USES:
-            raise MeterError(f"--meter {spec.text}: use={self.use!r}: choose input or average")
+            raise MeterError.about(spec.text, f"use={self.use!r}: choose input or average")
         self.devices: list[HwmonDevice] = []
         self.files: list[Path] = []
         self.natural_interval_s = type(self).natural_interval_s
@@ -107,39 +107,41 @@ class HwmonMeter(Meter):
     def open(self) -> None:
         self._opened = False
         if not self.root.is_dir():
-            raise MeterError(f"--meter {self.spec.text}: no hwmon directory {self.root}")
+            raise MeterError.about(self.spec.text, f"no hwmon directory {self.root}")
         found = scan(self.root)
         listing = "; ".join(d.summary() for d in found) or "no hwmon devices"
         candidates = [d for d in found if self.name is None or d.name == self.name]
         if self.name is not None and not candidates:
-            raise MeterError(
-                f"--meter {self.spec.text}: no hwmon device named {self.name!r} in {self.root}; "
-                f"found: {listing}"
+            raise MeterError.about(
+                self.spec.text, f"no hwmon device named {self.name!r} in {self.root}; found: {listing}"
             )
         with_power = [d for d in candidates if d.power_files(self.use)]
         if not with_power:
-            raise MeterError(
-                f"--meter {self.spec.text}: no power sensor (power*_input or power*_average) in "
-                f"{self.root}{' for name=' + self.name if self.name else ''}; found: {listing}"
+            raise MeterError.about(
+                self.spec.text,
+                f"no power sensor (power*_input or power*_average) in "
+                f"{self.root}{' for name=' + self.name if self.name else ''}; found: {listing}",
             )
         names = sorted({d.name for d in with_power})
         if len(names) > 1:
-            raise MeterError(
-                f"--meter {self.spec.text}: several hwmon devices report power and summing them may count "
+            raise MeterError.about(
+                self.spec.text,
+                f"several hwmon devices report power and summing them may count "
                 f"twice: {'; '.join(d.summary() for d in with_power)}. Choose one, e.g. "
-                f"--meter hwmon:name={names[0]}"
+                f"hwmon:name={names[0]}",
             )
         files = [f for d in with_power for f in d.power_files(self.use)]
         for f in files:
             try:
                 _read_int(f)
             except PermissionError:
-                raise MeterError(
-                    f"--meter {self.spec.text}: permission denied reading {f}: run as root or have an "
-                    f"administrator make it readable (e.g. a udev rule running `chmod a+r` on it)"
+                raise MeterError.about(
+                    self.spec.text,
+                    f"permission denied reading {f}: run as root or have an "
+                    f"administrator make it readable (e.g. a udev rule running `chmod a+r` on it)",
                 ) from None
             except (OSError, ValueError) as exc:
-                raise MeterError(f"--meter {self.spec.text}: cannot read {f}: {exc}") from None
+                raise MeterError.about(self.spec.text, f"cannot read {f}: {exc}") from None
         self.devices = with_power
         self.files = files
         self.natural_interval_s = self._update_interval_s()

@@ -71,13 +71,13 @@ class IpmiMeter(Meter):
         try:
             self.argv = shlex.split(cmd)
         except ValueError as exc:
-            raise MeterError(f"--meter {spec.text}: cannot split cmd={cmd!r}: {exc}") from None
+            raise MeterError.about(spec.text, f"cannot split cmd={cmd!r}: {exc}") from None
         if not self.argv:
-            raise MeterError(f"--meter {spec.text}: cmd= is empty")
+            raise MeterError.about(spec.text, "cmd= is empty")
         self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S, hi=60.0)
         self.longest_call_s = self.timeout_s
         if self.timeout_s <= 0:
-            raise MeterError(f"--meter {spec.text}: timeout must be positive (seconds)")
+            raise MeterError.about(spec.text, "timeout must be positive (seconds)")
         self.executable: str | None = None
 
     def _command(self) -> list[str]:
@@ -112,29 +112,27 @@ class IpmiMeter(Meter):
     def open(self) -> None:
         exe = shutil.which(self.argv[0])
         if exe is None:
-            raise MeterError(
-                f"--meter {self.spec.text}: {self.argv[0]} not found: {INSTALL_HINT}. {ACCESS_HINT}"
-            )
+            raise MeterError.about(self.spec.text, f"{self.argv[0]} not found: {INSTALL_HINT}. {ACCESS_HINT}")
         self.executable = exe
         try:
             result = self._run()
         except subprocess.TimeoutExpired:
-            raise MeterError(
-                f"--meter {self.spec.text}: {self._shown_command()} gave no answer in {self.timeout_s:g} s "
-                f"(BMC busy or unreachable; timeout= sets the limit). {ACCESS_HINT}"
+            raise MeterError.about(
+                self.spec.text,
+                f"{self._shown_command()} gave no answer in {self.timeout_s:g} s "
+                f"(BMC busy or unreachable; timeout= sets the limit). {ACCESS_HINT}",
             ) from None
         except OSError as exc:
-            raise MeterError(f"--meter {self.spec.text}: cannot run {exe}: {exc}") from None
+            raise MeterError.about(self.spec.text, f"cannot run {exe}: {exc}") from None
         if result.returncode != 0:
-            raise MeterError(
-                f"--meter {self.spec.text}: {self._shown_command()} failed ({stderr_text(result)}). "
-                + ACCESS_HINT
+            raise MeterError.about(
+                self.spec.text, f"{self._shown_command()} failed ({stderr_text(result)}). " + ACCESS_HINT
             )
         try:
             parse_power_reading(result.stdout)
         except ReadingError as exc:
-            raise MeterError(
-                f"--meter {self.spec.text}: {exc}; this BMC may not support DCMI power readings"
+            raise MeterError.about(
+                self.spec.text, f"{exc}; this BMC may not support DCMI power readings"
             ) from None
 
     def read(self, timeout_s: float) -> list[Reading]:

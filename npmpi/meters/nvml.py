@@ -64,9 +64,7 @@ class NvmlMeter(Meter):
         super().__init__(spec)
         target = (spec.target or "all").lower()
         if target != "all" and not re.fullmatch(r"[0-9]{1,4}", target, re.ASCII):
-            raise MeterError(
-                f"--meter {spec.text}: the GPU must be an index (0, 1, ...) or all, not {target!r}"
-            )
+            raise MeterError.about(spec.text, f"the GPU must be an index (0, 1, ...) or all, not {target!r}")
         self.target = target
         self._monotonic = monotonic
         self._nvml: ModuleType | None = None
@@ -94,7 +92,7 @@ class NvmlMeter(Meter):
 
     def _raise(self, what: str, exc: Exception, fatal: bool) -> NoReturn:
         if fatal:
-            raise MeterError(f"--meter {self.spec.text}: {what}: {self._explain(exc)}") from exc
+            raise MeterError.about(self.spec.text, f"{what}: {self._explain(exc)}") from exc
         raise MeterFault(f"{what}: {self._explain(exc)}") from exc
 
     # --- life cycle ----------------------------------------------------------------------------
@@ -104,9 +102,7 @@ class NvmlMeter(Meter):
         try:
             nvml = importlib.import_module("pynvml")  # only now: most nodes have no GPU
         except ImportError as exc:
-            raise MeterError(
-                f"--meter {self.spec.text}: cannot import pynvml ({exc}): {INSTALL_HINT}"
-            ) from None
+            raise MeterError.about(self.spec.text, f"cannot import pynvml ({exc}): {INSTALL_HINT}") from None
         self._nvml = nvml
         self._call("cannot initialise NVML", nvml.nvmlInit, fatal=True)
         try:
@@ -118,14 +114,14 @@ class NvmlMeter(Meter):
     def _open_gpus(self, nvml: ModuleType) -> None:
         count = int(self._call("cannot count the GPUs", nvml.nvmlDeviceGetCount, fatal=True))
         if count == 0:
-            raise MeterError(f"--meter {self.spec.text}: NVML sees no GPU on this node")
+            raise MeterError.about(self.spec.text, "NVML sees no GPU on this node")
         if self.target == "all":
             indices = list(range(count))
         else:
             indices = [int(self.target)]
             if indices[0] >= count:
-                raise MeterError(
-                    f"--meter {self.spec.text}: no GPU {indices[0]}: this node has {count} (0 to {count - 1})"
+                raise MeterError.about(
+                    self.spec.text, f"no GPU {indices[0]}: this node has {count} (0 to {count - 1})"
                 )
         gpus = []
         for i in indices:

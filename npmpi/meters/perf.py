@@ -136,12 +136,14 @@ def perf_event_open(pmu_type: int, config: int, cpu: int) -> int:
 
 def refusal(spec_text: str, event: PmuEvent, cpu: int, exc: OSError) -> MeterError:
     """The kernel's refusal as one line: the paranoid level or capability when it is a permission."""
-    what = f"--meter {spec_text}: the kernel refused to count power/{event.name}/ on CPU {cpu}"
+    what = f"the kernel refused to count power/{event.name}/ on CPU {cpu}"
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return MeterError(f"{what} (perf_event_paranoid is {paranoid_level()} here): {PERMISSION_HINT}")
-    if exc.errno == errno.ENOENT:
-        return MeterError(f"{what}: no PMU of type {event.type} in this kernel (the power PMU is not loaded)")
-    return MeterError(f"{what}: {exc.strerror or exc}")
+        detail = f"{what} (perf_event_paranoid is {paranoid_level()} here): {PERMISSION_HINT}"
+    elif exc.errno == errno.ENOENT:
+        detail = f"{what}: no PMU of type {event.type} in this kernel (the power PMU is not loaded)"
+    else:
+        detail = f"{what}: {exc.strerror or exc}"
+    return MeterError.about(spec_text, detail)
 
 
 class PerfMeter(Meter):
@@ -167,9 +169,10 @@ class PerfMeter(Meter):
         self.domains = tuple(dict.fromkeys(d.strip().lower() for d in text.split("+") if d.strip()))
         unknown = [d for d in self.domains if d not in DOMAINS]
         if unknown or not self.domains:
-            raise MeterError(
-                f"--meter {spec.text}: unknown RAPL event {', '.join(unknown) or text!r}; choose among "
-                f"{', '.join(DOMAINS)} joined by + (e.g. events=pkg+ram)"
+            raise MeterError.about(
+                spec.text,
+                f"unknown RAPL event {', '.join(unknown) or text!r}; choose among "
+                f"{', '.join(DOMAINS)} joined by + (e.g. events=pkg+ram)",
             )
         self._monotonic = monotonic
         self._open_event = open_event
@@ -183,24 +186,25 @@ class PerfMeter(Meter):
 
     def _describe_pmu(self) -> None:
         if not (self.root / "type").exists():
-            raise MeterError(
-                f"--meter {self.spec.text}: no perf power PMU ({self.root}): the kernel exposes no RAPL "
+            raise MeterError.about(
+                self.spec.text,
+                f"no perf power PMU ({self.root}): the kernel exposes no RAPL "
                 "events here (not an Intel/AMD CPU with RAPL, a virtual machine, or a kernel without "
-                "CONFIG_PERF_EVENTS_INTEL_RAPL / the rapl_perf module)"
+                "CONFIG_PERF_EVENTS_INTEL_RAPL / the rapl_perf module)",
             )
         try:
             self.cpus = parse_cpumask(sysfs.read_text(self.root / "cpumask", 4096))
             self.events = [read_event(self.root, d) for d in self.domains]
         except FileNotFoundError as exc:
             present = sorted(p.name for p in (self.root / "events").glob("energy-*") if "." not in p.name)
-            raise MeterError(
-                f"--meter {self.spec.text}: {exc.filename} is missing (this PMU counts: "
-                f"{', '.join(present) or 'nothing'})"
+            raise MeterError.about(
+                self.spec.text,
+                f"{exc.filename} is missing (this PMU counts: {', '.join(present) or 'nothing'})",
             ) from None
         except (OSError, ValueError) as exc:
-            raise MeterError(f"--meter {self.spec.text}: cannot read the PMU in {self.root}: {exc}") from None
+            raise MeterError.about(self.spec.text, f"cannot read the PMU in {self.root}: {exc}") from None
         if not self.cpus:
-            raise MeterError(f"--meter {self.spec.text}: {self.root}/cpumask lists no CPU")
+            raise MeterError.about(self.spec.text, f"{self.root}/cpumask lists no CPU")
 
     def open(self) -> None:
         self.close()

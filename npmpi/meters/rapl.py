@@ -118,15 +118,16 @@ def parse_domains(text: str | None, spec_text: str) -> tuple[str, ...]:
     chosen = tuple(dict.fromkeys(t.strip().lower() for t in text.split("+") if t.strip()))
     unknown = [d for d in chosen if d not in DOMAINS]
     if unknown or not chosen:
-        raise MeterError(
-            f"--meter {spec_text}: unknown RAPL domain {', '.join(unknown) or text!r}; "
-            f"choose among {', '.join(DOMAINS)} joined by + (e.g. domains=package+dram)"
+        raise MeterError.about(
+            spec_text,
+            f"unknown RAPL domain {', '.join(unknown) or text!r}; "
+            f"choose among {', '.join(DOMAINS)} joined by + (e.g. domains=package+dram)",
         )
     # psys is the whole platform and package holds core and uncore: summing them counts twice
     if "psys" in chosen and len(chosen) > 1:
-        raise MeterError(f"--meter {spec_text}: psys already holds the other domains; use it alone")
+        raise MeterError.about(spec_text, "psys already holds the other domains; use it alone")
     if "package" in chosen and ({"core", "uncore"} & set(chosen)):
-        raise MeterError(f"--meter {spec_text}: core and uncore are parts of package; do not add them to it")
+        raise MeterError.about(spec_text, "core and uncore are parts of package; do not add them to it")
     return chosen
 
 
@@ -147,7 +148,7 @@ class RaplMeter(Meter):
         self.domains = parse_domains(spec.params.get("domains"), spec.text)
         self.max_w = spec.number("max_w", DEFAULT_MAX_W, hi=1e6)
         if self.max_w <= 0:
-            raise MeterError(f"--meter {spec.text}: max_w must be positive")
+            raise MeterError.about(spec.text, "max_w must be positive")
         self._monotonic = monotonic
         self.zones: list[Zone] = []
         self._history: dict[str, deque] = {}  # each zone's recent powers, kept across reopenings
@@ -171,10 +172,11 @@ class RaplMeter(Meter):
     def open(self) -> None:
         self._opened = False
         if not self.root.is_dir():
-            raise MeterError(
-                f"--meter {self.spec.text}: no powercap directory {self.root}: the kernel has no RAPL "
+            raise MeterError.about(
+                self.spec.text,
+                f"no powercap directory {self.root}: the kernel has no RAPL "
                 "driver loaded (`modprobe intel_rapl_msr`) or the CPU does not offer RAPL "
-                "(virtual machines usually do not)"
+                "(virtual machines usually do not)",
             )
         found = self._found()
         chosen = []
@@ -188,9 +190,9 @@ class RaplMeter(Meter):
             chosen.append((directory, name))
         if not chosen:
             seen = ", ".join(f"{d.name} ({n})" for d, n in found) or "no intel-rapl zones"
-            raise MeterError(
-                f"--meter {self.spec.text}: no RAPL zone for domains={'+'.join(self.domains)} in "
-                f"{self.root}; found: {seen}"
+            raise MeterError.about(
+                self.spec.text,
+                f"no RAPL zone for domains={'+'.join(self.domains)} in {self.root}; found: {seen}",
             )
         now = self._monotonic()
         zones = []
@@ -205,12 +207,11 @@ class RaplMeter(Meter):
             try:
                 zone.last_uj = _read_uj(zone.energy_file)
             except PermissionError:
-                raise MeterError(
-                    f"--meter {self.spec.text}: permission denied reading {zone.energy_file}: "
-                    + PERMISSION_HINT
+                raise MeterError.about(
+                    self.spec.text, f"permission denied reading {zone.energy_file}: " + PERMISSION_HINT
                 ) from None
             except (OSError, ValueError) as exc:
-                raise MeterError(f"--meter {self.spec.text}: cannot read {zone.energy_file}: {exc}") from None
+                raise MeterError.about(self.spec.text, f"cannot read {zone.energy_file}: {exc}") from None
             zone.last_change_t = now
             zones.append(zone)
         self._check_wrap_periods(zones)
@@ -228,12 +229,13 @@ class RaplMeter(Meter):
                 continue
             period_s = zone.max_range_uj / 1e6 / zone.bound_w
             if period_s / 2 < MIN_INTERVAL_S:
-                raise MeterError(
-                    f"--meter {self.spec.text}: the energy counter of {zone.label} wraps at "
+                raise MeterError.about(
+                    self.spec.text,
+                    f"the energy counter of {zone.label} wraps at "
                     f"max_energy_range_uj={zone.max_range_uj} µJ, as often as every {_secs(period_s)} at "
                     f"{zone.bound_w:g} W: counting its wraps needs a read every {_secs(period_s / 2)}, "
                     f"faster than the {_secs(MIN_INTERVAL_S)} a power rank can keep; this counter cannot "
-                    "be measured (use another meter, or max_w= if the domain never draws that much)"
+                    "be measured (use another meter, or max_w= if the domain never draws that much)",
                 )
             needed = min(needed, period_s / 2)
         self.max_interval_s = needed

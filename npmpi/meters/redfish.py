@@ -31,7 +31,7 @@ import time
 from dataclasses import replace
 
 from npmpi.core.inputfiles import read_regular_file
-from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, host_and_port
+from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, host_and_port, spec_error
 from npmpi.meters.credentials import credential_parameters, credentials_source, read_credentials
 from npmpi.meters.redfish_discovery import (
     JOULES_PER_KWH,
@@ -72,10 +72,11 @@ def parse_host(target: str | None, spec_text: str) -> tuple[str, int]:
     text = target or ""  # no strip: host_and_port refuses spaces, as every number of a spec
     scheme, sep, rest = text.partition("://")
     if sep and scheme.lower() == "http":
-        raise MeterError(
-            f"--meter {spec_text}: http:// is plain HTTP, not HTTPS: the BMC's password and session "
+        raise MeterError.about(
+            spec_text,
+            "http:// is plain HTTP, not HTTPS: the BMC's password and session "
             "would cross the network in clear text; npmpi reads Redfish over HTTPS only: give "
-            "redfish:HOST[:PORT] of the BMC's HTTPS service (port 443 unless told otherwise)"
+            "redfish:HOST[:PORT] of the BMC's HTTPS service (port 443 unless told otherwise)",
         )
     if sep and scheme.lower() == "https":
         text = rest.split("/", 1)[0]
@@ -131,12 +132,12 @@ class RedfishMeter(Meter):
         self.host, self.port = parse_host(spec.target, spec.text)
         self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S, hi=60.0)
         if not 0 < self.timeout_s <= 60:
-            raise MeterError(f"--meter {spec.text}: timeout must be in (0, 60] seconds")
+            raise MeterError.about(spec.text, "timeout must be in (0, 60] seconds")
         self.login_timeout_s = self.timeout_s if "timeout" in spec.params else DEFAULT_LOGIN_TIMEOUT_S
         self.longest_call_s = max(self.timeout_s, self.login_timeout_s)
         self.use = spec.params.get("use", "auto")
         if self.use not in USES:
-            raise MeterError(f"--meter {spec.text}: use={self.use!r}: give one of {', '.join(USES)}")
+            raise MeterError.about(spec.text, f"use={self.use!r}: give one of {', '.join(USES)}")
         verify = spec.params.get("verify", "")
         self.tls_verify = verify.lower() != "no"
         self.ca_file = verify if self.tls_verify and verify else ""
@@ -160,13 +161,13 @@ class RedfishMeter(Meter):
         try:
             service.login(creds["username"], creds["password"])
         except ServiceError as exc:
-            raise MeterError(self._open_message(exc)) from None
+            raise MeterError.about(self.spec.text, self._open_message(exc)) from None
         self._service = service
         try:
             first = self._discover_and_read(service)
         except (ServiceError, PayloadError, DiscoveryError, MeterFault) as exc:
             self.close()
-            raise MeterError(f"--meter {self.spec.text}: {exc}") from None
+            raise MeterError.about(self.spec.text, f"{exc}") from None
         if math.isnan(self.update_period_s):
             self._learn_the_service(first)
         self._previous = None
@@ -185,19 +186,20 @@ class RedfishMeter(Meter):
                 )
             return None
         if self.ca_file:
-            read_regular_file(self.ca_file, f"--meter {self.spec.text}: verify={self.ca_file}", MeterError)
+            read_regular_file(self.ca_file, f"verify={self.ca_file}", spec_error(self.spec.text))
             return self.ca_file
         found = system_ca_file()
         if found is None:
-            raise MeterError(
-                f"--meter {self.spec.text}: no system CA bundle found to verify the BMC's certificate: "
-                "give the BMC's CA with verify=PATH (or verify=no to skip verification)"
+            raise MeterError.about(
+                self.spec.text,
+                "no system CA bundle found to verify the BMC's certificate: "
+                "give the BMC's CA with verify=PATH (or verify=no to skip verification)",
             )
         return found
 
     def _open_message(self, exc: ServiceError) -> str:
-        """The MeterError text for a failed login: the remedy depends on what failed."""
-        text = f"--meter {self.spec.text}: {exc}"
+        """The MeterError's words (after the spec) for a failed login: the remedy depends on what failed."""
+        text = str(exc)
         if exc.kind == "auth":
             return (
                 f"{text}: the BMC refused the user name or password from "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.meters.base import LABEL_SIMULATED, Meter, MeterError, Reading
+from npmpi.meters.base import LABEL_SIMULATED, Meter, MeterError, Reading, spec_error
 
 MAX_TRACE_BYTES = 64 << 20  # a CSV trace of about a million samples
 
@@ -24,10 +24,10 @@ MAX_TRACE_BYTES = 64 << 20  # a CSV trace of about a million samples
 def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
     """(relative seconds, watts) from a CSV or a run file; MeterError says what is wrong."""
     if not spec.target:
-        raise MeterError(f"--meter {spec.text}: replay needs a file, e.g. --meter replay:trace.csv")
+        raise MeterError.about(spec.text, "replay needs a file, e.g. replay:trace.csv")
     path = Path(spec.target)
     if not path.exists():
-        raise MeterError(f"--meter {spec.text}: trace file {path} does not exist")
+        raise MeterError.about(spec.text, f"trace file {path} does not exist")
     if path.suffix in (".h5", ".hdf5"):
         from npmpi.core.errors import RunFileError
         from npmpi.runfile.reader import load_run
@@ -35,39 +35,35 @@ def load_trace(spec) -> tuple[np.ndarray, np.ndarray]:
         try:
             run = load_run(path)
         except RunFileError as exc:
-            raise MeterError(f"--meter {spec.text}: {exc}") from None
+            raise MeterError.about(spec.text, f"{exc}") from None
         node, channel = int(spec.number("node", 0, hi=1e6)), int(spec.number("channel", 0, hi=1e6))
         try:
             ch = run.power[node].channels[channel]
         except IndexError:
-            raise MeterError(
-                f"--meter {spec.text}: {path} has no power node {node} channel {channel}"
-            ) from None
+            raise MeterError.about(spec.text, f"{path} has no power node {node} channel {channel}") from None
         t, w = ch.time_unix_s, ch.power_w
     else:
         from npmpi.core.inputfiles import read_regular_file
 
-        data = read_regular_file(
-            str(path), f"--meter {spec.text}: trace file {path}", MeterError, MAX_TRACE_BYTES
-        )
+        data = read_regular_file(str(path), f"trace file {path}", spec_error(spec.text), MAX_TRACE_BYTES)
         try:
             rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise MeterError(f"--meter {spec.text}: cannot read {path} ({exc})") from None
+            raise MeterError.about(spec.text, f"cannot read {path} ({exc})") from None
         if not rows or "power_w" not in rows[0]:
-            raise MeterError(f"--meter {spec.text}: {path} needs a header with power_w and time_s columns")
+            raise MeterError.about(spec.text, f"{path} needs a header with power_w and time_s columns")
         tcol = "time_s" if "time_s" in rows[0] else "time_unix_s" if "time_unix_s" in rows[0] else None
         if tcol is None:
-            raise MeterError(f"--meter {spec.text}: {path} has no time_s (or time_unix_s) column")
+            raise MeterError.about(spec.text, f"{path} has no time_s (or time_unix_s) column")
         try:
             t = np.array([float(r[tcol]) for r in rows])
             w = np.array([float(r["power_w"]) for r in rows])
         except (TypeError, ValueError) as exc:
-            raise MeterError(f"--meter {spec.text}: {path} holds a non-numeric value ({exc})") from None
+            raise MeterError.about(spec.text, f"{path} holds a non-numeric value ({exc})") from None
     ok = np.isfinite(t) & np.isfinite(w)
     t, w = t[ok], w[ok]
     if len(t) < 2 or np.any(np.diff(t) <= 0):
-        raise MeterError(f"--meter {spec.text}: {path} needs at least 2 samples in increasing time order")
+        raise MeterError.about(spec.text, f"{path} needs at least 2 samples in increasing time order")
     return t - t[0], w
 
 

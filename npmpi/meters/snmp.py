@@ -258,36 +258,37 @@ class SnmpMeter(Meter):
         p = spec.params
         self.profile = p.get("profile") or ("generic" if "oid" in p else "")
         if self.profile not in profiles.PROFILES:
-            raise MeterError(
-                f"--meter {spec.text}: "
-                + (f"unknown profile={self.profile!r}" if self.profile else "give profile= (or oid=)")
-                + f"; profiles: {', '.join(profiles.PROFILES)}"
+            raise MeterError.about(
+                spec.text,
+                (f"unknown profile={self.profile!r}" if self.profile else "give profile= (or oid=)")
+                + f"; profiles: {', '.join(profiles.PROFILES)}",
             )
         self.version = p.get("version", "2c").lower().removeprefix("v")
         if self.version not in ("2c", "3"):
-            raise MeterError(f"--meter {spec.text}: version={p['version']!r}: choose 2c or 3")
+            raise MeterError.about(spec.text, f"version={p['version']!r}: choose 2c or 3")
         self._check_profile_params()
         self.timeout_s = spec.number("timeout", DEFAULT_TIMEOUT_S, hi=60.0)
         retries = spec.number("retries", DEFAULT_RETRIES, hi=10.0)
         if self.timeout_s <= 0 or retries < 0 or retries != int(retries):
-            raise MeterError(f"--meter {spec.text}: timeout must be positive and retries a whole number >= 0")
+            raise MeterError.about(spec.text, "timeout must be positive and retries a whole number >= 0")
         self.retries = int(retries)
         tries_s = self.timeout_s * (self.retries + 1)
         self.longest_call_s = tries_s + CALL_MARGIN_S  # the most a read blocks (SnmpClient.deadline_s)
         if tries_s > MAX_CALL_S:
-            raise MeterError(
-                f"--meter {spec.text}: timeout × (retries + 1) = {tries_s:g} s: one read must "
-                f"take at most {MAX_CALL_S:g} s, or the sampling loop stalls behind a silent agent"
+            raise MeterError.about(
+                spec.text,
+                f"timeout × (retries + 1) = {tries_s:g} s: one read must "
+                f"take at most {MAX_CALL_S:g} s, or the sampling loop stalls behind a silent agent",
             )
         self.max_w = spec.number("max_w", DEFAULT_MAX_W, hi=1e7)
         if self.max_w <= 0:
-            raise MeterError(f"--meter {spec.text}: max_w must be positive (watts)")
+            raise MeterError.about(spec.text, "max_w must be positive (watts)")
         self.auth_protocol = p.get("auth", "SHA").upper()
         self.priv_protocol = p.get("priv", "AES").upper()
         if self.auth_protocol not in AUTH_PROTOCOLS or self.priv_protocol not in PRIV_PROTOCOLS:
-            raise MeterError(
-                f"--meter {spec.text}: auth= is one of {', '.join(AUTH_PROTOCOLS)} and priv= one of "
-                f"{', '.join(PRIV_PROTOCOLS)}"
+            raise MeterError.about(
+                spec.text,
+                f"auth= is one of {', '.join(AUTH_PROTOCOLS)} and priv= one of {', '.join(PRIV_PROTOCOLS)}",
             )
         context = p.get("context", "")
         self.client = SnmpClient(self.host, self.port, context, self.timeout_s, self.retries)
@@ -305,25 +306,25 @@ class SnmpMeter(Meter):
         }[self.profile]
         for key in ("outlet", "index", "oid", "scale"):
             if key in p and key not in allowed:
-                raise MeterError(f"--meter {text}: {key}= does not apply to profile={self.profile}")
+                raise MeterError.about(text, f"{key}= does not apply to profile={self.profile}")
         if self.version != "3" and ("auth" in p or "priv" in p or "context" in p):
-            raise MeterError(f"--meter {text}: auth=, priv= and context= are for version=3")
+            raise MeterError.about(text, "auth=, priv= and context= are for version=3")
         for key in ("outlet", "index") if self.profile in ("apc-rpdu2", "raritan-pdu2") else ():
             if key in p and not re.fullmatch(r"[0-9]{1,9}", p[key], re.ASCII):
-                raise MeterError(f"--meter {text}: {key}={p[key]!r} is not a whole number")
+                raise MeterError.about(text, f"{key}={p[key]!r} is not a whole number")
         index = p.get("index", "all")
         if (
             self.profile == "entity-sensor"
             and index != "all"
             and not re.fullmatch(r"[0-9]{1,9}(\+[0-9]{1,9})*", index, re.ASCII)
         ):
-            raise MeterError(f"--meter {text}: index={index!r}: a sensor's entPhysicalIndex, N+M, or all")
+            raise MeterError.about(text, f"index={index!r}: a sensor's entPhysicalIndex, N+M, or all")
         if self.profile == "generic":
             if "oid" not in p or not re.fullmatch(
                 r"[0-9]{1,10}(\.[0-9]{1,10}){1,127}", p["oid"].lstrip("."), re.ASCII
             ):
-                raise MeterError(
-                    f"--meter {text}: oid= must be a numeric OID such as 1.3.6.1.4.1.318.1.1.1.4.2.8.0"
+                raise MeterError.about(
+                    text, "oid= must be a numeric OID such as 1.3.6.1.4.1.318.1.1.1.4.2.8.0"
                 )
             self.spec.number("scale", 1.0)
 
@@ -364,7 +365,7 @@ class SnmpMeter(Meter):
         try:
             _hlapi()
         except MeterError as exc:
-            raise MeterError(f"--meter {self.spec.text}: {exc}") from None
+            raise MeterError.about(self.spec.text, f"{exc}") from None
         client, opened = self.client, False
         try:
             client.open(self.security())
@@ -373,9 +374,9 @@ class SnmpMeter(Meter):
             profiles.watts(plan, client.get([t.oid for t in plan.terms]), self.max_w)
             opened = True
         except AgentError as exc:
-            raise MeterError(self._agent_message(exc)) from None
+            raise MeterError.about(self.spec.text, self._agent_message(exc)) from None
         except profiles.ValueProblem as exc:
-            raise MeterError(f"--meter {self.spec.text}: {exc}") from None
+            raise MeterError.about(self.spec.text, f"{exc}") from None
         finally:
             if not opened:
                 client.close()
@@ -385,7 +386,7 @@ class SnmpMeter(Meter):
         self.power_resolution_w = plan.resolution_w
 
     def _agent_message(self, exc: AgentError) -> str:
-        where = f"--meter {self.spec.text}: the agent at {self.host}:{self.port}"
+        where = f"the agent at {self.host}:{self.port}"
         if exc.kind == "timeout":
             secret = "community" if self.version == "2c" else "v3 user, keys, context="
             return (

@@ -152,10 +152,11 @@ def default_device() -> str:
     """The first /dev/ttyUSB* (in numeric order), or MeterError saying how to name one."""
     found = sorted(glob.glob(DEVICE_GLOB), key=_natural_key)
     if not found:
-        raise MeterError(
-            f"--meter wattsup: no device given and no {DEVICE_GLOB} found. Plug the Watts Up? in "
+        raise MeterError.about(
+            "wattsup",
+            f"no device given and no {DEVICE_GLOB} found. Plug the Watts Up? in "
             "(its USB serial chip appears as /dev/ttyUSB0; `dmesg | tail` shows the name) or name "
-            "the port: --meter wattsup:/dev/ttyUSB0"
+            "the port: wattsup:/dev/ttyUSB0",
         )
     return found[0]
 
@@ -179,12 +180,12 @@ class WattsUpMeter(Meter):
         super().__init__(spec)
         baud = spec.number("baud", DEFAULT_BAUD, hi=4e6)
         if baud <= 0 or baud != int(baud):
-            raise MeterError(f"--meter {spec.text}: baud must be a positive whole number (115200 or 19200)")
+            raise MeterError.about(spec.text, "baud must be a positive whole number (115200 or 19200)")
         interval = spec.number("interval", 1.0, hi=3600.0)
         if interval < 1 or interval != int(interval):
-            raise MeterError(
-                f"--meter {spec.text}: interval={interval:g} s: the Watts Up? logs every whole "
-                "number of seconds, at least 1"
+            raise MeterError.about(
+                spec.text,
+                f"interval={interval:g} s: the Watts Up? logs every whole number of seconds, at least 1",
             )
         self.baud = int(baud)
         self.interval_s = int(interval)
@@ -230,22 +231,23 @@ class WattsUpMeter(Meter):
             self._port.write(HEADER_REQUEST)
             header = self._await_packet("h", HEADER_TIMEOUT_S)
             if header is None:
-                raise MeterError(
-                    f"--meter {self.spec.text}: no answer from a Watts Up? on {where} at {self.baud} baud "
+                raise MeterError.about(
+                    self.spec.text,
+                    f"no answer from a Watts Up? on {where} at {self.baud} baud "
                     f"within {HEADER_TIMEOUT_S:g} s. Check the cable and that this is the meter's port; "
-                    "very old units talk at 19200 baud (baud=19200)"
+                    "very old units talk at 19200 baud (baud=19200)",
                 )
             try:
                 self._fields = parse_header(header)
             except ValueError as exc:
-                raise MeterError(f"--meter {self.spec.text}: {exc} from {where}") from None
+                raise MeterError.about(self.spec.text, f"{exc} from {where}") from None
             self._port.write(VERSION_REQUEST)
             version = self._await_packet("v", VERSION_TIMEOUT_S)  # optional: only for the description
             self._version = ",".join(version.split(",")[3:]) if version else None
             self._port.write(start_logging_command(self.interval_s))
         except (serial.SerialException, OSError) as exc:
             self.close()
-            raise MeterError(f"--meter {self.spec.text}: the Watts Up? on {where} failed: {exc}") from None
+            raise MeterError.about(self.spec.text, f"the Watts Up? on {where} failed: {exc}") from None
         except MeterError:
             self.close()
             raise
@@ -276,7 +278,7 @@ class WattsUpMeter(Meter):
                 hint = "the port is in use by another program"
             else:
                 hint = text
-            raise MeterError(f"--meter {self.spec.text}: cannot open {device}: {hint}") from None
+            raise MeterError.about(self.spec.text, f"cannot open {device}: {hint}") from None
 
     def _await_packet(self, kind: str, timeout_s: float) -> str | None:
         """The first packet of this kind within the timeout; others (stale records) are skipped."""
