@@ -19,6 +19,7 @@ from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 from npmpi.commands.options import parse_options
 from npmpi.core.errors import UsageError
 from npmpi.core.layout import compute_layout
+from npmpi.meters import parse_meter_spec
 from npmpi.power.fabric import fabric_rank, open_fabric
 from npmpi.power.ranks import Roles
 from npmpi.runfile.reader import load_run
@@ -152,7 +153,7 @@ def test_fabric_option_errors():
     opts = parse_options(
         ["--meter", "estimate", "--fabric-meter", "estimate", "--fabric-meter", "replay:t.csv"]
     )
-    assert opts.fabric_meters == ("estimate", "replay:t.csv") and opts.fabric_rank is None
+    assert [s.text for s in opts.fabric_meters] == ["estimate", "replay:t.csv"] and opts.fabric_rank is None
 
 
 def test_fabric_rank_must_be_a_power_rank():
@@ -174,9 +175,9 @@ def test_fabric_rank_must_be_a_power_rank():
 
 def test_a_fabric_meter_that_cannot_open(tmp_path):
     layout = compute_layout(["a"] * 3, ["h"] * 3, power=True)
-    roles = Roles(layout=layout, rank=2, host="h", meter_specs=["estimate"])
+    roles = Roles(layout=layout, rank=2, host="h", meter_specs=[parse_meter_spec("estimate")])
     roles.power_info = {"specs": ["estimate"], "channels": [], "skipped": []}
-    spec = f"replay:{tmp_path / 'missing.csv'}"
+    spec = parse_meter_spec(f"replay:{tmp_path / 'missing.csv'}")
     problem = open_fabric(roles, [spec], optional=False, sample_interval_s=None)
     assert problem.startswith("the fabric (sampled by rank 2 on h): --fabric-meter replay:")
     assert "does not exist" in problem and roles.samplers == []

@@ -225,7 +225,7 @@ def test_progress_lines_on_long_maps_and_none_with_quiet(monkeypatch):
 
 def test_fabric_meter_options_of_a_map():
     m = parse_map_options(["--meter", "estimate", "--fabric-meter", "estimate", "--fabric-rank", "3"])
-    assert m.run.fabric_meters == ("estimate",) and m.run.fabric_rank == 3
+    assert [s.text for s in m.run.fabric_meters] == ["estimate"] and m.run.fabric_rank == 3
     with pytest.raises(UsageError, match="only applies with --fabric-meter"):
         parse_map_options(["--fabric-rank", "1"])
     with pytest.raises(UsageError, match="--fabric-meter"):

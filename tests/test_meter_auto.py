@@ -41,7 +41,7 @@ def closed(choice):
 
 @pytest.mark.skipif(not NOTHING_HERE, reason="this host has a meter auto would choose before the estimate")
 def test_auto_on_this_machine_is_the_estimate_labelled_so():
-    choice = closed(choose("auto"))
+    choice = closed(choose(parse_meter_spec("auto")))
     assert [m.kind for m in choice.meters] == ["estimate"]
     assert choice.meters[0].label == "estimated"
     steps = outcomes(choice)
@@ -58,7 +58,7 @@ def test_auto_on_this_machine_is_the_estimate_labelled_so():
 def test_auto_prefers_the_cray_node_counter_and_leaves_out_gpus_and_packages(tmp_path):
     tree = FakePmCounters(tmp_path / "pm")
     rapl = FakePowercap(tmp_path / "sys")
-    choice = closed(choose(f"auto:cray_root={tree.root},rapl_root={rapl.root}"))
+    choice = closed(choose(parse_meter_spec(f"auto:cray_root={tree.root},rapl_root={rapl.root}")))
     assert [m.spec.text for m in choice.meters] == [f"cray:root={tree.root}"]
     steps = {s.kind: s for s in choice.steps}
     assert steps["cray"].outcome == CHOSEN
@@ -70,14 +70,16 @@ def test_auto_prefers_the_cray_node_counter_and_leaves_out_gpus_and_packages(tmp
 
 def test_auto_falls_to_packages_then_perf_then_adds_gpus(tmp_path, monkeypatch):
     rapl = FakePowercap(tmp_path / "sys")
-    choice = closed(choose(f"auto:cray_root={tmp_path}/none,rapl_root={rapl.root}"))
+    choice = closed(choose(parse_meter_spec(f"auto:cray_root={tmp_path}/none,rapl_root={rapl.root}")))
     assert [m.kind for m in choice.meters] == ["rapl"]
     assert outcomes(choice)["perf"] == NOT_TRIED
     assert outcomes(choice)["nvml"] in (NOT_OPENED, EXTRA)  # tried: rapl does not see GPUs
-    both = closed(choose(f"auto:cray_root={tmp_path}/none,rapl_root={rapl.root}", given=("nvml",)))
+    spec = parse_meter_spec(f"auto:cray_root={tmp_path}/none,rapl_root={rapl.root}")
+    both = closed(choose(spec, given=("nvml",)))
     assert {s.kind: s.reason for s in both.steps}["nvml"] == "given with its own --meter"
     pmu = software_clock_tree(tmp_path / "power")
-    choice = choose(f"auto:cray_root={tmp_path}/none,rapl_root={tmp_path}/none,perf_root={pmu}")
+    spec = parse_meter_spec(f"auto:cray_root={tmp_path}/none,rapl_root={tmp_path}/none,perf_root={pmu}")
+    choice = choose(spec)
     closed(choice)
     if outcomes(choice)["perf"] == NOT_OPENED:
         pytest.skip("perf_event_open is refused here")

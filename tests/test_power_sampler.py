@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
+from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, parse_meter_spec
 from npmpi.power.rank import ChannelSampler, node_meter_specs, sample_interval_for
 
 
@@ -87,9 +87,13 @@ def test_sample_interval_rules():
 
 def test_per_node_override(monkeypatch):
     monkeypatch.delenv("NPMPI_METERS", raising=False)
-    assert node_meter_specs(["estimate"]) == ["estimate"]
+    estimate = parse_meter_spec("estimate")
+    assert node_meter_specs([estimate]) == [estimate]
     monkeypatch.setenv("NPMPI_METERS", "rapl; replay:x.csv")
-    assert node_meter_specs(["estimate"]) == ["rapl", "replay:x.csv"]
+    assert [s.text for s in node_meter_specs([estimate])] == ["rapl", "replay:x.csv"]
+    monkeypatch.setenv("NPMPI_METERS", "rapl;nosuch")  # the node's own specs: named as such
+    with pytest.raises(MeterError, match=r"^NPMPI_METERS nosuch: unknown meter"):
+        node_meter_specs([estimate])
 
 
 def test_repeated_faults_are_printed_once_and_stored_once_with_a_count(capsys, monkeypatch):

@@ -105,15 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
+    from npmpi.commands.options import meter_specs
     from npmpi.commands.parser import parse_command_line
-    from npmpi.meters import MeterError, check_meter_spec
 
     ns = parse_command_line(build_parser(), argv)
-    for text in ns.meter:
-        try:
-            check_meter_spec(text)
-        except MeterError as exc:
-            raise UsageError(str(exc)) from None
+    ns.meter = meter_specs(ns.meter)
     if not 5 <= ns.duration <= 3600:
         raise UsageError(f"--duration {ns.duration}: give between 5 and 3600 s")
     if not 0.1 <= ns.burst_min <= ns.burst_max:

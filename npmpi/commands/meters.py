@@ -47,14 +47,14 @@ def main(argv: list[str]) -> int:
     ns = parse_or_exit_status(parse_meters_options, argv)
     if isinstance(ns, int):
         return ns
-    from npmpi.meters.auto import choose, is_auto, kind_specs
-    from npmpi.meters.base import parse_meter_spec
+    from npmpi.commands.options import meter_specs
+    from npmpi.meters.auto import choose, kind_specs
     from npmpi.meters.survey import survey
 
     try:
-        if not is_auto(ns.auto):
+        (spec,) = meter_specs([ns.auto], "--auto")
+        if spec.kind != "auto":
             raise NpmpiError(f"--auto {ns.auto}: give an auto spec, e.g. auto:cray_root=DIR")
-        spec = parse_meter_spec(ns.auto)
         findings = survey(kind_specs(spec))
         choice = choose(spec)
     except NpmpiError as exc:

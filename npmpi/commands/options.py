@@ -64,7 +64,7 @@ def parse_options(argv: list[str]) -> Options:
         output=ns.output,
         force=ns.force,
         quiet=ns.quiet,
-        meters=tuple(ns.meter),
+        meters=ns.meter,
         sample_interval_s=ns.sample_interval,
         baseline_s=baseline,
         meter_optional=ns.meter_optional,
@@ -79,7 +79,7 @@ def parse_options(argv: list[str]) -> Options:
         huge_pages=ns.huge_pages,
         thread_level=ns.thread_level,
         np_out=ns.np_out,
-        fabric_meters=tuple(ns.fabric_meter),
+        fabric_meters=ns.fabric_meter,
         fabric_rank=ns.fabric_rank,
     )
 
@@ -196,15 +196,10 @@ def _check_choices(ns: argparse.Namespace) -> None:
 
 
 def check_power_and_output(ns: argparse.Namespace, example: str = "run.h5") -> float | None:
-    """Check the meter specs, --sample-interval, --baseline and --output (a run's, a map's: `example`
-    names its file in the message on an empty --output); returns the baseline."""
-    for text in ns.meter:
-        from npmpi.meters import MeterError, check_meter_spec
-
-        try:
-            check_meter_spec(text)
-        except MeterError as exc:
-            raise UsageError(str(exc)) from None
+    """Check the meter specs (ns.meter and ns.fabric_meter become their spec values), --sample-interval,
+    --baseline and --output (a run's, a map's: `example` names its file in the message on an empty
+    --output); returns the baseline."""
+    ns.meter = meter_specs(ns.meter)
     check_fabric(ns)
     if ns.sample_interval is not None and not 0.001 <= ns.sample_interval <= 3600:
         raise UsageError(f"--sample-interval {ns.sample_interval}: give between 0.001 and 3600 s")
@@ -216,16 +211,25 @@ def check_power_and_output(ns: argparse.Namespace, example: str = "run.h5") -> f
     return baseline
 
 
-def check_fabric(ns: argparse.Namespace) -> None:
-    """--fabric-meter specs parse (a run's and a map's); --fabric-rank only with them and not
-    negative (that it names a power rank is checked once the ranks' roles are known:
-    npmpi.power.fabric.fabric_rank)."""
-    from npmpi.power.fabric import fabric_spec_problem
+def meter_specs(texts, option: str = "--meter") -> tuple:
+    """The spec values of `option`'s texts (--meter, --fabric-meter: npmpi.meters.MeterSpec), every
+    value checked: the one parse of a spec given on the command line. Every rank parses its own command
+    line, so the power ranks open these values (npmpi.power.rank.open_meters) without parsing again."""
+    from npmpi.meters import MeterError, check_meter_spec
 
-    for text in ns.fabric_meter:
-        problem = fabric_spec_problem(text)
-        if problem:
-            raise UsageError(problem)
+    try:
+        return tuple(check_meter_spec(text) for text in texts)
+    except MeterError as exc:
+        raise UsageError(exc.under(option)) from None
+
+
+def check_fabric(ns: argparse.Namespace) -> None:
+    """--fabric-meter's specs (ns.fabric_meter becomes their values); --fabric-rank only with them and
+    not negative (that it names a power rank is checked once the ranks' roles are known:
+    npmpi.power.fabric.fabric_rank)."""
+    from npmpi.power.fabric import FABRIC_OPTION
+
+    ns.fabric_meter = meter_specs(ns.fabric_meter, FABRIC_OPTION)
     if ns.fabric_rank is not None and not ns.fabric_meter:
         raise UsageError(
             f"--fabric-rank {ns.fabric_rank} only applies with --fabric-meter: add a fabric meter "

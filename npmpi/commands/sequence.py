@@ -81,6 +81,11 @@ class MpiCommand:
 def meters_thread_level(opts) -> str:
     """The thread level of a command whose power ranks sample meters in threads (a run, a map)."""
     from npmpi.commands.threadlevel import requested_level
+    from npmpi.meters import MeterError
     from npmpi.power.rank import node_meter_specs
 
-    return requested_level(opts.thread_level, bool(node_meter_specs(list(opts.meters))))
+    try:
+        samples = bool(node_meter_specs(opts.meters))
+    except MeterError:  # a bad NPMPI_METERS: the node still gets its power rank, which says why
+        samples = True
+    return requested_level(opts.thread_level, samples)

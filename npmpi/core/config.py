@@ -47,7 +47,7 @@ class Options:
     output: str | None
     force: bool
     quiet: bool
-    meters: tuple[str, ...] = ()
+    meters: tuple = ()  # --meter's spec values (npmpi.meters.MeterSpec), checked by the command line
     sample_interval_s: float | None = None
     baseline_s: float | None = None
     meter_optional: bool = False
@@ -61,12 +61,16 @@ class Options:
     buffers: str = ARRANGEMENT_NETPIPE
     huge_pages: str = HUGE_PAGES_SYSTEM
     thread_level: str = THREAD_LEVEL_AUTO
-    fabric_meters: tuple[str, ...] = ()  # --fabric-meter: devices of no node (switches, a shared PDU)
+    fabric_meters: tuple = ()  # --fabric-meter's spec values: devices of no node (switches, a shared PDU)
     fabric_rank: int | None = None  # --fabric-rank: the power rank sampling them (None: node 0's)
     np_out: str | None = None  # --np-out: NetPIPE's np.out written as the run goes
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The options as the run file stores them (options_json): a spec as it was given."""
+        out = asdict(self)
+        out["meters"] = [spec.text for spec in self.meters]
+        out["fabric_meters"] = [spec.text for spec in self.fabric_meters]
+        return out
 
     @property
     def mode_value(self) -> Mode:

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, parse_meter_spec
+from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
 from npmpi.meters.survey import KIND_INFO, try_kind
 
 NODE_LEVEL = ("cray", "ipmi", "redfish")
@@ -78,10 +78,6 @@ class AutoChoice:
         return f"--meter {self.spec} chose {', '.join(used) or 'nothing'}; not used: " + "; ".join(others)
 
 
-def is_auto(text: str) -> bool:
-    return text.strip().lower().partition(":")[0].strip() == "auto"
-
-
 def kind_specs(spec: MeterSpec) -> dict[str, str]:
     """The spec auto tries for each kind whose tree or address the auto spec names."""
     p = spec.params
@@ -115,11 +111,9 @@ def _not_configured(kind: str, spec: MeterSpec) -> str:
     return ""
 
 
-def choose(spec: MeterSpec | str, given: tuple[str, ...] = ()) -> AutoChoice:
+def choose(spec: MeterSpec, given: tuple[str, ...] = ()) -> AutoChoice:
     """Open this node's best meters (see the module docstring); MeterError only if none opens at all.
     `given`: kinds the node also has from other --meter specs (auto then leaves the GPUs to them)."""
-    if isinstance(spec, str):
-        spec = parse_meter_spec(spec)
     specs = kind_specs(spec)
     choice = AutoChoice(spec.text)
     chosen: Meter | None = None

@@ -74,14 +74,15 @@ class MeterError(NpmpiError):
 
     @classmethod
     def about(cls, spec: str, detail: str) -> MeterError:
-        """The error of the spec shown as `spec` ('' for a spec shown not at all)."""
+        """The error of the spec shown as `spec` ('' for a spec shown not at all: `detail` then
+        follows the option's name, e.g. 'is empty')."""
         return cls(detail, spec)
 
     def under(self, option: str) -> str:
         """The message with the option the spec was given with: `OPTION SPEC: detail`."""
         if self.spec is None:
             return self.detail
-        return f"{option} {self.spec}: {self.detail}" if self.spec else f"{option}: {self.detail}"
+        return f"{option} {self.spec}: {self.detail}" if self.spec else f"{option} {self.detail}"
 
     def __str__(self) -> str:
         return self.under(METER_OPTION)
@@ -272,11 +273,12 @@ def parse_meter_spec(text: str) -> MeterSpec:
     no message shows the spec: only the kind and a key's name, never a value."""
     raw = text.strip()
     if not raw:
-        raise MeterError.about("", "the spec is empty: give a meter, e.g. estimate")
+        raise MeterError.about("", "is empty: give a meter, e.g. estimate")
     kind, _, rest = text.lstrip().partition(":")  # values keep their spaces: ' 1' is not a number
     kind = kind.strip().lower()
     if not _KIND_RE.fullmatch(kind):
-        raise MeterError.about("", f"unknown meter (not shown); known meters: {', '.join(known_meters())}")
+        known = ", ".join(known_meters())
+        raise MeterError.about("", f"holds an unknown meter (not shown); known meters: {known}")
     items = [item for item in rest.split(",") if item.strip()] if rest else []
     for item in items:
         key, eq, _value = item.partition("=")

@@ -107,9 +107,8 @@ class Finding:
 
 
 def _reason(spec: str, exc: MeterError) -> str:
-    text = str(exc)
-    prefix = f"--meter {spec}: "
-    return text[len(prefix) :] if text.startswith(prefix) else text
+    """The error's words after the spec when it names the one tried, else its whole message."""
+    return exc.detail if exc.spec == spec else str(exc)
 
 
 def fix_for(kind: str, reason: str) -> str:

@@ -11,27 +11,9 @@ ranks: with no node meter at all the run is refused (docs/power.md says why).
 
 from __future__ import annotations
 
-import re
-
 from npmpi.core.errors import UsageError
 
 FABRIC_OPTION = "--fabric-meter"
-
-
-def as_fabric_message(message: str) -> str:
-    """A meter's message about `--meter SPEC` reworded for a fabric meter (`--fabric-meter SPEC`)."""
-    return re.sub(r"--meter(?![-\w])", FABRIC_OPTION, message)
-
-
-def fabric_spec_problem(text: str) -> str | None:
-    """Why a --fabric-meter spec cannot be parsed (one line), or None."""
-    from npmpi.meters import MeterError, check_meter_spec
-
-    try:
-        check_meter_spec(text)
-    except MeterError as exc:
-        return as_fabric_message(str(exc))
-    return None
 
 
 def fabric_rank(layout, fabric_meters, requested: int | None) -> int | None:
@@ -57,16 +39,16 @@ def fabric_rank(layout, fabric_meters, requested: int | None) -> int | None:
 
 
 def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -> str | None:
-    """On the fabric rank: open the fabric meters, add their samplers after the node's and describe
-    them in `roles.power_info["fabric"]`; the problem (one line), if any."""
+    """On the fabric rank: open the fabric meters (`specs`: --fabric-meter's values), add their samplers
+    after the node's and describe them in `roles.power_info["fabric"]`; the problem (one line), if any."""
     from npmpi.meters import MeterError
     from npmpi.power.rank import ChannelSampler, open_meters, sample_interval_for
 
     label = f"the fabric (sampled by rank {roles.rank} on {roles.host})"
     try:
-        meters, skipped = open_meters(list(specs), optional)
+        meters, skipped = open_meters(list(specs), optional, FABRIC_OPTION)
     except MeterError as exc:
-        return as_fabric_message(f"{label}: {exc}")
+        return f"{label}: {exc.under(FABRIC_OPTION)}"
     samplers = [ChannelSampler(m, sample_interval_for(m, sample_interval_s), label) for m in meters]
     channels = []
     for s in samplers:
@@ -79,9 +61,9 @@ def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -
 
         roles.power_info = {"specs": [], "channels": [], "skipped": [], **machine_ids()}
     roles.power_info["fabric"] = {
-        "specs": list(specs),
+        "specs": [spec.text for spec in specs],
         "channels": channels,
-        "skipped": [as_fabric_message(r) for r in skipped],
+        "skipped": skipped,
         "rank": roles.rank,
     }
     return None

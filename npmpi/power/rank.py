@@ -26,7 +26,16 @@ import numpy as np
 
 from npmpi.core.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
 from npmpi.core.safetext import printable
-from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, make_meter, parse_meter_spec
+from npmpi.meters.base import (
+    METER_OPTION,
+    Meter,
+    MeterError,
+    MeterFault,
+    MeterSpec,
+    Reading,
+    make_meter,
+    parse_meter_spec,
+)
 from npmpi.power.baseline import take_part
 from npmpi.power.clocksync import ClockOffset, answer_pings, measure_offset
 from npmpi.runfile.faults import GAP_MIN_S, KIND_GAP, FaultLog, FaultRecord, Heartbeat
@@ -46,12 +55,21 @@ STALL_INTERVALS = 5
 METERS_ENV = "NPMPI_METERS"
 
 
-def node_meter_specs(default_specs: list[str]) -> list[str]:
-    """The meter specs for this node: NPMPI_METERS (';'-separated, set per node) or --meter."""
+def node_meter_specs(default_specs) -> list[MeterSpec]:
+    """This node's meter specs: NPMPI_METERS (';'-separated, set per node, so parsed here, where it is
+    seen) or --meter's values (parsed by the command line); MeterError naming NPMPI_METERS for a spec
+    of it that does not parse."""
     override = os.environ.get(METERS_ENV)
-    if override is not None and override.strip():
-        return [s.strip() for s in override.split(";") if s.strip()]
-    return list(default_specs)
+    if override is None or not override.strip():
+        return list(default_specs)
+    specs = []
+    for text in override.split(";"):
+        if text.strip():
+            try:
+                specs.append(parse_meter_spec(text))
+            except MeterError as exc:
+                raise MeterError(exc.under(METERS_ENV)) from None
+    return specs
 
 
 @dataclass
@@ -190,18 +208,20 @@ class ChannelSampler(threading.Thread):
         self.meter.close()
 
 
-def open_meters(specs: list[str], optional: bool) -> tuple[list[Meter], list[str]]:
-    """Build and open this node's meters; MeterError unless optional (then the reasons are returned)."""
+def open_meters(
+    specs: list[MeterSpec], optional: bool, option: str = METER_OPTION
+) -> tuple[list[Meter], list[str]]:
+    """Build and open meters from their spec values; MeterError unless optional (then the reasons are
+    returned, each naming the `option` its spec was given with)."""
     meters, skipped = [], []
-    for text in specs:
+    for spec in specs:
         try:
-            spec: MeterSpec = parse_meter_spec(text)
             meter = make_meter(spec)
             meter.open()
         except MeterError as exc:
             if not optional:
                 raise
-            skipped.append(str(exc))
+            skipped.append(exc.under(option))
             continue
         meters.append(meter)
     return meters, skipped

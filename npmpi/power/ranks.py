@@ -16,19 +16,21 @@ class Roles:
     layout: Layout
     rank: int
     host: str
-    meter_specs: list[str]
+    meter_specs: list  # this node's spec values (npmpi.meters.MeterSpec)
     samplers: list = field(default_factory=list)  # a power rank's ChannelSamplers, not started
     power_info: dict | None = None  # a power rank's specs, channel descriptions, skipped meters
     fabric_rank: int | None = None  # the power rank sampling the --fabric-meter devices (npmpi.power.fabric)
+    meter_problem: str | None = None  # why this node's NPMPI_METERS does not parse (its power rank says it)
 
     @property
     def role(self) -> str:
         return self.layout.roles[self.rank]
 
 
-def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
+def discover_roles(MPI, comm, default_specs) -> Roles:
     """Group ranks by node and compute the layout; power is on when any node has a meter, and a
     node's power rank is one that got MPI_THREAD_FUNNELED when one did (npmpi.commands.threadlevel)."""
+    from npmpi.meters import MeterError
     from npmpi.power.rank import node_meter_specs
 
     rank = comm.Get_rank()
@@ -36,15 +38,18 @@ def discover_roles(MPI, comm, default_specs: list[str]) -> Roles:
     node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
     node_key = f"{host}#{node_comm.allreduce(rank, op=MPI.MIN)}"
     node_comm.Free()
-    my_specs = node_meter_specs(default_specs)
+    try:
+        my_specs, problem = node_meter_specs(default_specs), None
+    except MeterError as exc:  # a node that asks for power gets its power rank, which reports this
+        my_specs, problem = [], str(exc)
     threaded = MPI.Query_thread() >= MPI.THREAD_FUNNELED
-    gathered = comm.allgather((node_key, host, bool(my_specs), threaded))
+    gathered = comm.allgather((node_key, host, bool(my_specs) or problem is not None, threaded))
     keys, hosts, wants_power, threaded_ranks = zip(*gathered, strict=True)
     try:
         layout = compute_layout(list(keys), list(hosts), power=any(wants_power), threaded=threaded_ranks)
     except LayoutError as exc:
         raise UsageError(str(exc)) from None
-    return Roles(layout=layout, rank=rank, host=host, meter_specs=my_specs)
+    return Roles(layout=layout, rank=rank, host=host, meter_specs=my_specs, meter_problem=problem)
 
 
 def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float | None) -> str | None:
@@ -55,6 +60,8 @@ def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float
     node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
     if os.environ.get("NPMPI_FAULT_RAISE_OPEN"):  # fault injection for the test suite
         raise RuntimeError(f"fault injected while opening the meters of {node_label}")
+    if roles.meter_problem is not None:
+        return f"{node_label}: {roles.meter_problem}"
     try:
         if not roles.meter_specs:
             raise MeterError(f"{node_label} has no meter: give --meter, or set {METERS_ENV} on every node")
@@ -65,22 +72,23 @@ def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float
         ChannelSampler(m, sample_interval_for(m, sample_interval_s), node_label) for m in meters
     ]
     descs = [s.describe() for s in roles.samplers]
-    roles.power_info = {"specs": roles.meter_specs, "channels": descs, "skipped": skipped, **machine_ids()}
+    texts = [spec.text for spec in roles.meter_specs]
+    roles.power_info = {"specs": texts, "channels": descs, "skipped": skipped, **machine_ids()}
     if auto:  # --meter auto: what it chose and why (npmpi.meters.auto)
         roles.power_info["auto"] = [c.record() for c in auto]
         roles.power_info["auto_summary"] = "; ".join(c.summary() for c in auto)
     return None
 
 
-def _open_node_meters(specs: list[str], meter_optional: bool):
+def _open_node_meters(specs: list, meter_optional: bool):
     """The node's meters: `auto` specs replaced by the meters they choose here; (meters, skipped, choices)."""
-    from npmpi.meters.auto import choose, is_auto
+    from npmpi.meters.auto import choose
     from npmpi.power.rank import open_meters
 
-    others = [s for s in specs if not is_auto(s)]
+    others = [s for s in specs if s.kind != "auto"]
     meters, skipped = open_meters(others, meter_optional)
-    given = tuple(s.strip().lower().partition(":")[0] for s in others)
-    choices = [choose(s, given) for s in specs if is_auto(s)]
+    given = tuple(s.kind for s in others)
+    choices = [choose(s, given) for s in specs if s.kind == "auto"]
     for c in choices:
         meters.extend(c.meters)
     return meters, skipped, choices
