@@ -8,12 +8,10 @@ rank blocked (the job's plumbing: npmpi/core/job.py; rank 0's recording: npmpi/c
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import sys
 
-from npmpi.commands.agreement import Agreed, settle
+from npmpi.commands.agreement import Agreed, free_memory_if_short, settle
 from npmpi.commands.options import parse_options
 from npmpi.commands.sequence import MpiCommand, meters_thread_level
 from npmpi.core.config import Options
@@ -54,12 +52,9 @@ def _message_problem(MPI, opts: Options, limit: int) -> str | None:
 
 
 def _memory_problem(pool: int) -> str | None:
-    try:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
     need = 2 * pool
-    if need > 0.8 * avail:
+    avail = free_memory_if_short(need)
+    if avail is not None:
         return (
             f"buffers of {pool} B (send and receive) need {need / 2**30:.1f} GiB per rank but only "
             f"{avail / 2**30:.1f} GiB is free on {socket.gethostname()}; lower --upper (or --cache-pool)"
@@ -159,9 +154,4 @@ def _record(MPI, comm, opts: Options, argv: list[str], agreed: Agreed, stop) -> 
         thread_levels=agreed.thread_levels,
         reservation=agreed.reservation,
     )
-    try:
-        return Recording(setup).run()
-    finally:
-        # a stop signal's abandon timer must not outlive the run: at exit it would end rank 0 with
-        # SIGALRM (exit 142, "Alarm clock") after the file was closed
-        signal.setitimer(signal.ITIMER_REAL, 0)
+    return Recording(setup).run()

@@ -9,6 +9,7 @@ UsageError (rank 0's reservation released), so a bad option never leaves a file 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,16 @@ class Agreed:
     calibration: dict | None = None
     reservation: Any = None
     problem: str | None = field(default=None, repr=False)
+
+
+def free_memory_if_short(need_bytes: float) -> float | None:
+    """The bytes free on this host when `need_bytes` would take more than 80 % of them, else None
+    (also when the system does not say): a run's or a map's buffers checked before any rank allocates."""
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+    return avail if need_bytes > 0.8 * avail else None
 
 
 def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:

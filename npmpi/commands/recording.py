@@ -11,14 +11,12 @@ import contextlib
 import datetime as _dt
 import os
 import platform
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from npmpi.commands.filerecording import FileRecording, now_utc, power_collector
 from npmpi.core.config import DEFAULT_BASELINE_S, Options
-from npmpi.core.errors import NpmpiError, RunFileGone
-from npmpi.core.job import abort, describe, error_line, say
 from npmpi.core.slurmcontext import consumed_energy_attrs, context_attrs
 from npmpi.power.fabric import fabric_group_attrs, fabric_info
 from npmpi.runfile.format import FABRIC_GROUP
@@ -229,16 +227,11 @@ def store_offsets(writer, offsets, which: str, fabric_node: int | None = None) -
     writer.flush()
 
 
-def _now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-class Recording:
+class Recording(FileRecording):
     """Rank 0's run from the file's creation to its close; `run()` returns the exit status."""
 
     def __init__(self, setup: RunSetup) -> None:
         from npmpi.commands.console import Console
-        from npmpi.power.rank import PowerCollector
         from npmpi.sweep import transmitter as sweep
 
         s = self.setup = setup
@@ -250,15 +243,8 @@ class Recording:
         self.writer = None
         self.np_out = None  # --np-out: npmpi.core.npout.NpOutWriter
         self.transmitter = None
-        self.collector = None
-        if s.layout.power_ranks:
-            fabric = fabric_info(s.power_nodes)
-            self.collector = PowerCollector(
-                s.comm,
-                list(s.layout.power_ranks),
-                [p["channels"] for p in s.power_nodes],
-                (fabric[0], fabric[1]["channels"]) if fabric else None,
-            )
+        self.comm, self.output, self.reservation = s.comm, s.output, s.reservation
+        self.collector = power_collector(s.comm, s.layout, s.power_nodes)
         # the analysis flags a size 'short' when its window (first trial start to last trial end) is
         # shorter than a channel's interval (its sample interval, or the span its readings average)
         self.longest_interval = max(
@@ -269,7 +255,7 @@ class Recording:
             ),
             default=None,
         )
-        self.started = time.monotonic()
+        super().__init__()  # the clock of the run's elapsed time starts here
 
     def on_row(self, index, row) -> None:
         """One size measured: into the file, the samples since collected, a line on the console."""
@@ -290,13 +276,6 @@ class Recording:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
         with contextlib.suppress(Exception):  # best effort: never fail the stop itself
             self.writer.set_attrs(status="interrupted", status_message=message)
-
-    def run(self) -> int:
-        """Record the run; on any failure close the file with its status and end every rank."""
-        try:
-            return self._record()
-        except BaseException as exc:
-            return self._end_after(exc)
 
     def _open(self) -> None:
         from npmpi.runfile.writer import RunWriter
@@ -357,7 +336,7 @@ class Recording:
             outcome.message,
             stopped_early=outcome.stopped_early,
             elapsed_s=elapsed,
-            finished_utc=_now_utc(),
+            finished_utc=now_utc(),
         )
         self.transmitter.release(outcome.exit_code)
         console.summary(outcome, s.output, elapsed, collector)
@@ -365,50 +344,11 @@ class Recording:
             collector.end_job_if_lost(outcome.exit_code)
         return outcome.exit_code
 
-    def _end_after(self, exc: BaseException) -> int:
-        """Close the file as interrupted or failed, keeping what was measured; release or abort the job."""
-        status = (
-            "interrupted" if isinstance(exc, KeyboardInterrupt) or getattr(exc, "signum", None) else "failed"
-        )
-        message = describe(exc)
-        code = (
-            getattr(exc, "exit_code", 1)
-            if isinstance(exc, NpmpiError)
-            else (130 if status == "interrupted" else 1)
-        )
-        message += self._close_after(exc, status, message)
-        kept = ""
-        if self.writer is not None and not isinstance(exc, RunFileGone):  # that one says where they are
-            kept = f"; {self.writer.rows} completed sizes are in {self.setup.output}"
-        if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
-            message = f"internal error, please report: {message}"
-        released = False
-        if self.transmitter is not None:
-            try:
-                released = self.transmitter.release(code)
-            except Exception:
-                released = False
-        if released and not (self.collector is not None and self.collector.lost):
-            say(error_line(message + kept), sys.stderr)
-            return code
-        abort(self.setup.comm, message + kept, code)
-        return code
+    def _quiet(self) -> bool:
+        return self.transmitter is not None and not self.transmitter.stop.timing
 
-    def _close_after(self, exc: BaseException, status: str, message: str) -> str:
-        """Keep the samples taken up to the failure and close the file; returns what to add to the message."""
-        writer, collector, transmitter = self.writer, self.collector, self.transmitter
-        quiet_protocol = transmitter is not None and not transmitter.stop.timing
-        if collector is not None and writer is not None and quiet_protocol and collector.writer is not None:
-            with contextlib.suppress(Exception):  # keep the samples taken up to the failure
-                collector.collect()
-        if writer is not None:
-            try:
-                writer.finish(status, message, elapsed_s=time.monotonic() - self.started)
-            except Exception as werr:
-                if werr is not exc:
-                    return f" (and the run file could not be closed: {werr})"
-        elif self.setup.reservation is not None:
-            from npmpi.core.outpath import release
+    def _release(self, code: int) -> bool:
+        return self.transmitter is not None and self.transmitter.release(code)
 
-            release(self.setup.reservation)
-        return ""
+    def _kept(self) -> str:
+        return f"; {self.writer.rows} completed sizes are in {self.output}"

@@ -10,15 +10,15 @@ before each round and between a pair's trials (npmpi/map/pair.py).
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.core.errors import DataMismatch, NpmpiError, RunFileGone
-from npmpi.core.job import abort, describe, error_line, say
+from npmpi.commands.filerecording import FileRecording, now_utc, power_collector
+from npmpi.core.errors import DataMismatch
+from npmpi.core.job import say
 from npmpi.core.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
 from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
@@ -160,21 +160,17 @@ class MapCoordinator:
 
 def record_map(MPI, comm, mopts, argv: list[str], agreed, stop) -> int:
     """Rank 0: the map recorded into its file; the exit status."""
-    import signal
-
-    try:
-        return MapRecording(MPI, comm, mopts, argv, agreed, stop).run()
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)  # a stop's abandon timer must not outlive the map
+    return MapRecording(MPI, comm, mopts, argv, agreed, stop).run()
 
 
-class MapRecording:
+class MapRecording(FileRecording):
     """Rank 0's map from the file's creation to its close; `run()` returns the exit status."""
+
+    FILE = "map"
 
     def __init__(self, MPI, comm, mopts, argv, agreed, stop) -> None:
         from npmpi.commands.console import Console
         from npmpi.commands.recording import provenance, thread_attrs
-        from npmpi.power.rank import PowerCollector
 
         self.MPI, self.comm, self.mopts, self.agreed, self.stop = MPI, comm, mopts, agreed, stop
         self.opts = opts = mopts.run
@@ -184,21 +180,11 @@ class MapRecording:
         self.attrs.update(thread_attrs(opts, layout, agreed.thread_levels))
         self.power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
         self.console = Console(quiet=opts.quiet)
-        self.collector = None
-        if layout.power_ranks:
-            from npmpi.power.fabric import fabric_info
-
-            fabric = fabric_info(self.power_nodes)
-            self.collector = PowerCollector(
-                comm,
-                list(layout.power_ranks),
-                [p["channels"] for p in self.power_nodes],
-                (fabric[0], fabric[1]["channels"]) if fabric else None,
-            )
-        self.writer = None
+        self.output, self.reservation = agreed.output, agreed.reservation
+        self.collector = power_collector(comm, layout, self.power_nodes)
         self.coordinator = None
-        self.last_collect = time.monotonic()
-        self.started = self.last_progress = self.rounds_started = time.monotonic()
+        super().__init__()  # the clock of the map's elapsed time starts here
+        self.last_collect = self.last_progress = self.rounds_started = self.started
 
     def _open(self) -> None:
         from npmpi.commands.recording import layout_rows
@@ -280,13 +266,6 @@ class MapRecording:
             f"max {hi / 1e9:.3f} Gbit/s"
         )
 
-    def run(self) -> int:
-        """Record the map; on any failure close the file with its status and end every rank."""
-        try:
-            return self._record()
-        except BaseException as exc:
-            return self._end_after(exc)
-
     def _record(self) -> int:
         from npmpi.commands.recording import final_power, power_setup
 
@@ -327,7 +306,7 @@ class MapRecording:
                 self.stop,
             )
         elapsed = time.monotonic() - self.started
-        writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=_now_utc())
+        writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=now_utc())
         self.coordinator.release(outcome.exit_code)
         console.note(
             f"{outcome.rounds} rounds in {elapsed:.1f} s, status {outcome.status}: {self.agreed.output}"
@@ -356,45 +335,15 @@ class MapRecording:
             outcome.message = f"{self.stop.name} received while suspects were measured again"
             outcome.exit_code = 128 + int(self.stop.signum or 0)
 
-    def _end_after(self, exc: BaseException) -> int:
-        """Close the file as interrupted or failed, keeping every completed round; release or abort."""
-        status = (
-            "interrupted" if isinstance(exc, KeyboardInterrupt) or getattr(exc, "signum", None) else "failed"
-        )
-        message = describe(exc)
-        if isinstance(exc, NpmpiError):
-            code = getattr(exc, "exit_code", 1)
-        else:
-            code = 130 if status == "interrupted" else 1
-        coordinator, writer, collector = self.coordinator, self.writer, self.collector
-        quiet = coordinator is not None and not (coordinator.stop.timing or coordinator.state == "trials")
-        if collector is not None and writer is not None and quiet and collector.writer is not None:
-            with contextlib.suppress(Exception):
-                collector.collect()
-        kept = ""
-        if writer is not None:
-            try:
-                writer.finish(status, message, elapsed_s=time.monotonic() - self.started)
-            except Exception as werr:
-                if werr is not exc:
-                    message += f" (and the map file could not be closed: {werr})"
-            if not isinstance(exc, RunFileGone):  # that one says where they are
-                kept = f"; {writer.rounds_completed} completed rounds are in {self.agreed.output}"
-        elif self.agreed.reservation is not None:
-            from npmpi.core.outpath import release
+    def _quiet(self) -> bool:
+        c = self.coordinator
+        return c is not None and not (c.stop.timing or c.state == "trials")
 
-            release(self.agreed.reservation)
-        if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
-            message = f"internal error, please report: {message}"
-        released = False
-        if coordinator is not None:
-            with contextlib.suppress(Exception):
-                released = coordinator.release(code)
-        if released and not (collector is not None and collector.lost):
-            say(error_line(message + kept), sys.stderr)
-            return code
-        abort(self.comm, message + kept, code)
-        return code
+    def _release(self, code: int) -> bool:
+        return self.coordinator is not None and self.coordinator.release(code)
+
+    def _kept(self) -> str:
+        return f"; {self.writer.rounds_completed} completed rounds are in {self.output}"
 
 
 def _directions_words(mopts) -> str:
@@ -404,7 +353,3 @@ def _directions_words(mopts) -> str:
     if not mopts.run.mode_value.round_trip:
         return "one direction per pair (the lower rank streams to the higher)"
     return "round trips (both directions at once: a slow direction is not told apart)"
-
-
-def _now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

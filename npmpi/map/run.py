@@ -11,11 +11,10 @@ with one message.
 
 from __future__ import annotations
 
-import os
 import socket
 from dataclasses import dataclass, replace
 
-from npmpi.commands.agreement import Agreed, settle
+from npmpi.commands.agreement import Agreed, free_memory_if_short, settle
 from npmpi.core.errors import NpmpiError, UsageError
 from npmpi.core.layout import ROLE_IDLE, ROLE_POWER, Layout
 from npmpi.map.options import MapOptions, parse_map_options
@@ -83,13 +82,10 @@ def member_names(layout: Layout, members: list[int], per_rank: bool) -> list[str
 
 def memory_problem(layout: Layout, members: list[int], rank: int, largest: int) -> str | None:
     """Whether this node lacks the memory for its members' buffers (about 3 of the largest size each)."""
-    try:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
     here = sum(layout.node_of_rank[m] == layout.node_of_rank[rank] for m in members)
     need = 3 * largest * here
-    if need > 0.8 * avail:
+    avail = free_memory_if_short(need)
+    if avail is not None:
         return (
             f"the map's buffers need {need / 2**30:.1f} GiB on {socket.gethostname()} ({here} measuring "
             f"ranks) but only {avail / 2**30:.1f} GiB is free; give smaller --sizes"

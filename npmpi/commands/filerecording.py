@@ -1,0 +1,124 @@
+"""What rank 0's recording of a run and of a map share: the power collector, the clock, and the end
+whatever ends it (npmpi/commands/recording.py's `Recording`, npmpi/map/recording.py's `MapRecording`).
+
+The end is the user's guarantee: a failure or a stop closes the file as `failed` or `interrupted`
+with every completed size or round in it (and the samples taken up to then when the protocol is
+quiet), says in one line where they are, then releases the other ranks, or aborts the job when
+they cannot be released (a rank inside a timed loop, a power rank lost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import signal
+import sys
+import time
+from abc import ABC, abstractmethod
+
+from npmpi.core.errors import NpmpiError, RunFileGone
+from npmpi.core.job import abort, describe, error_line, say
+
+
+def now_utc() -> str:
+    """The time stamp of the file's attributes (created, finished)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def power_collector(comm, layout, power_nodes: list[dict]):
+    """Rank 0's side of the power ranks (npmpi.power.rank.PowerCollector), the fabric's channels
+    with their node's; None when no node measures power."""
+    if not layout.power_ranks:
+        return None
+    from npmpi.power.fabric import fabric_info
+    from npmpi.power.rank import PowerCollector
+
+    fabric = fabric_info(power_nodes)
+    return PowerCollector(
+        comm,
+        list(layout.power_ranks),
+        [p["channels"] for p in power_nodes],
+        (fabric[0], fabric[1]["channels"]) if fabric else None,
+    )
+
+
+class FileRecording(ABC):
+    """Rank 0 from its file's creation to its close. A subclass sets `comm`, `collector`, `output`,
+    `reservation` (the file's temporary until the writer takes it), `writer` once the file exists,
+    and gives `_record` (the whole recording: its exit status) and the hooks below."""
+
+    FILE = "run"  # the file's name in messages: "the run file could not be closed"
+
+    comm = collector = output = reservation = writer = None
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    @abstractmethod
+    def _record(self) -> int:
+        """The whole recording, from the file's creation: the exit status."""
+
+    @abstractmethod
+    def _quiet(self) -> bool:
+        """Whether no rank is inside the measuring protocol now (so the power ranks may be asked for
+        their last samples)."""
+
+    @abstractmethod
+    def _release(self, code: int) -> bool:
+        """Release the other ranks with exit status `code`; whether they could be."""
+
+    @abstractmethod
+    def _kept(self) -> str:
+        """What the file keeps, for the error line: '; 12 completed sizes are in run.h5'."""
+
+    def run(self) -> int:
+        """Record; on any failure close the file with its status and end every rank."""
+        try:
+            return self._record()
+        except BaseException as exc:
+            return self._end_after(exc)
+        finally:
+            # a stop signal's abandon timer must not outlive the recording: at exit it would end
+            # rank 0 with SIGALRM (exit 142, "Alarm clock") after the file was closed
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _end_after(self, exc: BaseException) -> int:
+        """Close the file as interrupted or failed, keeping what was measured; release or abort the job."""
+        status = (
+            "interrupted" if isinstance(exc, KeyboardInterrupt) or getattr(exc, "signum", None) else "failed"
+        )
+        message = describe(exc)
+        if isinstance(exc, NpmpiError):
+            code = getattr(exc, "exit_code", 1)
+        else:
+            code = 130 if status == "interrupted" else 1
+        message += self._close_after(exc, status, message)
+        kept = self._kept() if self.writer is not None and not isinstance(exc, RunFileGone) else ""
+        if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
+            message = f"internal error, please report: {message}"
+        released = False
+        with contextlib.suppress(Exception):
+            released = self._release(code)
+        if released and not (self.collector is not None and self.collector.lost):
+            say(error_line(message + kept), sys.stderr)
+            return code
+        abort(self.comm, message + kept, code)
+        return code
+
+    def _close_after(self, exc: BaseException, status: str, message: str) -> str:
+        """Keep the samples taken up to the failure and close the file; returns what to add to the message."""
+        writer, collector = self.writer, self.collector
+        if collector is not None and writer is not None and self._quiet() and collector.writer is not None:
+            with contextlib.suppress(Exception):  # keep the samples taken up to the failure
+                collector.collect()
+        if writer is not None:
+            try:
+                writer.finish(status, message, elapsed_s=time.monotonic() - self.started)
+            except Exception as werr:
+                if werr is not exc:
+                    return f" (and the {self.FILE} file could not be closed: {werr})"
+        elif self.reservation is not None:
+            from npmpi.core.outpath import release
+
+            release(self.reservation)
+        return ""
