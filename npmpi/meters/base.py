@@ -68,7 +68,7 @@ class MeterError(NpmpiError):
     exit_code = 2
 
     def __init__(self, detail: str, spec: str | None = None) -> None:
-        super().__init__(detail)
+        super().__init__(detail, spec)  # both in args: a copy (pickle, copy) keeps the spec
         self.detail = detail
         self.spec = spec
 
