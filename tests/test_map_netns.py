@@ -19,10 +19,11 @@ import re
 import subprocess
 
 import h5py
+import netns_hosts
 import numpy as np
 import pytest
 from conftest import VENV
-from netns_hosts import SUBNET, NetnsHosts, NetnsUnavailable
+from netns_hosts import NetnsHosts, NetnsUnavailable, tc
 
 from npmpi.runfile.mapwriter import derived
 
@@ -52,22 +53,10 @@ def hosts(tmp_path_factory):
         h.down()
 
 
-def tc(host: str, *args: str) -> None:
-    subprocess.run(["ip", "netns", "exec", host, "tc", *args], check=True, capture_output=True, timeout=30)
-
-
 def shape_link(src: str, dst_index: int) -> None:
     """Packets from `src` to host number dst_index (1-based) through a slow htb class, the rest through
     one at the hosts' own rate."""
-    tc(src, "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
-    tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", SLOW_RATE)
-    # the rest as the other hosts' tbf lets it through: the same rate and bucket (htb's ceiling and
-    # its bucket cburst default to the rate and a small bucket: such a class measured 0.69x the
-    # other hosts' links on an idle machine, and the analysis named the host, not the link)
-    tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", RATE,
-       "ceil", RATE, "burst", BURST, "cburst", BURST)  # fmt: skip
-    tc(src, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-       "match", "ip", "dst", f"{SUBNET}.{dst_index}/32", "flowid", "1:10")  # fmt: skip
+    netns_hosts.shape_link(src, dst_index, SLOW_RATE, RATE, BURST)
 
 
 def shape_host(host: str) -> None:
@@ -78,21 +67,7 @@ def shape_host(host: str) -> None:
 
 def unshape(host: str) -> None:
     """Back to the hosts' own rate (as scripts/netns-hosts.sh shapes them)."""
-    tc(
-        host,
-        "qdisc",
-        "replace",
-        "dev",
-        "eth0",
-        "root",
-        "tbf",
-        "rate",
-        RATE,
-        "burst",
-        BURST,
-        "latency",
-        "50ms",
-    )
+    netns_hosts.unshape(host, RATE, BURST)
 
 
 SERIAL = ("--schedule", "serial", "--trials", "3", "--target-time", "0.01", "--confirm", "1")
@@ -256,14 +231,8 @@ def test_energy_is_charged_to_the_pair_that_used_it(hosts, tmp_path):
 @pytest.fixture
 def cpu_hog():
     """A busy loop in its own session (its own scheduling group, as another user's job) for the test."""
-    import sys
-
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-    try:
+    with netns_hosts.cpu_hog() as hog:
         yield hog
-    finally:
-        hog.kill()
-        hog.wait(timeout=30)
 
 
 def bandwidth_named(path) -> tuple[list[str], str]:
