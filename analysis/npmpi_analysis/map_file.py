@@ -373,6 +373,33 @@ def _read_confirm(g, p: Path, m: MapFile) -> dict[str, np.ndarray] | None:
         m.problems.append(f"{exc}; the suspects measured again are not used: no finding is confirmed")
         return None
     out["confirm_size_bytes"] = m.size_bytes[out["confirm_size_index"]]  # before the sizes are sorted
+    out.update(_read_confirm_waits(g, p, m, out["confirm_trial_s"].shape))
+    return out
+
+
+CONFIRM_WAITS = (("confirm_runq_wait_s", "f", 3), ("confirm_trial_elapsed_s", "f", 2))
+
+
+def _read_confirm_waits(g, p: Path, m: MapFile, shape: tuple[int, int]) -> dict[str, np.ndarray]:
+    """/map/confirm_runq_wait_s and confirm_trial_elapsed_s (the re-measured trials' run-queue waits
+    and loop times, npmpi/map/cpuwait.py), checked; {} when absent (older maps, or not Linux) or
+    damaged (said among the problems: the findings are then judged without them)."""
+    from npmpi.runfile.reader import read_whole
+
+    if not all(n in g for n, _, _ in CONFIRM_WAITS):
+        return {}
+    try:
+        out = {
+            n: np.asarray(read_whole(_dataset(g, n, k, d, p), p, f"/map/{n}")) for n, k, d in CONFIRM_WAITS
+        }
+        if out["confirm_runq_wait_s"].shape != (*shape, 2) or out["confirm_trial_elapsed_s"].shape != shape:
+            raise RunFileError(f"{p}: /map/confirm_runq_wait_s or confirm_trial_elapsed_s disagree in shape")
+        for name, x in out.items():
+            if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_TRIAL_S)))):
+                raise RunFileError(f"{p}: /map/{name} holds a negative, infinite or impossible time")
+    except (RunFileError, OSError, KeyError, ValueError, TypeError) as exc:
+        m.problems.append(f"{exc}; the run-queue waits are not used")
+        return {}
     return out
 
 
