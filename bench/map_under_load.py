@@ -59,14 +59,18 @@ def findings(path: Path) -> list[dict]:
 
 
 def waits(path: Path) -> dict[str, list[float]]:
-    """{"suspect"|"reference": [each re-measured trial's wait fraction, the larger rank's]}."""
+    """{"suspect"|"reference": [each re-measured trial's wait fraction]} as the analysis reads them
+    (npmpi_analysis.map_confirmed.wait_fractions: the larger rank's, a reading past the trial left out)."""
+    from npmpi_analysis.map_confirmed import wait_fractions
+
     out: dict[str, list[float]] = {"suspect": [], "reference": []}
     with h5py.File(path) as f:
         g = f["map"]
         if "confirm_runq_wait_s" not in g:
             return out
-        w, loop, role = g["confirm_runq_wait_s"][:], g["confirm_trial_elapsed_s"][:], g["confirm_role"][:]
-    frac = np.nanmax(w, axis=2) / loop
+        confirm = {n: g[n][:] for n in ("confirm_runq_wait_s", "confirm_trial_elapsed_s", "confirm_trial_s")}
+        role = g["confirm_role"][:]
+    frac = wait_fractions(confirm)
     for k, r in enumerate(role):
         out["reference" if r else "suspect"] += [float(x) for x in frac[k] if np.isfinite(x)]
     return out

@@ -168,3 +168,50 @@ def test_damaged_waits_are_left_out_and_the_map_is_judged_without_them(tmp_path)
     assert any("confirm_runq_wait_s or confirm_trial_elapsed_s disagree in shape" in p for p in m.problems)
     _, f = latency_finding(path)
     assert f.confirm_reason == REASON_SCATTER  # judged as a map without the waits: 200-1989 us scatter
+
+
+def test_a_node_is_confirmed_by_its_own_links_not_by_another_suspects_link():
+    """A shaped link h0-h1 and node h0 (its other links 0.63x in the map): when the budget left the
+    node out, the shaped link alone (measured as its own suspect) does not confirm the node."""
+    from types import SimpleNamespace
+
+    from npmpi_analysis.map_confirmed import REASON_NOT_MEASURED, confirm_findings
+    from npmpi_analysis.map_outliers import Finding
+
+    size = 262144
+    normal_s = 8 * size / 0.7e9
+
+    def judged(pairs):
+        rows = [((0, 1), ROLE_SUSPECT, 14.0)] + [(p, ROLE_SUSPECT, 1.0) for p in pairs]
+        rows += [((2, 3), ROLE_REFERENCE, 1.0), ((1, 2), ROLE_REFERENCE, 1.0)]
+        confirm = {
+            "confirm_pair": np.array([p for p, _, _ in rows]),
+            "confirm_size_bytes": np.full(len(rows), size),
+            "confirm_trial_s": np.array([[x * normal_s] * 3 for _, _, x in rows]),
+            "confirm_role": np.array([r for _, r, _ in rows]),
+        }
+        f = Finding(
+            "node", ("h0",), "bandwidth", size, 0.63, 0.44e9, 0.7e9, "node h0: every link", 3, 3, mad=0.05
+        )
+        confirm_findings(SimpleNamespace(names=HOSTS, outliers=[f]), confirm)
+        return f
+
+    left_out = judged([])
+    assert left_out.confirmed is False and left_out.confirm_reason == REASON_NOT_MEASURED
+    assert judged([(0, 3)]).confirmed is False  # its own second link measured again at the normal speed
+
+
+def test_a_pair_two_suspects_share_is_charged_to_the_budget_once():
+    from types import SimpleNamespace
+
+    from npmpi.map.confirm import REFERENCES, Suspect, chosen_within_budget
+
+    seconds = {(0, 1): 1.0}
+    writer = SimpleNamespace(
+        pair_seconds=lambda k, i, j: seconds.get((i, j), 0.1), median_pair_seconds=lambda k: 0.1
+    )
+    link = Suspect("link", "bandwidth", 1, [(0, 1)], 50.0)
+    node = Suspect("node", "bandwidth", 1, [(0, 1), (0, 3)], 9.0, 0)
+    cost = 3 * (1.0 + REFERENCES * 0.1) + 3 * 0.1  # the node adds only its other link
+    assert chosen_within_budget([link, node], writer, 3, cost + 0.01) == ([link, node], 0)
+    assert chosen_within_budget([link, node], writer, 3, cost - 0.01) == ([link], 1)
