@@ -6,11 +6,12 @@
 Brings up --hosts hosts joined by a bridge, every link shaped to 1 Gbit/s (tests/netns_hosts.py),
 starts one busy loop in its own session (another user's job, to the scheduler), then runs --maps
 uniform maps and --maps maps with h1 -> h2 at --slow-rate (an htb class on h1 filtering on h2's
-address), each `npmpi map --quick --kernel c --sizes 1,256K` with the default re-measurement. For
-each map it prints what npmpi-analyze names (confirmed findings), what it lists as not confirmed
-and why, and the run-queue wait of the re-measured pairs (/map/confirm_runq_wait_s: each trial's
-wait of the transmitter and the reflector over the trial's loop time, the larger of the two), the
-suspects' and the references' apart. At the end: how many maps of each case named anything.
+address; --cases host: every packet h1 sends through a tbf at --slow-rate), each `npmpi map --quick
+--kernel c --sizes 1,256K` with the default re-measurement. For each map it prints what
+npmpi-analyze names (confirmed findings), what it lists as not confirmed and why, and the run-queue
+wait of the re-measured pairs (/map/confirm_runq_wait_s: each trial's wait of the transmitter and the
+reflector over the trial's loop time, the larger of the two), the suspects' and the references'
+apart. At the end: how many maps of each case named anything.
 Figures depend on the machine's other load: compare the cases within one run.
 """
 
@@ -99,12 +100,12 @@ def one_case(hosts, case: str, maps: int, workdir: Path, sizes: str) -> list[dic
 
 
 def main() -> int:
-    from netns_hosts import NetnsHosts, cpu_hog, shape_link, unshape
+    from netns_hosts import NetnsHosts, cpu_hog, shape_link, tc, unshape
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--maps", type=int, default=10)
     p.add_argument("--hosts", type=int, default=4)
-    p.add_argument("--cases", default="uniform,shaped")
+    p.add_argument("--cases", default="uniform,shaped", help="of uniform, shaped (h1 -> h2), host (h1)")
     p.add_argument("--slow-rate", default="20mbit")
     p.add_argument("--sizes", default="1,256K")
     p.add_argument("--no-hog", action="store_true", help="without the busy loop")
@@ -122,6 +123,9 @@ def main() -> int:
                 for case in args.cases.split(","):
                     if case == "shaped":
                         shape_link(h[0], 2, args.slow_rate, "1gbit")
+                    elif case == "host":  # every packet h1 sends through a token bucket at --slow-rate
+                        tc(h[0], "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", args.slow_rate,
+                           "burst", "128kb", "latency", "50ms")  # fmt: skip
                     try:
                         rows += one_case(hosts, case, args.maps, args.keep or Path(tmp), args.sizes)
                     finally:
