@@ -164,8 +164,8 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
         if kind != STEP_TRIAL:
             loop.run(comm, peer, n)
             continue
+        before = runq_wait_ns()  # before the echo: the transmitter's timer starts after it
         comm.Send(step, peer, MAP_PAIR_TAG)
-        before = runq_wait_ns()
         loop.run(comm, peer, n)
         after = runq_wait_ns()
         if trial < side.opts.trials and before >= 0 and after >= before:
