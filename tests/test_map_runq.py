@@ -60,10 +60,11 @@ def test_the_wait_grows_when_another_busy_process_shares_the_cpu():
     assert 0.08 < waited < 0.4  # about 0.2 s of the 0.4 s
 
 
-def write_map(path, rows, waits=True):
-    """A serial ping-pong map of 4 hosts at 1 B and 64 KiB, every pair 12 us one way but h1-h2 20x at
-    1 B; then the re-measurement `rows`: (pair, role, [one-way us of each trial], [each trial's wait
-    fraction of both ranks]) (without run-queue waits when `waits` is False, as off Linux)."""
+def write_map(path, rows, waits=True, slow_size=0):
+    """A serial ping-pong map of 4 hosts at 1 B and 64 KiB, every pair 12 us + 8 size / 1 Gbit/s one
+    way but h1-h2 20x at size index `slow_size`; then the re-measurement `rows` at that size: (pair,
+    role, [one-way us of each trial], [each trial's wait fraction of both ranks]) (without run-queue
+    waits when `waits` is False, as off Linux)."""
     sizes, n = [1, 65536], 4
     rounds = serial_rounds(n)
     spec = {
@@ -88,10 +89,10 @@ def write_map(path, rows, waits=True):
     for s in range(2):
         for r, [(i, j)] in enumerate(rounds):
             base = NORMAL_US + 8e6 * sizes[s] / 1e9
-            one_way = base * (20.0 if (s, i, j) == (0, 1, 2) else 1.0) * (1 + 0.01 * rng.random(3))
+            one_way = base * (20.0 if (s, i, j) == (slow_size, 1, 2) else 1.0) * (1 + 0.01 * rng.random(3))
             w.store_round(s, r, (100.0 * s + r, 100.0 * s + r + 1), [result(i, j, one_way, [0.0] * 3)])
     confirm = [
-        (0, (300.0 + k, 301.0 + k), [result(*p, t, wt if waits else None)], role)
+        (slow_size, (300.0 + k, 301.0 + k), [result(*p, t, wt if waits else None)], role)
         for k, (p, role, t, wt) in enumerate(rows)
     ]
     w.store_confirmations(confirm, 1, 0.1, 1, 0)
@@ -99,9 +100,9 @@ def write_map(path, rows, waits=True):
     return path
 
 
-def latency_finding(path):
+def latency_finding(path, metric="latency"):
     a = analyse_map(load_map(path, FIELDS), "m")
-    found = [f for f in a.outliers if f.metric == "latency"]
+    found = [f for f in a.outliers if f.metric == metric]
     assert [(f.kind, f.names) for f in found] == [("link", ("h1", "h2"))]
     return a, found[0]
 
@@ -133,12 +134,18 @@ def test_a_suspect_that_waited_for_a_cpu_in_every_trial_is_not_named(tmp_path):
 
 
 def test_a_slow_link_is_named_whether_its_ranks_waited_or_not(tmp_path):
-    """Steady at 20x in every trial: beside references that waited as much (here the same 65-80 %) the
-    link is still beyond the rule; on an idle host (no wait) its trials may scatter behind a token
-    bucket (180-1819 us) and it is named all the same."""
+    """20x slow in every trial. At 64 KiB, its ranks waiting 55-62 %, beside references that waited as
+    much (900-1600 us against 536 us free of the CPU): still beyond the rule. At 1 B, beside references
+    that all waited as much: named too. On an idle host (no wait) its trials may scatter behind a
+    token bucket (180-1819 us) and it is named all the same."""
+    shaped = ((1, 2), ROLE_SUSPECT, [10700.0, 10900.0, 11000.0], [0.55, 0.6, 0.62])
+    refs = [((0, 3), ROLE_REFERENCE, [536.0, 700.0, 1500.0], [0.0, 0.6, 0.7])]
+    refs += [((0, 1), ROLE_REFERENCE, [900.0, 1300.0, 1600.0], [0.6, 0.65, 0.7])]
+    _, f = latency_finding(write_map(tmp_path / "w.h5", [shaped, *refs], slow_size=1), "bandwidth")
+    assert f.confirmed is True and f.confirm_reason is None and f.confirm_wait_fraction == pytest.approx(0.6)
     loaded = ((1, 2), ROLE_SUSPECT, [240.0, 246.0, 251.0], [0.65, 0.7, 0.8])
-    busy_alike = ((0, 1), ROLE_REFERENCE, [12.5, 13.0, 14.0], [0.6, 0.7, 0.75])
-    _, f = latency_finding(write_map(tmp_path / "a.h5", [loaded, QUIET_REF, busy_alike]))
+    busy_alike = [((0, k), ROLE_REFERENCE, [12.5, 13.0, 14.0], [0.6, 0.7, 0.75]) for k in (1, 3)]
+    _, f = latency_finding(write_map(tmp_path / "a.h5", [loaded, *busy_alike]))
     assert f.confirmed is True and f.confirm_reason is None and f.confirm_wait_fraction == pytest.approx(0.7)
     assert f.confirm_ratio > 15
     idle = ((1, 2), ROLE_SUSPECT, [180.0, 900.0, 1819.0], [0.0, 0.01, 0.0])
@@ -147,6 +154,15 @@ def test_a_slow_link_is_named_whether_its_ranks_waited_or_not(tmp_path):
     # without the waits (an older map, or not Linux) the scattered trials refuse it, as before
     _, f = latency_finding(write_map(tmp_path / "c.h5", [idle, QUIET_REF, QUIET_REF], waits=False))
     assert f.confirmed is False and f.confirm_reason == REASON_SCATTER and math.isnan(f.confirm_wait_fraction)
+
+
+def test_a_latency_never_measured_free_of_the_cpu_beside_a_reference_that_was_is_not_named(tmp_path):
+    """At 1 B a trial whose ranks waited reads the scheduler: the same steady 240-251 us suspect, with
+    one reference measured free of the CPU (12 us), cannot be told from an unlucky pair."""
+    loaded = ((1, 2), ROLE_SUSPECT, [240.0, 246.0, 251.0], [0.65, 0.7, 0.8])
+    busy_alike = ((0, 1), ROLE_REFERENCE, [12.5, 13.0, 14.0], [0.6, 0.7, 0.75])
+    _, f = latency_finding(write_map(tmp_path / "a.h5", [loaded, QUIET_REF, busy_alike]))
+    assert f.confirmed is False and f.confirm_reason == REASON_WAITED
 
 
 def test_a_suspect_that_waited_when_no_reference_did_is_not_named(tmp_path):
