@@ -19,7 +19,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.map_confirmed import CPU_BUSY, REASON_SCATTER, REASON_WAITED
+from npmpi_analysis.map_confirmed import CPU_BUSY, REASON_SCATTER, REASON_WAITED, REASON_WAITED_ALONE
 from npmpi_analysis.map_file import load_map
 from npmpi_analysis.map_report import json_bytes, outlier_lines
 from npmpi_analysis.maps import analyse_map
@@ -115,9 +115,10 @@ BUSY_REF = ((0, 1), ROLE_REFERENCE, [55.0, 245.0, 444.0], [0.67, 0.6, 0.9])
 
 def test_a_suspect_that_waited_for_a_cpu_in_every_trial_is_not_named(tmp_path):
     """Measured again h1-h2 stays slow (265-1989 us) but its ranks waited 65-80 % of every trial: beside
-    the reference trials that waited as much it is not beyond the rule."""
+    references that waited as much in all their trials (55-800 us) it is not beyond the rule."""
     suspect = ((1, 2), ROLE_SUSPECT, [265.0, 520.0, 1989.0], [0.65, 0.7, 0.8])
-    path = write_map(tmp_path / "m.h5", [suspect, QUIET_REF, BUSY_REF])
+    busy_too = ((0, 3), ROLE_REFERENCE, [120.0, 300.0, 800.0], [0.6, 0.7, 0.8])
+    path = write_map(tmp_path / "m.h5", [suspect, busy_too, BUSY_REF])
     with h5py.File(path) as f:
         g = f["map"]
         assert g["confirm_runq_wait_s"].shape == (3, 3, 2) and g["confirm_trial_elapsed_s"].shape == (3, 3)
@@ -129,6 +130,7 @@ def test_a_suspect_that_waited_for_a_cpu_in_every_trial_is_not_named(tmp_path):
     assert f.confirm_wait_fraction == pytest.approx(0.7)
     line = next(x for x in outlier_lines(a) if "not confirmed" in x)
     assert "not confirmed: link h1–h2: latency" in line and "waited 70 % of its trials for a CPU" in line
+    assert "beside reference links that waited as much, not beyond the rule" in line
     doc = json.loads(json_bytes([a], []))["maps"][0]["outliers"][0]
     assert doc["confirm_reason"] == REASON_WAITED and doc["confirm_runq_wait_fraction"] == pytest.approx(0.7)
 
@@ -161,13 +163,20 @@ def test_a_latency_never_measured_free_of_the_cpu_beside_a_reference_that_was_is
     one reference measured free of the CPU (12 us), cannot be told from an unlucky pair."""
     loaded = ((1, 2), ROLE_SUSPECT, [240.0, 246.0, 251.0], [0.65, 0.7, 0.8])
     busy_alike = ((0, 1), ROLE_REFERENCE, [12.5, 13.0, 14.0], [0.6, 0.7, 0.75])
-    _, f = latency_finding(write_map(tmp_path / "a.h5", [loaded, QUIET_REF, busy_alike]))
-    assert f.confirmed is False and f.confirm_reason == REASON_WAITED
+    a, f = latency_finding(write_map(tmp_path / "a.h5", [loaded, QUIET_REF, busy_alike]))
+    assert f.confirmed is False and f.confirm_reason == REASON_WAITED_ALONE
+    line = next(x for x in outlier_lines(a) if "not confirmed" in x)
+    assert (
+        "waited 70 % of its trials for a CPU when measured again (never measured free of it, while a" in line
+    )
 
 
 def test_a_suspect_that_waited_when_no_reference_did_is_not_named(tmp_path):
-    suspect = ((1, 2), ROLE_SUSPECT, [240.0, 246.0, 251.0], [0.5, 0.55, 0.6])
-    a, f = latency_finding(write_map(tmp_path / "m.h5", [suspect, QUIET_REF, QUIET_REF]))
+    """A bandwidth whose ranks waited 50-60 % in every trial beside references that never waited: no
+    reference trial to judge it like with like."""
+    suspect = ((1, 2), ROLE_SUSPECT, [10700.0, 10900.0, 11000.0], [0.5, 0.55, 0.6])
+    quiet = [((0, k), ROLE_REFERENCE, [536.0, 540.0, 545.0], [0.0, 0.0, 0.02]) for k in (1, 3)]
+    a, f = latency_finding(write_map(tmp_path / "m.h5", [suspect, *quiet], slow_size=1), "bandwidth")
     assert f.confirmed is False and f.confirm_reason == REASON_WAITED
     assert any("waited 55 % of its trials for a CPU" in x for x in outlier_lines(a))
 

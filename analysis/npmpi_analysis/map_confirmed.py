@@ -40,10 +40,11 @@ from npmpi.map.stats import HIGH, LOW, NODE_LINKS, beyond, stats
 STEADY = 0.5  # a latency's best re-measured trial at least this x its median trial, when it waited
 CPU_BUSY = 0.1  # a suspect whose every re-measured trial waited this share of its time for a CPU
 WAIT_SLACK = 0.15  # is judged against the references' trials that waited at least its least, less this
-REASON_NOT_MEASURED, REASON_NOT_BEYOND, REASON_WAITED, REASON_SCATTER = (
+REASON_NOT_MEASURED, REASON_NOT_BEYOND, REASON_WAITED, REASON_WAITED_ALONE, REASON_SCATTER = (
     "not measured again",
     "not beyond the rule when measured again",
-    "waited for a CPU",
+    "waited for a CPU",  # and not beyond the references' trials that waited as much
+    "waited for a CPU when a reference did not",  # a latency
     "trials scattered",
 )
 
@@ -184,11 +185,10 @@ def judge(f, trials: list[Trial], index: dict[str, int]) -> None:
         f.confirmed, f.confirm_reason = False, REASON_NOT_BEYOND
         return
     least = float(waits.min()) if known else math.nan
-    if (
-        known
-        and least >= CPU_BUSY
-        and (_free_references(f, refs) or not _beyond_alike(f, mine, refs, least, mad))
-    ):
+    if known and least >= CPU_BUSY and _free_references(f, refs):
+        f.confirmed, f.confirm_reason = False, REASON_WAITED_ALONE
+        return
+    if known and least >= CPU_BUSY and not _beyond_alike(f, mine, refs, least, mad):
         f.confirmed, f.confirm_reason = False, REASON_WAITED
         return
     if not known or least >= CPU_BUSY:
