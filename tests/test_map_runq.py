@@ -240,3 +240,18 @@ def test_a_pair_two_suspects_share_is_charged_to_the_budget_once():
     cost = 3 * (1.0 + REFERENCES * 0.1) + 3 * 0.1  # the node adds only its other link
     assert chosen_within_budget([link, node], writer, 3, cost + 0.01) == ([link, node], 0)
     assert chosen_within_budget([link, node], writer, 3, cost - 0.01) == ([link], 1)
+
+
+def test_a_suspect_nodes_links_are_never_references():
+    """4 hosts, node h3 slow (0.04x) and link h0-h1 a suspect too: every link touches a suspect's end,
+    and the nearest to the median of all six was h3's own; now only h1-h2 or h0-h2 can be."""
+    from npmpi.map.confirm import Suspect, reference_pairs
+
+    best = np.full((4, 4), 2e-3)
+    np.fill_diagonal(best, np.nan)
+    best[3, :3] = best[:3, 3] = 55e-3  # node h3's links
+    best[0, 1] = best[1, 0] = 2.5e-3
+    suspects = [Suspect("node", "bandwidth", 1, [(0, 3), (2, 3)], 9.0, 3)]
+    suspects += [Suspect("link", "bandwidth", 1, [(0, 1)], 3.0)]
+    refs = reference_pairs(best, suspects)
+    assert refs and not any(3 in p for p in refs) and (0, 1) not in refs

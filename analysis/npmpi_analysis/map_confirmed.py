@@ -163,12 +163,15 @@ def _free_references(f, refs: list[Trial]) -> bool:
     return f.metric == "latency" and any(np.isfinite(t.wait) and t.wait < CPU_BUSY for t in refs)
 
 
-def judge(f, trials: list[Trial], index: dict[str, int]) -> None:
+def judge(f, trials: list[Trial], index: dict[str, int], slow_nodes: frozenset[int] = frozenset()) -> None:
     """Set `confirmed`, `confirm_ratio`, `confirm_wait_fraction`, `confirm_scatter` and
-    `confirm_reason` of one finding from the re-measured trials."""
+    `confirm_reason` of one finding from the re-measured trials (`slow_nodes`: the nodes found for
+    the same metric and size, whose links are no reference)."""
     ends = [index[n] for n in f.names]
     mine = [t for t in trials if t.role == 0 and _belongs(f, ends, t)]
     refs = [t for t in trials if t.role == 1 and t.size_bytes == int(f.size_bytes)]
+    # never a suspect node's link (a map before the fix of reference_pairs could take one)
+    refs = [t for t in refs if not {t.i, t.j} & slow_nodes] or refs
     if f.kind == "node" and len({frozenset((t.i, t.j)) for t in mine}) < min(NODE_LINKS, f.links):
         mine = []  # only another suspect's link of the node was measured (the node not, for the budget)
     if not mine:
@@ -206,7 +209,12 @@ def confirm_findings(a, confirm: dict[str, np.ndarray] | None) -> None:
     trials = trials_of(confirm)
     index = {name: k for k, name in enumerate(a.names)}
     for f in a.outliers:
-        judge(f, trials, index)
+        nodes = {
+            index[g.names[0]]
+            for g in a.outliers
+            if g.kind == "node" and (g.metric, g.size_bytes) == (f.metric, f.size_bytes)
+        }
+        judge(f, trials, index, frozenset(nodes))
 
 
 def confirm_summary(a) -> dict | None:

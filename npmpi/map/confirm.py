@@ -81,14 +81,17 @@ def find_suspects(best_s: np.ndarray, sizes: np.ndarray, directed: bool) -> list
 def reference_pairs(
     best: np.ndarray, suspects: list[Suspect], count: int = REFERENCES
 ) -> list[tuple[int, int]]:
-    """Up to `count` links (i < j) of one size nearest the median, touching no suspect's ends when
-    the map has such links (else any link that is not a suspect): measured again alongside the
-    suspects, under the same conditions, they give the median the suspects are judged against."""
+    """Up to `count` links (i < j) of one size nearest the median, never a suspect node's link, and
+    touching no suspect link's ends when the map has such links (else any link that is not a
+    suspect): measured again alongside the suspects, under the same conditions, they give the median
+    the suspects are judged against. (On 4 hosts with node h4 and link h1-h2 suspect, every link
+    touched a suspect's end, and h4's own 0.04x link was taken as a reference.)"""
     n = best.shape[0]
-    ends = {s.node for s in suspects if s.kind == "node"}
-    ends |= {k for s in suspects if s.kind != "node" for p in s.pairs for k in p}
+    nodes = {s.node for s in suspects if s.kind == "node"}
+    ends = nodes | {k for s in suspects if s.kind != "node" for p in s.pairs for k in p}
     suspect_pairs = {tuple(sorted(p)) for s in suspects for p in s.pairs}
     links = [(i, j) for i in range(n) for j in range(i + 1, n) if np.isfinite(best[i, j]) and best[i, j] > 0]
+    links = [p for p in links if not set(p) & nodes]
     if not links:
         return []
     med = float(np.median([best[i, j] for i, j in links]))
