@@ -12,20 +12,19 @@ a confirmation.
 
 Waiting for a CPU (/map/confirm_runq_wait_s, each rank's run-queue wait during each re-measured
 trial; docs/clusters.md): Open MPI's ranks spin in their receives, so on a busy host a pair whose
-ranks wait for a CPU is slow however good its link, and stays slow when measured again (1-byte round
-trips of 265-1989 us where the references read 12 us in their trials that did not wait). Each trial's
+ranks wait for a CPU is slow however good its link, and stays slow when measured again. Each trial's
 wait fraction is the larger of its two ranks' waits over the trial's loop time. When every
 re-measured trial of a suspect waited at least CPU_BUSY of its time, the suspect was never measured
-free of the CPU, and is not confirmed ("waited X % of its trials for a CPU") when it is a latency and
-some reference trial was free of the CPU (at 1 B a waited trial reads the scheduler: 139-3020 us
-where the link reads 10 us), or when, against the references' trials that waited about as much (at
-least its least wait less WAIT_SLACK), with their spread, it is not beyond the rule or no reference
-trial waited that much. A bandwidth-shaped link (tbf, htb) is slow in its trials whether its ranks
-wait or not, and against references that waited as much: it stays confirmed. The older rule for
-latencies (STEADY: the best re-measured trial at least half the median trial, else not confirmed for
-its scatter) now applies only to a suspect whose trials all waited for a CPU, or to a map without
-the run-queue waits: a shaped link whose trials scatter on an idle host (a 1-byte message queued
-behind a token bucket) is no longer refused for it.
+free of the CPU. A latency is then not confirmed: at 1 B a waited trial reads the scheduler (1-byte
+round trips of 77-3020 us where the link reads 10 us), references and suspects alike. A bandwidth is
+judged against the references' trials that waited about as much (at least its least wait less
+WAIT_SLACK), like with like, with their spread, and is not confirmed ("waited X % of its trials for a
+CPU") when against those it is not beyond the rule or no reference trial waited that much. A
+bandwidth-shaped link (tbf, htb) is slow in its trials whether its ranks wait or not, and against
+references that waited as much: it stays confirmed. The older rule for latencies (STEADY: the best
+re-measured trial at least half the median trial, else not confirmed for its scatter) now applies
+only to a map without the run-queue waits (older, or not Linux): with them, a latency whose trials
+scatter on an idle host (a 1-byte message queued behind a token bucket) is no longer refused for it.
 """
 
 from __future__ import annotations
@@ -37,14 +36,14 @@ import numpy as np
 
 from npmpi.map.stats import HIGH, LOW, NODE_LINKS, beyond, stats
 
-STEADY = 0.5  # a latency's best re-measured trial at least this x its median trial, when it waited
+STEADY = 0.5  # a latency's best re-measured trial at least this x its median trial (maps without waits)
 CPU_BUSY = 0.1  # a suspect whose every re-measured trial waited this share of its time for a CPU
 WAIT_SLACK = 0.15  # is judged against the references' trials that waited at least its least, less this
-REASON_NOT_MEASURED, REASON_NOT_BEYOND, REASON_WAITED, REASON_WAITED_ALONE, REASON_SCATTER = (
+REASON_NOT_MEASURED, REASON_NOT_BEYOND, REASON_WAITED, REASON_LATENCY_WAITED, REASON_SCATTER = (
     "not measured again",
     "not beyond the rule when measured again",
     "waited for a CPU",  # and not beyond the references' trials that waited as much
-    "waited for a CPU when a reference did not",  # a latency
+    "a latency that waited for a CPU in every trial",
     "trials scattered",
 )
 
@@ -154,15 +153,6 @@ def _beyond_alike(f, mine: list[Trial], refs: list[Trial], least: float, mad: fl
     return bool(ratios.size) and bool(np.all(beyond(ratios, max(mad, spread), way)))
 
 
-def _free_references(f, refs: list[Trial]) -> bool:
-    """Whether a latency suspect never measured free of the CPU has references that were, in some
-    trial: at 1 B a trial whose ranks waited reads the scheduler, not the link (10 us free, 139-3020
-    us in trials that waited 63-95 %, references and suspects alike), so no spread of waited trials
-    tells a slow link from an unlucky pair; a bulk transfer's time is the link's (waiting adds up to
-    3x), and is judged like with like."""
-    return f.metric == "latency" and any(np.isfinite(t.wait) and t.wait < CPU_BUSY for t in refs)
-
-
 def judge(f, trials: list[Trial], index: dict[str, int], slow_nodes: frozenset[int] = frozenset()) -> None:
     """Set `confirmed`, `confirm_ratio`, `confirm_wait_fraction`, `confirm_scatter` and
     `confirm_reason` of one finding from the re-measured trials (`slow_nodes`: the nodes found for
@@ -188,13 +178,16 @@ def judge(f, trials: list[Trial], index: dict[str, int], slow_nodes: frozenset[i
         f.confirmed, f.confirm_reason = False, REASON_NOT_BEYOND
         return
     least = float(waits.min()) if known else math.nan
-    if known and least >= CPU_BUSY and _free_references(f, refs):
-        f.confirmed, f.confirm_reason = False, REASON_WAITED_ALONE
+    if known and least >= CPU_BUSY and f.metric == "latency":
+        # at 1 B a trial whose ranks waited reads the scheduler, not the link (10 us free, 77-3020 us
+        # in trials that waited 52-95 %, references and suspects alike): nothing tells a slow link
+        # from an unlucky pair, however the references fared
+        f.confirmed, f.confirm_reason = False, REASON_LATENCY_WAITED
         return
     if known and least >= CPU_BUSY and not _beyond_alike(f, mine, refs, least, mad):
         f.confirmed, f.confirm_reason = False, REASON_WAITED
         return
-    if not known or least >= CPU_BUSY:
+    if not known:  # a map without the waits: the scatter is the only sign of waiting
         f.confirm_scatter = unsteady(f, mine)
         if f.confirm_scatter is not None:
             f.confirmed, f.confirm_reason = False, REASON_SCATTER

@@ -216,13 +216,13 @@ def outlier_lines(a) -> list[str]:
 
 def unconfirmed_words(f) -> str:
     """Why a finding measured again (or not) is not named."""
-    from npmpi_analysis.map_confirmed import REASON_SCATTER, REASON_WAITED, REASON_WAITED_ALONE
+    from npmpi_analysis.map_confirmed import REASON_LATENCY_WAITED, REASON_SCATTER, REASON_WAITED
 
-    if f.confirm_reason == REASON_WAITED_ALONE:
+    if f.confirm_reason == REASON_LATENCY_WAITED:
         return (
             f"waited {100 * f.confirm_wait_fraction:.0f} % of its trials for a CPU when measured again "
-            "(never measured free of it, while a reference link measured with it was: a 1-byte round trip "
-            "whose ranks wait measures the scheduler, not the link)"
+            "(never measured free of it: a 1-byte round trip whose ranks wait measures the scheduler, not "
+            "the link)"
         )
     if f.confirm_reason == REASON_WAITED:
         return (
