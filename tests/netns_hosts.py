@@ -7,9 +7,11 @@ that starts Open MPI across them; `down()` removes every namespace and the proce
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,3 +119,38 @@ class NetnsHosts:
                 name = line.split()[0] if line.split() else ""
                 if name in [*self.names, f"{self.prefix}br"]:
                     subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+
+
+def tc(host: str, *args: str) -> None:
+    """`tc ARGS` inside a host."""
+    subprocess.run(["ip", "netns", "exec", host, "tc", *args], check=True, capture_output=True, timeout=30)
+
+
+def shape_link(src: str, dst_index: int, slow_rate: str, rate: str, burst: str = "128kb") -> None:
+    """Packets from `src` to host number dst_index (1-based) through a slow htb class (`slow_rate`),
+    the rest through one at the hosts' own `rate` and bucket (as the other hosts' tbf lets them
+    through: htb's default ceiling and small bucket made such a class measure 0.69x the other hosts'
+    links on an idle machine, and the analysis named the host, not the link)."""
+    tc(src, "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
+    tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", slow_rate)
+    tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+       "ceil", rate, "burst", burst, "cburst", burst)  # fmt: skip
+    tc(src, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+       "match", "ip", "dst", f"{SUBNET}.{dst_index}/32", "flowid", "1:10")  # fmt: skip
+
+
+def unshape(host: str, rate: str, burst: str = "128kb") -> None:
+    """Back to the hosts' own rate (as scripts/netns-hosts.sh shapes them)."""
+    tc(host, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate, "burst", burst,
+       "latency", "50ms")  # fmt: skip
+
+
+@contextlib.contextmanager
+def cpu_hog():
+    """A busy loop in its own session (its own scheduling group, as another user's job) while inside."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        yield hog
+    finally:
+        hog.kill()
+        hog.wait(timeout=30)

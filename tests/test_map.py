@@ -184,6 +184,15 @@ def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
     assert "Traceback" not in proc.stdout + proc.stderr
     got = check_complete_map(tmp_path / "map.h5", 4, list(DEFAULT_MAP_SIZES), 3)
     assert got["ranks"].tolist() == [0, 1, 2, 3]
+    with h5py.File(tmp_path / "map.h5") as f:  # each rank's run-queue wait over every trial
+        g = f["map"]
+        wait, one_way, it = g["runq_wait_s"][:], g["trial_s"][:], g["iterations"][:]
+        assert wait.shape == (*one_way.shape, 2) and g["runq_wait_s"].fletcher32
+    off = ~np.eye(4, dtype=bool)
+    loop = (2 * one_way * it[..., None])[:, off]  # ping-pong: two one-way times per iteration
+    assert np.isfinite(wait[:, off]).all() and (wait[:, off] >= 0).all()
+    if len(os.sched_getaffinity(0)) < 4:  # 4 ranks spinning in pairs on fewer cores: some trial waits
+        assert np.nanmax(wait[:, off].max(axis=-1) / loop) > 0.05
     host = os.uname().nodename
     assert [h.decode() for h in got["hosts"]] == [f"{host}:{r}" for r in range(4)]
     assert "rounds in" in proc.stdout and "status complete" in proc.stdout

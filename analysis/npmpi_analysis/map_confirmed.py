@@ -4,68 +4,122 @@ npmpi/map/confirm.py: each suspect measured again, one pair at a time, several t
 A link or direction is confirmed when its best re-measured value, divided by the median of the
 reference links measured again with it (the same way, interleaved; the map's median when there are
 none), is still beyond the rule (npmpi.map.stats.beyond with the map's spread); a node when every one
-of its re-measured links is. A latency is confirmed only when, besides, its re-measured trials are
-steady: on a busy host a pair whose two ranks wait for one CPU (each rank busy-polls in its receive,
-so a round trip waits for the other's time slice) stays slow when measured again, but its trials
-scatter by several times (111-1495 us, best/median 0.19-0.25, where the references measured with it
-read 38-58 us; docs/clusters.md), while a link's own delay is the same in every trial. A finding not
-measured again (the time budget ran out) is not confirmed. A map without /map/confirm_* (older, or
---confirm 0) confirms nothing and names its findings without a confirmation.
+of its re-measured links is, NODE_LINKS of them at least. A finding not measured again (the time
+budget ran out) is not confirmed: a node left out by the budget is not judged by the one link of it
+that another suspect had measured (a shaped link confirmed its whole node so, 0.63x, in 1 of 10 maps).
+A map without /map/confirm_* (older, or --confirm 0) confirms nothing and names its findings without
+a confirmation.
+
+Waiting for a CPU (/map/confirm_runq_wait_s, each rank's run-queue wait during each re-measured
+trial; docs/clusters.md): Open MPI's ranks spin in their receives, so on a busy host a pair whose
+ranks wait for a CPU is slow however good its link, and stays slow when measured again. Each trial's
+wait fraction is the larger of its two ranks' waits over the trial's loop time. When every
+re-measured trial of a suspect waited at least CPU_BUSY of its time, the suspect was never measured
+free of the CPU. A latency is then not confirmed: at 1 B a waited trial reads the scheduler (1-byte
+round trips of 77-3020 us where the link reads 10 us), references and suspects alike. A bandwidth is
+judged against the references' trials that waited about as much (at least its least wait less
+WAIT_SLACK), like with like, with their spread, and is not confirmed ("waited X % of its trials for a
+CPU") when against those it is not beyond the rule or no reference trial waited that much. A
+bandwidth-shaped link (tbf, htb) is slow in its trials whether its ranks wait or not, and against
+references that waited as much: it stays confirmed. The older rule for latencies (STEADY: the best
+re-measured trial at least half the median trial, else not confirmed for its scatter) now applies
+only to a map without the run-queue waits (older, or not Linux): with them, a latency whose trials
+scatter on an idle host (a 1-byte message queued behind a token bucket) is no longer refused for it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.map.stats import HIGH, LOW, beyond
+from npmpi.map.stats import HIGH, LOW, NODE_LINKS, beyond, stats
 
-STEADY = 0.5  # a confirmed latency's best re-measured trial is at least this x its median trial
+STEADY = 0.5  # a latency's best re-measured trial at least this x its median trial (maps without waits)
+CPU_BUSY = 0.1  # a suspect whose every re-measured trial waited this share of its time for a CPU
+WAIT_SLACK = 0.15  # is judged against the references' trials that waited at least its least, less this
+REASON_NOT_MEASURED, REASON_NOT_BEYOND, REASON_WAITED, REASON_LATENCY_WAITED, REASON_SCATTER = (
+    "not measured again",
+    "not beyond the rule when measured again",
+    "waited for a CPU",  # and not beyond the references' trials that waited as much
+    "a latency that waited for a CPU in every trial",
+    "trials scattered",
+)
 
 
-def _best_values(confirm: dict[str, np.ndarray], role: int) -> dict[tuple[int, int, int], float]:
-    """{(size bytes, i, j): best one-way time over every re-measurement of direction or pair i, j}
-    of the suspects (role 0) or of the references (role 1)."""
-    out: dict[tuple[int, int, int], float] = {}
-    for (i, j), size, t, r in zip(
-        confirm["confirm_pair"],
-        confirm["confirm_size_bytes"],
-        confirm["confirm_trial_s"],
-        confirm["confirm_role"],
-        strict=True,
-    ):
-        finite = t[np.isfinite(t)]
-        if int(r) != role:
-            continue
-        if finite.size:
-            key = (int(size), int(i), int(j))
-            out[key] = min(out.get(key, math.inf), float(finite.min()))
+@dataclass
+class Trial:
+    """One re-measured trial: its pair (transmitter first for a direction), its one-way time and the
+    share of its loop time the more waiting of its ranks waited for a CPU (NaN: not known)."""
+
+    role: int
+    size_bytes: int
+    i: int
+    j: int
+    one_way_s: float
+    wait: float
+
+
+def wait_fractions(confirm: dict[str, np.ndarray]) -> np.ndarray:
+    """[K, T] each re-measured trial's larger rank's run-queue wait over the trial's loop time; a
+    rank's reading above the loop time (it was preempted after its last message, before reading) is
+    left out as not the trial's; NaN where neither rank's is known."""
+    k, t = confirm["confirm_trial_s"].shape
+    if "confirm_runq_wait_s" not in confirm:
+        return np.full((k, t), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = confirm["confirm_runq_wait_s"] / confirm["confirm_trial_elapsed_s"][:, :, None]
+    frac = np.where(np.isfinite(frac) & (frac <= 1.0), frac, -1.0)
+    larger = frac.max(axis=2)
+    return np.where(larger >= 0.0, larger, np.nan)
+
+
+def trials_of(confirm: dict[str, np.ndarray]) -> list[Trial]:
+    """Every finite re-measured trial."""
+    waits = wait_fractions(confirm)
+    out = []
+    rows = zip(confirm["confirm_pair"], confirm["confirm_size_bytes"], confirm["confirm_trial_s"],
+               confirm["confirm_role"], waits, strict=True)  # fmt: skip
+    for (i, j), size, t, r, w in rows:
+        for one_way, wait in zip(t, w, strict=True):
+            if np.isfinite(one_way):
+                out.append(Trial(int(r), int(size), int(i), int(j), float(one_way), float(wait)))
     return out
 
 
-def _trials(confirm: dict[str, np.ndarray]) -> dict[tuple[int, int, int], np.ndarray]:
-    """{(size bytes, i, j): every finite re-measured trial (s) of suspect pair i, j}."""
-    out: dict[tuple[int, int, int], list[float]] = {}
-    for (i, j), size, t, r in zip(
-        confirm["confirm_pair"], confirm["confirm_size_bytes"], confirm["confirm_trial_s"],
-        confirm["confirm_role"], strict=True,
-    ):  # fmt: skip
-        if int(r) == 0:
-            out.setdefault((int(size), int(i), int(j)), []).extend(t[np.isfinite(t)].tolist())
-    return {k: np.asarray(v) for k, v in out.items()}
+def _best(trials: list[Trial]) -> dict[tuple[int, int, int], float]:
+    """{(size bytes, i, j): best one-way time} of the trials given."""
+    out: dict[tuple[int, int, int], float] = {}
+    for t in trials:
+        key = (t.size_bytes, t.i, t.j)
+        out[key] = min(out.get(key, math.inf), t.one_way_s)
+    return out
 
 
-def unsteady(f, index: dict[str, int], trials: dict) -> tuple[float, float] | None:
+def _belongs(f, ends: list[int], t: Trial) -> bool:
+    """Whether a trial measured the finding's direction, link (either way round) or node's links."""
+    if t.size_bytes != int(f.size_bytes):
+        return False
+    if f.kind == "direction":
+        return (t.i, t.j) == (ends[0], ends[1])
+    if f.kind == "node":
+        return ends[0] in (t.i, t.j)
+    return {t.i, t.j} == set(ends)
+
+
+def unsteady(f, trials: list[Trial]) -> tuple[float, float] | None:
     """A latency finding's re-measured trials (lowest, highest, s) when some pair's best trial is
-    below STEADY x its median (the ranks waited for a CPU, not for the link); else None."""
+    below STEADY x its median; else None."""
     if f.metric != "latency":
         return None
-    ends = {index[n] for n in f.names}
-    for (s, i, j), t in trials.items():
-        mine = ends <= {i, j} if f.kind != "node" else bool(ends & {i, j})
-        if s == int(f.size_bytes) and mine and t.size and t.min() < STEADY * float(np.median(t)):
-            return float(t.min()), float(t.max())
+    by_pair: dict[tuple[int, int], list[float]] = {}
+    for t in trials:
+        by_pair.setdefault((t.i, t.j), []).append(t.one_way_s)
+    for times in by_pair.values():
+        x = np.asarray(times)
+        if x.min() < STEADY * float(np.median(x)):
+            return float(x.min()), float(x.max())
     return None
 
 
@@ -73,46 +127,87 @@ def _value(f, best_s: float) -> float:
     return best_s if f.metric == "latency" else 8.0 * f.size_bytes / best_s
 
 
-def _reference(f, refs: dict) -> float:
-    """The median of the references' re-measured values at the finding's size (each link's worse
-    direction counts once), else the map's median."""
-    values = [_value(f, v) for (s, _, _), v in refs.items() if s == int(f.size_bytes)]
-    return float(np.median(values)) if values else f.reference
+def _ratios(f, mine: list[Trial], refs: list[Trial]) -> np.ndarray:
+    """The re-measured value of each of the finding's links (a link's worse direction; a direction
+    alone) over the median of the references' best values (the map's median when none)."""
+    links: dict[frozenset | tuple, float] = {}
+    for (_, i, j), v in _best(mine).items():
+        key = (i, j) if f.kind == "direction" else frozenset((i, j))
+        links[key] = max(links.get(key, 0.0), v)
+    values = [_value(f, v) for v in _best(refs).values()]
+    reference = float(np.median(values)) if values else f.reference
+    return np.array([_value(f, t) / reference for t in links.values()]) if reference > 0 else np.array([])
 
 
-def _pairs_of(f, index: dict[str, int], best: dict) -> list[float]:
-    """The best re-measured one-way times of the finding's direction, link (either way round) or
-    node's links (each link's worse direction)."""
-    size = int(f.size_bytes)
+def _beyond_alike(f, mine: list[Trial], refs: list[Trial], least: float, mad: float) -> bool:
+    """Whether a suspect never measured free of the CPU (its least wait `least`) is beyond the rule
+    against the references' trials that waited about as much, with the spread of those trials (at
+    least the map's): waiting for a CPU scatters a 1-byte round trip by 10x and more (48-800 us in
+    trials that all waited 60-80 %), a 256 KiB transfer's time by 3x (1.3-4.7 ms)."""
+    alike = [t for t in refs if np.isfinite(t.wait) and t.wait >= least - WAIT_SLACK]
+    if not alike:
+        return False
+    _, spread = stats(np.array([_value(f, t.one_way_s) for t in alike]))
+    ratios = _ratios(f, mine, alike)
+    way = HIGH if f.metric == "latency" else LOW
+    return bool(ratios.size) and bool(np.all(beyond(ratios, max(mad, spread), way)))
+
+
+def judge(f, trials: list[Trial], index: dict[str, int], slow_nodes: frozenset[int] = frozenset()) -> None:
+    """Set `confirmed`, `confirm_ratio`, `confirm_wait_fraction`, `confirm_scatter` and
+    `confirm_reason` of one finding from the re-measured trials (`slow_nodes`: the nodes found for
+    the same metric and size, whose links are no reference)."""
     ends = [index[n] for n in f.names]
-    if f.kind == "direction":
-        key = (size, ends[0], ends[1])
-        return [best[key]] if key in best else []
-    links: dict[frozenset, float] = {}
-    for (s, i, j), v in best.items():
-        if s == size and ((f.kind == "node" and ends[0] in (i, j)) or {i, j} == set(ends)):
-            links[frozenset((i, j))] = max(links.get(frozenset((i, j)), 0.0), v)
-    return list(links.values())
+    mine = [t for t in trials if t.role == 0 and _belongs(f, ends, t)]
+    refs = [t for t in trials if t.role == 1 and t.size_bytes == int(f.size_bytes)]
+    # never a suspect node's link (a map before the fix of reference_pairs could take one)
+    refs = [t for t in refs if not {t.i, t.j} & slow_nodes] or refs
+    if f.kind == "node" and len({frozenset((t.i, t.j)) for t in mine}) < min(NODE_LINKS, f.links):
+        mine = []  # only another suspect's link of the node was measured (the node not, for the budget)
+    if not mine:
+        f.confirmed, f.confirm_reason = False, REASON_NOT_MEASURED
+        return
+    way, mad = (HIGH if f.metric == "latency" else LOW), (f.mad if math.isfinite(f.mad) else 0.0)
+    waits = np.array([t.wait for t in mine])
+    waits = waits[np.isfinite(waits)]  # none off Linux; a trial both of whose readings ran past it
+    known = bool(waits.size)
+    f.confirm_wait_fraction = float(np.median(waits)) if known else math.nan
+    ratios = _ratios(f, mine, refs)
+    f.confirm_ratio = float(np.median(ratios)) if ratios.size else math.nan
+    if not ratios.size or not np.all(beyond(ratios, mad, way)):
+        f.confirmed, f.confirm_reason = False, REASON_NOT_BEYOND
+        return
+    least = float(waits.min()) if known else math.nan
+    if known and least >= CPU_BUSY and f.metric == "latency":
+        # at 1 B a trial whose ranks waited reads the scheduler, not the link (10 us free, 77-3020 us
+        # in trials that waited 52-95 %, references and suspects alike): nothing tells a slow link
+        # from an unlucky pair, however the references fared
+        f.confirmed, f.confirm_reason = False, REASON_LATENCY_WAITED
+        return
+    if known and least >= CPU_BUSY and not _beyond_alike(f, mine, refs, least, mad):
+        f.confirmed, f.confirm_reason = False, REASON_WAITED
+        return
+    if not known:  # a map without the waits: the scatter is the only sign of waiting
+        f.confirm_scatter = unsteady(f, mine)
+        if f.confirm_scatter is not None:
+            f.confirmed, f.confirm_reason = False, REASON_SCATTER
+            return
+    f.confirmed = True
 
 
 def confirm_findings(a, confirm: dict[str, np.ndarray] | None) -> None:
-    """Set each finding's `confirmed` and `confirm_ratio` from the map's second measurement."""
+    """Set each finding's confirmation from the map's second measurement."""
     if confirm is None:
         return
-    best, refs, trials = _best_values(confirm, 0), _best_values(confirm, 1), _trials(confirm)
+    trials = trials_of(confirm)
     index = {name: k for k, name in enumerate(a.names)}
     for f in a.outliers:
-        times = _pairs_of(f, index, best)
-        reference = _reference(f, refs)
-        if not times or not reference > 0:
-            f.confirmed = False
-            continue
-        ratios = np.array([_value(f, t) / reference for t in times])
-        way = HIGH if f.metric == "latency" else LOW
-        mad = f.mad if math.isfinite(f.mad) else 0.0
-        f.confirm_scatter = unsteady(f, index, trials)
-        f.confirmed = bool(np.all(beyond(ratios, mad, way))) and f.confirm_scatter is None
-        f.confirm_ratio = float(np.median(ratios))
+        nodes = {
+            index[g.names[0]]
+            for g in a.outliers
+            if g.kind == "node" and (g.metric, g.size_bytes) == (f.metric, f.size_bytes)
+        }
+        judge(f, trials, index, frozenset(nodes))
 
 
 def confirm_summary(a) -> dict | None:

@@ -41,7 +41,10 @@ REQUIRED = (
     ("window_end_unix_s", "f", 2),
 )
 DERIVED = (("latency_s", "f", 2), ("bandwidth_bit_s", "f", 3))
-OPTIONAL = (("pair_window_s", "f", 3),)  # format 1.6: each pair's own window; older maps lack it
+OPTIONAL = (  # older maps lack them
+    ("pair_window_s", "f", 3),  # format 1.6: each pair's own window
+    ("runq_wait_s", "f", 5),  # 1.7: both ranks' run-queue wait in every trial (read, checked, kept)
+)
 
 
 @dataclass
@@ -63,6 +66,7 @@ class MapFile:
     stored_latency_s: np.ndarray | None = None  # the writer's derived matrices (checked against ours)
     stored_bandwidth_bit_s: np.ndarray | None = None
     pair_window_s: np.ndarray | None = None  # [S, N, N] from the round's start to the pair's end (1.6)
+    runq_wait_s: np.ndarray | None = None  # [S, N, N, T, 2] transmitter's, reflector's run-queue wait (1.7)
     confirm: dict[str, np.ndarray] | None = None  # the suspects measured again, /map/confirm_* (1.6)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
@@ -190,6 +194,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         stored_latency_s=data.get("latency_s"),
         stored_bandwidth_bit_s=data.get("bandwidth_bit_s"),
         pair_window_s=data.get("pair_window_s"),
+        runq_wait_s=data.get("runq_wait_s"),
     )
     _check_values(m, p)
     _keep_counted_rounds(m)
@@ -246,6 +251,7 @@ def _check_shapes(shapes: dict[str, tuple], p: Path) -> None:
         "latency_s": (n, n),
         "bandwidth_bit_s": (s, n, n),
         "pair_window_s": (s, n, n),
+        "runq_wait_s": (s, n, n, t, 2),
     }
     for name, want in expected.items():
         if name in shapes and tuple(shapes[name]) != want:
@@ -319,6 +325,8 @@ def _keep_counted_rounds(m: MapFile) -> None:
         m.stored_bandwidth_bit_s = np.where(pair_late, np.nan, m.stored_bandwidth_bit_s)
     if m.pair_window_s is not None:
         m.pair_window_s = np.where(pair_late, np.nan, m.pair_window_s)
+    if m.runq_wait_s is not None:
+        m.runq_wait_s = np.where(pair_late[..., None, None], np.nan, m.runq_wait_s)
     m.notices.append(
         f"/map: data of rounds after the {done} counted in rounds_completed (written as the map "
         "stopped, never confirmed) are left out"
@@ -361,6 +369,33 @@ def _read_confirm(g, p: Path, m: MapFile) -> dict[str, np.ndarray] | None:
         m.problems.append(f"{exc}; the suspects measured again are not used: no finding is confirmed")
         return None
     out["confirm_size_bytes"] = m.size_bytes[out["confirm_size_index"]]  # before the sizes are sorted
+    out.update(_read_confirm_waits(g, p, m, out["confirm_trial_s"].shape))
+    return out
+
+
+CONFIRM_WAITS = (("confirm_runq_wait_s", "f", 3), ("confirm_trial_elapsed_s", "f", 2))
+
+
+def _read_confirm_waits(g, p: Path, m: MapFile, shape: tuple[int, int]) -> dict[str, np.ndarray]:
+    """/map/confirm_runq_wait_s and confirm_trial_elapsed_s (the re-measured trials' run-queue waits
+    and loop times, npmpi/map/cpuwait.py), checked; {} when absent (older maps, or not Linux) or
+    damaged (said among the problems: the findings are then judged without them)."""
+    from npmpi.runfile.reader import read_whole
+
+    if not all(n in g for n, _, _ in CONFIRM_WAITS):
+        return {}
+    try:
+        out = {
+            n: np.asarray(read_whole(_dataset(g, n, k, d, p), p, f"/map/{n}")) for n, k, d in CONFIRM_WAITS
+        }
+        if out["confirm_runq_wait_s"].shape != (*shape, 2) or out["confirm_trial_elapsed_s"].shape != shape:
+            raise RunFileError(f"{p}: /map/confirm_runq_wait_s or confirm_trial_elapsed_s disagree in shape")
+        for name, x in out.items():
+            if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_TRIAL_S)))):
+                raise RunFileError(f"{p}: /map/{name} holds a negative, infinite or impossible time")
+    except (RunFileError, OSError, KeyError, ValueError, TypeError) as exc:
+        m.problems.append(f"{exc}; the run-queue waits are not used")
+        return {}
     return out
 
 
@@ -382,6 +417,8 @@ def _sort_sizes(m: MapFile) -> None:
         m.stored_bandwidth_bit_s = m.stored_bandwidth_bit_s[order]
     if m.pair_window_s is not None:
         m.pair_window_s = m.pair_window_s[order]
+    if m.runq_wait_s is not None:
+        m.runq_wait_s = m.runq_wait_s[order]
 
 
 def _status_notices(m: MapFile) -> None:

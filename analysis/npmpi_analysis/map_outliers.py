@@ -74,6 +74,9 @@ class Finding:
     confirmed: bool | None = None  # measured again and still beyond the rule; None: not measured again
     confirm_ratio: float = math.nan  # the new measurement's ratio to `reference`
     confirm_scatter: tuple[float, float] | None = None  # a latency's re-measured trials (s) too unsteady
+    confirm_wait_fraction: float = math.nan  # median share of its re-measured trials its ranks waited
+    # for a CPU (the larger rank's run-queue wait; npmpi_analysis/map_confirmed.py); NaN: not known
+    confirm_reason: str | None = None  # why not confirmed (map_confirmed.REASON_*)
 
 
 def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str, possible: int) -> str:

@@ -209,23 +209,35 @@ def outlier_lines(a) -> list[str]:
         f"times ({THRESHOLD_TEXT}):"
     ]
     out += [f"    {f.sentence}" for f in a.outliers if f.confirmed] or ["    none named"]
-    for f in a.outliers:
-        if f.confirmed:
-            continue
-        if f.confirm_scatter is not None:
-            low, high = f.confirm_scatter
-            out.append(
-                f"  not confirmed: {f.sentence}; measured again its trials scattered {low * 1e6:.0f}-"
-                f"{high * 1e6:.0f} us, as when the ranks wait for a CPU (a slow link's delay is steady)"
-            )
-        elif math.isfinite(f.confirm_ratio):
-            out.append(
-                f"  not confirmed: {f.sentence}; measured again: {f.confirm_ratio:.2f}x the reference links "
-                "measured with it"
-            )
-        else:
-            out.append(f"  not confirmed: {f.sentence}; not measured again (--confirm-budget spent)")
-    return out
+    return out + [
+        f"  not confirmed: {f.sentence}; {unconfirmed_words(f)}" for f in a.outliers if not f.confirmed
+    ]
+
+
+def unconfirmed_words(f) -> str:
+    """Why a finding measured again (or not) is not named."""
+    from npmpi_analysis.map_confirmed import REASON_LATENCY_WAITED, REASON_SCATTER, REASON_WAITED
+
+    if f.confirm_reason == REASON_LATENCY_WAITED:
+        return (
+            f"waited {100 * f.confirm_wait_fraction:.0f} % of its trials for a CPU when measured again "
+            "(never measured free of it: a 1-byte round trip whose ranks wait measures the scheduler, not "
+            "the link)"
+        )
+    if f.confirm_reason == REASON_WAITED:
+        return (
+            f"waited {100 * f.confirm_wait_fraction:.0f} % of its trials for a CPU when measured again "
+            "(never measured free of it; beside reference links that waited as much, not beyond the rule)"
+        )
+    if f.confirm_reason == REASON_SCATTER and f.confirm_scatter is not None:
+        low, high = f.confirm_scatter
+        return (
+            f"measured again its trials scattered {low * 1e6:.0f}-{high * 1e6:.0f} us, as when the ranks "
+            "wait for a CPU (a slow link's delay is steady)"
+        )
+    if math.isfinite(f.confirm_ratio):
+        return f"measured again: {f.confirm_ratio:.2f}x the reference links measured with it"
+    return "not measured again (--confirm-budget spent)"
 
 
 def change_text(change) -> str:
@@ -338,6 +350,8 @@ def _finding(f) -> dict[str, Any]:
         "confirmed": f.confirmed,
         "confirm_ratio": f.confirm_ratio,
         "confirm_scatter_s": None if f.confirm_scatter is None else list(f.confirm_scatter),
+        "confirm_runq_wait_fraction": f.confirm_wait_fraction,
+        "confirm_reason": f.confirm_reason,
     }
 
 
@@ -445,7 +459,11 @@ def html_report(
         parts += [f"<li>{_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is not False] or [
             "<li>none named</li>"
         ]
-        parts += [f"<li>not confirmed: {_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is False]
+        parts += [
+            f"<li>not confirmed: {_e(f.sentence)}; {_e(unconfirmed_words(f))}</li>"
+            for f in a.outliers
+            if f.confirmed is False
+        ]
         parts.append("</ul>")
     for c in changes:
         parts.append(f"<h2>Comparison {_e(c.after)} / {_e(c.before)}</h2><pre>{_e(change_text(c))}</pre>")

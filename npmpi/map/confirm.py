@@ -22,13 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.map.stats import HIGH, LOW, detect, detect_directions
+from npmpi.map.stats import HIGH, LOW, NODE_LINKS, detect, detect_directions
 
 DEFAULT_REPEATS = 3
 DEFAULT_BUDGET = 0.1  # of the map's own time: a 64-node map's cost stays within +10 %
 MIN_CONFIRMED = 1
 MIN_BUDGET_S = 10.0  # the budget is never less: a small map's 10 % cannot pay for one slow link
-NODE_LINKS = 2  # a suspect node is measured again on this many of its links
 REFERENCES = 2  # links near the median measured again with the suspects of each size
 ROLE_SUSPECT, ROLE_REFERENCE = 0, 1  # /map/confirm_role
 MIN_SPREAD = 0.05  # a matrix's MAD taken as at least this when ranking suspects
@@ -82,14 +81,17 @@ def find_suspects(best_s: np.ndarray, sizes: np.ndarray, directed: bool) -> list
 def reference_pairs(
     best: np.ndarray, suspects: list[Suspect], count: int = REFERENCES
 ) -> list[tuple[int, int]]:
-    """Up to `count` links (i < j) of one size nearest the median, touching no suspect's ends when
-    the map has such links (else any link that is not a suspect): measured again alongside the
-    suspects, under the same conditions, they give the median the suspects are judged against."""
+    """Up to `count` links (i < j) of one size nearest the median, never a suspect node's link, and
+    touching no suspect link's ends when the map has such links (else any link that is not a
+    suspect): measured again alongside the suspects, under the same conditions, they give the median
+    the suspects are judged against. (On 4 hosts with node h4 and link h1-h2 suspect, every link
+    touched a suspect's end, and h4's own 0.04x link was taken as a reference.)"""
     n = best.shape[0]
-    ends = {s.node for s in suspects if s.kind == "node"}
-    ends |= {k for s in suspects if s.kind != "node" for p in s.pairs for k in p}
+    nodes = {s.node for s in suspects if s.kind == "node"}
+    ends = nodes | {k for s in suspects if s.kind != "node" for p in s.pairs for k in p}
     suspect_pairs = {tuple(sorted(p)) for s in suspects for p in s.pairs}
     links = [(i, j) for i in range(n) for j in range(i + 1, n) if np.isfinite(best[i, j]) and best[i, j] > 0]
+    links = [p for p in links if not set(p) & nodes]
     if not links:
         return []
     med = float(np.median([best[i, j] for i, j in links]))
@@ -99,18 +101,20 @@ def reference_pairs(
 
 def chosen_within_budget(suspects, writer, repeats: int, allowed_s: float) -> tuple[list[Suspect], int]:
     """The suspects that fit the budget, the most severe first (the first MIN_CONFIRMED always); a
-    suspect costs its pairs' own windows in the map and its size's references (the median window)
-    the first time that size comes up, `repeats` times."""
-    chosen, cost, sizes = [], 0.0, set()
+    suspect costs the own windows in the map of its pairs not already chosen at its size (a node
+    whose slow link is a suspect too costs only its other link) and its size's references (the
+    median window) the first time that size comes up, `repeats` times."""
+    chosen, cost, sizes, taken = [], 0.0, set(), set()
     for n, suspect in enumerate(suspects):
         k = suspect.size_index
-        pairs = {tuple(sorted(p)) for p in suspect.pairs}
-        more = sum(writer.pair_seconds(k, i, j) for i, j in pairs)
+        pairs = {(k, *sorted(p)) for p in suspect.pairs} - taken
+        more = sum(writer.pair_seconds(k, i, j) for _, i, j in pairs)
         more += 0.0 if k in sizes else REFERENCES * writer.median_pair_seconds(k)
         if n >= MIN_CONFIRMED and cost + repeats * more > allowed_s:
             continue
         chosen.append(suspect)
         sizes.add(k)
+        taken |= pairs
         cost += repeats * more
     return chosen, len(suspects) - len(chosen)
 

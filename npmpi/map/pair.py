@@ -6,9 +6,10 @@ go (1, or 0 when a stop request abandons the round), which is the round's common
 pair the lower rank transmits: it drives its reflector with steps on MAP_PAIR_TAG (untimed runs:
 first contact, the probe, the warm-up; then each trial, echoed so both sides start it together;
 then the end, to which the reflector answers with its data check), and reports to rank 0
-(RESULT_TAG, TIMES_TAG). With both directions (a stream map), the higher rank then transmits to
-the lower the same way and reports too. Each report carries the time from the go to the end of that
-transmitter's work: the pair's own window within the round.
+(RESULT_TAG, TIMES_TAG: the trials' times and both ranks' run-queue waits during each, the
+reflector's sent with its data check; npmpi/map/cpuwait.py). With both directions (a stream map),
+the higher rank then transmits to the lower the same way and reports too. Each report carries the
+time from the go to the end of that transmitter's work: the pair's own window within the round.
 Members wait for commands asleep (a non-blocking receive tested every POLL_S), never spinning a
 core, so a member with a bye or whose pair has finished adds no load to its node.
 """
@@ -32,6 +33,7 @@ from npmpi.core.protocol import (
     StopFlag,
 )
 from npmpi.core.schedule import netpipe_repeats
+from npmpi.map.cpuwait import runq_wait_ns, waited_s
 from npmpi.power.baseline import take_part
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
@@ -43,6 +45,8 @@ MAX_ITERATIONS = 1_000_000_000
 STEP_END, STEP_RUN, STEP_TRIAL = 0, 1, 2
 RESULT_FIELDS = 5  # iterations, untimed iterations, data check passed on both sides, signal seen,
 # nanoseconds from the round's go to the end of this transmitter's work (the pair's own window)
+TIMES_ROWS = 3  # TIMES_TAG's float64[3, trials]: each trial's loop time, the transmitter's and the
+# reflector's run-queue wait during it (s; NaN where not run or not known)
 
 
 def wait_for(comm, buf, source: int, tag: int) -> None:
@@ -87,21 +91,27 @@ class _Stepper:
     def __init__(self, comm, peer: int, loop: MessageLoop, stop: StopFlag) -> None:
         self.comm, self.peer, self.loop, self.stop = comm, peer, loop, stop
         self.step = np.zeros(2, dtype=np.int64)
+        self.waited_s = float("nan")  # the run-queue wait during the last trial's loop
 
     def run(self, kind: int, n: int) -> float:
         self.step[:] = (kind, n)
         self.comm.Send(self.step, self.peer, MAP_PAIR_TAG)
         if kind == STEP_TRIAL:
             self.comm.Recv(self.step, self.peer, MAP_PAIR_TAG)
+        before = runq_wait_ns() if kind == STEP_TRIAL else -1
         with self.stop.timed():
-            return self.loop.run(self.comm, self.peer, n)
+            elapsed = self.loop.run(self.comm, self.peer, n)
+        if kind == STEP_TRIAL:
+            self.waited_s = waited_s(before, runq_wait_ns())
+        return elapsed
 
 
 def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: float | None = None):
     """The transmitter's round: first contact, probe, iterations, warm-up, trials (until a stop), end.
 
-    Returns (int64[RESULT_FIELDS] result, float64[trials] trial times, NaN where not run); the
-    result's last field is the time from `since` (time.monotonic() at the round's go) to the end."""
+    Returns (int64[RESULT_FIELDS] result, float64[TIMES_ROWS, trials] the trials' times and both
+    sides' run-queue waits, NaN where not run or not known); the result's last field is the time from
+    `since` (time.monotonic() at the round's go) to the end."""
     opts = side.opts
     loop = side.loop(True)
     steps = _Stepper(comm, peer, loop, stop)
@@ -119,16 +129,18 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: 
     steps.run(STEP_RUN, warm)
     untimed += warm
     last = warm
-    times = np.full(opts.trials, np.nan)
+    times = np.full((TIMES_ROWS, opts.trials), np.nan)
     for k in range(opts.trials):
         if stop:
             break
-        times[k] = steps.run(STEP_TRIAL, iterations)
+        times[0, k] = steps.run(STEP_TRIAL, iterations)
+        times[1, k] = steps.waited_s
         last = iterations
     steps.step[:] = (STEP_END, last)
     comm.Send(steps.step, peer, MAP_PAIR_TAG)
-    check = np.zeros(2, dtype=np.int64)
+    check = np.zeros(2 + opts.trials, dtype=np.int64)
     comm.Recv(check, peer, MAP_PAIR_TAG)
+    times[2] = np.where(check[2:] >= 0, check[2:] / 1e9, np.nan)
     ok = loop.received_ok(side.patterns, peer, 0, last) and bool(check[0])
     signal = int(stop.signum or 0) or int(check[1])
     elapsed_ns = int(1e9 * (time.monotonic() - since)) if since is not None else 0
@@ -136,19 +148,29 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: 
 
 
 def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
-    """The reflector's round: follow the transmitter's steps, answer the end with the data check."""
+    """The reflector's round: follow the transmitter's steps, answer the end with the data check and
+    its run-queue wait (ns, -1 unknown) during each trial."""
     loop = side.loop(False)
     step = np.zeros(2, dtype=np.int64)
+    answer = np.full(2 + side.opts.trials, -1, dtype=np.int64)
+    trial = 0
     while True:
         comm.Recv(step, peer, MAP_PAIR_TAG)
         kind, n = int(step[0]), int(step[1])
         if kind == STEP_END:
-            ok = loop.received_ok(side.patterns, peer, 0, n)
-            comm.Send(np.array([int(ok), int(stop.signum or 0)], dtype=np.int64), peer, MAP_PAIR_TAG)
+            answer[:2] = (int(loop.received_ok(side.patterns, peer, 0, n)), int(stop.signum or 0))
+            comm.Send(answer, peer, MAP_PAIR_TAG)
             return
-        if kind == STEP_TRIAL:
-            comm.Send(step, peer, MAP_PAIR_TAG)
+        if kind != STEP_TRIAL:
+            loop.run(comm, peer, n)
+            continue
+        before = runq_wait_ns()  # before the echo: the transmitter's timer starts after it
+        comm.Send(step, peer, MAP_PAIR_TAG)
         loop.run(comm, peer, n)
+        after = runq_wait_ns()
+        if trial < side.opts.trials and before >= 0 and after >= before:
+            answer[2 + trial] = after - before
+        trial += 1
 
 
 def serve_map(comm, side: PairSide, stop: StopFlag) -> int:

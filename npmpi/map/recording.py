@@ -22,7 +22,7 @@ from npmpi.core.job import say
 from npmpi.core.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
 from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
-from npmpi.map.pair import RESULT_FIELDS, PairSide, reflect, transmit, wait_for
+from npmpi.map.pair import RESULT_FIELDS, TIMES_ROWS, PairSide, reflect, transmit, wait_for
 from npmpi.map.schedule import make_rounds, round_matrix
 from npmpi.runfile.mapwriter import MapWriter, PairResult
 
@@ -120,7 +120,7 @@ class MapCoordinator:
             for a, b in ((i, j), (j, i))[: 2 if both else 1]:
                 if members[a] == 0:  # the transmitter reports; rank 0's own is above
                     continue
-                times = np.zeros(self.mopts.run.trials, dtype=np.float64)
+                times = np.zeros((TIMES_ROWS, self.mopts.run.trials), dtype=np.float64)
                 wait_for(self.comm, result, members[a], RESULT_TAG)
                 wait_for(self.comm, times, members[a], TIMES_TAG)
                 results.append(self._result(a, b, result, times, bad, both))
@@ -142,7 +142,14 @@ class MapCoordinator:
         if signum and not self.stop:
             self.stop.set(signum, f"signal {signum} on rank {self.members[i]} or {self.members[j]}")
         return PairResult(
-            i, j, iterations, untimed, np.array(times, dtype=np.float64), directed, elapsed_ns / 1e9
+            i,
+            j,
+            iterations,
+            untimed,
+            np.array(times[0], dtype=np.float64),
+            directed,
+            elapsed_ns / 1e9,
+            runq_wait_s=np.array(times[1:3].T, dtype=np.float64),  # [trials, (transmitter, reflector)]
         )
 
     def release(self, exit_code: int) -> bool:

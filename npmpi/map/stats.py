@@ -19,6 +19,8 @@ MAD_SCALE = 1.4826  # MAD of a normal distribution times this is its sigma
 K_MAD = 3.5  # Iglewicz and Hoaglin: |modified z| > 3.5 is an outlier
 MIN_EFFECT = 0.8  # a link is named only below 0.8x the median bandwidth, or above 1/0.8 x its latency
 LOW, HIGH = "low", "high"
+NODE_LINKS = 2  # a suspect node is measured again on this many of its links (npmpi/map/confirm.py),
+# and confirmed by the analysis only when that many of its own links were (npmpi_analysis/map_confirmed.py)
 
 
 @dataclass

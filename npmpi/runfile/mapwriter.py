@@ -33,6 +33,17 @@ class PairResult:
     trial_s: np.ndarray  # [trials] each trial's loop time; NaN for a trial that did not run
     directed: bool = False  # one direction of the pair (a stream map's i -> j), not both
     elapsed_s: float = float("nan")  # from the round's go to the end of this transmitter's work
+    runq_wait_s: np.ndarray | None = None  # [trials, 2] the transmitter's and the reflector's run-queue
+    # wait during each trial (npmpi/map/cpuwait.py); NaN where not run or not known
+
+
+def _waits(res: PairResult, trials: int) -> np.ndarray:
+    """[trials, 2] the result's run-queue waits, NaN where not known."""
+    out = np.full((trials, 2), np.nan)
+    if res.runq_wait_s is not None:
+        w = np.asarray(res.runq_wait_s, dtype=np.float64).reshape(-1, 2)[:trials]
+        out[: len(w)] = w
+    return out
 
 
 def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,6 +65,14 @@ def _one_way(res: PairResult, f, trials: int) -> tuple[np.ndarray, np.ndarray]:
     times = np.asarray(res.trial_s, dtype=np.float64)[:trials]
     one_way[: len(times)] = times / (f.one_way_factor * res.iterations)
     return one_way, times
+
+
+def _loop_s(res: PairResult, trials: int) -> np.ndarray:
+    """[trials] each trial's loop time (s) as measured, NaN where not run."""
+    out = np.full(trials, np.nan)
+    times = np.asarray(res.trial_s, dtype=np.float64)[:trials]
+    out[: len(times)] = times
+    return out
 
 
 @contextlib.contextmanager
@@ -109,6 +128,9 @@ class MapWriter(RunWriter):
         )
         g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan, **CHECKSUM)
         g.create_dataset("pair_window_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan, **CHECKSUM)
+        g.create_dataset(
+            "runq_wait_s", (s, n, n, t, 2), np.float64, chunks=(1, c, c, t, 2), fillvalue=nan, **CHECKSUM
+        )
         for name in ("window_start_unix_s", "window_end_unix_s"):
             g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan, **CHECKSUM)
         self._pending_bytes += 8 * (s * n_rounds * 2 + 4 * n * n)
@@ -136,7 +158,7 @@ class MapWriter(RunWriter):
         )
         bw_ds, lat_ds = self._h("map/bandwidth_bit_s"), self._h("map/latency_s")
         t = self.trials
-        pair_ds = self._h("map/pair_window_s")
+        pair_ds, wait_ds = self._h("map/pair_window_s"), self._h("map/runq_wait_s")
         for res in results:
             one_way, times = _one_way(res, f, t)
             moved = (
@@ -153,8 +175,10 @@ class MapWriter(RunWriter):
                 elapsed = float(np.fmax(self._pair_s[s, res.i, res.j], res.elapsed_s))
                 pair_ds[s, res.i, res.j] = pair_ds[s, res.j, res.i] = elapsed
                 self._pair_s[s, res.i, res.j] = self._pair_s[s, res.j, res.i] = elapsed
+            waits = _waits(res, t)
             for a, b in ways:
                 trial_ds[s, a, b, :] = one_way
+                wait_ds[s, a, b] = waits
                 it_ds[s, a, b] = res.iterations
                 bytes_ds[s, a, b] = moved
                 if np.isfinite(best):
@@ -165,7 +189,7 @@ class MapWriter(RunWriter):
         self._h("map/window_end_unix_s")[s, r] = window[1]
         g.attrs["rounds_completed"] = self.rounds_completed + 1
         chunk = CHUNK_EDGE * CHUNK_EDGE * 8
-        self._pending_bytes += len(results) * 2 * chunk * (t + 4)
+        self._pending_bytes += len(results) * 2 * chunk * (3 * t + 4)
 
     def best_all(self) -> np.ndarray:
         """[S, N, N] each measured pair's best one-way time so far (NaN elsewhere)."""
@@ -200,6 +224,10 @@ class MapWriter(RunWriter):
             g.create_dataset("confirm_size_index", data=index, **checksum(index))
             trial = np.array([_one_way(r, f, t)[0] for _, _, r in flat], dtype=np.float64).reshape(k, t)
             g.create_dataset("confirm_trial_s", data=trial, **checksum(trial))
+            loop = np.array([_loop_s(r, t) for _, _, r in flat], dtype=np.float64).reshape(k, t)
+            g.create_dataset("confirm_trial_elapsed_s", data=loop, **checksum(loop))
+            waits = np.array([_waits(r, t) for _, _, r in flat], dtype=np.float64).reshape(k, t, 2)
+            g.create_dataset("confirm_runq_wait_s", data=waits, **checksum(waits))
             for name, col in (("confirm_window_start_unix_s", 0), ("confirm_window_end_unix_s", 1)):
                 edge = np.array([w[col] for _, w, _ in flat], dtype=np.float64)
                 g.create_dataset(name, data=edge, **checksum(edge))
@@ -210,7 +238,7 @@ class MapWriter(RunWriter):
                 "confirm_skipped": skipped,
             }.items():
                 g.attrs[key] = value
-            self._pending_bytes += 8 * k * (t + 5)
+            self._pending_bytes += 8 * k * (4 * t + 5)
             self._flush()
 
     def best_one_way(self, size_index: int) -> np.ndarray:
