@@ -37,7 +37,7 @@ def ladder_labels(attrs_list: list[dict]) -> list[str] | None:
         parts = [proto]
         if len(set(modes)) > 1:
             parts.append(mode)
-        if len(set(kernels)) > 1:
+        if len(set(kernels)) > 1 and kernel:
             parts.append(kernel)
         base = "-".join(_part(p) for p in parts)
         label, k = base, 2

@@ -468,10 +468,11 @@ def html_report(
                 ],
             )
         )
-        from npmpi_analysis.size_comparison import comparison_cells
+        from npmpi_analysis.size_comparison import comparison_blocks
 
         parts.append("<h3>Per message size (sizes every run measured)</h3>")
-        parts.append(html_table(*comparison_cells(analyses), left=0))
+        for title, headers, rows in comparison_blocks(analyses):
+            parts.append(f"<h4>{_e(title)}</h4>" + html_table(headers, rows, left=0))
     if figures:
         parts.append("<h2>Figures</h2>")
     parts += figures_html(figures)

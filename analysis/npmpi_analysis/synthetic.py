@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.runfile.format import FABRIC_GROUP, OPEN_EPOCH, SizeResult
+from npmpi.runfile.format import CPU_DATASETS, FABRIC_GROUP, OPEN_EPOCH, SizeResult
 from npmpi.runfile.writer import RunWriter
 
 
@@ -59,9 +59,13 @@ def write_run(
     attrs: dict | None = None,
     overwrite: bool = False,
     fabric: SynthNode | None = None,
+    cpu: dict | None = None,
 ) -> Path:
     """Write a run file with these rows and, if `nodes` is given, a /power group; `fabric` (its
-    channels, stamped by node 0's clock) adds /power/fabric as node 0's power rank samples it."""
+    channels, stamped by node 0's clock) adds /power/fabric as node 0's power rank samples it.
+    `cpu` (format 1.7) gives the measuring ranks' CPU time: {"ranks": [0, 1], "cpu_user_s":
+    [per size: one value per rank], "cpu_system_s": …, "cpu_wall_s": …, optionally
+    "cpu_runqueue_wait_s": …}."""
     path = Path(path)
     trials = max(len(t) for t in trial_s) if trial_s else 1
     nnodes = len(nodes) if nodes else 1
@@ -109,10 +113,23 @@ def write_run(
                 trial_s=times,
                 trial_start_unix_s=starts,
                 trial_end_unix_s=ends,
+                **_cpu_fields(cpu, k),
             )
         )
     w.finish(status, "" if status == "complete" else f"synthetic {status} run")
     return path
+
+
+def _cpu_fields(cpu: dict | None, k: int) -> dict:
+    """SizeResult's CPU fields of row k (none without `cpu`; a missing wait is NaN)."""
+    if cpu is None:
+        return {}
+    ranks = list(cpu["ranks"])
+    out: dict = {"cpu_ranks": ranks}
+    for name in CPU_DATASETS:
+        rows = cpu.get(name)
+        out[name] = list(rows[k]) if rows is not None else [float("nan")] * len(ranks)
+    return out
 
 
 def _power_attrs(baseline: tuple[float, float] | None, baseline_after: tuple[float, float] | None) -> dict:
