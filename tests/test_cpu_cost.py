@@ -189,3 +189,17 @@ def test_protocol_ladder_side_by_side_per_size(tmp_path, capsys):
     assert [run["summary"]["protocol"] for run in doc["runs"]] == ["mpi", "tcp", "memcpy"]
     cmp = {c["key"]: c for c in doc["comparison"]}
     assert cmp["cpu_core_percent"]["values"][:2] == pytest.approx([100.0, 40.0])
+
+
+def test_the_readme_ladder_example_is_labelled_synthetic(tmp_path, capsys):
+    from npmpi_analysis.synthetic import write_ladder_example
+
+    files = write_ladder_example(tmp_path)
+    assert [f.name for f in files] == ["mpi.h5", "tcp.h5", "rma.h5", "memcpy.h5"]
+    assert main([*map(str, files), "--compare-csv", str(tmp_path / "c.csv")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        out.count("power: SIMULATED, not measured") == 4 and out.count("MPI library: synthetic run file") == 4
+    )
+    header = (tmp_path / "c.csv").read_text().splitlines()[0]
+    assert "memcpy_cpu_us_per_kib_ratio" in header and "rma_energy_pj_bit" in header
