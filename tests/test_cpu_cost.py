@@ -18,6 +18,7 @@ from npmpi_analysis.cpu_cost import bytes_per_rank, percent_of, us_per_kib
 from npmpi_analysis.ladder import ladder_labels
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
+from npmpi.core.errors import RunFileError
 from npmpi.runfile.reader import load_run
 
 T0 = 1_000.0
@@ -111,6 +112,17 @@ def test_older_and_damaged_files_show_no_cpu_and_no_error(tmp_path, capsys):
     assert run.pingpong.cpu is None and any("cpu_wall_s holds negative" in n for n in run.notices)
     assert main([str(bad)]) == 0
     assert "CPU time left out" in capsys.readouterr().out
+    # a flipped bit is damage as in any numeric dataset (format 1.6): the file is refused, naming it
+    with h5py.File(bad, "a") as f:
+        del f["pingpong/cpu_wall_s"]
+        f.create_dataset("pingpong/cpu_wall_s", data=np.full((2, 2), 0.25), chunks=(2, 2), fletcher32=True)
+        f["pingpong/cpu_wall_s"].attrs["ranks"] = [0, 1]
+        info = f["pingpong/cpu_wall_s"].id.get_chunk_info(0)
+    data = bytearray(bad.read_bytes())
+    data[info.byte_offset + 3] ^= 0x10
+    bad.write_bytes(bytes(data))
+    with pytest.raises(RunFileError, match="/pingpong/cpu_wall_s fails its checksum"):
+        load_run(bad)
 
 
 def test_ladder_labels_by_protocol_mode_and_kernel():
