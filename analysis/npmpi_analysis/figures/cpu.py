@@ -33,7 +33,8 @@ def plot_cpu_cost(runs: list) -> Plot | None:
         c, cpu, x = COLORS[i % len(COLORS)], a.cpu, a.bw.size_bytes
         top.plot(x, cpu.mean_us_per_kib, "-", lw=1.4, color=c, label=f"{_who(a, several)}mean of ranks")
         for j, rank in enumerate(cpu.ranks[: len(RANK_MARKERS)]):
-            label = f"{_who(a, several)}rank {rank} ({cpu.roles[j]})"
+            # each rank's markers named in the legend for one run; with several the legend names runs
+            label = None if several else f"rank {rank} ({cpu.roles[j]})"
             top.plot(x, cpu.us_per_kib[:, j], RANK_MARKERS[j], ms=3, color=c, alpha=0.5, label=label)
         label = f"{_who(a, several)}% of a core"
         bottom.plot(x, cpu.mean_core_percent, "o-", ms=3, lw=1, color=c, label=label)
