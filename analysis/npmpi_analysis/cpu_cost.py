@@ -21,6 +21,7 @@ import numpy as np
 from npmpi_analysis.compute import run_mode_factors
 
 KIB = 1024
+MAX_RANK_LINES = 4  # ranks the text summary names one by one
 
 
 @dataclass
@@ -174,12 +175,15 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
 
     at_peak = g(s.get("cpu_us_per_kib_at_peak_bandwidth"), "us/KiB")
     least = g(s.get("min_cpu_us_per_kib"), "us/KiB")
+    shown = s["cpu_ranks"][:MAX_RANK_LINES]
     ranks = "; ".join(
         f"rank {r['rank']} ({r['role']}) {g(r['core_percent'], '%')} "
         f"(user {g(r['user_s'], 's')}, system {g(r['system_s'], 's')}, "
         f"waiting for a CPU {g(r['runqueue_wait_percent'], '%')})"
-        for r in s["cpu_ranks"]
+        for r in shown
     )
+    if len(s["cpu_ranks"]) > len(shown):  # many pairs: the rest in the JSON, not one endless line
+        ranks += f"; {len(s['cpu_ranks']) - len(shown)} more rank(s): see --json"
     return [
         f"  CPU per KiB moved (mean of the measuring ranks): {at_peak} at the peak bandwidth's size, "
         f"least {least} at {s.get('min_cpu_size_bytes')} B",
