@@ -187,6 +187,9 @@ def test_signal_marks_the_file_interrupted(tmp_path, sig):
     run = load_run(tmp_path / "r.h5")
     assert run.status == "interrupted"
     assert len(run.pingpong) >= 6 and np.all(run.pingpong.trial_s > 0)
+    # every completed size kept its ranks' CPU time too (format 1.7), flushed in the same row
+    assert run.pingpong.cpu.cpu_wall_s.shape == (len(run.pingpong), 2)
+    assert np.all(np.isfinite(run.pingpong.cpu.cpu_wall_s))
 
 
 def test_sweep_stops_early_when_the_one_way_time_is_too_long(npmpi_run, tmp_path):

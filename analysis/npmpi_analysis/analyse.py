@@ -12,7 +12,11 @@ import numpy as np
 
 from npmpi_analysis import compute
 from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
+from npmpi_analysis.cpu_cost import CpuCost, analyse_cpu
+from npmpi_analysis.cpu_cost import size_columns as cpu_columns
+from npmpi_analysis.cpu_cost import summary as cpu_summary
 from npmpi_analysis.fabric import FabricResult, analyse_fabric, group_summary, parts_summary, size_columns
+from npmpi_analysis.ladder import protocol_of
 from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
 from npmpi_analysis.slurm_energy import slurm_energy_notice
 
@@ -44,6 +48,7 @@ class RunAnalysis:
     # energy is then only bounded, by dynamic_bound_pj_bit (its value plus 2 sigma, never below 2 sigma)
     dynamic_not_above_idle: np.ndarray | None = None
     dynamic_bound_pj_bit: np.ndarray | None = None
+    cpu: CpuCost | None = None  # CPU per KiB and % of a core per size and rank (format 1.7), else None
 
     @property
     def sizes(self) -> int:
@@ -150,6 +155,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
         fabric=fabric,
         dynamic_not_above_idle=low,
         dynamic_bound_pj_bit=bound,
+        cpu=analyse_cpu(run, bw.trials_run),
     )
 
 
@@ -182,6 +188,8 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     """The key figures and the run's metadata as plain JSON-able values."""
     out = _run_metadata(a)
     _add_bandwidth_figures(out, a)
+    if a.cpu is not None:
+        out.update(cpu_summary(a.cpu, a.bw.size_bytes, _argmax(a.bw.peak_bit_s)))
     out["has_power"] = a.power is not None
     if a.power is None:
         return out
@@ -226,6 +234,8 @@ def _run_metadata(a: RunAnalysis) -> dict[str, Any]:
         "huge_pages": str(attrs.get("huge_pages", "")),
         "thp_policy": str(attrs.get("thp_policy", "")),
         "thread_level_pair": str(attrs.get("thread_level_pair", "")),
+        "protocol": protocol_of(attrs),
+        "protocol_settings": str(attrs.get("protocol_settings", "")),
     }
     return out
 
@@ -409,6 +419,8 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
                 row[f"node{n.index}_distinct_readings"] = int(n.sizes.count[k])
             if a.fabric is not None:
                 row.update(size_columns(a.fabric, k))
+        if a.cpu is not None:
+            row.update(cpu_columns(a.cpu, k))
         rows.append(row)
     return rows
 
@@ -432,6 +444,9 @@ KEY_FIGURES = (
     ("latency (smallest size)", "latency_s", "us", 1e6),
     ("peak energy rate", "peak_energy_rate_bit_j", "Mbit/J", 1e-6),
     ("least energy per bit", "min_energy_pj_bit", "pJ/bit", 1.0),
+    ("CPU per KiB at peak bandwidth", "cpu_us_per_kib_at_peak_bandwidth", "us/KiB", 1.0),
+    ("least CPU per KiB", "min_cpu_us_per_kib", "us/KiB", 1.0),
+    ("% of a core (ranks' mean)", "cpu_core_percent", "%", 1.0),
     ("idle power", "idle_power_w", "W", 1.0),
     ("active power", "active_power_w", "W", 1.0),
     ("correlation b vs r", "correlation_bandwidth_energy_rate", "", 1.0),

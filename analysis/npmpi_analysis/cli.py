@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare-csv",
         type=Path,
         metavar="FILE",
-        help="with several runs: one row per message size they all measured, each run's latency and "
-        "bandwidth and its ratio to the first run's (default: none)",
+        help="with several runs: one row per message size they all measured, each run's latency, "
+        "bandwidth, energy per bit and CPU per KiB (those any run has) and its ratio to the first "
+        "run's (default: none)",
     )
     p.add_argument(
         "--plots",
@@ -246,6 +247,9 @@ def _main(argv: list[str] | None) -> int:
         analyses.append(a)
     if not analyses:
         return 1
+    from npmpi_analysis.ladder import relabel
+
+    relabel(analyses)  # runs of several protocols are named by protocol (the ladder)
     problems = [p for a in analyses for p in a.problems]
 
     if not args.quiet:
@@ -303,11 +307,12 @@ def _print_text(analyses) -> None:
         _say(report.summary_text(a))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:
-        from npmpi_analysis.size_comparison import comparison_cells
+        from npmpi_analysis.size_comparison import comparison_blocks
 
         _say(report.comparison_text(analyses))
         _say("\nper message size (sizes every run measured; ratios to the first run):")
-        _say(report.render_table(*comparison_cells(analyses)))
+        for k, (_title, headers, rows) in enumerate(comparison_blocks(analyses)):
+            _say(("\n" if k else "") + report.render_table(headers, rows))
 
 
 def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic) -> None:
@@ -330,11 +335,11 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
 
         write_atomic(args.compare_csv, comparison_csv_bytes(analyses), args.force)
         written.append(str(args.compare_csv))
-    if np_out:
-        by_label = {a.label: a for a in analyses}
-        for label, path in zip(labels, np_out, strict=True):
-            if label in by_label:
-                write_atomic(path, report.np_out_bytes(by_label[label]), args.force)
+    if np_out:  # named after the files (checked free before the analysis), whatever the runs' labels
+        by_path = {a.path: a for a in analyses}
+        for run_path, path in zip(args.runs, np_out, strict=True):
+            if str(run_path) in by_path:
+                write_atomic(path, report.np_out_bytes(by_path[str(run_path)]), args.force)
                 written.append(str(path))
     from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.report import summarise_alike

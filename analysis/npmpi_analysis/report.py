@@ -23,6 +23,7 @@ from npmpi_analysis.compute import (
     run_mode_factors,
     shows_message_rate,
 )
+from npmpi_analysis.cpu_cost import summary_lines as cpu_summary_lines
 from npmpi_analysis.fabric import fabric_line, part_cells
 from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
 
@@ -37,6 +38,11 @@ FLAG_TEXT = {
 
 def _g(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}g}" if x is not None and math.isfinite(x) else "-"
+
+
+def _cut(text: str, most: int = 300) -> str:
+    """Text from a file shown in one line of the summary: at most `most` characters."""
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _nan(x: float | None) -> float:
@@ -71,6 +77,7 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
     headers += [f"latency {micro}", f"avg {micro}", f"max {micro}"] + (["msg/s"] if rate is not None else [])
     if a.power is not None:
         headers += [f"power W {pm} σ", f"Mbit/J {pm} σ", f"pJ/bit {pm} σ", f"dyn pJ/bit {pm} σ", "flag"]
+    headers = _beside_energy(a, headers, [f"CPU {micro}/KiB", "% core"])
     flags = a.flag_names()
     rows = []
     for k in range(a.sizes):
@@ -92,8 +99,18 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
                 dynamic_text(a, k, pm),
                 flags[k],
             ]
+        if a.cpu is not None:
+            row = _beside_energy(a, row, [_g(a.cpu.mean_us_per_kib[k]), _g(a.cpu.mean_core_percent[k], 3)])
         rows.append(row)
     return headers, rows
+
+
+def _beside_energy(a: RunAnalysis, cells: list[str], cpu: list[str]) -> list[str]:
+    """The CPU cells (format 1.7; mean of the measuring ranks) after pJ/bit, before the flag (or at the
+    end without power); the cells as they are for a run without CPU figures."""
+    if a.cpu is None:
+        return cells
+    return [*cells[:-1], *cpu, cells[-1]] if a.power is not None else [*cells, *cpu]
 
 
 def dynamic_text(a: RunAnalysis, k: int, pm: str) -> str:
@@ -126,6 +143,8 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     status = s["status"] + (f" ({s['status_message']})" if s["status_message"] else "")
     out.append(f"  status: {status}; {s['sizes_analysed']} sizes analysed")
     out.append(f"  kernel: {s['kernel'] or '?'}; MPI library: {s['mpi_library_version'] or '?'}")
+    settings = f" ({_cut(s['protocol_settings'])})" if s["protocol_settings"] else ""
+    out.append(f"  protocol: {s['protocol']}{settings}")
     out.append(f"  mode: {mode_label(a.attrs)}")
     if s["buffers"]:  # format 1.3
         out.append(
@@ -156,6 +175,7 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
             f"  latency: {s['latency_s'] * 1e6:.4g} us one-way at {s['latency_size_bytes']} B "
             f"(lowest {s['min_latency_s'] * 1e6:.4g} us)"
         )
+    out += cpu_summary_lines(s)
     if not s["has_power"]:
         out.append(f"  power: {NO_POWER}")
     else:
@@ -453,10 +473,11 @@ def html_report(
                 ],
             )
         )
-        from npmpi_analysis.size_comparison import comparison_cells
+        from npmpi_analysis.size_comparison import comparison_blocks
 
         parts.append("<h3>Per message size (sizes every run measured)</h3>")
-        parts.append(html_table(*comparison_cells(analyses), left=0))
+        for title, headers, rows in comparison_blocks(analyses):
+            parts.append(f"<h4>{_e(title)}</h4>" + html_table(headers, rows, left=0))
     if figures:
         parts.append("<h2>Figures</h2>")
     parts += figures_html(figures)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.runfile.format import FABRIC_GROUP, OPEN_EPOCH, SizeResult
+from npmpi.runfile.format import CPU_DATASETS, FABRIC_GROUP, OPEN_EPOCH, SizeResult
 from npmpi.runfile.writer import RunWriter
 
 
@@ -59,9 +59,13 @@ def write_run(
     attrs: dict | None = None,
     overwrite: bool = False,
     fabric: SynthNode | None = None,
+    cpu: dict | None = None,
 ) -> Path:
     """Write a run file with these rows and, if `nodes` is given, a /power group; `fabric` (its
-    channels, stamped by node 0's clock) adds /power/fabric as node 0's power rank samples it."""
+    channels, stamped by node 0's clock) adds /power/fabric as node 0's power rank samples it.
+    `cpu` (format 1.7) gives the measuring ranks' CPU time: {"ranks": [0, 1], "cpu_user_s":
+    [per size: one value per rank], "cpu_system_s": …, "cpu_wall_s": …, optionally
+    "cpu_runqueue_wait_s": …}."""
     path = Path(path)
     trials = max(len(t) for t in trial_s) if trial_s else 1
     nnodes = len(nodes) if nodes else 1
@@ -109,10 +113,23 @@ def write_run(
                 trial_s=times,
                 trial_start_unix_s=starts,
                 trial_end_unix_s=ends,
+                **_cpu_fields(cpu, k),
             )
         )
     w.finish(status, "" if status == "complete" else f"synthetic {status} run")
     return path
+
+
+def _cpu_fields(cpu: dict | None, k: int) -> dict:
+    """SizeResult's CPU fields of row k (none without `cpu`; a missing wait is NaN)."""
+    if cpu is None:
+        return {}
+    ranks = list(cpu["ranks"])
+    out: dict = {"cpu_ranks": ranks}
+    for name in CPU_DATASETS:
+        rows = cpu.get(name)
+        out[name] = list(rows[k]) if rows is not None else [float("nan")] * len(ranks)
+    return out
 
 
 def _power_attrs(baseline: tuple[float, float] | None, baseline_after: tuple[float, float] | None) -> dict:
@@ -187,3 +204,56 @@ def _append_samples(w: RunWriter, nodes: list[SynthNode], fabric: SynthNode | No
             if c.open_epoch is not None:
                 samples[OPEN_EPOCH] = np.asarray(c.open_epoch, dtype=float)
             w.append_samples(i, j, samples, list(c.faults))
+
+
+# (protocol, one-way latency s, asymptotic bandwidth B/s, fraction of a core busy, of it in the
+# kernel, power W over an idle 90 W): made-up rungs shaped like a ladder on one node, for the README
+LADDER_EXAMPLE = (
+    ("mpi", 1.0e-6, 6.0e9, 1.0, 0.02, 110.0),
+    ("tcp", 12.0e-6, 2.5e9, 0.6, 0.7, 104.0),
+    ("rma", 2.5e-6, 5.5e9, 1.0, 0.03, 110.0),
+    ("memcpy", 0.05e-6, 12.0e9, 1.0, 0.0, 108.0),
+)
+LADDER_SIZES = (1, 8, 64, 1024, 8192, 65536, 1 << 20)
+
+
+def write_ladder_example(directory: str | os.PathLike) -> list[Path]:
+    """Four SYNTHETIC run files, one per protocol (mpi.h5, tcp.h5, rma.h5, memcpy.h5), with made-up
+    latency, bandwidth, CPU time and simulated power: the protocol ladder's outputs without a cluster.
+    Every file says it is synthetic (mpi_library_version, the power's `simulated` label)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for protocol, latency_s, rate_b_s, busy, kernel_share, watts in LADDER_EXAMPLE:
+        one_way = [latency_s + s / rate_b_s for s in LADDER_SIZES]
+        iters = [max(3, int(0.01 / (2 * t))) for t in one_way]
+        trial = [[2 * i * t * f for f in (1.0, 1.05, 1.1)] for i, t in zip(iters, one_way, strict=True)]
+        starts = [[1000.0 + 10.0 * k + 3.0 * j for j in range(3)] for k in range(len(LADDER_SIZES))]
+        wall = [[sum(t) * 1.01] * 2 for t in trial]
+        cpu = {
+            "ranks": [0, 1],
+            "cpu_user_s": [[w * busy * (1 - kernel_share) for w in row] for row in wall],
+            "cpu_system_s": [[w * busy * kernel_share for w in row] for row in wall],
+            "cpu_wall_s": wall,
+            "cpu_runqueue_wait_s": [[0.0, 0.0] for _ in wall],
+        }
+        t = 1000.0 + np.arange(-5.0, 10.0 * len(LADDER_SIZES) + 5.0, 0.5)
+        node = SynthNode(
+            [SynthChannel(t, np.where(t < 999.5, 90.0, watts), sample_interval_s=0.5)], host="node0"
+        )
+        attrs = {"protocol": protocol, "kernel": "c"}
+        path = directory / f"{protocol}.h5"
+        write_run(
+            path,
+            list(LADDER_SIZES),
+            iters,
+            trial,
+            starts,
+            nodes=[node],
+            baseline=(995.0, 999.0),
+            attrs=attrs,
+            overwrite=True,
+            cpu=cpu,
+        )
+        paths.append(path)
+    return paths

@@ -45,6 +45,13 @@ PINGPONG_DATASETS = (
     ("data_verified", np.bool_, False),
 )
 
+# /pingpong's optional CPU datasets, [size, measuring rank] (docs/file-format.md, "1.7: CPU time per
+# size"): each rank's process CPU time, user and system, the wall time over the size's trials, and
+# the time its main thread waited for a CPU (runnable, not running: a shared or oversubscribed host);
+# the ranks' ids are the attribute CPU_RANKS_ATTR of each
+CPU_DATASETS = ("cpu_user_s", "cpu_system_s", "cpu_wall_s", "cpu_runqueue_wait_s")
+CPU_RANKS_ATTR = "ranks"
+
 # /power/fabric: the channels of devices that belong to no node (switches, a shared PDU), sampled by
 # one power rank (--fabric-meter); the nodes' groups are /power/node{i}
 FABRIC_GROUP = "fabric"
@@ -126,3 +133,9 @@ class SizeResult:
     data_verified: bool = True
     pair_trial_s: list[list[float]] | None = None  # [pairs][trials] with --pairs > 1
     buffer_huge_page_bytes: int = -1  # the transmitter's buffers on transparent huge pages; -1 unknown
+    # CPU time of each measuring rank over the size's trials (CPU_DATASETS); None: not measured
+    cpu_ranks: list[int] | None = None
+    cpu_user_s: list[float] | None = None
+    cpu_system_s: list[float] | None = None
+    cpu_wall_s: list[float] | None = None
+    cpu_runqueue_wait_s: list[float] | None = None

@@ -17,6 +17,7 @@ import numpy as np
 
 from npmpi.core.errors import RunFileError
 from npmpi.runfile import faults as faultlog
+from npmpi.runfile.cputimes import CpuTimes, read_cpu
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
     COUNTER_KINDS,
@@ -54,6 +55,7 @@ class PingPong:
     data_verified: np.ndarray
     pair_trial_s: np.ndarray | None = None  # [n, pairs, trials] with --pairs > 1 (format 1.2), else None
     buffer_huge_page_bytes: np.ndarray | None = None  # [n] (format 1.3; -1 unknown), else None
+    cpu: CpuTimes | None = None  # each measuring rank's CPU time per size (1.7's cpu_*_s), else None
 
     def __len__(self) -> int:
         return len(self.size_bytes)
@@ -454,6 +456,7 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
             _read_rows(ds, n, p, "/pingpong/buffer_huge_page_bytes"), dtype=np.int64
         )
     _check_values(p, pp)
+    pp.cpu = read_cpu(g, p, n, notices, _read_rows)
     return pp
 
 

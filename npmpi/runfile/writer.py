@@ -21,6 +21,8 @@ from npmpi.runfile import faults as faultlog
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
     CHECKSUM,
+    CPU_DATASETS,
+    CPU_RANKS_ATTR,
     EXTRA_SAMPLE_FIELDS,
     FABRIC_GROUP,
     FORMAT_NAME,
@@ -229,7 +231,30 @@ class RunWriter:
             for i, times in enumerate(result.pair_trial_s or []):
                 block[i, : len(times)] = times
             ds[n] = block
+        if result.cpu_ranks is not None:
+            self._append_cpu(n, result)
         self._file.attrs["sizes_completed"] = n + 1
+
+    def _append_cpu(self, n: int, result: SizeResult) -> None:
+        """Row n of the CPU datasets, created at the first row that has them (earlier rows NaN)."""
+        ranks = list(result.cpu_ranks or ())
+        pp = self._h("pingpong")
+        for name in CPU_DATASETS:
+            if name not in pp:
+                ds = pp.create_dataset(
+                    name,
+                    data=np.full((n, len(ranks)), np.nan),
+                    maxshape=(None, len(ranks)),
+                    chunks=(64, len(ranks)),
+                    **CHECKSUM,
+                )
+                ds.attrs[CPU_RANKS_ATTR] = np.asarray(ranks, dtype=np.int64)
+                self._pending_bytes += ds.size * ds.dtype.itemsize
+            ds, _ = self._grow(f"pingpong/{name}", 1)
+            row = np.full(ds.shape[1], np.nan)
+            values = getattr(result, name) or []
+            row[: min(len(values), len(row))] = values[: len(row)]
+            ds[n] = row
 
     # -- power (schema 1.1): /power/node{i}/channel{j}
     def create_power(

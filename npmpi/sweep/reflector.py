@@ -18,6 +18,7 @@ from npmpi.core.protocol import (
     CMD_BASELINE,
     CMD_PROBE,
     CMD_STOP,
+    CPU_TAG,
     CTRL_TAG,
     RESULT_TAG,
     SYNC_TAG,
@@ -25,6 +26,7 @@ from npmpi.core.protocol import (
     StopFlag,
 )
 from npmpi.power.baseline import take_part
+from npmpi.sweep.cputime import CpuSpan
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 
@@ -81,6 +83,7 @@ def reflect(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag)
             loop.corrupt(after_trials=False)
         ok = True
         abandoned = False
+        span = CpuSpan()  # this rank's CPU over the trials, sent to rank 0 after the result
         for _ in range(trials):
             comm.Recv(sync, peer, SYNC_TAG)
             if sync[0] == 0:
@@ -94,6 +97,7 @@ def reflect(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag)
                     ok &= loop.received_ok(patterns, peer, k, 1)
             else:
                 loop.run(comm, peer, iterations)
+        cpu = span.stop()
         if abandoned:
             return
         if size == corrupt_at:
@@ -101,6 +105,7 @@ def reflect(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag)
         result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
         result[1] = int(stop.signum or 0)
         comm.Send(result, peer, RESULT_TAG)
+        comm.Send(cpu, peer, CPU_TAG)
 
     return serve_commands(comm, peer, peer, loop, patterns, measure)
 
@@ -128,6 +133,7 @@ def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopF
         ok = True
         abandoned = False
         times = np.full(trials, np.nan)
+        span = CpuSpan()
         for t in range(trials):
             sync[0] = 1
             comm.Send(sync, 0, SYNC_TAG)
@@ -144,6 +150,7 @@ def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopF
             else:
                 total = loop.run(comm, peer, iterations)
             times[t] = total
+        cpu = span.stop()
         if abandoned:
             return
         if faulty:
@@ -153,6 +160,7 @@ def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopF
         comm.Send(result, 0, RESULT_TAG)
         if transmitter:
             comm.Send(times, 0, TIMES_TAG)
+        comm.Send(cpu, 0, CPU_TAG)
 
     return serve_commands(comm, 0, peer, loop, patterns, measure)
 

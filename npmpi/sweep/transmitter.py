@@ -33,6 +33,7 @@ from npmpi.core.protocol import (
     CMD_PROBE,
     CMD_SIZE,
     CMD_STOP,
+    CPU_TAG,
     CTRL_TAG,
     RESULT_TAG,
     SYNC_TAG,
@@ -41,6 +42,7 @@ from npmpi.core.protocol import (
 )
 from npmpi.core.schedule import SizePoint, netpipe_repeats
 from npmpi.runfile.format import SizeResult
+from npmpi.sweep import cputime
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 
@@ -163,6 +165,7 @@ class Transmitter:
         warm = self._start_size(size, iterations)
         trial_s, starts, ends = [], [], []
         verified = True
+        span = cputime.CpuSpan()  # rank 0's CPU over the trials (the warm-up is done)
         for _ in range(opts.trials):
             if self.stop:
                 self.sync[0] = 0
@@ -177,9 +180,11 @@ class Transmitter:
             trial_s.append(total)
             starts.append(start)
             ends.append(end)
+        own_cpu = span.stop()
         self.state = "between"
         verified &= self.loop.received_ok(self.patterns, self.peer, 0, iterations)
         self.comm.Recv(self.result, self.peer, RESULT_TAG)
+        cpu = cputime.row_fields([0, self.peer], [own_cpu, *cputime.receive(self.comm, [self.peer], CPU_TAG)])
         peer_ok, peer_signal = bool(self.result[0]), int(self.result[1])
         if peer_signal and not self.stop:
             self.stop.set(peer_signal, f"signal {peer_signal} on rank {self.peer}")
@@ -200,6 +205,7 @@ class Transmitter:
             ends,
             True,
             buffer_huge_page_bytes=self.loop.huge_page_bytes(),
+            **cpu,
         )
 
     def _trial(self, size: int, iterations: int) -> tuple[float, float, float, bool]:
@@ -225,6 +231,7 @@ class Transmitter:
         warm = self._start_size(size, iterations)
         own, starts, ends = [], [], []
         verified = True
+        span = cputime.CpuSpan()
         for _ in range(opts.trials):
             for rank in self.members:  # everyone is ready: the previous trial ended everywhere
                 self.comm.Recv(self.sync, rank, SYNC_TAG)
@@ -238,6 +245,7 @@ class Transmitter:
             own.append(total)
             starts.append(start)
             ends.append(end)
+        own_cpu = span.stop()
         verified &= self.loop.received_ok(self.patterns, self.peer, 0, iterations)
         bad = [] if verified else [f"rank 0 received wrong data from rank {self.peer}"]
         signal = 0
@@ -251,6 +259,9 @@ class Transmitter:
         for rank in self.pair_transmitters:
             self.comm.Recv(buf, rank, TIMES_TAG)
             times.append(buf.tolist())
+        cpu = cputime.row_fields(
+            [0, *self.members], [own_cpu, *cputime.receive(self.comm, self.members, CPU_TAG)]
+        )
         self.state = "between"
         if signal and not self.stop:
             self.stop.set(signal, f"signal {signal} on a pair rank")
@@ -271,6 +282,7 @@ class Transmitter:
             True,
             pair_trial_s=times,
             buffer_huge_page_bytes=self.loop.huge_page_bytes(),
+            **cpu,
         )
 
     def _iterations(self, point: SizePoint, prev_size: int, prev_t: float) -> int:

@@ -14,6 +14,7 @@ from npmpi.core.units import format_size_bytes
 from npmpi_analysis import compute
 from npmpi_analysis.analyse import RunAnalysis
 from npmpi_analysis.compute import FLAG_OK
+from npmpi_analysis.figures.cpu import plot_cpu_cost
 from npmpi_analysis.figures.fabric import plot_energy_parts
 from npmpi_analysis.figures.render import FIGSIZE, Plot
 from npmpi_analysis.figures.render import caveat_banner as _caveat_text
@@ -456,6 +457,7 @@ def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
         plot_power_bandwidth(runs),
         plot_energy_rate(runs),
         plot_energy_per_bit(runs),
+        plot_cpu_cost(runs),
     ]
     for a in runs:
         out += [
