@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from npmpi_analysis import compute
-from npmpi_analysis.analyse import analyse_run, trial_windows
-from npmpi_analysis.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT
-from npmpi_analysis.node_power import caveat_for
+from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers.analyse import analyse_run, trial_windows
+from npmpi_analysis.numbers.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT
+from npmpi_analysis.numbers.node_power import caveat_for
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.power.clocksync import ClockOffset, interpolate_offset

@@ -12,9 +12,9 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.cli import main
 from npmpi_analysis.figures import run as plots
+from npmpi_analysis.numbers.analyse import analyse_run
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.runfile.reader import load_run

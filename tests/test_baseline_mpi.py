@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 from launcher import local_mpi_env, npmpi_command
-from npmpi_analysis.analyse import analyse_run
-from npmpi_analysis.compute import FLAG_NONE
+from npmpi_analysis.numbers.analyse import analyse_run
+from npmpi_analysis.numbers.compute import FLAG_NONE
 
 from npmpi.runfile.reader import load_run
 

@@ -12,10 +12,10 @@ import math
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.analyse import analyse_run, size_rows
 from npmpi_analysis.cli import main
-from npmpi_analysis.cpu_cost import bytes_per_rank, percent_of, us_per_kib
-from npmpi_analysis.ladder import ladder_labels
+from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+from npmpi_analysis.numbers.cpu_cost import bytes_per_rank, percent_of, us_per_kib
+from npmpi_analysis.numbers.ladder import ladder_labels
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.core.errors import RunFileError

@@ -10,10 +10,10 @@ import math
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis import baselines
-from npmpi_analysis.analyse import analyse_run
-from npmpi_analysis.compute import FLAG_NONE, FLAG_OK, FLAG_SHORT
-from npmpi_analysis.energy_windows import (
+from npmpi_analysis.numbers import baselines
+from npmpi_analysis.numbers.analyse import analyse_run
+from npmpi_analysis.numbers.compute import FLAG_NONE, FLAG_OK, FLAG_SHORT
+from npmpi_analysis.numbers.energy_windows import (
     METHOD_AVERAGE,
     METHOD_COUNTER,
     METHOD_INSTANT,

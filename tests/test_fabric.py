@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from npmpi_analysis.analyse import analyse_run, size_rows
+from npmpi_analysis.numbers.analyse import analyse_run, size_rows
 from npmpi_analysis.report import csv_bytes, html_report, json_bytes, summary_text
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 

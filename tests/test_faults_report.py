@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.cli import main
+from npmpi_analysis.numbers.analyse import analyse_run
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.runfile.faults import KIND_GAP, FaultLog, FaultRecord, gap_record

@@ -180,7 +180,7 @@ def test_the_by_hand_recipe_installs_its_build_tools_first():
 
 
 def _analysed(tmp_path, name: str, attrs: dict | None = None):
-    from npmpi_analysis.analyse import analyse_run
+    from npmpi_analysis.numbers.analyse import analyse_run
     from npmpi_analysis.synthetic import write_run
 
     from npmpi.runfile.reader import load_run
@@ -191,7 +191,7 @@ def _analysed(tmp_path, name: str, attrs: dict | None = None):
 
 
 def test_average_and_largest_latency_and_message_rate_by_hand(tmp_path):
-    from npmpi_analysis.analyse import size_rows
+    from npmpi_analysis.numbers.analyse import size_rows
     from npmpi_analysis.report import csv_bytes, json_bytes, size_table
 
     a = _analysed(tmp_path, "pp.h5")

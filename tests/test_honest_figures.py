@@ -10,9 +10,9 @@ import json
 
 import numpy as np
 import pytest
-from npmpi_analysis.analyse import analyse_run
-from npmpi_analysis.compute import not_above_idle
 from npmpi_analysis.figures.run import plot_energy_per_bit
+from npmpi_analysis.numbers.analyse import analyse_run
+from npmpi_analysis.numbers.compute import not_above_idle
 from npmpi_analysis.report import csv_bytes, json_bytes, size_table, summary_text
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 

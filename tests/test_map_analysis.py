@@ -17,9 +17,9 @@ import h5py
 import numpy as np
 import pytest
 from npmpi_analysis.cli import main
-from npmpi_analysis.map_file import load_map
-from npmpi_analysis.map_outliers import LOW, detect
-from npmpi_analysis.maps import analyse_map
+from npmpi_analysis.numbers.map_file import load_map
+from npmpi_analysis.numbers.map_outliers import LOW, detect
+from npmpi_analysis.numbers.maps import analyse_map
 from npmpi_analysis.synthetic import SynthChannel, SynthNode
 from npmpi_analysis.synthetic_map import T0, MapTruth, circle_rounds, serial_rounds, write_map
 
@@ -386,7 +386,7 @@ def test_two_maps_compared_name_the_repaired_link(tmp_path, capsys):
 
 
 def test_two_maps_compared_name_a_repaired_node(tmp_path):
-    from npmpi_analysis.map_outliers import compare_maps
+    from npmpi_analysis.numbers.map_outliers import compare_maps
 
     before = analysed(tmp_path / "b.h5", n=4, slow_nodes={3: 0.5})
     after = analysed(tmp_path / "a.h5", n=4)

@@ -11,9 +11,9 @@ import h5py
 import numpy as np
 import pytest
 from npmpi_analysis.figures.map import RATIO_SPAN, WORSE_HIGH, WORSE_LOW, heatmap
-from npmpi_analysis.map_file import load_map
 from npmpi_analysis.map_report import outlier_lines, summary_text
-from npmpi_analysis.maps import analyse_map
+from npmpi_analysis.numbers.map_file import load_map
+from npmpi_analysis.numbers.maps import analyse_map
 from npmpi_analysis.synthetic import SynthChannel, SynthNode
 from npmpi_analysis.synthetic_map import T0, MapTruth, circle_rounds, write_map
 
@@ -273,8 +273,8 @@ def test_a_latency_suspect_whose_trials_scatter_when_measured_again_is_not_named
     slow link's delay) and not when they scatter (ranks waiting for a CPU on a busy host)."""
     from types import SimpleNamespace
 
-    from npmpi_analysis.map_confirmed import STEADY, confirm_findings
-    from npmpi_analysis.map_outliers import Finding
+    from npmpi_analysis.numbers.map_confirmed import STEADY, confirm_findings
+    from npmpi_analysis.numbers.map_outliers import Finding
 
     def judged(suspect_us):
         trials = np.array([suspect_us, [12.0, 12.5, 13.0], [12.2, 12.1, 14.0]]) * 1e-6

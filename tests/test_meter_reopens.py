@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 from fakes.redfish_server import FakeBmc, make_ca_and_cert
-from npmpi_analysis.analyse import analyse_run
 from npmpi_analysis.cli import ANALYSED_SAMPLE_FIELDS
-from npmpi_analysis.compute import FLAG_OK
-from npmpi_analysis.energy_windows import counter_spans, segment_breaks
+from npmpi_analysis.numbers.analyse import analyse_run
+from npmpi_analysis.numbers.compute import FLAG_OK
+from npmpi_analysis.numbers.energy_windows import counter_spans, segment_breaks
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 from test_meter_redfish import SECRET, USER, meter_for
 

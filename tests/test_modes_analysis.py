@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from npmpi_analysis import compute
-from npmpi_analysis.analyse import analyse_run
+from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers.analyse import analyse_run
 from npmpi_analysis.report import summary_text
 from npmpi_analysis.synthetic import write_run
 
@@ -144,7 +144,7 @@ def test_a_real_stream_run_is_analysed_as_a_stream(npmpi_run, tmp_path):
 def test_np_out_is_what_netpipe_writes_and_its_mbps_is_the_csv_bandwidth(
     tmp_path, mode, window, pairs, lines
 ):
-    from npmpi_analysis.analyse import size_rows
+    from npmpi_analysis.numbers.analyse import size_rows
     from npmpi_analysis.report import np_out_bytes
 
     starts = [[1000.0 + 10 * k + j for j in range(2)] for k in range(2)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from npmpi_analysis.analyse import analyse_run
+from npmpi_analysis.numbers.analyse import analyse_run
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.power.ranks import machine_ids

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fakes.redfish_server import FakeBmc, Truth, make_ca_and_cert
-from npmpi_analysis.energy_windows import counter_spans, segment_breaks, span_means
+from npmpi_analysis.numbers.energy_windows import counter_spans, segment_breaks, span_means
 from test_meter_redfish import SECRET, USER
 
 import npmpi.meters.redfish as redfish_meter

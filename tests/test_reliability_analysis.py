@@ -150,7 +150,7 @@ def test_a_round_written_but_not_counted_is_left_out(tmp_path, capsys):
     path = stopped_map(tmp_path / "late.h5", "killed", rounds=5)
     with h5py.File(path, "r+") as f:
         f["map"].attrs["rounds_completed"] = 4  # round 5's data flushed, its count not
-    from npmpi_analysis.map_file import load_map
+    from npmpi_analysis.numbers.map_file import load_map
 
     from npmpi.runfile.format import SAMPLE_FIELDS
 
@@ -176,7 +176,7 @@ def test_a_map_whose_disk_fills_is_analysed(tmpfs, tmp_path, capsys):  # noqa: F
     (tmpfs / "filler").unlink()
     data = check_stopped_map_analysis(capsys, path, tmp_path / "out", 6)
     assert data["maps"][0]["summary"]["status"] == "failed"
-    from npmpi_analysis.map_file import load_map
+    from npmpi_analysis.numbers.map_file import load_map
 
     from npmpi.runfile.format import SAMPLE_FIELDS
 
@@ -423,8 +423,8 @@ def _gap_map(path: Path, stall_s: float = 0.0) -> Path:
 
 def test_a_recorded_gap_flags_the_pairs_of_its_node_in_the_windows_it_overlaps(tmp_path, capsys):
     """Before issue 28 the map's analysis flagged nothing and gave energy from the samples around."""
-    from npmpi_analysis.map_file import load_map
-    from npmpi_analysis.maps import analyse_map
+    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.numbers.maps import analyse_map
 
     from npmpi.runfile.format import SAMPLE_FIELDS
 
@@ -457,8 +457,8 @@ def test_a_recorded_gap_flags_the_pairs_of_its_node_in_the_windows_it_overlaps(t
 
 def test_a_stalled_trial_is_flagged_and_left_out_of_the_mean(tmp_path, capsys):
     """Before issue 28: a member stopped 15 s left a 15 s trial in the mean bandwidth, no flag."""
-    from npmpi_analysis.map_file import load_map
-    from npmpi_analysis.maps import analyse_map
+    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.numbers.maps import analyse_map
 
     from npmpi.runfile.format import SAMPLE_FIELDS
 
@@ -505,7 +505,7 @@ def _complete_map(path: Path) -> Path:
 def test_a_flipped_bit_in_any_numeric_dataset_is_detected_and_named(tmp_path, kind):
     """Before issue 28, 36 of 40 single-bit flips in a run file passed unnoticed (one changed 1,263
     values of the JSON)."""
-    from npmpi_analysis.map_file import load_map
+    from npmpi_analysis.numbers.map_file import load_map
 
     from npmpi.core.errors import RunFileError
     from npmpi.runfile.format import SAMPLE_FIELDS
@@ -531,7 +531,7 @@ def test_a_flipped_bit_in_any_numeric_dataset_is_detected_and_named(tmp_path, ki
 @pytest.mark.parametrize("kind", ["run", "map"])
 def test_a_flipped_bit_in_a_host_name_is_detected_and_named(tmp_path, kind):
     """Text datasets cannot take a filter: /layout's text and /map/hosts carry a CRC-32 of it."""
-    from npmpi_analysis.map_file import load_map
+    from npmpi_analysis.numbers.map_file import load_map
 
     from npmpi.core.errors import RunFileError
     from npmpi.runfile.format import SAMPLE_FIELDS

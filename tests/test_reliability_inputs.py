@@ -141,9 +141,9 @@ def test_a_link_loop_as_input_is_named(tmp_path, capsys):
 def test_a_figure_that_cannot_be_drawn_is_skipped_with_a_note(base):
     """Sizes of 0 B (refused by the reader since) made two log-scaled figures raise at drawing time
     and stopped the report: each figure is drawn on its own, a failed one named in a note."""
-    from npmpi_analysis.analyse import analyse_run
     from npmpi_analysis.figures.render import render_all
     from npmpi_analysis.figures.run import all_plots
+    from npmpi_analysis.numbers.analyse import analyse_run
 
     from npmpi.runfile.reader import load_run
 

@@ -320,7 +320,7 @@ def test_power_rank_stopped_mid_sweep_gives_a_recorded_gap_and_flagged_sizes(tmp
     code, out, err = analyze_in_process(capsys, tmp_path / name)
     assert code == 0 and "Traceback" not in out + err, err
     assert "flagged 'recorded gap':" in out and "did not run for" in out, out
-    from npmpi_analysis.analyse import analyse_run
+    from npmpi_analysis.numbers.analyse import analyse_run
 
     a = analyse_run(run, "stopped")
     flags = a.flag_names()

@@ -93,7 +93,7 @@ def fake_run(attrs, watts=(100.0, 100.0), label="measured"):
 
 
 def test_analysis_sets_slurms_count_beside_npmpis():
-    from npmpi_analysis.slurm_energy import slurm_energy_notice
+    from npmpi_analysis.numbers.slurm_energy import slurm_energy_notice
 
     attrs = {"slurm_consumed_energy_j": 2300.0, "slurm_energy_step": "4242.0", "slurm_energy_source": "sstat"}
     note = slurm_energy_notice(fake_run(attrs))

@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from npmpi_analysis.analyse import analyse_run, run_label
+    from npmpi_analysis.numbers.analyse import analyse_run, run_label
     from npmpi_analysis.outfiles import check_free, write_atomic
     from npmpi_analysis.report import summarise_alike
 
@@ -220,7 +220,7 @@ def _main(argv: list[str] | None) -> int:
     for p in outputs:
         check_free(p, args.force, args.plots)
     from npmpi_analysis import map_cli
-    from npmpi_analysis.map_file import is_map_file
+    from npmpi_analysis.numbers.map_file import is_map_file
 
     kinds = [is_map_file(p) for p in args.runs]
     if any(kinds):  # cluster maps (python -m npmpi map): their own analysis, same options
@@ -247,7 +247,7 @@ def _main(argv: list[str] | None) -> int:
         analyses.append(a)
     if not analyses:
         return 1
-    from npmpi_analysis.ladder import relabel
+    from npmpi_analysis.numbers.ladder import relabel
 
     relabel(analyses)  # runs of several protocols are named by protocol (the ladder)
     problems = [p for a in analyses for p in a.problems]
@@ -307,7 +307,7 @@ def _print_text(analyses) -> None:
         _say(report.summary_text(a))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:
-        from npmpi_analysis.size_comparison import comparison_blocks
+        from npmpi_analysis.numbers.size_comparison import comparison_blocks
 
         _say(report.comparison_text(analyses))
         _say("\nper message size (sizes every run measured; ratios to the first run):")
@@ -331,7 +331,7 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
         write_atomic(args.json, report.json_bytes(analyses), args.force)
         written.append(str(args.json))
     if args.compare_csv and len(analyses) > 1:
-        from npmpi_analysis.size_comparison import comparison_csv_bytes
+        from npmpi_analysis.numbers.size_comparison import comparison_csv_bytes
 
         write_atomic(args.compare_csv, comparison_csv_bytes(analyses), args.force)
         written.append(str(args.compare_csv))

@@ -26,9 +26,9 @@ def check_usage(args, kinds: list[bool]) -> None:
 
 def run(args, labels: list[str], sample_fields: tuple[str, ...], say, error) -> int:
     """Analyse, print and write the maps; `say` and `error` print a line (npmpi_analysis.cli's)."""
-    from npmpi_analysis.map_file import load_map
-    from npmpi_analysis.map_outliers import compare_maps
-    from npmpi_analysis.maps import analyse_map
+    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.numbers.map_outliers import compare_maps
+    from npmpi_analysis.numbers.maps import analyse_map
     from npmpi_analysis.report import summarise_alike
 
     failed = 0

@@ -13,9 +13,9 @@ import numpy as np
 from npmpi.core.modes import MODE_TABLE
 from npmpi.core.safetext import csv_cell
 from npmpi.core.units import format_size_iec as format_size
-from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.html_parts import figures_html, html_text
-from npmpi_analysis.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
+from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
+from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
 HTML_MATRIX_MAX = 64
@@ -198,7 +198,7 @@ def _power_lines(a, s: dict) -> list[str]:
 def outlier_lines(a) -> list[str]:
     """'outliers (rule): ' then one sentence a line, or 'none named'; with a second measurement
     (/map/confirm_*), only the confirmed ones, then the others listed as not confirmed."""
-    from npmpi_analysis.map_confirmed import confirm_summary
+    from npmpi_analysis.numbers.map_confirmed import confirm_summary
 
     facts = confirm_summary(a)
     if facts is None:
@@ -216,7 +216,7 @@ def outlier_lines(a) -> list[str]:
 
 def unconfirmed_words(f) -> str:
     """Why a finding measured again (or not) is not named."""
-    from npmpi_analysis.map_confirmed import REASON_LATENCY_WAITED, REASON_SCATTER, REASON_WAITED
+    from npmpi_analysis.numbers.map_confirmed import REASON_LATENCY_WAITED, REASON_SCATTER, REASON_WAITED
 
     if f.confirm_reason == REASON_LATENCY_WAITED:
         return (

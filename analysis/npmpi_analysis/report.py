@@ -14,8 +14,9 @@ import numpy as np
 from npmpi.core.modes import MODE_TABLE
 from npmpi.core.npout import np_out_line
 from npmpi.core.safetext import csv_cell
-from npmpi_analysis.analyse import RunAnalysis, compare, size_rows
-from npmpi_analysis.compute import (
+from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
+from npmpi_analysis.numbers.analyse import RunAnalysis, compare, size_rows
+from npmpi_analysis.numbers.compute import (
     FLAG_NAMES,
     latency_spread_s,
     message_rate_per_s,
@@ -23,9 +24,8 @@ from npmpi_analysis.compute import (
     run_mode_factors,
     shows_message_rate,
 )
-from npmpi_analysis.cpu_cost import summary_lines as cpu_summary_lines
-from npmpi_analysis.fabric import fabric_line, part_cells
-from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
+from npmpi_analysis.numbers.cpu_cost import summary_lines as cpu_summary_lines
+from npmpi_analysis.numbers.fabric import fabric_line, part_cells
 
 NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
 FLAG_TEXT = {
@@ -473,7 +473,7 @@ def html_report(
                 ],
             )
         )
-        from npmpi_analysis.size_comparison import comparison_blocks
+        from npmpi_analysis.numbers.size_comparison import comparison_blocks
 
         parts.append("<h3>Per message size (sizes every run measured)</h3>")
         for title, headers, rows in comparison_blocks(analyses):

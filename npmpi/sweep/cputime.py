@@ -3,7 +3,7 @@
 
 Read around the trials, never inside a timed loop: one getrusage and one clock read at each end
 (about a microsecond) cost nothing the trials' times see. Netperf's service demand is the same
-idea: CPU time per unit of data moved (npmpi_analysis.cpu_cost turns these into µs per KiB).
+idea: CPU time per unit of data moved (npmpi_analysis.numbers.cpu_cost turns these into µs per KiB).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The figure of CPU cost per byte: CPU µs per KiB moved and % of a core vs message size, one colour
-per run (the protocol ladder overlays mpi, tcp, rma and memcpy here), from npmpi_analysis.cpu_cost."""
+per run (the protocol ladder overlays mpi, tcp, rma and memcpy here), from npmpi_analysis.numbers.cpu_cost."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """The figure of energy per bit in three parts: the nodes, the fabric (/power/fabric) and their total,
-each with its dynamic part, vs message size (npmpi_analysis.fabric computes them)."""
+each with its dynamic part, vs message size (npmpi_analysis.numbers.fabric computes them)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from npmpi_analysis import compute
 from npmpi_analysis.figures.render import FIGSIZE, Plot, caveat_banner, size_axis
+from npmpi_analysis.numbers import compute
 
 PART_STYLE = {"nodes": ("tab:blue", "o"), "fabric": ("tab:green", "s"), "total": ("black", "^")}
 

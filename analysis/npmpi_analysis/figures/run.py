@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from npmpi.core.units import format_size_bytes
-from npmpi_analysis import compute
-from npmpi_analysis.analyse import RunAnalysis
-from npmpi_analysis.compute import FLAG_OK
 from npmpi_analysis.figures.cpu import plot_cpu_cost
 from npmpi_analysis.figures.fabric import plot_energy_parts
 from npmpi_analysis.figures.render import FIGSIZE, Plot
 from npmpi_analysis.figures.render import caveat_banner as _caveat_text
 from npmpi_analysis.figures.render import size_axis as _size_axis
+from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers.analyse import RunAnalysis
+from npmpi_analysis.numbers.compute import FLAG_OK
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
 

@@ -75,7 +75,7 @@ class Finding:
     confirm_ratio: float = math.nan  # the new measurement's ratio to `reference`
     confirm_scatter: tuple[float, float] | None = None  # a latency's re-measured trials (s) too unsteady
     confirm_wait_fraction: float = math.nan  # median share of its re-measured trials its ranks waited
-    # for a CPU (the larger rank's run-queue wait; npmpi_analysis/map_confirmed.py); NaN: not known
+    # for a CPU (the larger rank's run-queue wait; npmpi_analysis/numbers/map_confirmed.py); NaN: not known
     confirm_reason: str | None = None  # why not confirmed (map_confirmed.REASON_*)
 
 
@@ -101,7 +101,7 @@ def _node_findings(a, metric: str, size: int, found: Flagged, at: str) -> list[F
 
 
 def find_outliers(a) -> list[Finding]:
-    """The named nodes and links of an analysed map (npmpi_analysis.maps.MapAnalysis): latency at
+    """The named nodes and links of an analysed map (npmpi_analysis.numbers.maps.MapAnalysis): latency at
     the smallest size, bandwidth at every other size (at the smallest, bandwidth is latency again).
     A map whose directions were measured apart names slow directions ('h4 → h1'), not links."""
     directed = str(a.map_attrs.get("directions", "one")) == "both"

@@ -12,7 +12,7 @@ both span kinds share one computation: the window's mean power is the integral o
 piecewise-constant power over the window divided by the time they cover, which for a counter
 equals the interpolated energy difference over the covered time (P = ΔE/Δt).
 
-Every figure is on rank 0's time line with the meter's delay removed (npmpi_analysis.node_power).
+Every figure is on rank 0's time line with the meter's delay removed (npmpi_analysis.numbers.node_power).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi_analysis import compute
-from npmpi_analysis.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT, WindowStats
+from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT, WindowStats
 
 METHOD_COUNTER = "counter"
 METHOD_AVERAGE = "average"

@@ -1,11 +1,11 @@
 """The fabric's power (`/power/fabric`: switches, a PDU feeding several nodes) and energy per bit in
 three parts: the NODES (the job's power, as without a fabric), the FABRIC, and their TOTAL.
 
-The fabric's channels are read like a node's (npmpi_analysis.node_power): on the time line of the
+The fabric's channels are read like a node's (npmpi_analysis.numbers.node_power): on the time line of the
 node whose power rank sampled them, in the same size windows and idle baselines. Each part gets
 its power per size, its idle power before and after the sweep (combined as for the nodes,
-npmpi_analysis.baselines), its energy per bit p/b and dynamic energy per bit (p - idle)/b with
-their uncertainties (npmpi_analysis.compute). The total is the nodes' power plus the fabric's, σ
+npmpi_analysis.numbers.baselines), its energy per bit p/b and dynamic energy per bit (p - idle)/b with
+their uncertainties (npmpi_analysis.numbers.compute). The total is the nodes' power plus the fabric's, σ
 in quadrature; its idle is the sum of both idles in each baseline, combined the same way.
 
 A switch's power belongs to all the traffic through it: the fabric's share is an upper bound for
@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from npmpi.runfile.format import FABRIC_GROUP
-from npmpi_analysis import baselines, compute
-from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK
-from npmpi_analysis.faults import flag_recorded_gaps
-from npmpi_analysis.node_power import NodePower, caveat_for, node_group_power
+from npmpi_analysis.numbers import baselines, compute
+from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
+from npmpi_analysis.numbers.faults import flag_recorded_gaps
+from npmpi_analysis.numbers.node_power import NodePower, caveat_for, node_group_power
 
 PARTS = ("nodes", "fabric", "total")
 UPPER_BOUND_NOTE = (
@@ -44,7 +44,7 @@ class EnergyPart:
     flag: np.ndarray
     idle_before: tuple[float, float]  # (W, σ) in the baseline before the sweep
     idle_after: tuple[float, float]
-    idle: tuple[float, float]  # both combined (npmpi_analysis.baselines.combine_idle)
+    idle: tuple[float, float]  # both combined (npmpi_analysis.numbers.baselines.combine_idle)
     active: tuple[float, float]  # the whole sweep
     labels: list[str]
     energy_pj_bit: np.ndarray = field(default_factory=lambda: np.zeros(0))

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis.compute import run_mode_factors
+from npmpi_analysis.numbers.compute import run_mode_factors
 
 KIB = 1024
 MAX_RANK_LINES = 4  # ranks the text summary names one by one

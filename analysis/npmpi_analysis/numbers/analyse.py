@@ -10,15 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis import compute
-from npmpi_analysis.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
-from npmpi_analysis.cpu_cost import CpuCost, analyse_cpu
-from npmpi_analysis.cpu_cost import size_columns as cpu_columns
-from npmpi_analysis.cpu_cost import summary as cpu_summary
-from npmpi_analysis.fabric import FabricResult, analyse_fabric, group_summary, parts_summary, size_columns
-from npmpi_analysis.ladder import protocol_of
-from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
-from npmpi_analysis.slurm_energy import slurm_energy_notice
+from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
+from npmpi_analysis.numbers.cpu_cost import CpuCost, analyse_cpu
+from npmpi_analysis.numbers.cpu_cost import size_columns as cpu_columns
+from npmpi_analysis.numbers.cpu_cost import summary as cpu_summary
+from npmpi_analysis.numbers.fabric import (
+    FabricResult,
+    analyse_fabric,
+    group_summary,
+    parts_summary,
+    size_columns,
+)
+from npmpi_analysis.numbers.ladder import protocol_of
+from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
+from npmpi_analysis.numbers.slurm_energy import slurm_energy_notice
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi_analysis.analyse import RunAnalysis
+from npmpi_analysis.numbers.analyse import RunAnalysis
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ iteration; a pair's latency is the best trial's at the smallest size, its bandwi
 σ_b = b·σ_t/t̄ (σ_t the standard deviation of the mean of its trials), as the sweep's.
 
 Power: each node's mean power and σ_p in every round's window come from the sweep's machinery
-(npmpi_analysis.node_power, energy_windows, baselines). In a round every measuring node belongs
+(npmpi_analysis.numbers.node_power, energy_windows, baselines). In a round every measuring node belongs
 to exactly one pair, so the pair's power is its two nodes' power; the pair's energy per bit is
 that power over the round's window divided by the bits the pair moved in it,
 e = (P_a + P_b)·(end − start) / (8·bytes_moved), and the dynamic part uses the power above each
@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis import compute
-from npmpi_analysis.compute import FLAG_NONE
-from npmpi_analysis.machines import machine_of
-from npmpi_analysis.map_file import MapFile
-from npmpi_analysis.node_power import PowerResult, analyse_power, no_power_notice
+from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers.compute import FLAG_NONE
+from npmpi_analysis.numbers.machines import machine_of
+from npmpi_analysis.numbers.map_file import MapFile
+from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
 
 STORED_TOLERANCE = 1e-6  # relative difference between the file's derived matrices and ours
 
@@ -72,7 +72,7 @@ class MapAnalysis:
     energy: PairEnergy | None = None
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    outliers: list = field(default_factory=list)  # npmpi_analysis.map_outliers.Finding
+    outliers: list = field(default_factory=list)  # npmpi_analysis.numbers.map_outliers.Finding
 
     @property
     def nodes(self) -> int:
@@ -193,8 +193,8 @@ def _stored_notice(m: MapFile, latency: np.ndarray, bandwidth: np.ndarray) -> li
 
 def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> MapAnalysis:
     """Analyse a loaded map (timing, power per pair, outliers); problems are listed, not raised."""
-    from npmpi_analysis.map_confirmed import confirm_findings
-    from npmpi_analysis.map_outliers import find_outliers
+    from npmpi_analysis.numbers.map_confirmed import confirm_findings
+    from npmpi_analysis.numbers.map_outliers import find_outliers
 
     timing = pair_timing(m)
     latency = timing["best_s"][0].copy()
@@ -423,7 +423,7 @@ def _node_gaps(power: PowerResult, nf: np.ndarray, starts: np.ndarray, ends: np.
     """Flag (in nf [nodes, S, W]) each node's windows ([S, W] starts and ends: the rounds', or each
     pair's own) that overlap one of its recorded gaps (a stopped power rank), as the sweep flags its
     sizes; [nodes, S, W] the reasons ('' if none)."""
-    from npmpi_analysis.faults import flag_recorded_gaps
+    from npmpi_analysis.numbers.faults import flag_recorded_gaps
 
     starts, ends = np.asarray(starts).ravel(), np.asarray(ends).ravel()
     reasons = np.full(nf.shape, "", dtype=object)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi_analysis.compute import FLAG_RECORDED_GAP
+from npmpi_analysis.numbers.compute import FLAG_RECORDED_GAP
 
 KIND_GAP = "gap"
 

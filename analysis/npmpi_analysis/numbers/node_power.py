@@ -4,7 +4,7 @@ Each channel's sample times are moved onto rank 0's clock (the node's clock offs
 between its start and end measurements) and earlier by the meter's reporting delay. Each channel
 gives every window (a message size, the baselines before and after the sweep, the whole sweep) its
 mean power and sigma_p from an energy counter, its averaging spans or its instantaneous samples
-(npmpi_analysis.energy_windows); a node's power is the sum of its channels', the job's the sum of
+(npmpi_analysis.numbers.energy_windows); a node's power is the sum of its channels', the job's the sum of
 the nodes', sigmas added in quadrature. The nodes' series are also summed on one time line for
 the plots.
 """
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.runfile.format import OPEN_EPOCH
-from npmpi_analysis import baselines, compute
-from npmpi_analysis.channel_samples import sample_extras, stamp_sigma_s, valid_samples
-from npmpi_analysis.compute import FLAG_NONE, WindowStats
-from npmpi_analysis.energy_windows import (
+from npmpi_analysis.numbers import baselines, compute
+from npmpi_analysis.numbers.channel_samples import sample_extras, stamp_sigma_s, valid_samples
+from npmpi_analysis.numbers.compute import FLAG_NONE, WindowStats
+from npmpi_analysis.numbers.energy_windows import (
     METHOD_AVERAGE,
     METHOD_COUNTER,
     METHOD_INSTANT,
@@ -34,8 +34,8 @@ from npmpi_analysis.energy_windows import (
     take,
     window_power,
 )
-from npmpi_analysis.faults import KIND_GAP, FaultInfo, channel_faults, flag_recorded_gaps
-from npmpi_analysis.machines import shared_machines
+from npmpi_analysis.numbers.faults import KIND_GAP, FaultInfo, channel_faults, flag_recorded_gaps
+from npmpi_analysis.numbers.machines import shared_machines
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
