@@ -29,8 +29,8 @@ from npmpi_analysis.numbers.map_confirmed import (
 from npmpi_analysis.numbers.map_file import load_map
 from npmpi_analysis.numbers.maps import analyse_map
 
+from npmpi.core.cpuwait import runq_wait_ns, waited_s
 from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT
-from npmpi.map.cpuwait import runq_wait_ns, waited_s
 from npmpi.map.schedule import round_matrix, serial_rounds
 from npmpi.runfile.mapwriter import MapWriter, PairResult
 

@@ -13,37 +13,27 @@ import time
 
 import numpy as np
 
+from npmpi.core.cpuwait import runq_wait_ns, waited_s
 from npmpi.runfile.format import CPU_DATASETS  # one rank's figures travel on CPU_TAG in this order
-
-SCHEDSTAT = "/proc/thread-self/schedstat"  # Linux: ns on a CPU, ns runnable but waiting, timeslices
-
-
-def runqueue_wait_s() -> float:
-    """Seconds this thread has waited for a CPU while runnable (NaN where the kernel does not say).
-
-    A rank that busy-polls never sleeps: its CPU time plus this wait is its wall time, so a % of a
-    core below 100 on a shared host is told apart from a rank that blocks."""
-    try:
-        with open(SCHEDSTAT, "rb") as f:
-            return int(f.read().split()[1]) * 1e-9
-    except (OSError, ValueError, IndexError):
-        return float("nan")
 
 
 class CpuSpan:
-    """Start at the first trial, stop after the last: `stop()` gives the CPU_DATASETS' seconds."""
+    """Start at the first trial, stop after the last: `stop()` gives the CPU_DATASETS' seconds.
+
+    A rank that busy-polls never sleeps: its CPU time plus its wait for a CPU (npmpi/core/cpuwait.py)
+    is its wall time, so a % of a core below 100 on a shared host is told apart from a rank that blocks."""
 
     __slots__ = ("_usage", "_wait", "_wall")
 
     def __init__(self) -> None:
         self._usage = resource.getrusage(resource.RUSAGE_SELF)
-        self._wait = runqueue_wait_s()
+        self._wait = runq_wait_ns()
         self._wall = time.perf_counter()
 
     def stop(self) -> np.ndarray:
         """float64 [user_s, system_s, wall_s, runqueue_wait_s] since the span started (sent as it is)."""
         wall = time.perf_counter() - self._wall
-        wait = runqueue_wait_s() - self._wait
+        wait = waited_s(self._wait, runq_wait_ns())
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return np.array(
             [usage.ru_utime - self._usage.ru_utime, usage.ru_stime - self._usage.ru_stime, wall, wait],

@@ -1,5 +1,6 @@
 """How long this thread waited on a run queue for a CPU: the second field of Linux's
-/proc/thread-self/schedstat (ns, `run_delay`), read before and after each of a map pair's trials.
+/proc/thread-self/schedstat (ns, `run_delay`), read before and after each of a map pair's trials
+and around each size's trials of a sweep (npmpi/sweep/cputime.py).
 
 Why: Open MPI's ranks spin in blocking receives, so on a busy host a pair whose ranks share a core
 with each other or another job waits for a CPU, not for the link, and looks slow (a 1-byte round trip
