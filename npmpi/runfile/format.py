@@ -22,8 +22,10 @@ FORMAT_NAME = "npmpi-run"
 # (CHECKSUM below), the channels' open_epoch (every reading's meter opening), a network meter's
 # request_start_unix_s, request_end_unix_s and reading_time_unix_s, and the nodes' boot_id and
 # machine_id attributes; the map's directions attribute, /map/pair_window_s and /map/confirm_*
-# (optional: 1.5 maps still read)
-FORMAT_VERSION = (1, 6)
+# (optional: 1.5 maps still read); 1.7 the protocol attributes (protocol, protocol_settings), the
+# sizes' CPU time (/pingpong/cpu_*_s) and the map's run-queue waits (/map/runq_wait_s,
+# /map/confirm_runq_wait_s, /map/confirm_trial_elapsed_s), all optional (1.6 files still read)
+FORMAT_VERSION = (1, 7)
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
 BASELINE_COLUMNS = ("before", "after")
