@@ -23,6 +23,7 @@ from npmpi.core.config import (
     DEFAULT_LOWER_BYTES,
     DEFAULT_MAX_ONE_WAY_S,
     DEFAULT_PERTURBATION,
+    DEFAULT_STALL_TIMEOUT_S,
     DEFAULT_TARGET_TIME_S,
     DEFAULT_TRIALS,
     DEFAULT_UPPER_BYTES,
@@ -34,6 +35,7 @@ from npmpi.core.modes import DEFAULT_WINDOW, MODE_TABLE
 from npmpi.core.units import parse_size_bytes, parse_whole
 from npmpi.meters.base import kinds_text
 from npmpi.sweep.kernels import KERNEL_NOTES
+from npmpi.sweep.watchdog import STALL_FACTOR
 
 # What `--help` lists after the options: the subcommands, given first on the command line.
 SUBCOMMANDS = (
@@ -234,6 +236,16 @@ def _add_kernel_options(p: argparse.ArgumentParser) -> None:
         "other thread, as NetPIPE; MPI_THREAD_FUNNELED on power ranks, whose meter threads never call "
         "MPI), or single, funneled, serialized, multiple for every rank; some libraries add a "
         "few tens of ns per message above single. The level each rank got is stored (default: %(default)s)",
+    )
+    g.add_argument(
+        "--stall-timeout",
+        type=seconds_arg,
+        default=DEFAULT_STALL_TIMEOUT_S,
+        metavar="SECONDS",
+        help="end the run when a measuring rank stops answering (stopped, stuck, its node down): "
+        f"after max(SECONDS, {STALL_FACTOR:g} x what the step in progress should take) without "
+        "progress, rank 0 names the rank, marks the file failed with every completed size and ends "
+        "every rank; 0: wait for ever (default: %(default)g s)",
     )
 
 

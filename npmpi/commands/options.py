@@ -20,6 +20,7 @@ from npmpi.core.config import (
     DEFAULT_TRIALS,
     MAX_BASELINE_S,
     MAX_REPEATS,
+    MAX_STALL_TIMEOUT_S,
     MAX_TARGET_TIME_S,
     QUICK_TARGET_TIME_S,
     QUICK_TRIALS,
@@ -81,7 +82,18 @@ def parse_options(argv: list[str]) -> Options:
         np_out=ns.np_out,
         fabric_meters=ns.fabric_meter,
         fabric_rank=ns.fabric_rank,
+        stall_timeout_s=_stall_timeout(ns.stall_timeout),
     )
+
+
+def _stall_timeout(seconds: float) -> float:
+    """--stall-timeout: 0 (never) or a floor of at least a second, at most a week."""
+    if seconds != 0 and not 1 <= seconds <= MAX_STALL_TIMEOUT_S:
+        raise UsageError(
+            f"--stall-timeout {seconds:g}: give 0 (never end a stalled run) or 1 to "
+            f"{MAX_STALL_TIMEOUT_S:g} seconds"
+        )
+    return seconds
 
 
 def _check_sizes(ns: argparse.Namespace) -> None:

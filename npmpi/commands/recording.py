@@ -260,6 +260,7 @@ class Recording(FileRecording):
     def on_row(self, index, row) -> None:
         """One size measured: into the file, the samples since collected, a line on the console."""
         opts = self.setup.opts
+        self.transmitter.progress.quiet()  # the file is written now: the stall watchdog must not act
         self.writer.append(row)
         if self.collector is not None:
             self.collector.collect(opts.trials * opts.target_time_s if opts.repeats is None else 0.0)
@@ -274,7 +275,7 @@ class Recording(FileRecording):
 
     def mark_file(self, message: str) -> None:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
-        with contextlib.suppress(Exception):  # best effort: never fail the stop itself
+        with contextlib.suppress(Exception), self.transmitter.progress.lock:  # never fail the stop
             self.writer.set_attrs(status="interrupted", status_message=message)
 
     def _open(self) -> None:
@@ -321,7 +322,8 @@ class Recording(FileRecording):
                 notes = apply_calibration(writer, s.calibration, s.layout, s.power_nodes, opts.calibration)
                 for line in notes:
                     console.note(line)
-        outcome = self.transmitter.sweep(self.points)
+        with self._watchdog():
+            outcome = self.transmitter.sweep(self.points)
         if collector is not None:
             final_power(
                 writer, collector, s.layout, s.power_nodes, opts, s.calibration, outcome, console, s.stop
@@ -343,6 +345,34 @@ class Recording(FileRecording):
         if collector is not None:
             collector.end_job_if_lost(outcome.exit_code)
         return outcome.exit_code
+
+    def _watchdog(self):
+        """Rank 0's stall watchdog around the sweep (npmpi/sweep/watchdog.py), its bound's rule stored."""
+        from npmpi.sweep.watchdog import STALL_FACTOR, StallWatchdog
+
+        s = self.setup
+        self.writer.set_attrs(stall_timeout_s=s.opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
+        partner_of = {a: b for pair in s.layout.pairs[1:] for a, b in (pair, pair[::-1])}
+        progress = self.transmitter.progress
+        return StallWatchdog(
+            progress, s.opts.stall_timeout_s, list(s.layout.hosts), partner_of, self._stalled
+        )
+
+    def _stalled(self, message: str, bound_s: float) -> None:
+        """The watchdog's end of a stalled run (its thread, the lock held): the file closed `failed`
+        with the reason and every completed size, one line, every rank ended (MPI_Abort: a stopped
+        process never reaches MPI_Finalize)."""
+        from npmpi.core.job import abort
+
+        extra = ""
+        try:
+            elapsed = time.monotonic() - self.started
+            self.writer.finish(
+                "failed", message, stall_bound_s=bound_s, elapsed_s=elapsed, finished_utc=now_utc()
+            )
+        except Exception as exc:
+            extra = f" (and the run file could not be closed: {exc})"
+        abort(self.comm, message + extra + self._kept(), 1)
 
     def _quiet(self) -> bool:
         return self.transmitter is not None and not self.transmitter.stop.timing

@@ -28,6 +28,8 @@ DEFAULT_BASELINE_S = 3.0
 THREAD_LEVEL_AUTO = "auto"
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 MAX_BASELINE_S = 3600.0
+DEFAULT_STALL_TIMEOUT_S = 60.0  # --stall-timeout: the floor of the stall bound (npmpi/sweep/watchdog.py)
+MAX_STALL_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Options:
     fabric_meters: tuple = ()  # --fabric-meter's spec values: devices of no node (switches, a shared PDU)
     fabric_rank: int | None = None  # --fabric-rank: the power rank sampling them (None: node 0's)
     np_out: str | None = None  # --np-out: NetPIPE's np.out written as the run goes
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # --stall-timeout (0: no stall watchdog)
 
     def to_dict(self) -> dict:
         """The options as the run file stores them (options_json): a spec as it was given."""

@@ -45,6 +45,7 @@ from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
+from npmpi.sweep.watchdog import PROBE, READY, RESULTS, WARMUP, Progress
 
 PROBE_ROUND_TRIPS = 200
 PROBE_BUDGET_S = 0.5
@@ -102,6 +103,7 @@ class Transmitter:
         # where the reflector is: "between" sizes (waiting for a command) or in "trials" (waiting for
         # a sync); inside a timed loop (self.stop.timing) only an abort can end it
         self.state = "between"
+        self.progress = Progress(opts.trials)  # where rank 0 is, for the stall watchdog (watchdog.py)
 
     # -- protocol steps
     def _command(self, cmd: int, a: int = 0, b: int = 0, c: int = 0) -> None:
@@ -137,6 +139,7 @@ class Transmitter:
     def _probe(self, size: int, round_trips: int) -> float:
         """A warm-up chunk, then the fastest of PROBE_CHUNKS chunks (one scheduling hiccup must not
         shrink the first size's iterations): seconds per round trip."""
+        self.progress.at(size, PROBE, self.peer, round_trips)
         self._command(CMD_PROBE, size, round_trips)
         self._prepare(size)
         chunk = round_trips // PROBE_CHUNKS
@@ -150,6 +153,7 @@ class Transmitter:
         """Command the size, fill the buffers and run the untimed warm-up; its iteration count."""
         opts = self.opts
         warm = warmup_iterations(iterations)
+        self.progress.at(size, WARMUP, self.peer, warm)
         self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
         self._prepare(size)
         with self.stop.timed():
@@ -166,7 +170,8 @@ class Transmitter:
         trial_s, starts, ends = [], [], []
         verified = True
         span = cputime.CpuSpan()  # rank 0's CPU over the trials (the warm-up is done)
-        for _ in range(opts.trials):
+        for t in range(opts.trials):
+            self.progress.at(size, t, self.peer, iterations)
             if self.stop:
                 self.sync[0] = 0
                 self.comm.Send(self.sync, self.peer, SYNC_TAG)
@@ -183,6 +188,7 @@ class Transmitter:
         own_cpu = span.stop()
         self.state = "between"
         verified &= self.loop.received_ok(self.patterns, self.peer, 0, iterations)
+        self.progress.at(size, RESULTS, self.peer)
         self.comm.Recv(self.result, self.peer, RESULT_TAG)
         cpu = cputime.row_fields([0, self.peer], [own_cpu, *cputime.receive(self.comm, [self.peer], CPU_TAG)])
         peer_ok, peer_signal = bool(self.result[0]), int(self.result[1])
@@ -232,14 +238,16 @@ class Transmitter:
         own, starts, ends = [], [], []
         verified = True
         span = cputime.CpuSpan()
-        for _ in range(opts.trials):
+        for t in range(opts.trials):
             for rank in self.members:  # everyone is ready: the previous trial ended everywhere
+                self.progress.at(size, READY, rank, iterations)
                 self.comm.Recv(self.sync, rank, SYNC_TAG)
             if self.stop:
                 self._go(0)
                 self.state = "between"
                 return None
             self._go(1)
+            self.progress.at(size, t, self.peer, iterations)
             total, start, end, ok = self._trial(size, iterations)
             verified &= ok
             own.append(total)
@@ -250,6 +258,7 @@ class Transmitter:
         bad = [] if verified else [f"rank 0 received wrong data from rank {self.peer}"]
         signal = 0
         for rank in self.members:
+            self.progress.at(size, RESULTS, rank)
             self.comm.Recv(self.result, rank, RESULT_TAG)
             if not self.result[0]:
                 bad.append(f"rank {rank} received wrong data from rank {self.peer_of[rank]}")

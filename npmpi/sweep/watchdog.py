@@ -1,0 +1,185 @@
+"""Rank 0's stall watchdog: a measuring rank that stops answering ends the run with one line and
+every completed size kept in the file, instead of a job that hangs until a time limit.
+
+Why a thread. When the reflector, or a rank of another pair, is stopped (SIGSTOP, a debugger
+attached) or stuck (a swap storm, a hung file system), rank 0 waits in a blocking MPI call or in
+the C kernel. Both release the GIL (mpi4py around its blocking calls, csrc/cmpi.c with
+Py_BEGIN_ALLOW_THREADS) and never return to Python, so a Python signal handler (the SIGALRM of a
+stop signal) never runs; a daemon thread does. It sleeps until the deadline of the step in
+progress and, when the main thread has not moved on by then, ends the run for it.
+
+What counts as progress. The transmitter calls `Progress.at(size, step, rank, iterations)` when a
+step of the protocol starts: the probe, a size's warm-up, each trial (with its sync), the wait for
+a rank's readiness or its results. That is a tuple stored and a clock read between trials, nothing
+inside the timed loop. The rank named is the one rank 0 waits for during the step.
+
+The bound of a step is `stall_bound_s`: max(--stall-timeout, STALL_FACTOR x what the step is
+expected to take), so a slow but live measurement never trips it: the expectation is the step's
+iterations times the time per iteration of the last step that ran iterations (the probe, the
+warm-up, the previous trial: they are measured as they end, here), scaled by the size ratio when
+the size grew (a message never takes more than proportionally longer to move). NetPIPE's rule picks
+iterations so that a trial lasts about --target-time, and its stop rule (--max-one-way) ends the
+sweep before messages get slower than that, so the expectation follows what the run is asked to
+do; no fixed number could (a 2 GiB message on a slow link takes seconds per iteration). A step
+with no estimate yet (the first look of the probe) gets the floor alone. --stall-timeout 0 turns
+the watchdog off.
+
+Why writing the file from this thread is safe. HDF5 must not be entered by this thread while the
+main thread is inside h5py (h5py serialises single calls, not a row's several writes). The watchdog
+acts only while the protocol is `armed`: from a step's start (`at`) until the main thread calls
+`quiet()` before it touches the file (rank 0's row, the power collection, the end of the sweep).
+`quiet()` and the watchdog's check-and-act hold the same lock, and the watchdog never releases it
+once it acts: a main thread that returns from MPI at that very moment blocks in `quiet()` until
+MPI_Abort ends the process. A stop signal's `mark_file` takes the lock too (reentrant: the handler
+runs in the main thread, perhaps while it holds the lock). The thread calls MPI once, MPI_Abort,
+while the main thread is blocked in MPI: Open MPI ends the job from any thread, and a stopped
+process never reaches MPI_Finalize, so only an abort (mpirun kills it) ends the job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+STALL_FACTOR = 20.0  # times what a step is expected to take
+IDLE_CHECK_S = 1.0  # how often the thread looks while nothing is armed
+
+# steps other than a trial (whose step is its index from 0)
+PROBE, WARMUP, READY, RESULTS = -1, -2, -3, -4
+
+
+def stall_bound_s(floor_s: float, expected_s: float) -> float:
+    """Seconds without progress after which a step is stalled: never below the floor, never below
+    STALL_FACTOR times what the step is expected to take; 0 (no bound) when the floor is 0."""
+    if floor_s <= 0:
+        return 0.0
+    return max(floor_s, STALL_FACTOR * max(expected_s, 0.0))
+
+
+def expected_step_s(iterations: int, per_iteration_s: float, measured_size: int, size: int) -> float:
+    """What a step of `iterations` at `size` should take, from a time per iteration measured at
+    `measured_size` (scaled up by the size ratio, never down); a wait with no iterations of its own
+    (a result, a rank's readiness) counts as one iteration."""
+    if per_iteration_s <= 0:
+        return 0.0
+    ratio = max(1.0, size / measured_size) if measured_size > 0 else max(1.0, float(size))
+    return max(iterations, 1) * per_iteration_s * ratio
+
+
+class Step(NamedTuple):
+    size: int
+    step: int  # a trial's index, or PROBE, WARMUP, READY, RESULTS
+    rank: int  # the rank rank 0 waits for
+    iterations: int
+    started: float  # time.monotonic()
+
+
+class Progress:
+    """The main thread's position in the protocol, for the watchdog (see the module's docstring)."""
+
+    def __init__(self, trials: int) -> None:
+        self.trials = trials
+        self.lock = threading.RLock()
+        self.armed = False
+        self.current: Step | None = None
+        self.rate: tuple[int, float] = (0, 0.0)  # (size, seconds per iteration) of the last measured step
+
+    def at(self, size: int, step: int, rank: int, iterations: int = 0) -> None:
+        """A step starts; the previous one has ended: if it ran rank 0's loop (a trial, the warm-up,
+        the probe; not a wait for another rank), its time per iteration is kept. A wait for a rank's
+        readiness is given a trial's iterations: that rank may still be in its trial."""
+        now = time.monotonic()
+        last = self.current
+        ran_loop = last is not None and last.step not in (READY, RESULTS) and last.iterations > 0
+        if self.armed and ran_loop and now > last.started:
+            self.rate = (last.size, (now - last.started) / last.iterations)
+        self.current = Step(size, step, rank, iterations, now)
+        self.armed = True
+
+    def quiet(self) -> None:
+        """The main thread leaves the protocol (to write the file): the watchdog may not act now."""
+        with self.lock:
+            self.armed = False
+
+    def bound_s(self, floor_s: float) -> float:
+        """The bound of the step in progress."""
+        step = self.current
+        if step is None:
+            return stall_bound_s(floor_s, 0.0)
+        measured_size, per_iteration = self.rate
+        expected = expected_step_s(step.iterations, per_iteration, measured_size, step.size)
+        return stall_bound_s(floor_s, expected)
+
+    def describe(self, step: Step) -> str:
+        """What rank 0 was doing: 'trial 3 of 7 at 64 KiB'."""
+        what = {PROBE: "the probe", WARMUP: "the warm-up", READY: "waiting for it to be ready"}.get(
+            step.step, "waiting for its results" if step.step == RESULTS else ""
+        )
+        what = what or f"trial {step.step + 1} of {self.trials}"
+        return f"{what} at {step.size} B"
+
+
+class StallWatchdog:
+    """The thread, as a context manager around the sweep; `end(message, bound_s)` marks the file and
+    ends the job (it is called with the lock held, and should not return)."""
+
+    def __init__(
+        self,
+        progress: Progress,
+        floor_s: float,
+        hosts: list[str],
+        partner_of: dict[int, int],
+        end: Callable[[str, float], None],
+    ) -> None:
+        self.progress = progress
+        self.floor_s = floor_s
+        self.hosts = hosts
+        self.partner_of = partner_of  # rank -> its pair's other rank (pairs other than rank 0's)
+        self.end = end
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="npmpi-stall-watchdog", daemon=True)
+
+    def __enter__(self) -> StallWatchdog:
+        if self.floor_s > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self.progress.lock:  # blocks for good if the watchdog is ending the job
+            self.progress.armed = False
+            self._stopped.set()
+
+    def _sleep_s(self) -> float:
+        p = self.progress
+        step = p.current
+        if not p.armed or step is None:
+            return IDLE_CHECK_S
+        return max(0.05, step.started + p.bound_s(self.floor_s) - time.monotonic())
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._sleep_s()):
+            p = self.progress
+            with p.lock:
+                step = p.current
+                if self._stopped.is_set() or not p.armed or step is None:
+                    continue
+                bound = p.bound_s(self.floor_s)
+                waited = time.monotonic() - step.started
+                if waited >= bound:
+                    self.end(self.message(step, waited, bound), bound)
+                    return
+
+    def message(self, step: Step, waited_s: float, bound_s: float) -> str:
+        """The one line: which rank, for how long, doing what, what to check."""
+        rank = step.rank
+        host = self.hosts[rank] if 0 <= rank < len(self.hosts) else "?"
+        partner = self.partner_of.get(rank)
+        also = f" (or its partner rank {partner}, whose messages it waits for)" if partner is not None else ""
+        return (
+            f"rank {rank} ({host}){also} stopped answering: nothing from it for {waited_s:.1f} s "
+            f"(the stall bound: {bound_s:.1f} s, --stall-timeout) during {self.progress.describe(step)}; "
+            "check that process: stopped (SIGSTOP, a debugger attached) or stuck (swapping, a hung "
+            "file system, its node down). The size in progress is not recorded"
+        )
