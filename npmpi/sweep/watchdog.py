@@ -114,9 +114,12 @@ class Progress:
 
     def describe(self, step: Step) -> str:
         """What rank 0 was doing: 'trial 3 of 7 at 64 KiB'."""
-        what = {PROBE: "the probe", WARMUP: "the warm-up", READY: "waiting for it to be ready"}.get(
-            step.step, "waiting for its results" if step.step == RESULTS else ""
-        )
+        what = {
+            PROBE: "the probe",
+            WARMUP: "the warm-up",
+            READY: "the wait for it to be ready for a trial",
+            RESULTS: "the wait for its results",
+        }.get(step.step, "")
         what = what or f"trial {step.step + 1} of {self.trials}"
         return f"{what} at {step.size} B"
 
@@ -150,6 +153,8 @@ class StallWatchdog:
         with self.progress.lock:  # blocks for good if the watchdog is ending the job
             self.progress.armed = False
             self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=IDLE_CHECK_S)
 
     def _sleep_s(self) -> float:
         p = self.progress
