@@ -372,7 +372,7 @@ class Recording(FileRecording):
             )
         except Exception as exc:
             extra = f" (and the run file could not be closed: {exc})"
-        abort(self.comm, message + extra + self._kept(), 1)
+        abort(self.comm, message + extra + self._kept(), 1, settle_s=0.3)
 
     def _quiet(self) -> bool:
         return self.transmitter is not None and not self.transmitter.stop.timing

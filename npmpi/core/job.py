@@ -149,8 +149,14 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def abort(comm, message: str, code: int) -> None:
-    """Print the one error line and end every rank of the job with `code`."""
+def abort(comm, message: str, code: int, settle_s: float = 0.0) -> None:
+    """Print the one error line and end every rank of the job with `code`. `settle_s`: a pause
+    before MPI_Abort, so that mpirun forwards the line before its own abort banner (which travels
+    faster than a rank's output and otherwise comes first)."""
     say(error_line(message + " — aborting all ranks"), sys.stderr)
     sys.stderr.flush()
+    if settle_s > 0:
+        import time
+
+        time.sleep(settle_s)
     comm.Abort(code)
