@@ -258,7 +258,7 @@ class Transmitter:
         bad = [] if verified else [f"rank 0 received wrong data from rank {self.peer}"]
         signal = 0
         for rank in self.members:
-            self.progress.at(size, RESULTS, rank)
+            self.progress.at(size, RESULTS, rank, iterations)  # a slower pair may still be in its trial
             self.comm.Recv(self.result, rank, RESULT_TAG)
             if not self.result[0]:
                 bad.append(f"rank {rank} received wrong data from rank {self.peer_of[rank]}")

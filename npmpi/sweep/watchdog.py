@@ -89,7 +89,8 @@ class Progress:
     def at(self, size: int, step: int, rank: int, iterations: int = 0) -> None:
         """A step starts; the previous one has ended: if it ran rank 0's loop (a trial, the warm-up,
         the probe; not a wait for another rank), its time per iteration is kept. A wait for a rank's
-        readiness is given a trial's iterations: that rank may still be in its trial."""
+        readiness or results is given a trial's iterations with several pairs: that rank may still
+        be in its trial."""
         now = time.monotonic()
         last = self.current
         ran_loop = last is not None and last.step not in (READY, RESULTS) and last.iterations > 0
