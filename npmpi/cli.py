@@ -131,7 +131,12 @@ def _agree(MPI, comm, opts: Options) -> Agreed:
     from npmpi.power.fabric import fabric_rank
 
     roles.fabric_rank = fabric_rank(roles.layout, opts.fabric_meters, opts.fabric_rank)
-    settle(MPI, comm, opts, agreed, _local_problem(MPI, opts, agreed))
+    problem = _local_problem(MPI, opts, agreed)
+    from npmpi.sweep.links import open_pair_link
+
+    agreed.link, link_problem = open_pair_link(comm, opts, roles.layout.pairs)
+    settle(MPI, comm, opts, agreed, problem or link_problem)
+    agreed.link_settings = comm.gather(agreed.link.settings() if agreed.link else None, root=0)
     return agreed
 
 
@@ -162,7 +167,9 @@ def _run(MPI, comm, opts: Options, argv: list[str]) -> int:
         release(agreed.reservation)
     try:
         if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
-            return reflect(comm, layout, opts, agreed.kernel, stop)
+            code = reflect(comm, layout, opts, agreed.kernel, stop, agreed.link)
+            agreed.link.close()
+            return code
         if role == ROLE_POWER:
             return power_rank_main(comm, agreed.roles.samplers, stop)
         return wait_quietly(comm, stop)
@@ -190,10 +197,13 @@ def _record(MPI, comm, opts: Options, argv: list[str], agreed: Agreed, stop) -> 
         calibration=agreed.calibration,
         thread_levels=agreed.thread_levels,
         reservation=agreed.reservation,
+        link=agreed.link,
+        link_settings=agreed.link_settings,
     )
     try:
         return Recording(setup).run()
     finally:
+        agreed.link.close()
         # a stop signal's abandon timer must not outlive the run: at exit it would end rank 0 with
         # SIGALRM (exit 142, "Alarm clock") after the file was closed
         signal.setitimer(signal.ITIMER_REAL, 0)

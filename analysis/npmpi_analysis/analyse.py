@@ -207,6 +207,8 @@ def _run_metadata(a: RunAnalysis) -> dict[str, Any]:
         "status_message": str(attrs.get("status_message", "")),
         "sizes_analysed": a.sizes,
         "kernel": str(attrs.get("kernel", "")),
+        "protocol": compute.protocol_of(attrs),
+        "protocol_settings": str(attrs.get("protocol_settings", "")),
         "mpi_library_version": str(attrs.get("mpi_library_version", "")),
         "mpi4py_version": str(attrs.get("mpi4py_version", "")),
         "npmpi_version": str(attrs.get("npmpi_version", "")),

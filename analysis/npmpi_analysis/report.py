@@ -20,6 +20,7 @@ from npmpi_analysis.compute import (
     latency_spread_s,
     message_rate_per_s,
     mode_label,
+    protocol_label,
     run_mode_factors,
     shows_message_rate,
 )
@@ -127,6 +128,7 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     out.append(f"  status: {status}; {s['sizes_analysed']} sizes analysed")
     out.append(f"  kernel: {s['kernel'] or '?'}; MPI library: {s['mpi_library_version'] or '?'}")
     out.append(f"  mode: {mode_label(a.attrs)}")
+    out.append(f"  protocol: {protocol_label(a.attrs)}")
     if s["buffers"]:  # format 1.3
         out.append(
             f"  buffers: {s['buffers']}; huge pages: {s['huge_pages']} "

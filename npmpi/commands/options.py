@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from npmpi.commands.arguments import build_parser
+from npmpi.commands.protocol_options import check_protocol_options
 from npmpi.core.buffers import (
     ARRANGEMENT_NETPIPE,
     ARRANGEMENT_SEPARATE,
@@ -55,6 +56,7 @@ def parse_options(argv: list[str]) -> Options:
     window = _check_mode(ns)
     _choose_buffers(ns)
     _check_choices(ns)
+    protocol_fields = check_protocol_options(ns)
     baseline = _check_power_and_output(ns)
     return Options(
         lower_bytes=ns.lower,
@@ -87,6 +89,7 @@ def parse_options(argv: list[str]) -> Options:
         np_out=ns.np_out,
         fabric_meters=tuple(ns.fabric_meter),
         fabric_rank=ns.fabric_rank,
+        **protocol_fields,
     )
 
 

@@ -34,6 +34,7 @@ from npmpi.core.protocol import (
 from npmpi.core.schedule import netpipe_repeats
 from npmpi.power.baseline import take_part
 from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.links import MpiLink
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
 
 POLL_S = 0.002
@@ -86,6 +87,7 @@ class _Stepper:
 
     def __init__(self, comm, peer: int, loop: MessageLoop, stop: StopFlag) -> None:
         self.comm, self.peer, self.loop, self.stop = comm, peer, loop, stop
+        self.link = MpiLink(comm, peer)  # the map measures MPI send/receive only
         self.step = np.zeros(2, dtype=np.int64)
 
     def run(self, kind: int, n: int) -> float:
@@ -94,7 +96,7 @@ class _Stepper:
         if kind == STEP_TRIAL:
             self.comm.Recv(self.step, self.peer, MAP_PAIR_TAG)
         with self.stop.timed():
-            return self.loop.run(self.comm, self.peer, n)
+            return self.loop.run(self.link, n)
 
 
 def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: float | None = None):
@@ -148,7 +150,7 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
             return
         if kind == STEP_TRIAL:
             comm.Send(step, peer, MAP_PAIR_TAG)
-        loop.run(comm, peer, n)
+        loop.run(MpiLink(comm, peer), n)
 
 
 def serve_map(comm, side: PairSide, stop: StopFlag) -> int:

@@ -62,7 +62,7 @@ class MessageLoop:
     """
 
     def __init__(self, opts: Options, kernel: Kernel, transmitter: bool) -> None:
-        self.pingpong, self.transfer = kernel.pingpong, kernel.transfer
+        self.pingpong, self.transfer = kernel.loops_for(opts.protocol)
         self.mode, self.window, self.async_ = opts.mode, opts.window, opts.async_
         self.windowed = opts.mode_value.windowed
         self.cache_cold = opts.cache_cold
@@ -119,11 +119,13 @@ class MessageLoop:
     def _recv_view(self) -> np.ndarray:
         return _regions_view(self.rbuf, self.regions, self.stride, self.size)
 
-    def run(self, comm, peer: int, iterations: int, first: int = 0) -> float:
+    def run(self, link, iterations: int, first: int = 0) -> float:
+        """The protocol's timed loop over `link` (npmpi/sweep/links.py): its elapsed seconds."""
+        a, b = link.endpoint
         if self.plain:
-            return self.pingpong(comm, peer, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)
+            return self.pingpong(a, b, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)
         return self.transfer(
-            comm, peer, self.sbuf, self.rbuf, self.size, iterations, self.transmitter, self.settings, first
+            a, b, self.sbuf, self.rbuf, self.size, iterations, self.transmitter, self.settings, first
         )
 
     def _touched(self, first: int, iterations: int) -> np.ndarray | slice:
