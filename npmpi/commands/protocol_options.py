@@ -11,7 +11,14 @@ import ipaddress
 import math
 
 from npmpi.core.errors import UsageError
-from npmpi.core.protocols import DEFAULT_PROTOCOL, PROTOCOL_TABLE, PROTOCOL_TCP, protocol_problem
+from npmpi.core.modes import MODE_STREAM
+from npmpi.core.protocols import (
+    DEFAULT_PROTOCOL,
+    PROTOCOL_RMA,
+    PROTOCOL_TABLE,
+    PROTOCOL_TCP,
+    protocol_problem,
+)
 from npmpi.core.units import parse_number, parse_size_bytes, parse_whole
 
 MAX_TCP_PORT = 65535
@@ -26,7 +33,11 @@ _ONLY_WITH = (
     ("socket_buffer", "--socket-buffer", PROTOCOL_TCP, None),
     ("tcp_reconnect", "--tcp-reconnect", PROTOCOL_TCP, False),
     ("tcp_connect_timeout", "--tcp-connect-timeout", PROTOCOL_TCP, None),
+    ("rma_op", "--rma-op", PROTOCOL_RMA, None),
+    ("rma_sync", "--rma-sync", PROTOCOL_RMA, None),
 )
+RMA_OPS = ("put", "get")  # MPI_Put into the peer's window, MPI_Get from it
+RMA_SYNCS = ("fence", "lock")  # MPI_Win_fence epochs, passive-target MPI_Win_lock/unlock
 
 
 def _text(text: str) -> str:
@@ -79,6 +90,22 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="tcp: how long a pair waits for its connection before the run gives up (default: 10)",
     )
+    g.add_argument(
+        "--rma-op",
+        type=_text,
+        default=None,
+        metavar="OP",
+        help="rma: 'put' writes each message into the peer's window (over its receive buffer), "
+        "'get' reads it from the peer's window (over its send buffer) (NetPIPE -g) (default: put)",
+    )
+    g.add_argument(
+        "--rma-sync",
+        type=_text,
+        default=None,
+        metavar="SYNC",
+        help="rma: 'fence' (MPI_Win_fence epochs, NPmpi2's) or 'lock' (passive target: "
+        "MPI_Win_lock/put/MPI_Win_unlock per message, then a flag the peer polls) (default: fence)",
+    )
 
 
 def check_protocol_options(ns: argparse.Namespace) -> dict:
@@ -102,6 +129,26 @@ def check_protocol_options(ns: argparse.Namespace) -> dict:
     if ns.tcp_connect_timeout is not None:
         fields["tcp_connect_timeout_s"] = _timeout(ns.tcp_connect_timeout)
     fields["tcp_reconnect"] = bool(ns.tcp_reconnect)
+    fields.update(_rma_fields(ns))
+    return fields
+
+
+def _rma_fields(ns: argparse.Namespace) -> dict:
+    """--rma-op and --rma-sync checked (a get pulls data towards the side that starts, which a
+    stream's one-way flow from the transmitter does not allow)."""
+    fields = {}
+    for dest, flag, choices in (("rma_op", "--rma-op", RMA_OPS), ("rma_sync", "--rma-sync", RMA_SYNCS)):
+        value = getattr(ns, dest)
+        if value is None:
+            continue
+        if value.strip().lower() not in choices:
+            raise UsageError(f"{flag} {value!r}: choose one of: {', '.join(choices)}")
+        fields[dest] = value.strip().lower()
+    if fields.get("rma_op") == "get" and ns.mode == MODE_STREAM:
+        raise UsageError(
+            "--rma-op get cannot run --mode stream (a stream's data flows from the transmitter, a get "
+            "pulls it towards the side that calls it); use --rma-op put, or --mode pingpong or bidir"
+        )
     return fields
 
 

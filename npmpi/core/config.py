@@ -73,6 +73,9 @@ class Options:
     socket_buffer_bytes: int | None = None
     tcp_reconnect: bool = False
     tcp_connect_timeout_s: float = 10.0
+    # --protocol rma (npmpi/sweep/rmalink.py): MPI_Put or MPI_Get, fences or passive-target locks
+    rma_op: str = "put"
+    rma_sync: str = "fence"
 
     def to_dict(self) -> dict:
         return asdict(self)

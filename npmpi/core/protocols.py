@@ -15,6 +15,8 @@ from npmpi.core.modes import MODE_BIDIR, MODE_PINGPONG, MODE_STREAM
 
 PROTOCOL_MPI = "mpi"
 PROTOCOL_TCP = "tcp"
+PROTOCOL_RMA = "rma"
+PROTOCOL_MEMCPY = "memcpy"
 DEFAULT_PROTOCOL = PROTOCOL_MPI
 
 
@@ -63,7 +65,25 @@ _TCP = Protocol(
     paired=True,
     async_ok=False,
 )
-PROTOCOL_TABLE = {p.name: p for p in (_MPI, _TCP)}
+_RMA = Protocol(
+    name=PROTOCOL_RMA,
+    help_note="MPI one-sided MPI_Put (or --rma-op get) into the peer's window, fences (or "
+    "--rma-sync lock) as the synchronisation, NetPIPE's NPmpi2",
+    modes=(MODE_PINGPONG, MODE_STREAM, MODE_BIDIR),
+    kernels=("python", "c"),
+    paired=True,
+    async_ok=False,
+)
+_MEMCPY = Protocol(
+    name=PROTOCOL_MEMCPY,
+    help_note="each measuring rank copies between its own two buffers, NetPIPE's memcpy module: "
+    "the memory-bandwidth ceiling of a shared-memory transport",
+    modes=(MODE_PINGPONG, MODE_STREAM),
+    kernels=("python", "c"),
+    paired=False,
+    async_ok=False,
+)
+PROTOCOL_TABLE = {p.name: p for p in (_MPI, _TCP, _RMA, _MEMCPY)}
 PROTOCOLS = tuple(PROTOCOL_TABLE)
 
 

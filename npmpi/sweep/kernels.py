@@ -378,9 +378,15 @@ def _c_transfer(
 
 def _python_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
     """The Python kernel's loops of the protocols other than mpi (one entry per protocol)."""
-    return {}
+    from npmpi.sweep.memcpy import memcpy_pingpong, memcpy_transfer
+    from npmpi.sweep.rmaloops import rma_pingpong, rma_transfer
+
+    return {"rma": (rma_pingpong, rma_transfer), "memcpy": (memcpy_pingpong, memcpy_transfer)}
 
 
 def _c_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
     """The C kernel's loops of the protocols other than mpi (one entry per protocol)."""
-    return {}
+    from npmpi.sweep.memcpy import c_memcpy_pingpong, c_memcpy_transfer
+    from npmpi.sweep.rmaloops import c_rma_pingpong, c_rma_transfer
+
+    return {"rma": (c_rma_pingpong, c_rma_transfer), "memcpy": (c_memcpy_pingpong, c_memcpy_transfer)}

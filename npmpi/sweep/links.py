@@ -5,7 +5,9 @@ agrees on the start: a link that cannot be opened is a usage error on every rank
 message loop passes `link.endpoint` to the protocol's loops as their first two arguments:
 
 - mpi: (comm, peer rank), the MPI send/receive loops' arguments as they always were;
-- tcp: (socket, file descriptor) of the pair's connection (npmpi/sweep/tcplink.py).
+- tcp: (socket, file descriptor) of the pair's connection (npmpi/sweep/tcplink.py);
+- rma: (the link, the peer's rank in the pair's communicator) (npmpi/sweep/rmalink.py);
+- memcpy: (the link, -1): no peer (npmpi/sweep/memcpy.py).
 
 `before_trial` runs untimed at the start of every trial on both ranks of a pair (a protocol that
 renews its connection per trial does it there), `settings` is what was asked and granted (stored
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from npmpi.core.config import Options
-from npmpi.core.protocols import PROTOCOL_MPI, PROTOCOL_TCP
+from npmpi.core.protocols import PROTOCOL_MEMCPY, PROTOCOL_MPI, PROTOCOL_RMA, PROTOCOL_TCP
 
 
 class Link:
@@ -60,10 +62,24 @@ def _open_tcp(comm, opts: Options, peer: int, transmitter: bool) -> Link:
     return open_tcp_link(comm, opts, peer, transmitter)
 
 
+def _open_rma(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+    from npmpi.sweep.rmalink import open_rma_link
+
+    return open_rma_link(comm, opts, peer, transmitter)
+
+
+def _open_memcpy(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+    from npmpi.sweep.memcpy import open_memcpy_link
+
+    return open_memcpy_link(comm, opts, peer, transmitter)
+
+
 # protocol name -> opener(comm, opts, peer, transmitter) -> Link; raises npmpi.core.errors.LinkError
 LINK_OPENERS: dict[str, Callable[[Any, Options, int, bool], Link]] = {
     PROTOCOL_MPI: _open_mpi,
     PROTOCOL_TCP: _open_tcp,
+    PROTOCOL_RMA: _open_rma,
+    PROTOCOL_MEMCPY: _open_memcpy,
 }
 
 
@@ -100,6 +116,8 @@ PROTOCOL_OPTION_FIELDS: dict[str, tuple[str, ...]] = {
         "tcp_reconnect",
         "tcp_connect_timeout_s",
     ),
+    PROTOCOL_RMA: ("rma_op", "rma_sync"),
+    PROTOCOL_MEMCPY: ("buffers",),
 }
 
 
