@@ -39,6 +39,12 @@ static PyMethodDef methods[] = {
     {"transfer", np_mpi_transfer, METH_VARARGS,
      "transfer(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, async, "
      "regions, stride, first) -> elapsed seconds (see npmpi.sweep.kernels.python_transfer)"},
+    {"rma_transfer", np_rma_transfer, METH_VARARGS,
+     "rma_transfer(comm, win, flag_win, flags, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, "
+     "mode, window, regions, stride, first, get, lock) -> elapsed seconds (npmpi.sweep.rmaloops)"},
+    {"memcpy_transfer", np_memcpy_transfer, METH_VARARGS,
+     "memcpy_transfer(src, dst, nbytes, iterations, mode, window, regions, stride, first) -> elapsed "
+     "seconds (npmpi.sweep.memcpy)"},
     {"library_version", library_version, METH_NOARGS, "MPI_Get_library_version of the linked MPI"},
     {"clock_info", clock_info, METH_VARARGS, "clock_info(reads=100000) -> (resolution_s, read_cost_s)"},
     {NULL, NULL, 0, NULL}};
@@ -48,7 +54,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ckernel",
 
 PyMODINIT_FUNC PyInit__ckernel(void)
 {
-    if (np_mpi_import() < 0)
+    if (np_mpi_import() < 0 || np_rma_import() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -44,4 +44,9 @@ int np_mpi_import(void);
 PyObject *np_mpi_pingpong(PyObject *self, PyObject *args);
 PyObject *np_mpi_transfer(PyObject *self, PyObject *args);
 
+/* MPI one-sided put/get (csrc/crma.c), NetPIPE's NPmpi2; memory copies (csrc/cmemcpy.c) */
+int np_rma_import(void);
+PyObject *np_rma_transfer(PyObject *self, PyObject *args);
+PyObject *np_memcpy_transfer(PyObject *self, PyObject *args);
+
 #endif
