@@ -126,7 +126,30 @@ def protocol_label(attrs: dict) -> str:
         notes.append("a new connection per trial")
     if isinstance(first, dict) and first.get("local_address"):
         notes.append(f"{first.get('local_address')} -> {first.get('peer_address', '?')}")
+    if isinstance(first, dict) and name in ("rma", "memcpy"):
+        notes += _one_sided_or_copy_notes(name, first)
     return name + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _one_sided_or_copy_notes(name: str, granted: dict) -> list[str]:
+    """rma: 'MPI_Put, MPI_Win_fence, window over the receive buffer (per size), unified memory';
+    memcpy: 'numpy.copyto between the send and receive pools, 4096 B aligned, every measuring rank'."""
+    if name == "rma":
+        where = f"window over the {granted.get('window_over', '?')}"
+        where += (
+            " (per size)" if granted.get("window_per_size") else f" ({granted.get('window_bytes', '?')} B)"
+        )
+        return [
+            str(granted.get("op", "?")),
+            str(granted.get("sync", "?")),
+            where,
+            f"{granted.get('memory_model', '?')} memory model",
+        ]
+    return [
+        f"{granted.get('copy', '?')} between {granted.get('buffers', '?')}",
+        f"{granted.get('alignment_bytes', '?')} B aligned",
+        "every measuring rank copies on its own",
+    ]
 
 
 def mode_label(attrs: dict) -> str:
