@@ -26,13 +26,19 @@ int np_rma_import(void)
     return import_mpi4py(); /* mpi4py's C API pointers are per file */
 }
 
-enum { R_PINGPONG, R_STREAM, R_BIDIR };
+/* what a mode's iteration does, by name (npmpi/core/modes.py's table): `turns`, the two sides take
+   turns (ping-pong); `one_way`, only the transmitter operates and the target just synchronises
+   (a stream); neither: both operate at once (bidir) */
+static const struct rmode {
+    const char *name;
+    int turns, one_way;
+} RMODES[] = {{"pingpong", 1, 0}, {"stream", 0, 1}, {"bidir", 0, 0}};
 
 struct rplan {
     MPI_Comm comm;
     MPI_Win win, fwin;
     volatile int64_t *flag;
-    int peer, get, mover, mode;
+    int peer, get, mover, turns, one_way;
     char *local; /* the origin buffer: the send pool for a put, the receive pool for a get */
     np_count_t n;
     Py_ssize_t iters, per, regions, stride, reg;
@@ -64,13 +70,13 @@ static const char *fence_loops(const struct rplan *p, double *elapsed, int *rc)
     CALL(MPI_Win_fence(0, w), "MPI_Win_fence");
     t0 = now_s();
     for (Py_ssize_t i = 0; i < p->iters; i++) {
-        if (p->mode == R_PINGPONG && !p->mover)
+        if (p->turns && !p->mover)
             CALL(MPI_Win_fence(0, w), "MPI_Win_fence");
-        if (p->mode != R_STREAM || p->mover)
+        if (!p->one_way || p->mover)
             for (Py_ssize_t j = 0; j < p->per; j++)
                 CALL(rma_op(p, &reg), p->get ? "MPI_Get" : "MPI_Put");
         CALL(MPI_Win_fence(0, w), "MPI_Win_fence");
-        if (p->mode == R_PINGPONG && p->mover)
+        if (p->turns && p->mover)
             CALL(MPI_Win_fence(0, w), "MPI_Win_fence");
     }
     t1 = now_s();
@@ -85,11 +91,17 @@ static int notify(const struct rplan *p, int64_t k)
     return rc == MPI_SUCCESS ? MPI_Win_flush(p->peer, p->fwin) : rc;
 }
 
+/* MPI_Win_sync: the memory barrier that makes the peer's accumulate visible; MPI_Iprobe: progress,
+   which a one-sided implementation emulated over messages (Open MPI's osc/rdma over btl/tcp) needs
+   at the target to apply the peer's operations */
 static int wait_flag(const struct rplan *p, int64_t k)
 {
-    int rc = MPI_SUCCESS;
-    while (*p->flag < k && rc == MPI_SUCCESS)
+    int rc = MPI_SUCCESS, any = 0;
+    while (*p->flag < k && rc == MPI_SUCCESS) {
         rc = MPI_Win_sync(p->fwin);
+        if (rc == MPI_SUCCESS && *p->flag < k)
+            rc = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, p->comm, &any, MPI_STATUS_IGNORE);
+    }
     return rc;
 }
 
@@ -102,8 +114,8 @@ static const char *lock_loops(const struct rplan *p, double *elapsed, int *rc)
     *p->flag = 0;
     CALL(MPI_Win_lock_all(0, p->fwin), "MPI_Win_lock_all");
     CALL(MPI_Barrier(p->comm), "MPI_Barrier");
-    int origin = p->mode != R_STREAM || p->mover; /* a stream's target only waits */
-    int waits_first = p->mode == R_PINGPONG && !p->mover;
+    int origin = !p->one_way || p->mover; /* a stream's target only waits */
+    int waits_first = p->turns && !p->mover;
     t0 = now_s();
     for (Py_ssize_t i = 1; i <= p->iters; i++) {
         if (waits_first)
@@ -115,7 +127,7 @@ static const char *lock_loops(const struct rplan *p, double *elapsed, int *rc)
             CALL(MPI_Win_unlock(peer, w), "MPI_Win_unlock");
             CALL(notify(p, i), "MPI_Accumulate");
         }
-        if (!waits_first && !(p->mode == R_STREAM && p->mover))
+        if (!waits_first && !(p->one_way && p->mover))
             CALL(wait_flag(p, i), "MPI_Win_sync");
     }
     t1 = now_s();
@@ -124,15 +136,12 @@ static const char *lock_loops(const struct rplan *p, double *elapsed, int *rc)
     return NULL;
 }
 
-static int parse_mode(const char *mode)
+static const struct rmode *find_mode(const char *name)
 {
-    if (strcmp(mode, "pingpong") == 0)
-        return R_PINGPONG;
-    if (strcmp(mode, "stream") == 0)
-        return R_STREAM;
-    if (strcmp(mode, "bidir") == 0)
-        return R_BIDIR;
-    return -1;
+    for (size_t i = 0; i < sizeof RMODES / sizeof RMODES[0]; i++)
+        if (strcmp(name, RMODES[i].name) == 0)
+            return &RMODES[i];
+    return NULL;
 }
 
 /* rma_transfer(comm, win, flag_win, flags, peer, sendbuf, recvbuf, nbytes, iterations, transmitter,
@@ -152,9 +161,14 @@ PyObject *np_rma_transfer(PyObject *self, PyObject *args)
     MPI_Win *fwin = win ? PyMPIWin_Get(fwin_o) : NULL;
     if (fwin == NULL)
         return NULL;
-    struct rplan p = {*comm, *win, *fwin, NULL, peer, get, transmitter != get, parse_mode(mode), NULL,
-                      (np_count_t)nbytes, iters, mode[0] == 's' ? window : 1, regions, stride, 0};
-    if (p.mode < 0 || nbytes < 0 || nbytes > NP_MAX_COUNT || iters < 0 || window < 1 || regions < 1 ||
+    const struct rmode *m = find_mode(mode);
+    if (m == NULL) {
+        PyErr_Format(PyExc_ValueError, "rma_transfer: unknown mode %s", mode);
+        return NULL;
+    }
+    struct rplan p = {*comm, *win, *fwin, NULL, peer, get, transmitter != get, m->turns, m->one_way, NULL,
+                      (np_count_t)nbytes, iters, m->one_way ? window : 1, regions, stride, 0};
+    if (nbytes < 0 || nbytes > NP_MAX_COUNT || iters < 0 || window < 1 || regions < 1 ||
         stride < 0 || first < 0) {
         PyErr_SetString(PyExc_ValueError, "rma_transfer: bad mode, size, iterations, window or regions");
         return NULL;

@@ -139,14 +139,14 @@ def test_rma_across_two_namespace_hosts(tmp_path_factory):
         env.update(MPI_ENV)
         for kernel, sync in (("c", "fence"), ("python", "lock")):
             cmd = [str(mpirun), "-np", "2", "--map-by", "node", str(VENV / "bin" / "python"), "-m", "npmpi"]
-            cmd += ["-u", "64K", "-p", "0", "--trials", "2", "--repeats", "10", "--integrity", "--force"]
+            cmd += ["-u", "16K", "-p", "0", "--trials", "2", "--repeats", "5", "--integrity", "--force"]
             cmd += ["--protocol", "rma", "--rma-sync", sync, "--kernel", kernel, "-o", str(out)]
             proc = subprocess.run(
                 cmd, env=env, capture_output=True, text=True, timeout=80, stdin=subprocess.DEVNULL
             )
             assert proc.returncode == 0, proc.stdout + proc.stderr
             run = load_run(out)
-            assert run.status == "complete" and int(run.pingpong.size_bytes[-1]) == 65536
+            assert run.status == "complete" and int(run.pingpong.size_bytes[-1]) == 16384
             assert run.attrs["node_count"] == 2 and run.attrs["protocol"] == "rma"
     finally:
         hosts.down()

@@ -26,14 +26,14 @@ import numpy as np
 
 from npmpi.core import buffers
 from npmpi.core.config import Options
-from npmpi.sweep.links import Link
+from npmpi.core.modes import mode_named
 
 # a plain ping-pong's settings (npmpi.sweep.kernels.TransferSettings' fields; not imported:
 # the kernels import these loops)
 _PLAIN = SimpleNamespace(mode="pingpong", window=1, async_=False, regions=1, stride=0)
 
 
-class MemcpyLink(Link):
+class MemcpyLink:
     """No peer: the rank's own second buffer when the message loop has only one."""
 
     protocol = "memcpy"
@@ -52,6 +52,10 @@ class MemcpyLink(Link):
             self._for = buf
         return self._twin
 
+    def before_trial(self) -> None:
+        """Nothing per trial (npmpi.sweep.links.Link's contract, kept without importing it: the
+        links import this module)."""
+
     def settings(self) -> dict[str, Any]:
         """Which buffers it copies between, their alignment, what it calls."""
         one = self.opts.buffers == buffers.ARRANGEMENT_NETPIPE
@@ -62,6 +66,9 @@ class MemcpyLink(Link):
             "huge_pages": self.opts.huge_pages,
             "copies_per_round_trip": 2,
         }
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 def open_memcpy_link(comm, opts: Options, peer: int, transmitter: bool) -> MemcpyLink:
@@ -107,27 +114,39 @@ def memcpy_transfer(
     regions: message m uses region m % regions, as in the MPI loops."""
     src, dst = _pair(link, sendbuf, recvbuf)
     pairs = _regions(src, dst, nbytes, settings.regions, settings.stride)
-    copy = np.copyto
-    if settings.mode == "stream":
-        per, n = settings.window, len(pairs)
+    per = mode_named(settings.mode).messages_per_iteration(settings.window)
+    if per > 1:  # a stream: windows of one-way copies
+        n = len(pairs)
         period = n // math.gcd(n, per)
-        windows = [[pairs[(k * per + j) % n] for j in range(per)] for k in range(period)]
-        k0 = first % period
-        it = islice(cycle(windows[k0:] + windows[:k0]), iterations)
-        t0 = perf_counter()
-        for w in it:
-            for r, s in w:
-                copy(r, s)
-        t1 = perf_counter()
-        return t1 - t0
+        pairs = [[pairs[(k * per + j) % n] for j in range(per)] for k in range(period)]
     k0 = first % len(pairs)
     it = islice(cycle(pairs[k0:] + pairs[:k0]), iterations)
+    return _COPY_LOOPS[settings.mode](it)
+
+
+def _there_and_back(it) -> float:
+    """NetPIPE's memcpy round trip: the message there (SendData), then back (RecvData)."""
+    copy = np.copyto
     t0 = perf_counter()
     for r, s in it:
         copy(r, s)
         copy(s, r)
     t1 = perf_counter()
     return t1 - t0
+
+
+def _one_way(it) -> float:
+    """A stream: each iteration a window of copies one way."""
+    copy = np.copyto
+    t0 = perf_counter()
+    for w in it:
+        for r, s in w:
+            copy(r, s)
+    t1 = perf_counter()
+    return t1 - t0
+
+
+_COPY_LOOPS = {"pingpong": _there_and_back, "stream": _one_way}
 
 
 def c_memcpy_pingpong(
@@ -153,5 +172,5 @@ def c_memcpy_transfer(
 
     src, dst = _pair(link, sendbuf, recvbuf)
     s = settings
-    window = s.window if s.mode == "stream" else 1
+    window = mode_named(s.mode).messages_per_iteration(s.window)
     return _ckernel.memcpy_transfer(src, dst, nbytes, iterations, s.mode, window, s.regions, s.stride, first)

@@ -27,6 +27,8 @@ from itertools import cycle, islice
 from time import perf_counter
 from types import SimpleNamespace
 
+from npmpi.core.modes import mode_named
+
 # a plain ping-pong's settings (npmpi.sweep.kernels.TransferSettings' fields; not imported:
 # the kernels import these loops)
 _PLAIN = SimpleNamespace(mode="pingpong", window=1, async_=False, regions=1, stride=0)
@@ -95,7 +97,7 @@ def rma_transfer(
     """Every mode's one-sided loop (the window is made or reused before the clock starts)."""
     win = link.window_for(sendbuf if link.get else recvbuf)
     mode = settings.mode
-    per = settings.window if mode == "stream" else 1
+    per = mode_named(mode).messages_per_iteration(settings.window)
     ops = _messages(link, sendbuf, recvbuf, nbytes, settings.regions, settings.stride)
     seq = _sequence(ops, first, max(iterations, 0), per)
     op = win.Get if link.get else win.Put
@@ -178,9 +180,12 @@ def _lock_tools(link, win, peer: int):
         acc(src, peer, dst, replace)
         flush(peer)
 
-    def wait(k: int) -> None:
+    iprobe, any_source, any_tag = link.pair_comm.Iprobe, MPI.ANY_SOURCE, MPI.ANY_TAG
+
+    def wait(k: int) -> None:  # Win_sync: visibility; Iprobe: progress (csrc/crma.c's wait_flag)
         while flags[0] < k:
             sync()
+            iprobe(any_source, any_tag)
 
     return (lambda: lock(peer, shared)), (lambda: unlock(peer)), notify, wait
 
@@ -285,7 +290,7 @@ def c_rma_transfer(
         iterations,
         transmitter,
         s.mode,
-        s.window if s.mode == "stream" else 1,
+        mode_named(s.mode).messages_per_iteration(s.window),
         s.regions,
         s.stride,
         first,
