@@ -40,6 +40,42 @@ def transfer(
 ) -> float:
     """Every mode's timed loop (see npmpi.sweep.kernels.python_transfer); elapsed seconds."""
 
+def rma_transfer(
+    comm: Any,
+    win: Any,
+    flag_win: Any,
+    flags: Any,
+    peer: int,
+    sendbuf: Any,
+    recvbuf: Any,
+    nbytes: int,
+    iterations: int,
+    transmitter: bool,
+    mode: str,
+    window: int,
+    regions: int,
+    stride: int,
+    first: int,
+    get: bool,
+    lock: bool,
+    /,
+) -> float:
+    """--protocol rma's loops (csrc/crma.c; see npmpi.sweep.rmaloops); elapsed seconds."""
+
+def memcpy_transfer(
+    src: Any,
+    dst: Any,
+    nbytes: int,
+    iterations: int,
+    mode: str,
+    window: int,
+    regions: int,
+    stride: int,
+    first: int,
+    /,
+) -> float:
+    """--protocol memcpy's copies (csrc/cmemcpy.c; see npmpi.sweep.memcpy); elapsed seconds."""
+
 def library_version() -> str:
     """MPI_Get_library_version of the MPI the kernel is linked with."""
 

@@ -44,6 +44,7 @@ from npmpi.core.schedule import SizePoint, netpipe_repeats
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
 from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.links import Link, MpiLink
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 
 PROBE_ROUND_TRIPS = 200
@@ -81,9 +82,12 @@ class Transmitter:
         kernel: Kernel,
         stop: StopFlag,
         on_row: Callable[[int, SizeResult], None],
+        link: Link | None = None,
     ) -> None:
         self.comm = comm
         self.peer = layout.pair[1]
+        # the protocol's link to the peer, opened before the sweep (MPI: the communicator itself)
+        self.link = link if link is not None else MpiLink(comm, self.peer)
         in_pairs = {r for pair in layout.pairs for r in pair}
         self.others = [r for r in range(layout.world_size) if r not in in_pairs]
         self.multi = len(layout.pairs) > 1
@@ -116,7 +120,7 @@ class Transmitter:
 
     def _run_kernel(self, iterations: int, first: int = 0) -> float:
         with self.stop.timed():
-            elapsed = self.loop.run(self.comm, self.peer, iterations, first)
+            elapsed = self.loop.run(self.link, iterations, first)
         self.state = "trials"
         return elapsed
 
@@ -141,8 +145,8 @@ class Transmitter:
         self._prepare(size)
         chunk = round_trips // PROBE_CHUNKS
         with self.stop.timed():
-            self.loop.run(self.comm, self.peer, chunk)
-            best = min(self.loop.run(self.comm, self.peer, chunk) for _ in range(PROBE_CHUNKS))
+            self.loop.run(self.link, chunk)
+            best = min(self.loop.run(self.link, chunk) for _ in range(PROBE_CHUNKS))
         self.state = "between"
         return best / chunk
 
@@ -153,7 +157,7 @@ class Transmitter:
         self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
         self._prepare(size)
         with self.stop.timed():
-            self.loop.run(self.comm, self.peer, warm)
+            self.loop.run(self.link, warm)
         self.state = "trials"
         return warm
 
@@ -211,6 +215,7 @@ class Transmitter:
     def _trial(self, size: int, iterations: int) -> tuple[float, float, float, bool]:
         """One trial of this rank's pair: (seconds, wall start, wall end, received data all right)."""
         verified = True
+        self.link.before_trial()
         if self.opts.integrity:
             start = time.time()
             total = 0.0

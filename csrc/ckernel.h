@@ -1,0 +1,52 @@
+/*
+ * What the C kernel's files share (csrc/ckernel.c: the module; csrc/cmpi.c: MPI send/receive;
+ * csrc/ctcp.c: TCP sockets): the tags, the large-count switch, the clock, and each protocol's
+ * entry points. One file per protocol, each with the same contract as the Python kernel's loops
+ * (npmpi/sweep/kernels.py): the loop alone timed on CLOCK_MONOTONIC, elapsed seconds returned.
+ */
+#ifndef NPMPI_CKERNEL_H
+#define NPMPI_CKERNEL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <time.h>
+#include <mpi.h>
+
+#define DATA_TAG 1
+#define ACK_TAG 2
+
+#if MPI_VERSION >= 4
+typedef MPI_Count np_count_t;
+#define NP_MAX_COUNT ((Py_ssize_t)PY_SSIZE_T_MAX)
+#define NP_SEND MPI_Send_c
+#define NP_RECV MPI_Recv_c
+#define NP_ISEND MPI_Isend_c
+#define NP_IRECV MPI_Irecv_c
+#else
+typedef int np_count_t;
+#define NP_MAX_COUNT ((Py_ssize_t)INT_MAX)
+#define NP_SEND MPI_Send
+#define NP_RECV MPI_Recv
+#define NP_ISEND MPI_Isend
+#define NP_IRECV MPI_Irecv
+#endif
+
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* MPI two-sided send/receive (csrc/cmpi.c); np_mpi_import loads mpi4py's C API for that file */
+int np_mpi_import(void);
+PyObject *np_mpi_pingpong(PyObject *self, PyObject *args);
+PyObject *np_mpi_transfer(PyObject *self, PyObject *args);
+
+/* MPI one-sided put/get (csrc/crma.c), NetPIPE's NPmpi2; memory copies (csrc/cmemcpy.c) */
+int np_rma_import(void);
+PyObject *np_rma_transfer(PyObject *self, PyObject *args);
+PyObject *np_memcpy_transfer(PyObject *self, PyObject *args);
+
+#endif
