@@ -39,6 +39,11 @@ static PyMethodDef methods[] = {
     {"transfer", np_mpi_transfer, METH_VARARGS,
      "transfer(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, async, "
      "regions, stride, first) -> elapsed seconds (see npmpi.sweep.kernels.python_transfer)"},
+    {"tcp_pingpong", np_tcp_pingpong, METH_VARARGS,
+     "tcp_pingpong(fd, sendbuf, recvbuf, nbytes, iterations, transmitter) -> elapsed seconds"},
+    {"tcp_transfer", np_tcp_transfer, METH_VARARGS,
+     "tcp_transfer(fd, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, regions, stride, "
+     "first) -> elapsed seconds (see npmpi.sweep.tcploops.tcp_transfer)"},
     {"library_version", library_version, METH_NOARGS, "MPI_Get_library_version of the linked MPI"},
     {"clock_info", clock_info, METH_VARARGS, "clock_info(reads=100000) -> (resolution_s, read_cost_s)"},
     {NULL, NULL, 0, NULL}};

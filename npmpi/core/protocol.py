@@ -24,6 +24,7 @@ POWER_DATA_TAG = 14  # a power rank's batch of samples, pickled (npmpi.power.ran
 TIMES_TAG = 15  # a secondary pair transmitter's trial times (npmpi.sweep.transmitter)
 BASELINE_TAG = 16  # after an idle baseline: (CPU seconds, node utilisation or NaN) (npmpi.power.baseline)
 MAP_PAIR_TAG = 17  # within a map's pair: the transmitter's steps, the reflector's data check (npmpi.map.pair)
+LINK_TAG = 18  # a pair's link set-up: addresses, ports, outcomes (npmpi.sweep.tcplink)
 
 # commands (the first field on CTRL_TAG)
 CMD_STOP = 0  # exit; the exit code travels in the second field

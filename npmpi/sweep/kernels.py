@@ -20,7 +20,7 @@ from itertools import cycle, islice
 from time import perf_counter
 from typing import Any
 
-from npmpi.core.errors import KernelUnavailable
+from npmpi.core.errors import KernelUnavailable, LinkLost
 from npmpi.core.protocol import ACK_TAG, DATA_TAG
 from npmpi.core.protocols import PROTOCOL_MPI
 
@@ -378,9 +378,61 @@ def _c_transfer(
 
 def _python_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
     """The Python kernel's loops of the protocols other than mpi (one entry per protocol)."""
-    return {}
+    from npmpi.sweep import tcploops
+
+    return {"tcp": (tcploops.tcp_pingpong, tcploops.tcp_transfer)}
 
 
 def _c_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
     """The C kernel's loops of the protocols other than mpi (one entry per protocol)."""
-    return {}
+    return {"tcp": (_c_tcp_pingpong, _c_tcp_transfer)}
+
+
+def _c_tcp_pingpong(
+    sock, fd: int, sendbuf, recvbuf, nbytes: int, iterations: int, transmitter: bool
+) -> float:
+    """csrc/ctcp.c's ping-pong on the connection's descriptor; a broken connection: LinkLost."""
+    from npmpi import _ckernel
+
+    try:
+        return _ckernel.tcp_pingpong(fd, sendbuf, recvbuf, nbytes, iterations, transmitter)
+    except OSError as exc:
+        raise _tcp_lost(exc) from None
+
+
+def _c_tcp_transfer(
+    sock,
+    fd: int,
+    sendbuf,
+    recvbuf,
+    nbytes: int,
+    iterations: int,
+    transmitter: bool,
+    settings: TransferSettings,
+    first: int = 0,
+) -> float:
+    """csrc/ctcp.c's transfer loops (every mode) with python_transfer's signature."""
+    from npmpi import _ckernel
+
+    s = settings
+    try:
+        return _ckernel.tcp_transfer(
+            fd,
+            sendbuf,
+            recvbuf,
+            nbytes,
+            iterations,
+            transmitter,
+            s.mode,
+            s.window,
+            s.regions,
+            s.stride,
+            first,
+        )
+    except OSError as exc:
+        raise _tcp_lost(exc) from None
+
+
+def _tcp_lost(exc: OSError) -> LinkLost:
+    why = exc.strerror or str(exc) or type(exc).__name__
+    return LinkLost(f"the TCP connection of the pair broke during the sweep: {why}")
