@@ -394,6 +394,8 @@ def _c_tcp_pingpong(
     """csrc/ctcp.c's ping-pong on the connection's descriptor; a broken connection: LinkLost."""
     from npmpi import _ckernel
 
+    if fd < 0:
+        raise LinkLost("the TCP connection of the pair is closed")
     try:
         return _ckernel.tcp_pingpong(fd, sendbuf, recvbuf, nbytes, iterations, transmitter)
     except OSError as exc:
@@ -415,6 +417,8 @@ def _c_tcp_transfer(
     from npmpi import _ckernel
 
     s = settings
+    if fd < 0:
+        raise LinkLost("the TCP connection of the pair is closed")
     try:
         return _ckernel.tcp_transfer(
             fd,
