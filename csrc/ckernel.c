@@ -48,8 +48,9 @@ static PyMethodDef methods[] = {
     {"clock_info", clock_info, METH_VARARGS, "clock_info(reads=100000) -> (resolution_s, read_cost_s)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ckernel",
-                                    "npmpi's C ping-pong kernel (see npmpi/sweep/kernels.py)", -1, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_ckernel", "npmpi's C kernel: each protocol's timed loops (npmpi/sweep/kernels.py)",
+    -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__ckernel(void)
 {

@@ -145,3 +145,16 @@ def test_a_protocol_the_options_cannot_do_is_refused_before_mpi(tmp_path):
         )
         assert fragment in one_error_line(proc)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+def test_the_pattern_check_catches_corrupted_tcp_data(npmpi_run, tmp_path):
+    proc = npmpi_run(
+        ["-u", "1K", *TINY, "--protocol", "tcp", "-o", "r.h5"],
+        env={"NPMPI_FAULT_CORRUPT_SIZE": "128"},
+        timeout=50,
+    )
+    line = one_error_line(proc, code=1)
+    assert "data check failed at message size 128 B" in line and "(--protocol tcp)" in line
+    run = load_run(tmp_path / "r.h5")
+    assert run.status == "failed" and run.pingpong.size_bytes[-1] < 128

@@ -95,6 +95,9 @@ class TcpLink:
         try:
             address = address or node_address()
             self.listener = self._socket(address)
+            # as NPtcp: a --tcp-port whose last connection is in TIME_WAIT can be bound again at once
+            # (a port another socket listens on still cannot)
+            self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self.listener.bind((address, self.opts.tcp_port))
             self.listener.listen(LISTEN_BACKLOG)
             self.address = (address, self.listener.getsockname()[1])
