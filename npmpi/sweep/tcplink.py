@@ -104,8 +104,8 @@ class TcpLink:
             self.token = secrets.token_bytes(TOKEN_BYTES)
             offer = {"address": self.address, "token": self.token}
         except (OSError, LinkError) as exc:
-            port = self.opts.tcp_port or "any port"
-            offer = {"error": f"rank {self.me} cannot listen for TCP on {address or '?'}:{port}: {_why(exc)}"}
+            where = _hostport((address or "?", self.opts.tcp_port)) if self.opts.tcp_port else address or "?"
+            offer = {"error": f"rank {self.me} cannot listen for TCP on {where}: {_why(exc)}"}
         comm.send(offer, dest=self.peer, tag=LINK_TAG)
         if "error" in offer:
             raise LinkError(offer["error"])
@@ -132,7 +132,7 @@ class TcpLink:
     def _no_connection(self, why: str) -> str:
         a, b = sorted((self.me, self.peer))
         return (
-            f"no TCP connection between rank {a} and rank {b} at {self.address[0]}:{self.address[1]} "
+            f"no TCP connection between rank {a} and rank {b} at {_hostport(self.address)} "
             f"within {self.timeout_s:g} s (--tcp-connect-timeout): {why}; check that the ranks' hosts "
             "can reach each other there, or give --tcp-address"
         )
@@ -252,7 +252,9 @@ class TcpLink:
 
 
 def _hostport(sockaddr) -> str:
-    return f"{sockaddr[0]}:{sockaddr[1]}"
+    """ADDRESS:PORT, an IPv6 address in brackets ([::1]:5002)."""
+    host = str(sockaddr[0])
+    return f"[{host}]:{sockaddr[1]}" if ":" in host else f"{host}:{sockaddr[1]}"
 
 
 def _why(exc: BaseException) -> str:
