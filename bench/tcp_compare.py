@@ -145,9 +145,10 @@ def print_table(title: str, tools: dict[str, str], result: dict[str, dict], ref:
         )
 
 
-def loopback(rounds: int, upper: int, workdir: Path) -> dict:
-    result = interleave(LOOPBACK_TOOLS, rounds, lambda t, o: run_loopback_tool(t, upper, o), workdir)
-    print_table(f"loopback, best of {rounds} interleaved rounds, 1 B - {upper} B", LOOPBACK_TOOLS, result)
+def loopback(rounds: int, upper: int, workdir: Path, only: list[str] | None = None) -> dict:
+    tools = {t: n for t, n in LOOPBACK_TOOLS.items() if not only or t in only or t == "nptcp"}
+    result = interleave(tools, rounds, lambda t, o: run_loopback_tool(t, upper, o), workdir)
+    print_table(f"loopback, best of {rounds} interleaved rounds, 1 B - {upper} B", tools, result)
     return result
 
 
@@ -186,6 +187,11 @@ def main() -> int:
     p.add_argument("--netns-upper", type=int, default=4 << 20)
     p.add_argument("--rate", default="500mbit", help="tc tbf rate of the hosts' link (default 500mbit)")
     p.add_argument("--skip-loopback", action="store_true")
+    p.add_argument(
+        "--loopback-tools",
+        default="",
+        help=f"comma-separated subset of {','.join(LOOPBACK_TOOLS)} on loopback (NPtcp always; default all)",
+    )
     p.add_argument("--json", type=Path, default=ROOT / "bench" / "out" / "tcp_compare.json")
     a = p.parse_args()
     if not os.access(NPTCP, os.X_OK):
@@ -194,7 +200,8 @@ def main() -> int:
     report: dict = {"load_before": os.getloadavg(), "cpus": os.cpu_count(), "rounds": a.rounds}
     with tempfile.TemporaryDirectory(prefix="tcp-compare-") as tmp:
         if not a.skip_loopback:
-            report["loopback"] = loopback(a.rounds, a.upper, Path(tmp))
+            only = [t for t in a.loopback_tools.split(",") if t]
+            report["loopback"] = loopback(a.rounds, a.upper, Path(tmp), only)
         if a.netns:
             report["netns"] = netns(a.rounds, a.netns_upper, a.rate, Path(tmp))
             report["rate"] = a.rate
