@@ -39,6 +39,11 @@ static PyMethodDef methods[] = {
     {"transfer", np_mpi_transfer, METH_VARARGS,
      "transfer(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, async, "
      "regions, stride, first) -> elapsed seconds (see npmpi.sweep.kernels.python_transfer)"},
+    {"tcp_pingpong", np_tcp_pingpong, METH_VARARGS,
+     "tcp_pingpong(fd, sendbuf, recvbuf, nbytes, iterations, transmitter) -> elapsed seconds"},
+    {"tcp_transfer", np_tcp_transfer, METH_VARARGS,
+     "tcp_transfer(fd, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, regions, stride, "
+     "first) -> elapsed seconds (see npmpi.sweep.tcploops.tcp_transfer)"},
     {"rma_transfer", np_rma_transfer, METH_VARARGS,
      "rma_transfer(comm, win, flag_win, flags, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, "
      "mode, window, regions, stride, first, get, lock) -> elapsed seconds (npmpi.sweep.rmaloops)"},
@@ -49,8 +54,9 @@ static PyMethodDef methods[] = {
     {"clock_info", clock_info, METH_VARARGS, "clock_info(reads=100000) -> (resolution_s, read_cost_s)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ckernel",
-                                    "npmpi's C ping-pong kernel (see npmpi/sweep/kernels.py)", -1, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_ckernel", "npmpi's C kernel: each protocol's timed loops (npmpi/sweep/kernels.py)",
+    -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__ckernel(void)
 {

@@ -94,7 +94,7 @@ PyObject *np_mpi_pingpong(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(t1 - t0);
 }
 
-enum { MODE_PINGPONG, MODE_STREAM, MODE_BIDIR };
+enum { MODE_PINGPONG = NP_MODE_PINGPONG, MODE_STREAM = NP_MODE_STREAM, MODE_BIDIR = NP_MODE_BIDIR };
 
 struct plan {
     MPI_Comm comm;
@@ -323,16 +323,9 @@ static const char *transfer_loops(const struct plan *p, double *elapsed, int *rc
 static int make_plan(struct plan *p, const char *mode, Py_ssize_t nbytes, Py_ssize_t iterations, Py_ssize_t window,
                      Py_ssize_t regions, Py_ssize_t stride, Py_ssize_t first)
 {
-    if (strcmp(mode, "pingpong") == 0)
-        p->mode = MODE_PINGPONG;
-    else if (strcmp(mode, "stream") == 0)
-        p->mode = MODE_STREAM;
-    else if (strcmp(mode, "bidir") == 0)
-        p->mode = MODE_BIDIR;
-    else {
-        PyErr_Format(PyExc_ValueError, "unknown mode '%s'", mode);
+    p->mode = np_mode_code(mode);
+    if (p->mode < 0)
         return -1;
-    }
     if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
         PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
         return -1;

@@ -110,7 +110,7 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
 
 def check_protocol_options(ns: argparse.Namespace) -> dict:
     """Check --protocol against the mode and kernel and its own options; the Options fields."""
-    problem = protocol_problem(ns.protocol, ns.mode, ns.kernel, ns.async_, ns.cache_cold)
+    problem = protocol_problem(ns.protocol, ns.mode, ns.kernel, ns.async_, ns.cache_cold, ns.lower)
     if problem:
         raise UsageError(problem)
     for dest, flag, only, unset in _ONLY_WITH:

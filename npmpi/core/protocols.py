@@ -31,8 +31,11 @@ class Protocol:
     paired: bool  # the measuring ranks form pairs (False: each rank measures on its own)
     async_ok: bool  # --async (receives posted before the peer sends) has a meaning here
     cache_cold_ok: bool = True  # --cache-cold's pool regions are supported
+    zero_bytes_ok: bool = True  # a 0-byte message exists (-l 0); not on a TCP stream
 
-    def problem(self, mode: str, kernel: str, async_: bool, cache_cold: bool) -> str | None:
+    def problem(
+        self, mode: str, kernel: str, async_: bool, cache_cold: bool, lower_bytes: int = 1
+    ) -> str | None:
         """Why this protocol cannot run these options (one line), or None."""
         if mode not in self.modes:
             return f"--protocol {self.name} cannot run --mode {mode}; it supports: {', '.join(self.modes)}"
@@ -45,6 +48,8 @@ class Protocol:
             return f"--async (pre-posted MPI receives) has no meaning with --protocol {self.name}"
         if cache_cold and not self.cache_cold_ok:
             return f"--cache-cold is not supported with --protocol {self.name}"
+        if lower_bytes == 0 and not self.zero_bytes_ok:
+            return f"--lower 0: a 0-byte message does not exist with --protocol {self.name}; use -l 1"
         return None
 
 
@@ -64,6 +69,7 @@ _TCP = Protocol(
     kernels=("python", "c"),
     paired=True,
     async_ok=False,
+    zero_bytes_ok=False,
 )
 _RMA = Protocol(
     name=PROTOCOL_RMA,
@@ -95,8 +101,10 @@ def protocol_named(name: str) -> Protocol:
         raise ValueError(f"unknown protocol {name!r}") from None
 
 
-def protocol_problem(name: str, mode: str, kernel: str, async_: bool, cache_cold: bool) -> str | None:
+def protocol_problem(
+    name: str, mode: str, kernel: str, async_: bool, cache_cold: bool, lower_bytes: int = 1
+) -> str | None:
     """Why --protocol NAME cannot run with these options (one line), or None."""
     if name not in PROTOCOL_TABLE:
         return f"--protocol {name!r}: unknown protocol; choose one of: {', '.join(PROTOCOLS)}"
-    return PROTOCOL_TABLE[name].problem(mode, kernel, async_, cache_cold)
+    return PROTOCOL_TABLE[name].problem(mode, kernel, async_, cache_cold, lower_bytes)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from npmpi.core.config import Options
-from npmpi.core.errors import DataMismatch, UsageError
+from npmpi.core.errors import DataMismatch, LinkLost, UsageError
 from npmpi.core.job import collective_check
 from npmpi.core.layout import (
     ROLE_REFLECTOR,
@@ -73,7 +73,7 @@ def sweep(
         transmitter = Transmitter(comm, layout, opts, kernel, stop, keep, link)
         try:
             outcome = transmitter.sweep(schedule_for(opts))
-        except DataMismatch as exc:  # raised between sizes: the other ranks wait for a command
+        except (DataMismatch, LinkLost) as exc:  # both sides left their loops: the others wait
             outcome = SweepOutcome(status="failed", message=str(exc), exit_code=1, rows=rows)
         transmitter.release(outcome.exit_code)
     elif layout.roles[rank] in (ROLE_REFLECTOR, ROLE_TRANSMITTER):

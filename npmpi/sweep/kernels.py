@@ -378,15 +378,25 @@ def _c_transfer(
 
 def _python_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
     """The Python kernel's loops of the protocols other than mpi (one entry per protocol)."""
+    from npmpi.sweep import tcploops
     from npmpi.sweep.memcpy import memcpy_pingpong, memcpy_transfer
     from npmpi.sweep.rmaloops import rma_pingpong, rma_transfer
 
-    return {"rma": (rma_pingpong, rma_transfer), "memcpy": (memcpy_pingpong, memcpy_transfer)}
+    return {
+        "tcp": (tcploops.tcp_pingpong, tcploops.tcp_transfer),
+        "rma": (rma_pingpong, rma_transfer),
+        "memcpy": (memcpy_pingpong, memcpy_transfer),
+    }
 
 
 def _c_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
     """The C kernel's loops of the protocols other than mpi (one entry per protocol)."""
     from npmpi.sweep.memcpy import c_memcpy_pingpong, c_memcpy_transfer
     from npmpi.sweep.rmaloops import c_rma_pingpong, c_rma_transfer
+    from npmpi.sweep.tcploops import c_tcp_pingpong, c_tcp_transfer
 
-    return {"rma": (c_rma_pingpong, c_rma_transfer), "memcpy": (c_memcpy_pingpong, c_memcpy_transfer)}
+    return {
+        "tcp": (c_tcp_pingpong, c_tcp_transfer),
+        "rma": (c_rma_pingpong, c_rma_transfer),
+        "memcpy": (c_memcpy_pingpong, c_memcpy_transfer),
+    }

@@ -39,7 +39,11 @@ class Link:
         return {}
 
     def close(self) -> None:
-        """End the link (the sweep is over)."""
+        """End the link (the sweep is over, or it broke)."""
+
+    def reset(self) -> None:
+        """Fault injection (NPMPI_FAULT_LINK_RESET_SIZE): break the link as a failing network
+        would, so the peer's loop sees it (TCP: a reset); a protocol that cannot does nothing."""
 
 
 class MpiLink(Link):

@@ -67,6 +67,10 @@ class MemcpyLink:
             "copies_per_round_trip": 2,
         }
 
+    def reset(self) -> None:
+        """Fault injection (NPMPI_FAULT_LINK_RESET_SIZE): nothing here can be broken as a network
+        would be, so it does nothing (links.Link.reset)."""
+
     def close(self) -> None:
         """Nothing to close."""
 

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from npmpi.core.config import Options
+from npmpi.core.errors import LinkLost
 from npmpi.core.layout import Layout
 from npmpi.core.protocol import (
     CMD_BASELINE,
@@ -40,11 +41,14 @@ def _fault_size(name: str) -> int | None:
     return int(value) if value and re.fullmatch(r"[0-9]{1,15}", value, re.ASCII) else None
 
 
-def serve_commands(comm, source: int, link: Link, loop: MessageLoop, patterns: Patterns, measure) -> int:
+def serve_commands(
+    comm, source: int, link: Link, loop: MessageLoop, patterns: Patterns, measure, outlive_link: bool
+) -> int:
     """The command loop of a pair's ranks other than rank 0: stop, idle baselines and probes are
     answered here, each size's trials by `measure(size, iterations, trials, integrity)`; returns
     the exit code rank 0 sends at the end (`source`: the rank that commands, `link`: the protocol's
-    link to the partner)."""
+    link to the partner). With `outlive_link` (rank 0's partner) a link that breaks is closed and
+    the loop waits on: rank 0 sees the break too and ends the run, failed, with every size kept."""
     me = comm.Get_rank()
     ctrl = np.zeros(4, dtype=np.int64)
     while True:
@@ -58,12 +62,17 @@ def serve_commands(comm, source: int, link: Link, loop: MessageLoop, patterns: P
                 return code
             continue
         loop.set_size(size, patterns, me)
-        if cmd == CMD_PROBE:
-            chunk = iterations // PROBE_CHUNKS
-            for _ in range(PROBE_CHUNKS + 1):
-                loop.run(link, chunk)
-            continue
-        measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))
+        try:
+            if cmd == CMD_PROBE:
+                chunk = iterations // PROBE_CHUNKS
+                for _ in range(PROBE_CHUNKS + 1):
+                    loop.run(link, chunk)
+                continue
+            measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))
+        except LinkLost:
+            if not outlive_link:
+                raise
+            link.close()
 
 
 def reflect(
@@ -74,6 +83,7 @@ def reflect(
     if len(layout.pairs) > 1:
         return pair_member(comm, layout, opts, kernel, stop, link)
     corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
+    reset_at = _fault_size("LINK_RESET_SIZE")
     peer = layout.pair[0]
     link = link if link is not None else MpiLink(comm, peer)
     patterns = Patterns(opts.largest_message_bytes)
@@ -85,6 +95,8 @@ def reflect(
         if size == raise_at:
             raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
         loop.run(link, warmup_iterations(iterations))
+        if size == reset_at:
+            link.reset()
         if size == corrupt_at:
             loop.corrupt(after_trials=False)
         ok = True
@@ -114,7 +126,7 @@ def reflect(
         comm.Send(result, peer, RESULT_TAG)
         comm.Send(cpu, peer, CPU_TAG)
 
-    return serve_commands(comm, peer, link, loop, patterns, measure)
+    return serve_commands(comm, peer, link, loop, patterns, measure, outlive_link=True)
 
 
 def pair_member(
@@ -173,7 +185,7 @@ def pair_member(
             comm.Send(times, 0, TIMES_TAG)
         comm.Send(cpu, 0, CPU_TAG)
 
-    return serve_commands(comm, 0, link, loop, patterns, measure)
+    return serve_commands(comm, 0, link, loop, patterns, measure, outlive_link=peer == 0)
 
 
 def wait_quietly(comm, stop: StopFlag) -> int:

@@ -93,6 +93,10 @@ class RmaLink:
             "memory_model": self.model,
         }
 
+    def reset(self) -> None:
+        """Fault injection (NPMPI_FAULT_LINK_RESET_SIZE): nothing here can be broken as a network
+        would be, so it does nothing (links.Link.reset)."""
+
     def close(self) -> None:
         """Free the windows and the pair communicator (collective over the pair)."""
         if self._win is not None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.core.config import Options
-from npmpi.core.errors import DataMismatch
+from npmpi.core.errors import DataMismatch, LinkLost
 from npmpi.core.layout import Layout
 from npmpi.core.protocol import (
     CMD_PROBE,
@@ -197,7 +197,8 @@ class Transmitter:
             where += [] if peer_ok else [f"rank {self.peer} received wrong data from rank 0"]
             raise DataMismatch(
                 f"data check failed at message size {size} B: {'; '.join(where)}. "
-                "The MPI transport corrupted or truncated a message; the run file keeps every size "
+                f"The transport (--protocol {self.opts.protocol}) corrupted or truncated a message; "
+                "the run file keeps every size "
                 "before this one"
             )
         return SizeResult(
@@ -273,7 +274,8 @@ class Transmitter:
         if bad:
             raise DataMismatch(
                 f"data check failed at message size {size} B: {'; '.join(bad)}. "
-                "The MPI transport corrupted or truncated a message; the run file keeps every size "
+                f"The transport (--protocol {self.opts.protocol}) corrupted or truncated a message; "
+                "the run file keeps every size "
                 "before this one"
             )
         slowest = np.max(np.array(times), axis=0).tolist()  # the aggregate: all pairs' data moved
@@ -307,6 +309,15 @@ class Transmitter:
         return -(-repeats // opts.messages_per_iteration)
 
     def sweep(self, points: list[SizePoint]) -> SweepOutcome:
+        """The whole sweep; a link that broke (LinkLost) is raised after both ranks left their
+        loops, so the control channel is in step and release() can end the job cleanly."""
+        try:
+            return self._sweep(points)
+        except LinkLost:
+            self.stop.timing = False  # the peer's loop broke too: it waits for a command or a sync
+            raise
+
+    def _sweep(self, points: list[SizePoint]) -> SweepOutcome:
         opts = self.opts
         outcome = SweepOutcome(status="complete")
         unit = opts.mode_value.factors(opts.window).one_way_factor  # iteration time / NetPIPE's time
@@ -318,7 +329,10 @@ class Transmitter:
                 break
             size = point.size_bytes
             iterations = self._iterations(point, prev_size, prev_t)
-            row = self.measure_size(size, iterations)
+            try:
+                row = self.measure_size(size, iterations)
+            except LinkLost as exc:
+                raise LinkLost(f"{exc} at message size {size} B; every size before it is kept") from None
             if row is None:
                 break
             outcome.rows.append(row)
