@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 from launcher import local_mpi_env
-from netns_hosts import SUBNET, NetnsHosts, NetnsUnavailable
+from netns_hosts import SUBNET, hosts_or_skip
 
 from npmpi.runfile.reader import load_run
 
@@ -25,14 +25,8 @@ RATE_BIT_S = 200e6
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
-    try:
-        h = NetnsHosts.up(tmp_path_factory.mktemp("netns"), count=2, rate="200mbit")
-    except NetnsUnavailable as exc:
-        pytest.skip(f"no network namespaces: {exc}")
-    try:
+    with hosts_or_skip(tmp_path_factory.mktemp("netns"), count=2, rate="200mbit") as h:
         yield h
-    finally:
-        h.down()
 
 
 @pytest.mark.timeout(120)

@@ -126,13 +126,9 @@ def test_run_with_a_power_rank_stores_the_protocol(npmpi_run, tmp_path, protocol
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_rma_across_two_namespace_hosts(tmp_path_factory):
-    from netns_hosts import NetnsHosts, NetnsUnavailable
+    from netns_hosts import hosts_or_skip
 
-    try:
-        hosts = NetnsHosts.up(tmp_path_factory.mktemp("netns"), count=2, rate="1gbit")
-    except NetnsUnavailable as exc:
-        pytest.skip(f"no network namespaces: {exc}")
-    try:
+    with hosts_or_skip(tmp_path_factory.mktemp("netns"), count=2, rate="1gbit") as hosts:
         out = tmp_path_factory.mktemp("rma") / "r.h5"
         mpirun = hosts.mpirun_wrapper(str(VENV / "bin" / "mpirun"))
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "PYTHONPATH"}
@@ -148,5 +144,3 @@ def test_rma_across_two_namespace_hosts(tmp_path_factory):
             run = load_run(out)
             assert run.status == "complete" and int(run.pingpong.size_bytes[-1]) == 16384
             assert run.attrs["node_count"] == 2 and run.attrs["protocol"] == "rma"
-    finally:
-        hosts.down()
