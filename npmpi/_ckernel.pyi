@@ -1,4 +1,5 @@
-"""Type stub of the C kernel (csrc/ckernel.c), built with npmpi when an MPI C compiler is found.
+"""Type stub of the C kernel (csrc/: ckernel.c the module, cmpi.c MPI, ctcp.c TCP, crma.c one-sided,
+cmemcpy.c copies), built with npmpi when an MPI C compiler is found.
 
 The same contract as npmpi.sweep.kernels.python_pingpong and python_transfer: the timed loop's elapsed
 seconds; an MPI error raises RuntimeError naming the call.
@@ -39,6 +40,63 @@ def transfer(
     /,
 ) -> float:
     """Every mode's timed loop (see npmpi.sweep.kernels.python_transfer); elapsed seconds."""
+
+def rma_transfer(
+    comm: Any,
+    win: Any,
+    flag_win: Any,
+    flags: Any,
+    peer: int,
+    sendbuf: Any,
+    recvbuf: Any,
+    nbytes: int,
+    iterations: int,
+    transmitter: bool,
+    mode: str,
+    window: int,
+    regions: int,
+    stride: int,
+    first: int,
+    get: bool,
+    lock: bool,
+    /,
+) -> float:
+    """--protocol rma's loops (csrc/crma.c; see npmpi.sweep.rmaloops); elapsed seconds."""
+
+def memcpy_transfer(
+    src: Any,
+    dst: Any,
+    nbytes: int,
+    iterations: int,
+    mode: str,
+    window: int,
+    regions: int,
+    stride: int,
+    first: int,
+    /,
+) -> float:
+    """--protocol memcpy's copies (csrc/cmemcpy.c; see npmpi.sweep.memcpy); elapsed seconds."""
+
+def tcp_pingpong(
+    fd: int, sendbuf: Any, recvbuf: Any, nbytes: int, iterations: int, transmitter: bool, /
+) -> float:
+    """--protocol tcp's ping-pong on a connected socket's descriptor; OSError when it breaks."""
+
+def tcp_transfer(
+    fd: int,
+    sendbuf: Any,
+    recvbuf: Any,
+    nbytes: int,
+    iterations: int,
+    transmitter: bool,
+    mode: str,
+    window: int,
+    regions: int,
+    stride: int,
+    first: int,
+    /,
+) -> float:
+    """--protocol tcp's loops of every mode (see npmpi.sweep.tcploops.tcp_transfer)."""
 
 def library_version() -> str:
     """MPI_Get_library_version of the MPI the kernel is linked with."""

@@ -108,7 +108,12 @@ def _agree(MPI, comm, opts: Options) -> Agreed:
     from npmpi.power.fabric import fabric_rank
 
     roles.fabric_rank = fabric_rank(roles.layout, opts.fabric_meters, opts.fabric_rank)
-    settle(MPI, comm, opts, agreed, _local_problem(MPI, opts, agreed))
+    problem = _local_problem(MPI, opts, agreed)
+    from npmpi.sweep.links import open_pair_link
+
+    agreed.link, link_problem = open_pair_link(comm, opts, roles.layout.pairs)
+    settle(MPI, comm, opts, agreed, problem or link_problem)
+    agreed.link_settings = comm.gather(agreed.link.settings() if agreed.link else None, root=0)
     return agreed
 
 
@@ -124,7 +129,10 @@ def _serve(MPI, comm, opts: Options, agreed: Agreed, stop) -> int:
         release(agreed.reservation)
     role = agreed.roles.role
     if role in (ROLE_REFLECTOR, ROLE_TRANSMITTER):  # a transmitter other than rank 0: --pairs
-        return reflect(comm, agreed.roles.layout, opts, agreed.kernel, stop)
+        try:
+            return reflect(comm, agreed.roles.layout, opts, agreed.kernel, stop, agreed.link)
+        finally:
+            agreed.link.close()
     if role == ROLE_POWER:
         return power_rank_main(comm, agreed.roles.samplers, stop)
     return wait_quietly(comm, stop)
@@ -153,5 +161,10 @@ def _record(MPI, comm, opts: Options, argv: list[str], agreed: Agreed, stop) -> 
         calibration=agreed.calibration,
         thread_levels=agreed.thread_levels,
         reservation=agreed.reservation,
+        link=agreed.link,
+        link_settings=agreed.link_settings,
     )
-    return Recording(setup).run()
+    try:
+        return Recording(setup).run()
+    finally:
+        agreed.link.close()

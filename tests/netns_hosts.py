@@ -154,3 +154,19 @@ def cpu_hog():
     finally:
         hog.kill()
         hog.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def hosts_or_skip(workdir: Path, count: int = 2, rate: str = "1gbit"):
+    """`count` namespace hosts while inside (down at the end); the test is skipped where network
+    namespaces cannot be made (no root, no iproute2), with the reason."""
+    import pytest
+
+    try:
+        hosts = NetnsHosts.up(workdir, count=count, rate=rate)
+    except NetnsUnavailable as exc:
+        pytest.skip(f"no network namespaces: {exc}")
+    try:
+        yield hosts
+    finally:
+        hosts.down()

@@ -24,7 +24,7 @@ import netns_hosts
 import numpy as np
 import pytest
 from conftest import VENV
-from netns_hosts import NetnsHosts, NetnsUnavailable, tc
+from netns_hosts import NetnsHosts, hosts_or_skip, tc
 
 from npmpi.runfile.mapwriter import derived
 
@@ -44,14 +44,8 @@ STREAM_ARGS = ("--mode", "stream", "--window", "4", "--sizes", "1,64K")
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
-    try:
-        h = NetnsHosts.up(tmp_path_factory.mktemp("netns-map"), count=4, rate=RATE)
-    except NetnsUnavailable as exc:
-        pytest.skip(f"no network namespaces: {exc}")
-    try:
+    with hosts_or_skip(tmp_path_factory.mktemp("netns-map"), count=4, rate=RATE) as h:
         yield h
-    finally:
-        h.down()
 
 
 def shape_link(src: str, dst_index: int) -> None:

@@ -298,7 +298,7 @@ def test_c_kernel_large_count_branch_compiles(tmp_path):
     mpicc = str(mpicc) if mpicc.exists() else shutil.which("mpicc")
     if mpicc is None:
         pytest.skip("no mpicc")
-    source = Path(__file__).resolve().parents[1] / "csrc" / "ckernel.c"
+    source = Path(__file__).resolve().parents[1] / "csrc" / "cmpi.c"
     shim = tmp_path / "large_count.c"
     shim.write_text(LARGE_COUNT_SHIM.format(source=source))
     cmd = [mpicc, "-Werror", "-fsyntax-only", f"-I{sysconfig.get_paths()['include']}"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import VENV
-from netns_hosts import REPO, NetnsHosts, NetnsUnavailable
+from netns_hosts import REPO, hosts_or_skip
 
 from npmpi.runfile.reader import load_run
 
@@ -28,14 +28,8 @@ NODE_W = (100.0, 250.0)  # the power each host's replay trace reports
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
-    try:
-        h = NetnsHosts.up(tmp_path_factory.mktemp("netns"), count=2, rate="1gbit")
-    except NetnsUnavailable as exc:
-        pytest.skip(f"no network namespaces: {exc}")
-    try:
+    with hosts_or_skip(tmp_path_factory.mktemp("netns"), count=2, rate="1gbit") as h:
         yield h
-    finally:
-        h.down()
 
 
 def window_power(ch, offset_s: float, start: float, end: float) -> float:

@@ -21,6 +21,7 @@ from npmpi_analysis.numbers.compute import (
     latency_spread_s,
     message_rate_per_s,
     mode_label,
+    protocol_label,
     run_mode_factors,
     shows_message_rate,
 )
@@ -38,11 +39,6 @@ FLAG_TEXT = {
 
 def _g(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}g}" if x is not None and math.isfinite(x) else "-"
-
-
-def _cut(text: str, most: int = 300) -> str:
-    """Text from a file shown in one line of the summary: at most `most` characters."""
-    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _nan(x: float | None) -> float:
@@ -143,9 +139,8 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     status = s["status"] + (f" ({s['status_message']})" if s["status_message"] else "")
     out.append(f"  status: {status}; {s['sizes_analysed']} sizes analysed")
     out.append(f"  kernel: {s['kernel'] or '?'}; MPI library: {s['mpi_library_version'] or '?'}")
-    settings = f" ({_cut(s['protocol_settings'])})" if s["protocol_settings"] else ""
-    out.append(f"  protocol: {s['protocol']}{settings}")
     out.append(f"  mode: {mode_label(a.attrs)}")
+    out.append(f"  protocol: {protocol_label(a.attrs)}")
     if s["buffers"]:  # format 1.3
         out.append(
             f"  buffers: {s['buffers']}; huge pages: {s['huge_pages']} "

@@ -29,6 +29,8 @@ class Agreed:
     output: str | None = None
     calibration: dict | None = None
     reservation: Any = None
+    link: Any = None  # npmpi.sweep.links.Link of a measuring rank (the run's protocol)
+    link_settings: list | None = None  # rank 0: every rank's Link.settings() (None: no link)
     problem: str | None = field(default=None, repr=False)
 
 

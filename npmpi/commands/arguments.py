@@ -17,6 +17,7 @@ from npmpi.commands.parser import (
     one_or_other,
     seconds_arg,
 )
+from npmpi.commands.protocol_options import add_protocol_options
 from npmpi.core.buffers import HUGE_PAGES_SYSTEM
 from npmpi.core.config import (
     DEFAULT_BASELINE_S,
@@ -339,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_repetition_options(p)
     _add_mode_options(p)
     _add_kernel_options(p)
+    add_protocol_options(p)
     _add_power_options(p)
     _add_output_options(p)
     return p

@@ -28,6 +28,7 @@ class Console:
 
     def header(self, attrs: dict, layout, opts, points, output: str) -> None:
         from npmpi.core.modes import describe_mode
+        from npmpi.core.protocols import DEFAULT_PROTOCOL
 
         lib = str(attrs["mpi_library_version"]).splitlines()[0].split(",")[0]
         mode = opts.mode_value
@@ -43,6 +44,8 @@ class Console:
             bool(attrs.get("async")),
             bool(attrs.get("cache_cold")),
         )
+        if opts.protocol != DEFAULT_PROTOCOL:  # the layer the timed loop goes through (MPI: control only)
+            mode_text = f"{mode_text} over {opts.protocol}"
         self._print(
             f"npmpi {attrs['npmpi_version']}: {mode_text}, {opts.kernel} kernel, {lib} "
             f"(MPI {attrs['mpi_standard_version']}), Python {attrs['python_version']}"

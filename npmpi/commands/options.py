@@ -8,6 +8,7 @@ from pathlib import Path
 
 from npmpi.commands.arguments import build_parser
 from npmpi.commands.parser import parse_command_line
+from npmpi.commands.protocol_options import check_protocol_options
 from npmpi.core.buffers import (
     ARRANGEMENT_NETPIPE,
     ARRANGEMENT_SEPARATE,
@@ -50,6 +51,7 @@ def parse_options(argv: list[str]) -> Options:
     window = _check_mode(ns)
     _choose_buffers(ns)
     _check_choices(ns)
+    protocol_fields = check_protocol_options(ns)
     baseline = check_power_and_output(ns)
     return Options(
         lower_bytes=ns.lower,
@@ -82,6 +84,7 @@ def parse_options(argv: list[str]) -> Options:
         np_out=ns.np_out,
         fabric_meters=ns.fabric_meter,
         fabric_rank=ns.fabric_rank,
+        **protocol_fields,
         stall_timeout_s=_stall_timeout(ns.stall_timeout),
     )
 

@@ -21,6 +21,7 @@ from npmpi.core.slurmcontext import consumed_energy_attrs, context_attrs
 from npmpi.power.fabric import fabric_group_attrs, fabric_info
 from npmpi.runfile.format import FABRIC_GROUP
 from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.links import protocol_attrs
 
 
 @dataclass
@@ -39,6 +40,8 @@ class RunSetup:
     calibration: dict | None
     thread_levels: list[tuple[int, bool]]  # (provided level, runs threads) of every rank
     reservation: Any  # the run file's temporary (npmpi.core.outpath.reserve_output)
+    link: Any = None  # rank 0's npmpi.sweep.links.Link to its peer (the run's protocol)
+    link_settings: list | None = None  # every rank's Link.settings() (None: no link)
 
 
 def provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, clock) -> dict[str, Any]:
@@ -238,6 +241,7 @@ class Recording(FileRecording):
         opts = s.opts
         self.attrs = provenance(s.MPI, opts, s.argv, s.layout, s.kernel.note, s.kernel.measure_clock())
         self.attrs.update(thread_attrs(opts, s.layout, s.thread_levels))
+        self.attrs.update(protocol_attrs(opts, s.link_settings, s.layout.pairs))
         self.points = sweep.schedule_for(opts)
         self.console = Console(quiet=opts.quiet)
         self.writer = None
@@ -283,7 +287,7 @@ class Recording(FileRecording):
         from npmpi.sweep import transmitter as sweep
 
         s, opts = self.setup, self.setup.opts
-        self.transmitter = sweep.Transmitter(s.comm, s.layout, opts, s.kernel, s.stop, self.on_row)
+        self.transmitter = sweep.Transmitter(s.comm, s.layout, opts, s.kernel, s.stop, self.on_row, s.link)
         self.writer = RunWriter(
             s.output,
             self.attrs,

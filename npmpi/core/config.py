@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE, HUGE_PAGES_SYSTEM
 from npmpi.core.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG, Mode, mode_named
+from npmpi.core.protocols import DEFAULT_PROTOCOL
 
 DEFAULT_LOWER_BYTES = 1
 DEFAULT_UPPER_BYTES = 8 << 20
@@ -66,6 +67,17 @@ class Options:
     fabric_meters: tuple = ()  # --fabric-meter's spec values: devices of no node (switches, a shared PDU)
     fabric_rank: int | None = None  # --fabric-rank: the power rank sampling them (None: node 0's)
     np_out: str | None = None  # --np-out: NetPIPE's np.out written as the run goes
+    protocol: str = DEFAULT_PROTOCOL  # --protocol: the layer the timed loop goes through
+    # --protocol tcp (npmpi/sweep/tcplink.py): where to listen, the socket buffers, a fresh
+    # connection per trial, how long a pair waits for its connection
+    tcp_address: str | None = None
+    tcp_port: int = 0
+    socket_buffer_bytes: int | None = None
+    tcp_reconnect: bool = False
+    tcp_connect_timeout_s: float = 10.0
+    # --protocol rma (npmpi/sweep/rmalink.py): MPI_Put or MPI_Get, fences or passive-target locks
+    rma_op: str = "put"
+    rma_sync: str = "fence"
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # --stall-timeout (0: no stall watchdog)
 
     def to_dict(self) -> dict:

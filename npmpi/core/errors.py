@@ -47,6 +47,16 @@ class RunFileGone(NpmpiError):
     during the run): the message says where the data is, or that it is lost."""
 
 
+class LinkError(UsageError):
+    """A protocol's link between a pair's ranks could not be opened before the sweep (a port that
+    cannot be bound, a peer that never connects): exit status 2, nothing measured."""
+
+
+class LinkLost(NpmpiError):
+    """A protocol's link broke during the sweep (a connection reset): the run fails, every size
+    completed before it kept."""
+
+
 class HelpRequested(Exception):
     """--help or --version was given; the text is to be printed by rank 0 only."""
 

@@ -3,7 +3,7 @@
 Rank 0 drives the job: it sends a command as four int64 (command, argument, iterations, packed
 trials and integrity flag) on CTRL_TAG to each rank in turn; a pair's reflector, the other pairs'
 ranks, the power ranks and ranks with no role each answer the commands they know.
-docs/architecture.md has the table of who sends what when. csrc/ckernel.c defines DATA_TAG and
+docs/architecture.md has the table of who sends what when. csrc/ckernel.h defines DATA_TAG and
 ACK_TAG too: change them in both places.
 """
 
@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 # tags
-DATA_TAG = 1  # the timed messages (npmpi.sweep.kernels, csrc/ckernel.c)
-ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.sweep.kernels, csrc/ckernel.c)
+DATA_TAG = 1  # the timed messages (npmpi.sweep.kernels, csrc/ckernel.h)
+ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.sweep.kernels, csrc/ckernel.h)
 CTRL_TAG = 10  # rank 0's commands: every rank listens here between sizes
 SYNC_TAG = 11  # a trial's start (1) or the size abandoned (0) (npmpi.sweep.transmitter)
 RESULT_TAG = 12  # after a size: (data check passed, signal seen) (npmpi.sweep.transmitter)
@@ -25,6 +25,7 @@ TIMES_TAG = 15  # a secondary pair transmitter's trial times (npmpi.sweep.transm
 BASELINE_TAG = 16  # after an idle baseline: (CPU seconds, node utilisation or NaN) (npmpi.power.baseline)
 MAP_PAIR_TAG = 17  # within a map's pair: the transmitter's steps, the reflector's data check (npmpi.map.pair)
 CPU_TAG = 18  # after a size: a pair rank's CPU user, system and wall seconds (npmpi.sweep.cputime)
+LINK_TAG = 19  # a pair's link set-up: addresses, ports, outcomes (npmpi.sweep.tcplink)
 
 # commands (the first field on CTRL_TAG)
 CMD_STOP = 0  # exit; the exit code travels in the second field

@@ -36,6 +36,7 @@ from npmpi.core.protocol import (
 from npmpi.core.schedule import netpipe_repeats
 from npmpi.power.baseline import take_part
 from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.links import MpiLink
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
 
 POLL_S = 0.002
@@ -90,6 +91,7 @@ class _Stepper:
 
     def __init__(self, comm, peer: int, loop: MessageLoop, stop: StopFlag) -> None:
         self.comm, self.peer, self.loop, self.stop = comm, peer, loop, stop
+        self.link = MpiLink(comm, peer)  # the map measures MPI send/receive only
         self.step = np.zeros(2, dtype=np.int64)
         self.waited_s = float("nan")  # the run-queue wait during the last trial's loop
 
@@ -100,7 +102,7 @@ class _Stepper:
             self.comm.Recv(self.step, self.peer, MAP_PAIR_TAG)
         before = runq_wait_ns() if kind == STEP_TRIAL else -1
         with self.stop.timed():
-            elapsed = self.loop.run(self.comm, self.peer, n)
+            elapsed = self.loop.run(self.link, n)
         if kind == STEP_TRIAL:
             self.waited_s = waited_s(before, runq_wait_ns())
         return elapsed
@@ -151,6 +153,7 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
     """The reflector's round: follow the transmitter's steps, answer the end with the data check and
     its run-queue wait (ns, -1 unknown) during each trial."""
     loop = side.loop(False)
+    link = MpiLink(comm, peer)  # the map measures MPI send/receive only
     step = np.zeros(2, dtype=np.int64)
     answer = np.full(2 + side.opts.trials, -1, dtype=np.int64)
     trial = 0
@@ -162,11 +165,11 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
             comm.Send(answer, peer, MAP_PAIR_TAG)
             return
         if kind != STEP_TRIAL:
-            loop.run(comm, peer, n)
+            loop.run(link, n)
             continue
         before = runq_wait_ns()  # before the echo: the transmitter's timer starts after it
         comm.Send(step, peer, MAP_PAIR_TAG)
-        loop.run(comm, peer, n)
+        loop.run(link, n)
         after = runq_wait_ns()
         if trial < side.opts.trials and before >= 0 and after >= before:
             answer[2 + trial] = after - before

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from npmpi.core.config import Options
-from npmpi.core.errors import DataMismatch, UsageError
+from npmpi.core.errors import DataMismatch, LinkLost, UsageError
+from npmpi.core.job import collective_check
 from npmpi.core.layout import (
     ROLE_REFLECTOR,
     ROLE_TRANSMITTER,
@@ -25,6 +26,7 @@ from npmpi.core.layout import (
 from npmpi.core.protocol import StopFlag
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep.kernels import Kernel, get_kernels
+from npmpi.sweep.links import open_pair_link
 from npmpi.sweep.reflector import reflect, wait_quietly
 from npmpi.sweep.transmitter import SweepOutcome, Transmitter, schedule_for
 
@@ -55,6 +57,8 @@ def sweep(
     raises there only, as in any MPI program."""
     layout = layout_of(comm, opts.pairs)
     kernel = kernel if kernel is not None else get_kernels(opts.kernel)
+    link, problem = open_pair_link(comm, opts, layout.pairs)  # the protocol's link (MPI: the comm)
+    collective_check(comm, problem)
     stop = StopFlag()
     rank = comm.Get_rank()
     outcome = None
@@ -66,16 +70,18 @@ def sweep(
             if on_row is not None:
                 on_row(index, row)
 
-        transmitter = Transmitter(comm, layout, opts, kernel, stop, keep)
+        transmitter = Transmitter(comm, layout, opts, kernel, stop, keep, link)
         try:
             outcome = transmitter.sweep(schedule_for(opts))
-        except DataMismatch as exc:  # raised between sizes: the other ranks wait for a command
+        except (DataMismatch, LinkLost) as exc:  # both sides left their loops: the others wait
             outcome = SweepOutcome(status="failed", message=str(exc), exit_code=1, rows=rows)
         transmitter.release(outcome.exit_code)
     elif layout.roles[rank] in (ROLE_REFLECTOR, ROLE_TRANSMITTER):
-        reflect(comm, layout, opts, kernel, stop)
+        reflect(comm, layout, opts, kernel, stop, link)
     else:
         wait_quietly(comm, stop)
+    if link is not None:
+        link.close()
     return comm.bcast(outcome, root=0)
 
 

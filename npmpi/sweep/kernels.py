@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import cycle, islice
 from time import perf_counter
 from typing import Any
 
 from npmpi.core.errors import KernelUnavailable
 from npmpi.core.protocol import ACK_TAG, DATA_TAG
+from npmpi.core.protocols import PROTOCOL_MPI
 
 KernelFn = Callable[[Any, int, Any, Any, int, int, bool], float]
 # each kernel's name and what it is, for --kernel's help
@@ -279,8 +280,13 @@ def c_kernel_status() -> tuple[bool, str]:
 
 @dataclass(frozen=True)
 class Kernel:
-    """A kernel chosen by name, interpreted once: its two loops, the clock they time with, the
-    largest message one call carries with this MPI, and how it was built (for the run file)."""
+    """A kernel chosen by name, interpreted once: its two MPI loops, the clock they time with, the
+    largest message one call carries with this MPI, how it was built (for the run file), and the
+    loops of the other protocols (`other_loops`: protocol name -> (pingpong, transfer)).
+
+    Every protocol's loops take the link's endpoint (npmpi/sweep/links.py) as their first two
+    arguments and otherwise the MPI loops' contract: same buffers, sizes, iterations, settings,
+    the loop's elapsed seconds returned."""
 
     name: str
     pingpong: KernelFn
@@ -288,6 +294,16 @@ class Kernel:
     measure_clock: Callable[[], Any]  # -> npmpi.sweep.clock.ClockInfo of the clock the loops read
     max_message_bytes: int
     note: str = ""
+    other_loops: dict[str, tuple[KernelFn, TransferFn]] = field(default_factory=dict)
+
+    def loops_for(self, protocol: str) -> tuple[KernelFn, TransferFn]:
+        """(pingpong, transfer) of a protocol; KernelUnavailable when this kernel has none."""
+        if protocol == PROTOCOL_MPI:
+            return self.pingpong, self.transfer
+        try:
+            return self.other_loops[protocol]
+        except KeyError:
+            raise KernelUnavailable(f"--kernel {self.name} has no loop for --protocol {protocol}") from None
 
 
 def get_kernels(name: str) -> Kernel:
@@ -300,7 +316,14 @@ def get_kernels(name: str) -> Kernel:
     large_counts = MPI.Get_version() >= (4, 0)  # mpi4py then uses MPI 4's large-count `_c` calls
     if name == "python":
         largest = 2**63 - 1 if large_counts else 2**31 - 1
-        return Kernel(name, python_pingpong, python_transfer, clock.measure_python_clock, largest)
+        return Kernel(
+            name,
+            python_pingpong,
+            python_transfer,
+            clock.measure_python_clock,
+            largest,
+            other_loops=_python_protocol_loops(),
+        )
     if name == "c":
         ok, why = c_kernel_status()
         if not ok:
@@ -308,7 +331,15 @@ def get_kernels(name: str) -> Kernel:
         from npmpi import _ckernel
 
         largest = int(_ckernel.MAX_COUNT) if large_counts else 2**31 - 1
-        return Kernel(name, _ckernel.pingpong, _c_transfer, clock.measure_c_clock, largest, why)
+        return Kernel(
+            name,
+            _ckernel.pingpong,
+            _c_transfer,
+            clock.measure_c_clock,
+            largest,
+            why,
+            other_loops=_c_protocol_loops(),
+        )
     raise KernelUnavailable(f"unknown kernel {name!r}; choose one of: {', '.join(KERNEL_NAMES)}")
 
 
@@ -343,3 +374,29 @@ def _c_transfer(
         s.stride,
         first,
     )
+
+
+def _python_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
+    """The Python kernel's loops of the protocols other than mpi (one entry per protocol)."""
+    from npmpi.sweep import tcploops
+    from npmpi.sweep.memcpy import memcpy_pingpong, memcpy_transfer
+    from npmpi.sweep.rmaloops import rma_pingpong, rma_transfer
+
+    return {
+        "tcp": (tcploops.tcp_pingpong, tcploops.tcp_transfer),
+        "rma": (rma_pingpong, rma_transfer),
+        "memcpy": (memcpy_pingpong, memcpy_transfer),
+    }
+
+
+def _c_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
+    """The C kernel's loops of the protocols other than mpi (one entry per protocol)."""
+    from npmpi.sweep.memcpy import c_memcpy_pingpong, c_memcpy_transfer
+    from npmpi.sweep.rmaloops import c_rma_pingpong, c_rma_transfer
+    from npmpi.sweep.tcploops import c_tcp_pingpong, c_tcp_transfer
+
+    return {
+        "tcp": (c_tcp_pingpong, c_tcp_transfer),
+        "rma": (c_rma_pingpong, c_rma_transfer),
+        "memcpy": (c_memcpy_pingpong, c_memcpy_transfer),
+    }

@@ -13,6 +13,7 @@ from npmpi.core import buffers
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE
 from npmpi.core.config import Options
 from npmpi.core.modes import MODE_PINGPONG, regions_for
+from npmpi.core.protocols import protocol_named
 from npmpi.sweep.kernels import Kernel, TransferSettings
 
 PROBE_CHUNKS = 5  # the probe's chunks of round trips (rank 0 and its peers run the same number)
@@ -62,11 +63,13 @@ class MessageLoop:
     """
 
     def __init__(self, opts: Options, kernel: Kernel, transmitter: bool) -> None:
-        self.pingpong, self.transfer = kernel.pingpong, kernel.transfer
+        self.pingpong, self.transfer = kernel.loops_for(opts.protocol)
         self.mode, self.window, self.async_ = opts.mode, opts.window, opts.async_
         self.windowed = opts.mode_value.windowed
         self.cache_cold = opts.cache_cold
         self.transmitter = transmitter
+        # an unpaired protocol (memcpy): every rank moves its own pattern, and checks it
+        self.solo = not protocol_named(opts.protocol).paired
         self.plain = opts.mode == MODE_PINGPONG and not opts.async_ and not opts.cache_cold
         self.pool = opts.pool_bytes
         self.huge_pages = opts.huge_pages
@@ -83,7 +86,7 @@ class MessageLoop:
     @property
     def receives_data(self) -> bool:
         """Whether this side receives messages (a stream's transmitter only gets acknowledgements)."""
-        return not (self.windowed and self.transmitter)
+        return self.solo or not (self.windowed and self.transmitter)
 
     def per_iteration(self) -> int:
         return self.window if self.windowed else 1
@@ -98,7 +101,7 @@ class MessageLoop:
             self.sbuf = self.rbuf = None  # the last size's map is released before the next one
             self.sbuf = self.rbuf = buffers.allocate(size, self.huge_pages, buffers.NETPIPE_ALIGN_BYTES)
             self._set_regions(1, 0)
-            if self.transmitter:
+            if self.transmitter or self.solo:
                 self.sbuf[:size] = patterns.expected(origin_rank, size)
             return
         self._set_regions(*regions_for(self.mode, self.window, self.cache_cold, self.pool, size))
@@ -119,11 +122,13 @@ class MessageLoop:
     def _recv_view(self) -> np.ndarray:
         return _regions_view(self.rbuf, self.regions, self.stride, self.size)
 
-    def run(self, comm, peer: int, iterations: int, first: int = 0) -> float:
+    def run(self, link, iterations: int, first: int = 0) -> float:
+        """The protocol's timed loop over `link` (npmpi/sweep/links.py): its elapsed seconds."""
+        a, b = link.endpoint
         if self.plain:
-            return self.pingpong(comm, peer, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)
+            return self.pingpong(a, b, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)
         return self.transfer(
-            comm, peer, self.sbuf, self.rbuf, self.size, iterations, self.transmitter, self.settings, first
+            a, b, self.sbuf, self.rbuf, self.size, iterations, self.transmitter, self.settings, first
         )
 
     def _touched(self, first: int, iterations: int) -> np.ndarray | slice:
@@ -134,7 +139,7 @@ class MessageLoop:
         return np.arange(first * per, first * per + count) % self.regions
 
     def clear_received(self, first: int, iterations: int) -> None:
-        if self.one_buffer and self.transmitter:
+        if self.one_buffer and (self.transmitter or self.solo):
             return  # its one buffer is what it sends next
         self._recv_view()[self._touched(first, iterations)] = 0
 
@@ -144,7 +149,7 @@ class MessageLoop:
         transmitter's own pattern travels both ways, so both sides expect it."""
         if not self.receives_data:
             return True
-        if self.one_buffer and self.transmitter:
+        if self.solo or (self.one_buffer and self.transmitter):
             origin_rank = self.own_origin
         got = self._recv_view()[self._touched(first, iterations)]
         return bool(

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from npmpi.core.config import Options
+from npmpi.core.errors import LinkLost
 from npmpi.core.layout import Layout
 from npmpi.core.protocol import (
     CMD_BASELINE,
@@ -28,6 +29,7 @@ from npmpi.core.protocol import (
 from npmpi.power.baseline import take_part
 from npmpi.sweep.cputime import CpuSpan
 from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.links import Link, MpiLink
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 
 IDLE_POLL_S = 0.05
@@ -39,10 +41,14 @@ def _fault_size(name: str) -> int | None:
     return int(value) if value and re.fullmatch(r"[0-9]{1,15}", value, re.ASCII) else None
 
 
-def serve_commands(comm, source: int, peer: int, loop: MessageLoop, patterns: Patterns, measure) -> int:
+def serve_commands(
+    comm, source: int, link: Link, loop: MessageLoop, patterns: Patterns, measure, outlive_link: bool
+) -> int:
     """The command loop of a pair's ranks other than rank 0: stop, idle baselines and probes are
     answered here, each size's trials by `measure(size, iterations, trials, integrity)`; returns
-    the exit code rank 0 sends at the end (`source`: the rank that commands, `peer`: the partner)."""
+    the exit code rank 0 sends at the end (`source`: the rank that commands, `link`: the protocol's
+    link to the partner). With `outlive_link` (rank 0's partner) a link that breaks is closed and
+    the loop waits on: rank 0 sees the break too and ends the run, failed, with every size kept."""
     me = comm.Get_rank()
     ctrl = np.zeros(4, dtype=np.int64)
     while True:
@@ -56,20 +62,30 @@ def serve_commands(comm, source: int, peer: int, loop: MessageLoop, patterns: Pa
                 return code
             continue
         loop.set_size(size, patterns, me)
-        if cmd == CMD_PROBE:
-            chunk = iterations // PROBE_CHUNKS
-            for _ in range(PROBE_CHUNKS + 1):
-                loop.run(comm, peer, chunk)
-            continue
-        measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))
+        try:
+            if cmd == CMD_PROBE:
+                chunk = iterations // PROBE_CHUNKS
+                for _ in range(PROBE_CHUNKS + 1):
+                    loop.run(link, chunk)
+                continue
+            measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))
+        except LinkLost:
+            if not outlive_link:
+                raise
+            link.close()
 
 
-def reflect(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag) -> int:
-    """The reflector's side: echo every message; returns the exit code rank 0 sends at the end."""
+def reflect(
+    comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag, link: Link | None = None
+) -> int:
+    """The reflector's side: echo every message; returns the exit code rank 0 sends at the end
+    (`link`: the protocol's link to rank 0, opened before the sweep; default MPI's)."""
     if len(layout.pairs) > 1:
-        return pair_member(comm, layout, opts, kernel, stop)
+        return pair_member(comm, layout, opts, kernel, stop, link)
     corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
+    reset_at = _fault_size("LINK_RESET_SIZE")
     peer = layout.pair[0]
+    link = link if link is not None else MpiLink(comm, peer)
     patterns = Patterns(opts.largest_message_bytes)
     loop = MessageLoop(opts, kernel, transmitter=False)
     sync = np.zeros(1, dtype=np.int64)
@@ -78,7 +94,9 @@ def reflect(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag)
     def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
         if size == raise_at:
             raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
-        loop.run(comm, peer, warmup_iterations(iterations))
+        loop.run(link, warmup_iterations(iterations))
+        if size == reset_at:
+            link.reset()
         if size == corrupt_at:
             loop.corrupt(after_trials=False)
         ok = True
@@ -90,13 +108,14 @@ def reflect(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag)
                 abandoned = True
                 break
             comm.Send(sync, peer, SYNC_TAG)
+            link.before_trial()
             if integrity:
                 for k in range(iterations):
                     loop.clear_received(k, 1)
-                    loop.run(comm, peer, 1, k)
+                    loop.run(link, 1, k)
                     ok &= loop.received_ok(patterns, peer, k, 1)
             else:
-                loop.run(comm, peer, iterations)
+                loop.run(link, iterations)
         cpu = span.stop()
         if abandoned:
             return
@@ -107,10 +126,12 @@ def reflect(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag)
         comm.Send(result, peer, RESULT_TAG)
         comm.Send(cpu, peer, CPU_TAG)
 
-    return serve_commands(comm, peer, peer, loop, patterns, measure)
+    return serve_commands(comm, peer, link, loop, patterns, measure, outlive_link=True)
 
 
-def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag) -> int:
+def pair_member(
+    comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag, link: Link | None = None
+) -> int:
     """A rank of one of several pairs (other than rank 0): rank 0 commands and starts every trial;
     a transmitter times its trials and sends the times to rank 0 after each size."""
     corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
@@ -118,6 +139,7 @@ def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopF
     pair = next(p for p in layout.pairs if me in p)
     transmitter = me == pair[0]
     peer = pair[1] if transmitter else pair[0]
+    link = link if link is not None else MpiLink(comm, peer)
     patterns = Patterns(opts.largest_message_bytes)
     loop = MessageLoop(opts, kernel, transmitter=transmitter)
     sync = np.zeros(1, dtype=np.int64)
@@ -126,7 +148,7 @@ def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopF
     def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
         if size == raise_at and not transmitter:
             raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
-        loop.run(comm, peer, warmup_iterations(iterations))
+        loop.run(link, warmup_iterations(iterations))
         faulty = size == corrupt_at and not transmitter
         if faulty:
             loop.corrupt(after_trials=False)
@@ -141,14 +163,15 @@ def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopF
             if sync[0] == 0:
                 abandoned = True
                 break
+            link.before_trial()
             if integrity:
                 total = 0.0
                 for k in range(iterations):
                     loop.clear_received(k, 1)
-                    total += loop.run(comm, peer, 1, k)
+                    total += loop.run(link, 1, k)
                     ok &= loop.received_ok(patterns, peer, k, 1)
             else:
-                total = loop.run(comm, peer, iterations)
+                total = loop.run(link, iterations)
             times[t] = total
         cpu = span.stop()
         if abandoned:
@@ -162,7 +185,7 @@ def pair_member(comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopF
             comm.Send(times, 0, TIMES_TAG)
         comm.Send(cpu, 0, CPU_TAG)
 
-    return serve_commands(comm, 0, peer, loop, patterns, measure)
+    return serve_commands(comm, 0, link, loop, patterns, measure, outlive_link=peer == 0)
 
 
 def wait_quietly(comm, stop: StopFlag) -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.core.config import Options
-from npmpi.core.errors import DataMismatch
+from npmpi.core.errors import DataMismatch, LinkLost
 from npmpi.core.layout import Layout
 from npmpi.core.protocol import (
     CMD_PROBE,
@@ -44,6 +44,7 @@ from npmpi.core.schedule import SizePoint, netpipe_repeats
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
 from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.links import Link, MpiLink
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
 from npmpi.sweep.watchdog import PROBE, READY, RESULTS, WARMUP, Progress
 
@@ -82,9 +83,12 @@ class Transmitter:
         kernel: Kernel,
         stop: StopFlag,
         on_row: Callable[[int, SizeResult], None],
+        link: Link | None = None,
     ) -> None:
         self.comm = comm
         self.peer = layout.pair[1]
+        # the protocol's link to the peer, opened before the sweep (MPI: the communicator itself)
+        self.link = link if link is not None else MpiLink(comm, self.peer)
         in_pairs = {r for pair in layout.pairs for r in pair}
         self.others = [r for r in range(layout.world_size) if r not in in_pairs]
         self.multi = len(layout.pairs) > 1
@@ -118,7 +122,7 @@ class Transmitter:
 
     def _run_kernel(self, iterations: int, first: int = 0) -> float:
         with self.stop.timed():
-            elapsed = self.loop.run(self.comm, self.peer, iterations, first)
+            elapsed = self.loop.run(self.link, iterations, first)
         self.state = "trials"
         return elapsed
 
@@ -144,8 +148,8 @@ class Transmitter:
         self._prepare(size)
         chunk = round_trips // PROBE_CHUNKS
         with self.stop.timed():
-            self.loop.run(self.comm, self.peer, chunk)
-            best = min(self.loop.run(self.comm, self.peer, chunk) for _ in range(PROBE_CHUNKS))
+            self.loop.run(self.link, chunk)
+            best = min(self.loop.run(self.link, chunk) for _ in range(PROBE_CHUNKS))
         self.state = "between"
         return best / chunk
 
@@ -157,7 +161,7 @@ class Transmitter:
         self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
         self._prepare(size)
         with self.stop.timed():
-            self.loop.run(self.comm, self.peer, warm)
+            self.loop.run(self.link, warm)
         self.state = "trials"
         return warm
 
@@ -199,7 +203,8 @@ class Transmitter:
             where += [] if peer_ok else [f"rank {self.peer} received wrong data from rank 0"]
             raise DataMismatch(
                 f"data check failed at message size {size} B: {'; '.join(where)}. "
-                "The MPI transport corrupted or truncated a message; the run file keeps every size "
+                f"The transport (--protocol {self.opts.protocol}) corrupted or truncated a message; "
+                "the run file keeps every size "
                 "before this one"
             )
         return SizeResult(
@@ -217,6 +222,7 @@ class Transmitter:
     def _trial(self, size: int, iterations: int) -> tuple[float, float, float, bool]:
         """One trial of this rank's pair: (seconds, wall start, wall end, received data all right)."""
         verified = True
+        self.link.before_trial()
         if self.opts.integrity:
             start = time.time()
             total = 0.0
@@ -277,7 +283,8 @@ class Transmitter:
         if bad:
             raise DataMismatch(
                 f"data check failed at message size {size} B: {'; '.join(bad)}. "
-                "The MPI transport corrupted or truncated a message; the run file keeps every size "
+                f"The transport (--protocol {self.opts.protocol}) corrupted or truncated a message; "
+                "the run file keeps every size "
                 "before this one"
             )
         slowest = np.max(np.array(times), axis=0).tolist()  # the aggregate: all pairs' data moved
@@ -311,6 +318,15 @@ class Transmitter:
         return -(-repeats // opts.messages_per_iteration)
 
     def sweep(self, points: list[SizePoint]) -> SweepOutcome:
+        """The whole sweep; a link that broke (LinkLost) is raised after both ranks left their
+        loops, so the control channel is in step and release() can end the job cleanly."""
+        try:
+            return self._sweep(points)
+        except LinkLost:
+            self.stop.timing = False  # the peer's loop broke too: it waits for a command or a sync
+            raise
+
+    def _sweep(self, points: list[SizePoint]) -> SweepOutcome:
         opts = self.opts
         outcome = SweepOutcome(status="complete")
         unit = opts.mode_value.factors(opts.window).one_way_factor  # iteration time / NetPIPE's time
@@ -322,7 +338,10 @@ class Transmitter:
                 break
             size = point.size_bytes
             iterations = self._iterations(point, prev_size, prev_t)
-            row = self.measure_size(size, iterations)
+            try:
+                row = self.measure_size(size, iterations)
+            except LinkLost as exc:
+                raise LinkLost(f"{exc} at message size {size} B; every size before it is kept") from None
             if row is None:
                 break
             outcome.rows.append(row)

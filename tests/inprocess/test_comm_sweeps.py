@@ -70,6 +70,22 @@ def test_async_cache_cold_and_integrity_on_both_halves_at_once(halves, mode, ker
 
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("mode", MODES)
+def test_tcp_on_both_halves_at_once(halves, mode, kernel):
+    """--protocol tcp through benchmark.sweep: each 2-rank communicator's pair opens its own
+    connection (on a Split, ranks numbered within it), every mode, cache-cold, every message checked."""
+    window = ["--window", "16"] if mode == "stream" else []
+    cold = ["--cache-cold", "--cache-pool", "64K", "--integrity"]
+    opts = parse_options([*TINY, "--protocol", "tcp", "--mode", mode, *window, "--kernel", kernel, *cold])
+    outcome = sweep(halves, opts)
+    for status, message, rows in all_ranks(
+        (outcome.status, outcome.message, [(r.size_bytes, r.data_verified) for r in outcome.rows])
+    ):
+        assert status == "complete", message
+        assert rows == [(s, True) for s in TINY_SIZES]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("mode", MODES)
 def test_two_pairs_on_the_world(mode, kernel):
     """--pairs 2 on four ranks: both pairs' times per trial, the aggregate the slowest pair's."""
     opts = parse_options([*TINY, "--mode", mode, "--kernel", kernel, "--pairs", "2"])

@@ -22,7 +22,6 @@ from npmpi_analysis.numbers.fabric import (
     parts_summary,
     size_columns,
 )
-from npmpi_analysis.numbers.ladder import protocol_of
 from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
 from npmpi_analysis.numbers.slurm_energy import slurm_energy_notice
 
@@ -221,6 +220,8 @@ def _run_metadata(a: RunAnalysis) -> dict[str, Any]:
         "status_message": str(attrs.get("status_message", "")),
         "sizes_analysed": a.sizes,
         "kernel": str(attrs.get("kernel", "")),
+        "protocol": compute.protocol_of(attrs),
+        "protocol_settings": str(attrs.get("protocol_settings", "")),
         "mpi_library_version": str(attrs.get("mpi_library_version", "")),
         "mpi4py_version": str(attrs.get("mpi4py_version", "")),
         "npmpi_version": str(attrs.get("npmpi_version", "")),
@@ -240,8 +241,6 @@ def _run_metadata(a: RunAnalysis) -> dict[str, Any]:
         "huge_pages": str(attrs.get("huge_pages", "")),
         "thp_policy": str(attrs.get("thp_policy", "")),
         "thread_level_pair": str(attrs.get("thread_level_pair", "")),
-        "protocol": protocol_of(attrs),
-        "protocol_settings": str(attrs.get("protocol_settings", "")),
     }
     return out
 

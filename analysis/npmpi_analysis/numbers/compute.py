@@ -95,12 +95,71 @@ def run_mode_factors(attrs: dict) -> tuple[int, int]:
     return (factor, divisor) if factor > 0 and divisor > 0 else PINGPONG_FACTORS
 
 
+def protocol_of(attrs: dict) -> str:
+    """The run's protocol (format 1.7); a file from before protocols measured MPI send/receive."""
+    return str(attrs.get("protocol", "") or "").strip() or "mpi"
+
+
+def protocol_label(attrs: dict) -> str:
+    """The protocol and what its link was granted, in one phrase: 'mpi', 'tcp (socket buffer
+    asked 65536 B, granted 131072 B send / 131072 B receive; a new connection per trial)'."""
+    import json
+
+    name = protocol_of(attrs)
+    try:
+        settings = json.loads(str(attrs.get("protocol_settings", "") or "{}"))
+    except (ValueError, RecursionError):
+        return name + " (protocol_settings unreadable)"
+    notes = []
+    if not isinstance(settings, dict):
+        return name
+    asked = settings.get("requested") or {}
+    pairs = settings.get("pairs") or [{}]
+    first = (pairs[0] or {}).get("transmitter") or {} if isinstance(pairs, list) else {}
+    if isinstance(asked, dict) and asked.get("socket_buffer_bytes"):
+        notes.append(
+            f"socket buffer asked {asked['socket_buffer_bytes']} B, granted "
+            f"{first.get('granted_sndbuf_bytes', '?')} B send / "
+            f"{first.get('granted_rcvbuf_bytes', '?')} B receive"
+        )
+    if isinstance(asked, dict) and asked.get("tcp_reconnect"):
+        notes.append("a new connection per trial")
+    if isinstance(first, dict) and first.get("local_address"):
+        notes.append(f"{first.get('local_address')} -> {first.get('peer_address', '?')}")
+    if isinstance(first, dict) and name in ("rma", "memcpy"):
+        notes += _one_sided_or_copy_notes(name, first)
+    return name + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _one_sided_or_copy_notes(name: str, granted: dict) -> list[str]:
+    """rma: 'MPI_Put, MPI_Win_fence, window over the receive buffer (per size), unified memory';
+    memcpy: 'numpy.copyto between the send and receive pools, 4096 B aligned, every measuring rank'."""
+    if name == "rma":
+        where = f"window over the {granted.get('window_over', '?')}"
+        where += (
+            " (per size)" if granted.get("window_per_size") else f" ({granted.get('window_bytes', '?')} B)"
+        )
+        return [
+            str(granted.get("op", "?")),
+            str(granted.get("sync", "?")),
+            where,
+            f"{granted.get('memory_model', '?')} memory model",
+        ]
+    return [
+        f"{granted.get('copy', '?')} between {granted.get('buffers', '?')}",
+        f"{granted.get('alignment_bytes', '?')} B aligned",
+        "every measuring rank copies on its own",
+    ]
+
+
 def mode_label(attrs: dict) -> str:
     """What the run's bandwidth is: e.g. 'ping-pong', 'stream (window 64)', 'bidirectional (both
-    directions), aggregate of 2 pairs'."""
+    directions), aggregate of 2 pairs'; a protocol other than MPI's comes first ('tcp ping-pong')."""
     name = str(attrs.get("mode", "pingpong") or "pingpong")
     mode = MODE_TABLE.get(name)
     text = mode.analysis_label.format(window=attrs.get("window", "?")) if mode else name
+    if protocol_of(attrs) != "mpi":
+        text = f"{protocol_of(attrs)} {text}"
     pairs = attrs.get("pairs", 1)
     if isinstance(pairs, (int, np.integer)) and pairs > 1:
         text += f", aggregate of {int(pairs)} pairs"

@@ -9,13 +9,7 @@ from __future__ import annotations
 
 import re
 
-DEFAULT_PROTOCOL = "mpi"
-
-
-def protocol_of(attrs: dict) -> str:
-    """The run's protocol (root attribute `protocol`), "mpi" when the file has none."""
-    value = str(attrs.get("protocol", "") or "").strip()
-    return value or DEFAULT_PROTOCOL
+from npmpi_analysis.numbers.compute import protocol_of
 
 
 def _part(text: str) -> str:

@@ -1,0 +1,95 @@
+/*
+ * The `memcpy` protocol's loops (NetPIPE's memcpy module): one process copying between two buffers,
+ * with the contract of npmpi/sweep/memcpy.py's memcpy_transfer. A ping-pong iteration copies the
+ * message there and back (NetPIPE's SendData and RecvData), a stream iteration copies a window of
+ * messages one way; message m uses region m % regions of both pools.
+ *
+ * The copies read and write memory Python owns, so the compiler may not drop them; the empty asm
+ * with a "memory" clobber after each copy also keeps it from merging the copy back with the copy
+ * there (which together leave the buffers as they were).
+ */
+#include "ckernel.h"
+
+#include <string.h>
+
+#define KEEP(p) __asm__ __volatile__("" : : "r"(p) : "memory")
+
+static double copy_loops(char *s, char *r, size_t n, Py_ssize_t iters, int stream, Py_ssize_t w,
+                         Py_ssize_t regions, Py_ssize_t stride, Py_ssize_t reg)
+{
+    double t0, t1;
+    if (stream) {
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            for (Py_ssize_t j = 0; j < w; j++) {
+                memcpy(r + reg * stride, s + reg * stride, n);
+                KEEP(r);
+                reg = reg + 1 == regions ? 0 : reg + 1;
+            }
+        }
+        t1 = now_s();
+    } else if (regions == 1) {
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            memcpy(r, s, n);
+            KEEP(r);
+            memcpy(s, r, n);
+            KEEP(s);
+        }
+        t1 = now_s();
+    } else {
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            memcpy(r + reg * stride, s + reg * stride, n);
+            KEEP(r);
+            memcpy(s + reg * stride, r + reg * stride, n);
+            KEEP(s);
+            reg = reg + 1 == regions ? 0 : reg + 1;
+        }
+        t1 = now_s();
+    }
+    return t1 - t0;
+}
+
+PyObject *np_memcpy_transfer(PyObject *self, PyObject *args)
+{
+    PyObject *src_obj, *dst_obj;
+    const char *mode;
+    Py_ssize_t nbytes, iterations, window, regions, stride, first;
+    if (!PyArg_ParseTuple(args, "OOnnsnnnn", &src_obj, &dst_obj, &nbytes, &iterations, &mode, &window,
+                          &regions, &stride, &first))
+        return NULL;
+    int stream = strcmp(mode, "stream") == 0;
+    if (!stream && strcmp(mode, "pingpong") != 0) {
+        PyErr_Format(PyExc_ValueError, "memcpy has no mode %s", mode);
+        return NULL;
+    }
+    if (nbytes < 0 || iterations < 0 || window < 1 || regions < 1 || stride < 0 || first < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative size, iterations, stride or first, or no window/region");
+        return NULL;
+    }
+    Py_buffer sb, rb;
+    if (PyObject_GetBuffer(src_obj, &sb, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(dst_obj, &rb, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&sb);
+        return NULL;
+    }
+    Py_ssize_t need = (regions - 1) * stride + nbytes;
+    if (sb.len < need || rb.len < need || (regions > 1 && stride < nbytes)) {
+        PyBuffer_Release(&sb);
+        PyBuffer_Release(&rb);
+        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) do not hold %zd regions of %zd bytes",
+                     sb.len, rb.len, regions, nbytes);
+        return NULL;
+    }
+    Py_ssize_t per = stream ? window : 1;
+    Py_ssize_t reg = (Py_ssize_t)(((unsigned long long)first * (unsigned long long)per) % (unsigned long long)regions);
+    double elapsed;
+    Py_BEGIN_ALLOW_THREADS
+    elapsed = copy_loops(sb.buf, rb.buf, (size_t)nbytes, iterations, stream, window, regions, stride, reg);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&rb);
+    return PyFloat_FromDouble(elapsed);
+}

@@ -1,0 +1,415 @@
+/*
+ * MPI two-sided send/receive, the `mpi` protocol's loops: blocking MPI_Send/MPI_Recv of `nbytes`
+ * bytes per message; `transfer` holds the other modes (stream, bidir), pre-posted receives and
+ * cache-cold buffer pools, one loop per variant. The communicator comes from mpi4py through its C
+ * API, so both kernels use one MPI library. With an MPI 4 library, counts go through the
+ * large-count `_c` functions, so messages may exceed 2 GiB - 1 bytes.
+ */
+#include "ckernel.h"
+
+#include <mpi4py/mpi4py.h>
+#include <stdlib.h>
+#include <string.h>
+
+int np_mpi_import(void)
+{
+    return import_mpi4py();
+}
+
+static PyObject *mpi_error(int rc, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    PyErr_Format(PyExc_RuntimeError, "%s failed: %s", what, text);
+    return NULL;
+}
+
+PyObject *np_mpi_pingpong(PyObject *self, PyObject *args)
+{
+    PyObject *comm_obj, *send_obj, *recv_obj;
+    int peer, transmitter;
+    Py_ssize_t nbytes, iterations;
+    if (!PyArg_ParseTuple(args, "OiOOnnp", &comm_obj, &peer, &send_obj, &recv_obj, &nbytes,
+                          &iterations, &transmitter))
+        return NULL;
+    MPI_Comm *comm = PyMPIComm_Get(comm_obj);
+    if (comm == NULL)
+        return NULL;
+    if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
+        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
+        return NULL;
+    }
+    if (iterations < 0) {
+        PyErr_SetString(PyExc_ValueError, "iterations must not be negative");
+        return NULL;
+    }
+    Py_buffer sbuf, rbuf;
+    if (PyObject_GetBuffer(send_obj, &sbuf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(recv_obj, &rbuf, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&sbuf);
+        return NULL;
+    }
+    if (sbuf.len < nbytes || rbuf.len < nbytes) {
+        PyBuffer_Release(&sbuf);
+        PyBuffer_Release(&rbuf);
+        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) are smaller than the message (%zd)",
+                     sbuf.len, rbuf.len, nbytes);
+        return NULL;
+    }
+    const np_count_t count = (np_count_t)nbytes;
+    void *s = sbuf.buf, *r = rbuf.buf;
+    MPI_Comm c = *comm;
+    int rc = MPI_SUCCESS;
+    const char *failed = NULL;
+    double t0, t1;
+
+    Py_BEGIN_ALLOW_THREADS
+    if (transmitter) {
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iterations; i++) {
+            rc = NP_SEND(s, count, MPI_BYTE, peer, DATA_TAG, c);
+            if (rc != MPI_SUCCESS) { failed = "MPI_Send"; break; }
+            rc = NP_RECV(r, count, MPI_BYTE, peer, DATA_TAG, c, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) { failed = "MPI_Recv"; break; }
+        }
+        t1 = now_s();
+    } else {
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iterations; i++) {
+            rc = NP_RECV(r, count, MPI_BYTE, peer, DATA_TAG, c, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) { failed = "MPI_Recv"; break; }
+            rc = NP_SEND(s, count, MPI_BYTE, peer, DATA_TAG, c);
+            if (rc != MPI_SUCCESS) { failed = "MPI_Send"; break; }
+        }
+        t1 = now_s();
+    }
+    Py_END_ALLOW_THREADS
+
+    PyBuffer_Release(&sbuf);
+    PyBuffer_Release(&rbuf);
+    if (failed != NULL)
+        return mpi_error(rc, failed);
+    return PyFloat_FromDouble(t1 - t0);
+}
+
+enum { MODE_PINGPONG = NP_MODE_PINGPONG, MODE_STREAM = NP_MODE_STREAM, MODE_BIDIR = NP_MODE_BIDIR };
+
+struct plan {
+    MPI_Comm comm;
+    int peer, transmitter, mode, async;
+    char *s, *r;
+    np_count_t count;
+    Py_ssize_t iterations, window, regions, stride, reg; /* reg: region of the first message */
+    MPI_Request *reqs;                                /* window requests (stream) */
+};
+
+#define NEXT(x) ((x) + 1 == p->regions ? 0 : (x) + 1)
+#define SB(x) (p->s + (x) * p->stride)
+#define RB(x) (p->r + (x) * p->stride)
+#define CALL(call, name)                                                                                   \
+    do {                                                                                                   \
+        *rc = (call);                                                                                      \
+        if (*rc != MPI_SUCCESS)                                                                            \
+            return name;                                                                                   \
+    } while (0)
+
+/* Ping-pong through the pools' regions: the four variants' timed loops (NULL on success, else
+   the failed call's name). */
+static const char *pingpong_loops(const struct plan *p, double *elapsed, int *rc)
+{
+    const MPI_Comm c = p->comm;
+    const int peer = p->peer, tag = DATA_TAG;
+    const np_count_t n = p->count;
+    const Py_ssize_t iters = p->iterations;
+    Py_ssize_t reg = p->reg;
+    double t0 = 0.0, t1 = 0.0;
+    Py_ssize_t nreg;
+    MPI_Request q = MPI_REQUEST_NULL;
+    switch (p->transmitter * 2 + p->async) {
+    /* ping-pong: one message there, one back */
+    case 2: /* transmitter */
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            CALL(NP_RECV(RB(reg), n, MPI_BYTE, peer, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");
+            reg = NEXT(reg);
+        }
+        t1 = now_s();
+        break;
+    case 3: /* transmitter, --async */
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+            reg = NEXT(reg);
+        }
+        t1 = now_s();
+        break;
+    case 0: /* reflector */
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(NP_RECV(RB(reg), n, MPI_BYTE, peer, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            reg = NEXT(reg);
+        }
+        t1 = now_s();
+        break;
+    case 1: /* reflector, --async: the next receive is posted before replying */
+        CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters - 1; i++) {
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+            nreg = NEXT(reg);
+            CALL(NP_IRECV(RB(nreg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            reg = nreg;
+        }
+        CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+        CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+        t1 = now_s();
+        break;
+    default:
+        return "mode";
+    }
+    *elapsed = t1 - t0;
+    return NULL;
+}
+
+/* Bidir: both sides post the receive, send and wait; with --async the next receive is posted
+   as soon as one completes. */
+static const char *bidir_loops(const struct plan *p, double *elapsed, int *rc)
+{
+    const MPI_Comm c = p->comm;
+    const int peer = p->peer, tag = DATA_TAG;
+    const np_count_t n = p->count;
+    const Py_ssize_t iters = p->iterations;
+    Py_ssize_t reg = p->reg;
+    double t0 = 0.0, t1 = 0.0;
+    MPI_Request q = MPI_REQUEST_NULL;
+    switch (p->transmitter * 2 + p->async) {
+    /* bidir: both sides post the receive, send, wait */
+    case 2:
+    case 0:
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+            reg = NEXT(reg);
+        }
+        t1 = now_s();
+        break;
+    case 3:
+    case 1: /* --async: the next receive is posted as soon as one completes */
+        CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters - 1; i++) {
+            CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+            reg = NEXT(reg);
+            CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &q), "MPI_Irecv");
+        }
+        CALL(NP_SEND(SB(reg), n, MPI_BYTE, peer, tag, c), "MPI_Send");
+        CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+        t1 = now_s();
+        break;
+    default:
+        return "mode";
+    }
+    *elapsed = t1 - t0;
+    return NULL;
+}
+
+/* Stream: a window of Isends, then a 1-byte acknowledgement; with --async the receiver posts
+   the next window before acknowledging. */
+static const char *stream_loops(const struct plan *p, double *elapsed, int *rc)
+{
+    const MPI_Comm c = p->comm;
+    const int peer = p->peer, tag = DATA_TAG;
+    const np_count_t n = p->count;
+    const Py_ssize_t iters = p->iterations;
+    Py_ssize_t reg = p->reg;
+    double t0 = 0.0, t1 = 0.0;
+    const Py_ssize_t w = p->window;
+    MPI_Request q = MPI_REQUEST_NULL;
+    MPI_Request *reqs = p->reqs;
+    char ack = 0;
+    switch (p->transmitter * 2 + p->async) {
+    /* stream: a window of Isends, then a 1-byte acknowledgement */
+    case 2:
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            for (Py_ssize_t j = 0; j < w; j++) {
+                CALL(NP_ISEND(SB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Isend");
+                reg = NEXT(reg);
+            }
+            CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+            CALL(MPI_Recv(&ack, 1, MPI_BYTE, peer, ACK_TAG, c, MPI_STATUS_IGNORE), "MPI_Recv");
+        }
+        t1 = now_s();
+        break;
+    case 3:
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            CALL(MPI_Irecv(&ack, 1, MPI_BYTE, peer, ACK_TAG, c, &q), "MPI_Irecv");
+            for (Py_ssize_t j = 0; j < w; j++) {
+                CALL(NP_ISEND(SB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Isend");
+                reg = NEXT(reg);
+            }
+            CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+            CALL(MPI_Wait(&q, MPI_STATUS_IGNORE), "MPI_Wait");
+        }
+        t1 = now_s();
+        break;
+    case 0:
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters; i++) {
+            for (Py_ssize_t j = 0; j < w; j++) {
+                CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Irecv");
+                reg = NEXT(reg);
+            }
+            CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+            CALL(MPI_Send(&ack, 1, MPI_BYTE, peer, ACK_TAG, c), "MPI_Send");
+        }
+        t1 = now_s();
+        break;
+    case 1: /* --async: the next window is posted before the acknowledgement */
+        for (Py_ssize_t j = 0; j < w; j++) {
+            CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Irecv");
+            reg = NEXT(reg);
+        }
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iters - 1; i++) {
+            CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+            for (Py_ssize_t j = 0; j < w; j++) {
+                CALL(NP_IRECV(RB(reg), n, MPI_BYTE, peer, tag, c, &reqs[j]), "MPI_Irecv");
+                reg = NEXT(reg);
+            }
+            CALL(MPI_Send(&ack, 1, MPI_BYTE, peer, ACK_TAG, c), "MPI_Send");
+        }
+        CALL(MPI_Waitall((int)w, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
+        CALL(MPI_Send(&ack, 1, MPI_BYTE, peer, ACK_TAG, c), "MPI_Send");
+        t1 = now_s();
+        break;
+    default:
+        return "mode";
+    }
+    *elapsed = t1 - t0;
+    return NULL;
+}
+
+/* The timed loops of every variant; returns the failed call's name (NULL on success). */
+static const char *transfer_loops(const struct plan *p, double *elapsed, int *rc)
+{
+    *elapsed = 0.0;
+    if (p->iterations <= 0)
+        return NULL;
+    switch (p->mode) {
+    case MODE_PINGPONG:
+        return pingpong_loops(p, elapsed, rc);
+    case MODE_BIDIR:
+        return bidir_loops(p, elapsed, rc);
+    case MODE_STREAM:
+        return stream_loops(p, elapsed, rc);
+    default:
+        return "mode";
+    }
+}
+
+/* The plan of a transfer call from its arguments, checked; -1 with a Python error set. */
+static int make_plan(struct plan *p, const char *mode, Py_ssize_t nbytes, Py_ssize_t iterations, Py_ssize_t window,
+                     Py_ssize_t regions, Py_ssize_t stride, Py_ssize_t first)
+{
+    p->mode = np_mode_code(mode);
+    if (p->mode < 0)
+        return -1;
+    if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
+        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
+        return -1;
+    }
+    if (iterations < 0 || regions < 1 || stride < 0 || first < 0 || window < 1 || window > INT_MAX ||
+        (regions > 1 && stride < nbytes)) {
+        PyErr_SetString(PyExc_ValueError, "bad iterations, window, regions, stride or first");
+        return -1;
+    }
+    p->count = (np_count_t)nbytes;
+    p->iterations = iterations;
+    p->window = p->mode == MODE_STREAM ? window : 1;
+    p->regions = regions;
+    p->stride = stride;
+    /* region of the first message: m = first (pingpong, bidir) or first * window (stream) */
+    p->reg = (Py_ssize_t)(((unsigned long long)(first % regions) * (unsigned long long)(p->window % regions)) %
+                          (unsigned long long)regions);
+    return 0;
+}
+
+/* Both pools as buffers at least the plan's extent long; -1 with a Python error set (none held). */
+static int get_pools(const struct plan *p, PyObject *send_obj, PyObject *recv_obj, Py_buffer *sbuf, Py_buffer *rbuf)
+{
+    if (PyObject_GetBuffer(send_obj, sbuf, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(recv_obj, rbuf, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(sbuf);
+        return -1;
+    }
+    const Py_ssize_t need = (p->regions - 1) * p->stride + (Py_ssize_t)p->count;
+    if (sbuf->len < need || rbuf->len < need) {
+        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) are smaller than the pool (%zd)", sbuf->len,
+                     rbuf->len, need);
+        PyBuffer_Release(sbuf);
+        PyBuffer_Release(rbuf);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *np_mpi_transfer(PyObject *self, PyObject *args)
+{
+    PyObject *comm_obj, *send_obj, *recv_obj;
+    const char *mode;
+    int peer, transmitter, async;
+    Py_ssize_t nbytes, iterations, window, regions, stride, first;
+    if (!PyArg_ParseTuple(args, "OiOOnnpsnpnnn", &comm_obj, &peer, &send_obj, &recv_obj, &nbytes,
+                          &iterations, &transmitter, &mode, &window, &async, &regions, &stride, &first))
+        return NULL;
+    MPI_Comm *comm = PyMPIComm_Get(comm_obj);
+    if (comm == NULL)
+        return NULL;
+    struct plan p = {0};
+    if (make_plan(&p, mode, nbytes, iterations, window, regions, stride, first) < 0)
+        return NULL;
+    Py_buffer sbuf, rbuf;
+    if (get_pools(&p, send_obj, recv_obj, &sbuf, &rbuf) < 0)
+        return NULL;
+    if (p.mode == MODE_STREAM) {
+        p.reqs = malloc(sizeof(MPI_Request) * (size_t)p.window);
+        if (p.reqs == NULL) {
+            PyBuffer_Release(&sbuf);
+            PyBuffer_Release(&rbuf);
+            return PyErr_NoMemory();
+        }
+    }
+    p.comm = *comm;
+    p.peer = peer;
+    p.transmitter = transmitter ? 1 : 0;
+    p.async = async ? 1 : 0;
+    p.s = sbuf.buf;
+    p.r = rbuf.buf;
+    double elapsed = 0.0;
+    int rc = MPI_SUCCESS;
+    const char *failed;
+
+    Py_BEGIN_ALLOW_THREADS
+    failed = transfer_loops(&p, &elapsed, &rc);
+    Py_END_ALLOW_THREADS
+
+    free(p.reqs);
+    PyBuffer_Release(&sbuf);
+    PyBuffer_Release(&rbuf);
+    if (failed != NULL)
+        return mpi_error(rc, failed);
+    return PyFloat_FromDouble(elapsed);
+}

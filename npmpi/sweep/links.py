@@ -1,0 +1,141 @@
+"""A pair's link: what a protocol's timed loops talk through, opened before the sweep, closed after.
+
+Every measuring rank opens its link once, before the sweep (`open_link`, while every rank still
+agrees on the start: a link that cannot be opened is a usage error on every rank, exit 2), and the
+message loop passes `link.endpoint` to the protocol's loops as their first two arguments:
+
+- mpi: (comm, peer rank), the MPI send/receive loops' arguments as they always were;
+- tcp: (socket, file descriptor) of the pair's connection (npmpi/sweep/tcplink.py);
+- rma: (the link, the peer's rank in the pair's communicator) (npmpi/sweep/rmalink.py);
+- memcpy: (the link, -1): no peer (npmpi/sweep/memcpy.py).
+
+`before_trial` runs untimed at the start of every trial on both ranks of a pair (a protocol that
+renews its connection per trial does it there), `settings` is what was asked and granted (stored
+as the run file's `protocol_settings`), `close` ends it. MPI itself stays the control channel:
+commands, syncs and results travel on the communicator whatever the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from npmpi.core.config import Options
+from npmpi.core.protocols import PROTOCOL_MEMCPY, PROTOCOL_MPI, PROTOCOL_RMA, PROTOCOL_TCP
+
+
+class Link:
+    """The base of every protocol's link: no per-trial work, nothing granted, nothing to close."""
+
+    protocol = ""
+    endpoint: tuple[Any, Any] = (None, None)
+
+    def before_trial(self) -> None:
+        """Untimed, at every trial's start, on both ranks of the pair."""
+
+    def settings(self) -> dict[str, Any]:
+        """What this rank asked for and got (JSON-able), for the run file's protocol_settings."""
+        return {}
+
+    def close(self) -> None:
+        """End the link (the sweep is over, or it broke)."""
+
+    def reset(self) -> None:
+        """Fault injection (NPMPI_FAULT_LINK_RESET_SIZE): break the link as a failing network
+        would, so the peer's loop sees it (TCP: a reset); a protocol that cannot does nothing."""
+
+
+class MpiLink(Link):
+    """MPI two-sided send/receive: the communicator and the peer's rank."""
+
+    protocol = PROTOCOL_MPI
+
+    def __init__(self, comm, peer: int) -> None:
+        self.comm, self.peer = comm, peer
+        self.endpoint = (comm, peer)
+
+
+def _open_mpi(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+    return MpiLink(comm, peer)
+
+
+def _open_tcp(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+    from npmpi.sweep.tcplink import open_tcp_link
+
+    return open_tcp_link(comm, opts, peer, transmitter)
+
+
+def _open_rma(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+    from npmpi.sweep.rmalink import open_rma_link
+
+    return open_rma_link(comm, opts, peer, transmitter)
+
+
+def _open_memcpy(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+    from npmpi.sweep.memcpy import open_memcpy_link
+
+    return open_memcpy_link(comm, opts, peer, transmitter)
+
+
+# protocol name -> opener(comm, opts, peer, transmitter) -> Link; raises npmpi.core.errors.LinkError
+LINK_OPENERS: dict[str, Callable[[Any, Options, int, bool], Link]] = {
+    PROTOCOL_MPI: _open_mpi,
+    PROTOCOL_TCP: _open_tcp,
+    PROTOCOL_RMA: _open_rma,
+    PROTOCOL_MEMCPY: _open_memcpy,
+}
+
+
+def open_link(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+    """This rank's link to `peer` for the run's protocol (both ranks of the pair call it together;
+    `transmitter`: this rank times, the other reflects). LinkError says why it could not be had."""
+    return LINK_OPENERS[opts.protocol](comm, opts, peer, transmitter)
+
+
+def protocol_attrs(opts: Options, gathered: list[dict | None] | None, pairs) -> dict[str, str]:
+    """The run file's root attributes `protocol` and `protocol_settings` (docs/file-format.md)."""
+    gathered = gathered or [None] * (1 + max((r for pair in pairs for r in pair), default=0))
+    return {"protocol": opts.protocol, "protocol_settings": protocol_settings_json(opts, gathered, pairs)}
+
+
+def protocol_settings_json(opts: Options, gathered: list[dict | None], pairs) -> str:
+    """The run file's protocol_settings: the protocol, what was asked, and per pair what each rank
+    was granted (`gathered`: every rank's `Link.settings()`, None on ranks without a link)."""
+    fields = PROTOCOL_OPTION_FIELDS.get(opts.protocol, ())
+    asked = {k: v for k, v in opts.to_dict().items() if k in fields}
+    per_pair = [
+        {"ranks": [a, b], "transmitter": gathered[a] or {}, "reflector": gathered[b] or {}} for a, b in pairs
+    ]
+    return json.dumps({"protocol": opts.protocol, "requested": asked, "pairs": per_pair}, sort_keys=True)
+
+
+# each protocol's Options fields (stored as `requested` in protocol_settings)
+PROTOCOL_OPTION_FIELDS: dict[str, tuple[str, ...]] = {
+    PROTOCOL_MPI: (),
+    PROTOCOL_TCP: (
+        "tcp_address",
+        "tcp_port",
+        "socket_buffer_bytes",
+        "tcp_reconnect",
+        "tcp_connect_timeout_s",
+    ),
+    PROTOCOL_RMA: ("rma_op", "rma_sync"),
+    PROTOCOL_MEMCPY: ("buffers",),
+}
+
+
+def open_pair_link(comm, opts: Options, pairs) -> tuple[Link | None, str | None]:
+    """This rank's link if it is in one of `pairs` (a, b) (a transmits), else None; and the one-line
+    problem when it could not be opened (for the start-up's collective check). Both ranks of every
+    pair must call it, whatever else they found wrong, so neither waits for the other forever."""
+    from npmpi.core.errors import NpmpiError
+
+    me = comm.Get_rank()
+    for a, b in pairs:
+        if me in (a, b):
+            try:
+                return open_link(comm, opts, b if me == a else a, me == a), None
+            except NpmpiError as exc:
+                return None, str(exc)
+    return None, None
