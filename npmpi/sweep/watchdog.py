@@ -3,8 +3,8 @@ every completed size kept in the file, instead of a job that hangs until a time 
 
 Why a thread. When the reflector, or a rank of another pair, is stopped (SIGSTOP, a debugger
 attached) or stuck (a swap storm, a hung file system), rank 0 waits in a blocking MPI call or in
-the C kernel. Both release the GIL (mpi4py around its blocking calls, csrc/cmpi.c with
-Py_BEGIN_ALLOW_THREADS) and never return to Python, so a Python signal handler (the SIGALRM of a
+the C kernel. Both release the GIL (mpi4py around its blocking calls; csrc/cmpi.c, ctcp.c and
+crma.c with Py_BEGIN_ALLOW_THREADS; a socket's recv) and never return to Python, so a Python signal handler (the SIGALRM of a
 stop signal) never runs; a daemon thread does. It sleeps until the deadline of the step in
 progress and, when the main thread has not moved on by then, ends the run for it.
 
@@ -17,10 +17,11 @@ The bound of a step is `stall_bound_s`: max(--stall-timeout, STALL_FACTOR x what
 expected to take), so a slow but live measurement never trips it: the expectation is the step's
 iterations times the time per iteration of the last step that ran iterations (the probe, the
 warm-up, the previous trial: they are measured as they end, here), scaled by the size ratio when
-the size grew (a message never takes more than proportionally longer to move). NetPIPE's rule picks
-iterations so that a trial lasts about --target-time, and its stop rule (--max-one-way) ends the
-sweep before messages get slower than that, so the expectation follows what the run is asked to
-do; no fixed number could (a 2 GiB message on a slow link takes seconds per iteration). A step
+the size grew (past the latency a message takes about proportionally longer; a switch of the
+transport's protocol between sizes is what the factor is for). NetPIPE's rule picks iterations so
+that a trial lasts about --target-time, and its stop rule (--max-one-way) ends the sweep once
+messages get slower than that, so the expectation follows what the run is asked to do; no fixed
+number could (a 2 GiB message on a slow link takes seconds per iteration). A step
 with no estimate yet (the first look of the probe) gets the floor alone. --stall-timeout 0 turns
 the watchdog off.
 
@@ -32,7 +33,8 @@ acts only while the protocol is `armed`: from a step's start (`at`) until the ma
 once it acts: a main thread that returns from MPI at that very moment blocks in `quiet()` until
 MPI_Abort ends the process. A stop signal's `mark_file` takes the lock too (reentrant: the handler
 runs in the main thread, perhaps while it holds the lock). The thread calls MPI once, MPI_Abort,
-while the main thread is blocked in MPI: Open MPI ends the job from any thread, and a stopped
+while the main thread is blocked in MPI: Open MPI 5 ends the job from another thread even at
+MPI_THREAD_SINGLE, the level rank 0 asks for (tests/test_reliability_stall.py), and a stopped
 process never reaches MPI_Finalize, so only an abort (mpirun kills it) ends the job.
 """
 
