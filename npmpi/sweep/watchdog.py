@@ -4,8 +4,8 @@ every completed size kept in the file, instead of a job that hangs until a time 
 Why a thread. When the reflector, or a rank of another pair, is stopped (SIGSTOP, a debugger
 attached) or stuck (a swap storm, a hung file system), rank 0 waits in a blocking MPI call or in
 the C kernel. Both release the GIL (mpi4py around its blocking calls; csrc/cmpi.c, ctcp.c and
-crma.c with Py_BEGIN_ALLOW_THREADS; a socket's recv) and never return to Python, so a Python signal handler (the SIGALRM of a
-stop signal) never runs; a daemon thread does. It sleeps until the deadline of the step in
+crma.c with Py_BEGIN_ALLOW_THREADS; a socket's recv) and never return to Python, so a Python
+signal handler (the SIGALRM of a stop signal) never runs; a daemon thread does. It sleeps until the deadline of the step in
 progress and, when the main thread has not moved on by then, ends the run for it.
 
 What counts as progress. The transmitter calls `Progress.at(size, step, rank, iterations)` when a
