@@ -5,8 +5,9 @@ Why a thread. When the reflector, or a rank of another pair, is stopped (SIGSTOP
 attached) or stuck (a swap storm, a hung file system), rank 0 waits in a blocking MPI call or in
 the C kernel. Both release the GIL (mpi4py around its blocking calls; csrc/cmpi.c, ctcp.c and
 crma.c with Py_BEGIN_ALLOW_THREADS; a socket's recv) and never return to Python, so a Python
-signal handler (the SIGALRM of a stop signal) never runs; a daemon thread does. It sleeps until the deadline of the step in
-progress and, when the main thread has not moved on by then, ends the run for it.
+signal handler (the SIGALRM of a stop signal) never runs; a daemon thread does. It sleeps until
+the deadline of the step in progress and, when the main thread has not moved on by then, ends the
+run for it.
 
 What counts as progress. The transmitter calls `Progress.at(size, step, rank, iterations)` when a
 step of the protocol starts: the probe, a size's warm-up, each trial (with its sync), the wait for
