@@ -3,8 +3,10 @@
 A 4-rank map (`--per-rank`, `--stall-timeout 3`) with rank 1 stopped by SIGSTOP once the first
 size's rounds are done: the job ends by itself within the bound and a margin, with one line naming
 rank 1 and the round, no traceback, no process left, and a map file `failed` with every completed
-round, which npmpi-analyze reads. The round's expected time and the option's bad values are tested
-in process. The stopped process is SIGCONTed and killed by the test whatever happens.
+round, which npmpi-analyze reads. calibrate (npmpi/commands/loadstall.py) with load rank 1 stopped
+during the load: one line naming it, no file left. The round's expected time and the option's bad
+values are tested in process. The stopped process is SIGCONTed and killed by the test whatever
+happens.
 """
 
 from __future__ import annotations
@@ -93,3 +95,46 @@ def test_a_frozen_map_member_ends_the_map_with_one_line_and_a_failed_file(tmp_pa
     assert "stopped answering" in out, out[-2000:]
     print(f"\nfrozen map member: job ended {took:.1f} s after the SIGSTOP\n{line}", file=sys.stderr)
     assert took < STALL_S + MARGIN_S
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_a_frozen_load_rank_ends_calibrate_with_one_line_and_no_file(tmp_path):
+    """3 ranks (load ranks 0 and 1, power rank 2), rank 1 stopped during the load: rank 0 waits for
+    it after its own load and the meters' last reports, then names it within the bound."""
+    name = "stalled-cal.json"
+    args = ["calibrate", "--meter", "estimate", "--duration", "5", "--burst-min", "0.1", "--burst-max", "0.1"]
+    job = Job([*args, "--max-delay", "1", "--stall-timeout", f"{STALL_S:g}", "-o", name], 3, tmp_path, name)
+    pid = None
+    try:
+        assert job.wait_until(lambda: "calibrating" in job.stdout, 60), job.stdout + job.stderr[-2000:]
+        pid = job.rank_pids()[1]
+        os.kill(pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        ended = job.wait(5 + 2 + STALL_S + MARGIN_S + 30)
+    finally:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(pid, sig)
+        job.close()
+    took = ended - frozen_at
+    assert job.leftovers() == [], "a rank outlived the job"
+    assert "Traceback" not in job.stdout + job.stderr
+    errors = [ln.lstrip("\0") for ln in job.err if ln.lstrip("\0").startswith("npmpi: error:")]
+    assert len(errors) == 1, job.stderr[-3000:]
+    line = errors[0]
+    assert line.startswith("npmpi: error: rank 1 (") and "stopped answering" in line, line
+    assert "the wait for the end of its load" in line and "no calibration is written" in line, line
+    assert job.proc.returncode != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a calibration or its temporary was left"
+    print(f"\nfrozen load rank: calibrate ended {took:.1f} s after the SIGSTOP\n{line}", file=sys.stderr)
+    assert took < 5 + 2 + STALL_S + MARGIN_S  # the load, the meters' last reports, the bound
+
+
+def test_a_bad_stall_timeout_in_calibrate_is_one_line():
+    from npmpi.commands.calibrate import parse_calibrate_options
+
+    with pytest.raises(UsageError) as info:
+        parse_calibrate_options(["--meter", "estimate", "--stall-timeout", "0.5"])
+    assert str(info.value).startswith("--stall-timeout 0.5: give 0")
+    assert parse_calibrate_options(["--meter", "estimate", "--stall-timeout", "0"]).stall_timeout == 0.0
