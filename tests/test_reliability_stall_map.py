@@ -3,10 +3,10 @@
 A 4-rank map (`--per-rank`, `--stall-timeout 3`) with rank 1 stopped by SIGSTOP once the first
 size's rounds are done: the job ends by itself within the bound and a margin, with one line naming
 rank 1 and the round, no traceback, no process left, and a map file `failed` with every completed
-round, which npmpi-analyze reads. calibrate (npmpi/commands/loadstall.py) with load rank 1 stopped
-during the load: one line naming it, no file left. The round's expected time and the option's bad
-values are tested in process. The stopped process is SIGCONTed and killed by the test whatever
-happens.
+round, which npmpi-analyze reads; a live round longer than --stall-timeout does not trip it.
+calibrate (npmpi/commands/loadstall.py) with load rank 1 stopped during the load: one line naming
+it, no file left. The round's expected time and the option's bad values are tested in process.
+The stopped process is SIGCONTed and killed by the test whatever happens.
 """
 
 from __future__ import annotations
@@ -95,6 +95,26 @@ def test_a_frozen_map_member_ends_the_map_with_one_line_and_a_failed_file(tmp_pa
     assert "stopped answering" in out, out[-2000:]
     print(f"\nfrozen map member: job ended {took:.1f} s after the SIGSTOP\n{line}", file=sys.stderr)
     assert took < STALL_S + MARGIN_S
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_a_round_longer_than_the_stall_timeout_does_not_trip_it(tmp_path):
+    """One round of 2 trials of 0.6 s (about 2 s with its probe and warm-up) with --stall-timeout 1:
+    the bound follows the round (20 x its expected 3 s), not the floor."""
+    name = "slow-live-map.h5"
+    args = ["map", "--per-rank", "--sizes", "1", "--trials", "2", "--target-time", "0.6", "--confirm", "0"]
+    job = Job([*args, "--stall-timeout", "1", "-o", name], 2, tmp_path, name)
+    try:
+        job.wait(60)
+    finally:
+        job.close()
+    assert job.proc.returncode == 0, job.stderr[-2000:]
+    assert "stopped answering" not in job.stderr
+    with h5py.File(tmp_path / name) as f:
+        assert f.attrs["status"] == "complete", dict(f.attrs)
+        assert f.attrs["stall_timeout_s"] == 1.0 and "stall_bound_s" not in f.attrs
+        assert float(np.nanmax(f["map/pair_window_s"][()])) > 1.0  # the round outlasted the floor
 
 
 @pytest.mark.mpi
