@@ -24,7 +24,6 @@ from npmpi.core.config import (
     DEFAULT_LOWER_BYTES,
     DEFAULT_MAX_ONE_WAY_S,
     DEFAULT_PERTURBATION,
-    DEFAULT_STALL_TIMEOUT_S,
     DEFAULT_TARGET_TIME_S,
     DEFAULT_TRIALS,
     DEFAULT_UPPER_BYTES,
@@ -238,12 +237,10 @@ def _add_kernel_options(p: argparse.ArgumentParser) -> None:
         "MPI), or single, funneled, serialized, multiple for every rank; some libraries add a "
         "few tens of ns per message above single. The level each rank got is stored (default: %(default)s)",
     )
-    g.add_argument(
+    add_option(
+        g,
         "--stall-timeout",
-        type=seconds_arg,
-        default=DEFAULT_STALL_TIMEOUT_S,
-        metavar="SECONDS",
-        help="end the run when a measuring rank stops answering (stopped, stuck, its node down): "
+        "end the run when a measuring rank stops answering (stopped, stuck, its node down): "
         f"after max(SECONDS, {STALL_FACTOR:g} x what the step in progress should take) without "
         "progress, rank 0 names the rank, marks the file failed with every completed size and ends "
         "every rank; 0: wait for ever (default: %(default)g s)",

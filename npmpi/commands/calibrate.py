@@ -36,6 +36,7 @@ from npmpi.power.delayfit import (
 
 def build_parser() -> argparse.ArgumentParser:
     from npmpi.commands.parser import add_options, command_name, command_parser, count_arg, seconds_arg
+    from npmpi.sweep.watchdog import STALL_FACTOR
 
     p = command_parser(
         f"{command_name()} calibrate",
@@ -99,17 +100,22 @@ def build_parser() -> argparse.ArgumentParser:
             "runs/npmpi-calibration-YYYYmmdd-HHMMSS.json)",
             "--force": "overwrite an existing --output",
             "--quiet": "print nothing but errors",
+            "--stall-timeout": "end the calibration when a load rank stops answering (stopped, stuck, "
+            f"its node down): after max(SECONDS, {STALL_FACTOR:g} x --burst-max) past the load's end "
+            "without it, rank 0 names the rank, writes nothing and ends every rank; 0: wait for ever "
+            "(default: %(default)g s)",
         },
     )
     return p
 
 
 def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
-    from npmpi.commands.options import meter_specs
+    from npmpi.commands.options import check_stall_timeout, meter_specs
     from npmpi.commands.parser import parse_command_line
 
     ns = parse_command_line(build_parser(), argv)
     ns.meter = meter_specs(ns.meter)
+    ns.stall_timeout = check_stall_timeout(ns.stall_timeout)
     if not 5 <= ns.duration <= 3600:
         raise UsageError(f"--duration {ns.duration}: give between 5 and 3600 s")
     if not 0.1 <= ns.burst_min <= ns.burst_max:
@@ -261,6 +267,7 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
     run_load(schedule, ns.matrix, start_mono)
     # let the meters report the last bursts before collecting
     time.sleep(min(ns.max_delay, 5.0) + 1.0)
+    _load_done(comm, ns, layout, output)
     load_comm.Barrier()
     load_comm.Free()
     if rank != 0:
@@ -313,6 +320,18 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
         )
     collector.end_job_if_lost(1)
     return 0
+
+
+def _load_done(comm, ns, layout, output) -> None:
+    """Each load rank tells rank 0 its load is over; rank 0 waits for each under the stall watchdog,
+    so that a stopped load rank is named instead of hanging the closing barrier (loadstall.py)."""
+    from npmpi.commands.loadstall import say_done, wait_for_load_ranks
+
+    if comm.Get_rank() != 0:
+        say_done(comm)
+        return
+    ranks = [r for r in range(1, comm.Get_size()) if r not in layout.power_ranks]
+    wait_for_load_ranks(comm, ranks, ns.stall_timeout, ns.burst_max, layout.hosts, output)
 
 
 def write_reserved(res, text: str) -> None:

@@ -85,11 +85,11 @@ def parse_options(argv: list[str]) -> Options:
         fabric_meters=ns.fabric_meter,
         fabric_rank=ns.fabric_rank,
         **protocol_fields,
-        stall_timeout_s=_stall_timeout(ns.stall_timeout),
+        stall_timeout_s=check_stall_timeout(ns.stall_timeout),
     )
 
 
-def _stall_timeout(seconds: float) -> float:
+def check_stall_timeout(seconds: float) -> float:
     """--stall-timeout: 0 (never) or a floor of at least a second, at most a week."""
     if seconds != 0 and not 1 <= seconds <= MAX_STALL_TIMEOUT_S:
         raise UsageError(

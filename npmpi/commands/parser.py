@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from npmpi.core.config import DEFAULT_STALL_TIMEOUT_S
 from npmpi.core.errors import HelpRequested, UsageError
 from npmpi.core.modes import MODE_PINGPONG
 from npmpi.core.units import parse_number, parse_whole
@@ -109,6 +110,10 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "--output": (("-o", "--output"), {"default": None, "metavar": "FILE"}),
     "--force": (("--force",), {"action": "store_true"}),
     "--quiet": (("-q", "--quiet"), {"action": "store_true"}),
+    "--stall-timeout": (
+        ("--stall-timeout",),
+        {"type": seconds_arg, "default": DEFAULT_STALL_TIMEOUT_S, "metavar": "SECONDS"},
+    ),
 }
 
 

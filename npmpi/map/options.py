@@ -10,7 +10,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.commands.options import check_mode_and_window, check_power_and_output, trials_and_target
+from npmpi.commands.options import (
+    check_mode_and_window,
+    check_power_and_output,
+    check_stall_timeout,
+    trials_and_target,
+)
 from npmpi.commands.parser import (
     UsageParser,
     add_option,
@@ -35,6 +40,7 @@ from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.map.schedule import SCHEDULE_ROUNDS, SCHEDULES
 from npmpi.sweep.kernels import KERNEL_NAMES
+from npmpi.sweep.watchdog import STALL_FACTOR
 
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
 MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank
@@ -140,6 +146,10 @@ def _add_map_power_and_output(p: UsageParser) -> None:
             "--output": "map file to write (default: runs/npmpi-map-YYYYmmdd-HHMMSS.h5)",
             "--force": "overwrite an existing --output file",
             "--quiet": "print nothing but errors",
+            "--stall-timeout": "end the map when a member stops answering (stopped, stuck, its node "
+            f"down): after max(SECONDS, {STALL_FACTOR:g} x what the round should take) without its "
+            "answer, rank 0 names the rank, marks the file failed with every completed round and ends "
+            "every rank; 0: wait for ever (default: %(default)g s)",
         },
     )
 
@@ -225,6 +235,7 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         mode=ns.mode,
         window=window,
         buffers=ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE,
+        stall_timeout_s=check_stall_timeout(ns.stall_timeout),
     )
     return MapOptions(
         run=run,

@@ -24,6 +24,7 @@ from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
 from npmpi.map.pair import RESULT_FIELDS, TIMES_ROWS, PairSide, reflect, transmit, wait_for
 from npmpi.map.schedule import make_rounds, round_matrix
+from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
 from npmpi.runfile.mapwriter import MapWriter, PairResult
 
 COLLECT_EVERY_S = (
@@ -55,15 +56,20 @@ class MapCoordinator:
         self.commanded: list[int] = []
         self.ctrl = np.zeros(4, dtype=np.int64)
         self.sync = np.zeros(1, dtype=np.int64)
+        run = mopts.run
+        self.progress = RoundProgress(run.trials, run.target_time_s, mopts.directions == DIRECTIONS_BOTH)
+        self.partner_of: dict[int, int] = {}  # this round's pairs without rank 0, for the watchdog's line
         stop.transmitter = self
 
     def run(self) -> MapOutcome:
         """Every size, every round, until done or stopped."""
         outcome = MapOutcome()
+        total = len(self.rounds) * len(self.mopts.sizes_bytes)
         for s, size in enumerate(self.mopts.sizes_bytes):
             for r, pairs in enumerate(self.rounds):
                 if self.stop:
                     break
+                self.progress.label = f"round {outcome.rounds + 1} of {total}"
                 measured = self.measure_round(size, pairs)
                 if measured is None:
                     break
@@ -72,6 +78,7 @@ class MapCoordinator:
                 outcome.rounds += 1
             if self.stop:
                 break
+        self.progress.label = "a suspect's re-measurement (--confirm)"
         if self.stop:
             outcome.status = "interrupted"
             outcome.message = f"{self.stop.name} received; stopped after {outcome.rounds} rounds"
@@ -84,8 +91,24 @@ class MapCoordinator:
             self.comm.Send(self.sync, rank, SYNC_TAG)
 
     def measure_round(self, size: int, pairs: list[tuple[int, int]]):
-        """One round of one size: ((window start, end), [PairResult]); None when a stop came first."""
-        members = self.members
+        """One round of one size: ((window start, end), [PairResult]); None when a stop came first.
+        The stall watchdog watches its waits and is quiet once it returns (the file is written next)."""
+        self.partner_of.clear()
+        for i, j in pairs:
+            if 0 not in (self.members[i], self.members[j]):
+                self.partner_of.update({self.members[i]: self.members[j], self.members[j]: self.members[i]})
+        try:
+            measured = self._round(size, pairs)
+        finally:
+            self.progress.quiet()
+        if measured is not None:
+            (start, end), results = measured
+            times = [r.trial_s for r in results]
+            self.progress.learn(size, end - start, times, [r.iterations for r in results])
+        return measured
+
+    def _round(self, size: int, pairs: list[tuple[int, int]]):
+        members, progress = self.members, self.progress
         both = self.mopts.directions == DIRECTIONS_BOTH
         own = None
         self.commanded = []
@@ -101,6 +124,7 @@ class MapCoordinator:
             self.side.prepare(self.comm, size, own[2], both)
         self.state = "ready"
         for rank in self.commanded:
+            progress.wait(size, rank, WAIT_READY)
             wait_for(self.comm, self.sync, rank, SYNC_TAG)
         if self.stop:
             self._go(0)
@@ -111,6 +135,7 @@ class MapCoordinator:
         self.state = "trials"
         results, bad = [], []
         if own is not None:
+            progress.wait(size, own[2], WAIT_OWN)
             result, times = transmit(self.comm, own[2], self.side, size, self.stop, since=since)
             results.append(self._result(own[0], own[1], result, times, bad, both))
             if both:
@@ -121,6 +146,7 @@ class MapCoordinator:
                 if members[a] == 0:  # the transmitter reports; rank 0's own is above
                     continue
                 times = np.zeros((TIMES_ROWS, self.mopts.run.trials), dtype=np.float64)
+                progress.wait(size, members[a], WAIT_RESULTS)
                 wait_for(self.comm, result, members[a], RESULT_TAG)
                 wait_for(self.comm, times, members[a], TIMES_TAG)
                 results.append(self._result(a, b, result, times, bad, both))
@@ -229,7 +255,8 @@ class MapRecording(FileRecording):
 
     def mark_file(self, message: str) -> None:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
-        with contextlib.suppress(Exception):
+        lock = self.coordinator.progress.lock if self.coordinator is not None else contextlib.nullcontext()
+        with lock, contextlib.suppress(Exception):  # not while the stall watchdog closes the file
             self.writer.set_group_attrs("map", status="interrupted")
             self.writer.set_attrs(status="interrupted", status_message=message)
 
@@ -297,9 +324,10 @@ class MapRecording(FileRecording):
                     console.note(line)
             self.last_collect = time.monotonic()
         self.last_progress = self.rounds_started = time.monotonic()
-        outcome = self.coordinator.run()
-        if outcome.status == "complete" and self.mopts.confirm_repeats > 0:
-            self._confirm(outcome)
+        with map_watchdog(self):
+            outcome = self.coordinator.run()
+            if outcome.status == "complete" and self.mopts.confirm_repeats > 0:
+                self._confirm(outcome)
         if collector is not None:
             final_power(
                 writer,

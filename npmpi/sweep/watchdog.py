@@ -82,6 +82,8 @@ class Step(NamedTuple):
 class Progress:
     """The main thread's position in the protocol, for the watchdog (see the module's docstring)."""
 
+    lost = "the size in progress is not recorded"  # what the stall costs, for the one line
+
     def __init__(self, trials: int) -> None:
         self.trials = trials
         self.lock = threading.RLock()
@@ -190,5 +192,5 @@ class StallWatchdog:
             f"rank {rank} ({host}){also} stopped answering: nothing from it for {waited_s:.1f} s "
             f"(the stall bound: {bound_s:.1f} s, --stall-timeout) during {self.progress.describe(step)}; "
             "check that process: stopped (SIGSTOP, a debugger attached) or stuck (swapping, a hung "
-            "file system, its node down). The size in progress is not recorded"
+            f"file system, its node down); {self.progress.lost}"
         )
