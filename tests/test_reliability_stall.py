@@ -10,17 +10,14 @@ are tested in process too. The stopped process is SIGCONTed and killed by the te
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import sys
 import threading
 import time
 
 import h5py
 import pytest
-from test_reliability_support import Job, analyze_in_process
+from test_reliability_support import Job, analyze_in_process, freeze_until_the_end
 
 from npmpi.sweep.watchdog import (
     READY,
@@ -123,23 +120,7 @@ def _frozen_rank_run(tmp_path, name: str, args: list[str], np: int, frozen: int)
     """SIGSTOP rank `frozen` after 6 sizes; checks the end; (the error line, the file's path)."""
     args = [*args, "--quick", "--stall-timeout", f"{STALL_S:g}", "-o", name]
     job = Job(args, np, tmp_path, name)
-    pid = None
-    try:
-        assert job.wait_for_rows(6, 90), job.stdout[-2000:] + job.stderr[-2000:]
-        pid = job.rank_pids()[frozen]
-        os.kill(pid, signal.SIGSTOP)
-        frozen_at = time.monotonic()
-        ended = job.wait(STALL_S + MARGIN_S + 30)
-    finally:
-        for sig in (signal.SIGCONT, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError, TypeError):
-                os.kill(pid, sig)
-        job.close()
-    took = ended - frozen_at
-    assert job.leftovers() == [], "a rank outlived the job"
-    assert "Traceback" not in job.stdout + job.stderr
-    # Open MPI's abort banner can end in a NUL byte that lands before the next line forwarded
-    errors = [ln.lstrip("\0") for ln in job.err if ln.lstrip("\0").startswith("npmpi: error:")]
+    took, errors = freeze_until_the_end(job, lambda: job.rows_printed() >= 6, frozen, STALL_S + MARGIN_S + 30)
     assert len(errors) == 1, job.stderr[-3000:]
     assert "stopped answering" in errors[0] and re.search(rf"rank {frozen}\b", errors[0]), errors
     assert "completed sizes are in" in errors[0] and "aborting all ranks" in errors[0], errors

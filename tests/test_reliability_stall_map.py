@@ -11,17 +11,13 @@ The stopped process is SIGCONTed and killed by the test whatever happens.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import sys
-import time
 
 import h5py
 import numpy as np
 import pytest
-from test_reliability_support import Job, analyze_in_process
+from test_reliability_support import Job, analyze_in_process, freeze_until_the_end
 
 from npmpi.core.errors import UsageError
 from npmpi.map.options import parse_map_options
@@ -61,22 +57,9 @@ def test_a_frozen_map_member_ends_the_map_with_one_line_and_a_failed_file(tmp_pa
     name = "stalled-map.h5"
     args = ["map", "--per-rank", "--sizes", SIZES, "--trials", "3", "--target-time", "0.02", "--confirm", "0"]
     job = Job([*args, "--stall-timeout", f"{STALL_S:g}", "-o", name], 4, tmp_path, name)
-    pid = None
-    try:
-        assert job.wait_until(lambda: "rounds; one-way" in job.stdout, 90), job.stdout + job.stderr[-2000:]
-        pid = job.rank_pids()[1]
-        os.kill(pid, signal.SIGSTOP)
-        frozen_at = time.monotonic()
-        ended = job.wait(STALL_S + MARGIN_S + 30)
-    finally:
-        for sig in (signal.SIGCONT, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError, TypeError):
-                os.kill(pid, sig)
-        job.close()
-    took = ended - frozen_at
-    assert job.leftovers() == [], "a rank outlived the job"
-    assert "Traceback" not in job.stdout + job.stderr
-    errors = [ln.lstrip("\0") for ln in job.err if ln.lstrip("\0").startswith("npmpi: error:")]
+    took, errors = freeze_until_the_end(
+        job, lambda: "rounds; one-way" in job.stdout, 1, STALL_S + MARGIN_S + 30
+    )
     assert len(errors) == 1, job.stderr[-3000:]
     line = errors[0]
     assert "stopped answering" in line and re.search(r"rank 1\b", line), line
@@ -125,22 +108,9 @@ def test_a_frozen_load_rank_ends_calibrate_with_one_line_and_no_file(tmp_path):
     name = "stalled-cal.json"
     args = ["calibrate", "--meter", "estimate", "--duration", "5", "--burst-min", "0.1", "--burst-max", "0.1"]
     job = Job([*args, "--max-delay", "1", "--stall-timeout", f"{STALL_S:g}", "-o", name], 3, tmp_path, name)
-    pid = None
-    try:
-        assert job.wait_until(lambda: "calibrating" in job.stdout, 60), job.stdout + job.stderr[-2000:]
-        pid = job.rank_pids()[1]
-        os.kill(pid, signal.SIGSTOP)
-        frozen_at = time.monotonic()
-        ended = job.wait(5 + 2 + STALL_S + MARGIN_S + 30)
-    finally:
-        for sig in (signal.SIGCONT, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError, TypeError):
-                os.kill(pid, sig)
-        job.close()
-    took = ended - frozen_at
-    assert job.leftovers() == [], "a rank outlived the job"
-    assert "Traceback" not in job.stdout + job.stderr
-    errors = [ln.lstrip("\0") for ln in job.err if ln.lstrip("\0").startswith("npmpi: error:")]
+    took, errors = freeze_until_the_end(
+        job, lambda: "calibrating" in job.stdout, 1, 5 + 2 + STALL_S + MARGIN_S + 30
+    )
     assert len(errors) == 1, job.stderr[-3000:]
     line = errors[0]
     assert line.startswith("npmpi: error: rank 1 (") and "stopped answering" in line, line

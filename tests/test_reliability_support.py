@@ -225,3 +225,27 @@ __all__ = [
     "processes_named",
     "rank_of",
 ]
+
+
+def freeze_until_the_end(job: Job, ready, rank: int, within_s: float) -> tuple[float, list[str]]:
+    """SIGSTOP `rank` once `ready()` holds (within 90 s), wait up to `within_s` for the job to end
+    by itself, then SIGCONT and SIGKILL the stopped process whatever happened. Checks that no rank
+    outlived the job and nothing printed a traceback; (seconds from the SIGSTOP to the end, the
+    `npmpi: error:` lines: Open MPI's abort banner can end in a NUL byte that lands before the next
+    line forwarded, so it is stripped)."""
+    pid = None
+    try:
+        assert job.wait_until(ready, 90), job.stdout[-2000:] + job.stderr[-2000:]
+        pid = job.rank_pids()[rank]
+        os.kill(pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        ended = job.wait(within_s)
+    finally:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(pid, sig)
+        job.close()
+    assert job.leftovers() == [], "a rank outlived the job"
+    assert "Traceback" not in job.stdout + job.stderr
+    errors = [ln.lstrip("\0") for ln in job.err if ln.lstrip("\0").startswith("npmpi: error:")]
+    return ended - frozen_at, errors
