@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from launcher import local_mpi_env, npmpi_command
 from npmpi_analysis.numbers.analyse import analyse_run
-from npmpi_analysis.numbers.compute import FLAG_NONE
+from npmpi_analysis.numbers.compute import FLAG_NONE, float_attr, node_to_rank0
 
 from npmpi.runfile.reader import load_run
 
@@ -103,8 +103,16 @@ def test_a_delayed_meter_gives_every_size_its_own_samples(npmpi_run, tmp_path):
     assert after1 - after0 == pytest.approx(delay + 3 * 0.05 + 2 * 0.1, abs=0.15)
     a = analyse_run(run, "r")
     node = a.power.nodes[0]
-    offset = run.power[0].attrs["clock_offset_start_s"]
-    stamps = ch.time_unix_s - offset  # on rank 0's clock
+    # on rank 0's clock, as the analysis puts them: the offset linear between its start and end
+    # measurements (the start's alone moved a sample across a window's edge when the end's differed)
+    na = run.power[0].attrs
+    stamps = node_to_rank0(
+        ch.time_unix_s,
+        float_attr(na, "clock_offset_start_s"),
+        float_attr(na, "clock_offset_start_measured_unix_s"),
+        float_attr(na, "clock_offset_end_s"),
+        float_attr(na, "clock_offset_end_measured_unix_s"),
+    )
     starts, ends = a.window_start_unix_s, a.window_end_unix_s
     assert stamps.max() >= ends[-1] + delay  # the samples describing the last size were taken
     for k in range(a.sizes):
