@@ -36,6 +36,11 @@ def _finish(recv_into, view: memoryview, got: int, nbytes: int) -> None:
         got += n
 
 
+def _closed() -> LinkLost:
+    """A loop called on a link whose connection is already gone (no socket, a negative descriptor)."""
+    return LinkLost("the TCP connection of the pair is closed")
+
+
 def _lost(exc: OSError) -> LinkLost:
     why = exc.strerror or str(exc) or type(exc).__name__
     return LinkLost(f"the TCP connection of the pair broke during the sweep: {why}")
@@ -44,7 +49,7 @@ def _lost(exc: OSError) -> LinkLost:
 def tcp_pingpong(sock, fd: int, sendbuf, recvbuf, nbytes: int, iterations: int, transmitter: bool) -> float:
     """NPtcp's ping-pong: sendall, then receive the whole reply."""
     if sock is None:
-        raise LinkLost("the TCP connection of the pair is closed")
+        raise _closed()
     smsg, rmsg = memoryview(sendbuf)[:nbytes], memoryview(recvbuf)[:nbytes]
     send, recv_into = sock.sendall, sock.recv_into
     loop = range(iterations)
@@ -89,7 +94,7 @@ def tcp_transfer(
     """Every mode over TCP; message m uses region m % regions of both pools, as the MPI loops
     (`settings`: npmpi.sweep.kernels.TransferSettings)."""
     if sock is None:
-        raise LinkLost("the TCP connection of the pair is closed")
+        raise _closed()
     mode, regions = settings.mode, settings.regions
     windowed = mode_named(mode).windowed
     window = settings.window if windowed else 1
@@ -210,11 +215,11 @@ def c_tcp_pingpong(sock, fd: int, sendbuf, recvbuf, nbytes: int, iterations: int
     from npmpi import _ckernel
 
     if fd < 0:
-        raise LinkLost("the TCP connection of the pair is closed")
+        raise _closed()
     try:
         return _ckernel.tcp_pingpong(fd, sendbuf, recvbuf, nbytes, iterations, transmitter)
     except OSError as exc:
-        raise _tcp_lost(exc) from None
+        raise _lost(exc) from None
 
 
 def c_tcp_transfer(
@@ -233,7 +238,7 @@ def c_tcp_transfer(
 
     s = settings
     if fd < 0:
-        raise LinkLost("the TCP connection of the pair is closed")
+        raise _closed()
     try:
         return _ckernel.tcp_transfer(
             fd,
@@ -249,9 +254,4 @@ def c_tcp_transfer(
             first,
         )
     except OSError as exc:
-        raise _tcp_lost(exc) from None
-
-
-def _tcp_lost(exc: OSError) -> LinkLost:
-    why = exc.strerror or str(exc) or type(exc).__name__
-    return LinkLost(f"the TCP connection of the pair broke during the sweep: {why}")
+        raise _lost(exc) from None
