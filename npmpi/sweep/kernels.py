@@ -23,24 +23,12 @@ from typing import Any
 from npmpi.core.errors import KernelUnavailable
 from npmpi.core.protocol import ACK_TAG, DATA_TAG
 from npmpi.core.protocols import PROTOCOL_MPI
+from npmpi.sweep.transfer import TransferSettings
 
 KernelFn = Callable[[Any, int, Any, Any, int, int, bool], float]
 # each kernel's name and what it is, for --kernel's help
 KERNEL_NOTES = {"python": "mpi4py Send/Recv on numpy buffers", "c": "the same loop in C"}
 KERNEL_NAMES = tuple(KERNEL_NOTES)
-
-
-@dataclass(frozen=True)
-class TransferSettings:
-    """What one iteration of the transfer kernel does besides a plain ping-pong: the mode, a
-    stream's window, pre-posted receives, and the pool regions messages cycle through (`stride`
-    bytes apart)."""
-
-    mode: str
-    window: int = 1
-    async_: bool = False
-    regions: int = 1
-    stride: int = 0
 
 
 def python_pingpong(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from itertools import cycle, islice
 from time import perf_counter
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -27,10 +26,7 @@ import numpy as np
 from npmpi.core import buffers
 from npmpi.core.config import Options
 from npmpi.core.modes import mode_named
-
-# a plain ping-pong's settings (npmpi.sweep.kernels.TransferSettings' fields; not imported:
-# the kernels import these loops)
-_PLAIN = SimpleNamespace(mode="pingpong", window=1, async_=False, regions=1, stride=0)
+from npmpi.sweep.transfer import PLAIN
 
 
 class MemcpyLink:
@@ -157,7 +153,7 @@ def c_memcpy_pingpong(
     link, _peer, sendbuf, recvbuf, nbytes: int, iterations: int, transmitter: bool
 ) -> float:
     """The C kernel's copies (csrc/cmemcpy.c), one region."""
-    return c_memcpy_transfer(link, _peer, sendbuf, recvbuf, nbytes, iterations, transmitter, _PLAIN, 0)
+    return c_memcpy_transfer(link, _peer, sendbuf, recvbuf, nbytes, iterations, transmitter, PLAIN, 0)
 
 
 def c_memcpy_transfer(

@@ -25,13 +25,9 @@ from __future__ import annotations
 import math
 from itertools import cycle, islice
 from time import perf_counter
-from types import SimpleNamespace
 
 from npmpi.core.modes import mode_named
-
-# a plain ping-pong's settings (npmpi.sweep.kernels.TransferSettings' fields; not imported:
-# the kernels import these loops)
-_PLAIN = SimpleNamespace(mode="pingpong", window=1, async_=False, regions=1, stride=0)
+from npmpi.sweep.transfer import PLAIN
 
 _cache: dict[tuple, tuple] = {}
 
@@ -80,7 +76,7 @@ def _sequence(ops: list, first: int, iterations: int, per: int):
 
 def rma_pingpong(link, peer: int, sendbuf, recvbuf, nbytes: int, iterations: int, transmitter: bool) -> float:
     """NPmpi2's ping-pong on NetPIPE's buffers: the transfer loop with one region."""
-    return rma_transfer(link, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, _PLAIN, 0)
+    return rma_transfer(link, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, PLAIN, 0)
 
 
 def rma_transfer(
@@ -258,7 +254,7 @@ def c_rma_pingpong(
     link, peer: int, sendbuf, recvbuf, nbytes: int, iterations: int, transmitter: bool
 ) -> float:
     """The C kernel's ping-pong on NetPIPE's buffers (one region)."""
-    return c_rma_transfer(link, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, _PLAIN, 0)
+    return c_rma_transfer(link, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, PLAIN, 0)
 
 
 def c_rma_transfer(

@@ -92,7 +92,7 @@ def tcp_transfer(
     first: int = 0,
 ) -> float:
     """Every mode over TCP; message m uses region m % regions of both pools, as the MPI loops
-    (`settings`: npmpi.sweep.kernels.TransferSettings)."""
+    (`settings`: npmpi.sweep.transfer.TransferSettings)."""
     if sock is None:
         raise _closed()
     mode, regions = settings.mode, settings.regions
