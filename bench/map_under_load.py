@@ -4,7 +4,8 @@
     python bench/map_under_load.py --maps 10            (as root: it makes namespaces)
 
 Brings up --hosts hosts joined by a bridge, every link shaped to 1 Gbit/s (tests/netns_hosts.py),
-starts one busy loop in its own session (another user's job, to the scheduler), then runs --maps
+starts one busy loop in its own session (another user's job, to the scheduler; --hogs N of them;
+--bursty: each busy a quarter of a second, idle the next, as other jobs come and go), then runs --maps
 uniform maps and --maps maps with h1 -> h2 at --slow-rate (an htb class on h1 filtering on h2's
 address; --cases host: every packet h1 sends through a tbf at --slow-rate), each `npmpi map --quick
 --kernel c --sizes 1,256K` with the default re-measurement. For each map it prints what
@@ -18,6 +19,7 @@ Figures depend on the machine's other load: compare the cases within one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -100,6 +102,21 @@ def one_case(hosts, case: str, maps: int, workdir: Path, sizes: str) -> list[dic
     return rows
 
 
+@contextlib.contextmanager
+def bursty_hog():
+    """A loop busy for 0.25 s, then asleep for 0.25 s, in its own session, while inside."""
+    code = (
+        "import time\nwhile True:\n    t = time.monotonic() + 0.25\n"
+        "    while time.monotonic() < t: pass\n    time.sleep(0.25)"
+    )
+    hog = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        yield hog
+    finally:
+        hog.kill()
+        hog.wait(timeout=30)
+
+
 def main() -> int:
     from netns_hosts import NetnsHosts, cpu_hog, shape_link, tc, unshape
 
@@ -110,6 +127,8 @@ def main() -> int:
     p.add_argument("--slow-rate", default="20mbit")
     p.add_argument("--sizes", default="1,256K")
     p.add_argument("--no-hog", action="store_true", help="without the busy loop")
+    p.add_argument("--hogs", type=int, default=1, help="busy loops, each in its own session (default 1)")
+    p.add_argument("--bursty", action="store_true", help="each busy loop busy 0.25 s, idle 0.25 s, in turn")
     p.add_argument("--json", type=Path, help="write every map's row here")
     p.add_argument("--keep", type=Path, help="keep the map files in this directory")
     args = p.parse_args()
@@ -120,7 +139,9 @@ def main() -> int:
         hosts = NetnsHosts.up(Path(tmp), count=args.hosts, rate="1gbit")
         h = hosts.names
         try:
-            with cpu_hog() if not args.no_hog else _nothing():
+            with contextlib.ExitStack() as stack:
+                for _ in range(0 if args.no_hog else args.hogs):
+                    stack.enter_context(bursty_hog() if args.bursty else cpu_hog())
                 for case in args.cases.split(","):
                     if case == "shaped":
                         shape_link(h[0], 2, args.slow_rate, "1gbit")
@@ -139,14 +160,6 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 if __name__ == "__main__":

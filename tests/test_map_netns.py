@@ -257,8 +257,9 @@ def re_measured_waits(path) -> np.ndarray:
 @pytest.mark.timeout(240)
 def test_suspects_measured_again_under_background_load(hosts, tmp_path, cpu_hog):
     """Under a CPU hog, uniform --quick maps name nothing, neither latency nor bandwidth (a pair slow in
-    one window is measured again; one whose ranks waited for a CPU in every re-measured trial is judged
-    beside reference trials that waited as much); a shaped link is still named."""
+    one window is measured again; a latency whose ranks waited for a CPU in every re-measured trial is
+    not named, a bandwidth no slower than the slowest reference window is not); a shaped link is
+    still named."""
     h = hosts.names
     quick = ("--quick",)
     waited = []
@@ -266,11 +267,7 @@ def test_suspects_measured_again_under_background_load(hosts, tmp_path, cpu_hog)
         path = tmp_path / f"u{k}.h5"
         run_map(hosts, tmp_path, path.name, base=quick)
         named, found = named_anything(path)
-        # no latency finding; a bandwidth finding on a uniform loaded map was seen once in a fresh
-        # clone (a link at 0.55x, issue 24 left open): none below 0.5x may be named
-        assert not [x for x in named if ": latency" in x], found
-        ratios = [float(m) for x in named for m in re.findall(r"bandwidth ([0-9.]+)x", x)]
-        assert all(r >= 0.5 for r in ratios), found
+        assert named == [], found
         waited += list(re_measured_waits(path).ravel()) if found else []
     shape_link(h[0], 2)
     try:

@@ -37,7 +37,7 @@ def test_directions_options():
         parse_map_options(["--mode", "stream", "--directions", "up"])
     m = parse_map_options(["--confirm", "5", "--confirm-budget", "0.2"])
     assert (m.confirm_repeats, m.confirm_budget) == (5, 0.2)
-    assert parse_map_options([]).confirm_repeats == 3 and parse_map_options([]).confirm_budget == 0.1
+    assert parse_map_options([]).confirm_repeats == 4 and parse_map_options([]).confirm_budget == 0.1
     with pytest.raises(UsageError, match="--confirm -1"):
         parse_map_options(["--confirm", "-1"])
 
@@ -245,18 +245,18 @@ def test_the_csv_of_a_map_of_both_directions_has_a_row_per_direction(tmp_path):
 def test_the_default_budget_keeps_a_64_node_map_within_ten_percent():
     """A 64-node map at the defaults (63 rounds x 3 sizes, each pair 0.78 s: 147 s): however many
     suspects, the re-measurements chosen cost at most 10 % of it (their pairs' own windows and the
-    references, 3 times)."""
+    references, 4 times)."""
     from types import SimpleNamespace
 
-    from npmpi.map.confirm import REFERENCES, Suspect, chosen_within_budget
+    from npmpi.map.confirm import DEFAULT_REPEATS, REFERENCES, Suspect, chosen_within_budget
 
     writer = SimpleNamespace(pair_seconds=lambda k, i, j: 0.78, median_pair_seconds=lambda k: 0.78)
     map_s = 63 * 3 * 0.78
     suspects = [Suspect("node", "bandwidth", k % 3, [(k, k + 1), (k, k + 2)], 50.0 - k, k) for k in range(40)]
     suspects += [Suspect("link", "latency", 0, [(k, k + 9)], 10.0 - k / 10, -1) for k in range(40)]
-    chosen, skipped = chosen_within_budget(suspects, writer, 3, 0.1 * map_s)
+    chosen, skipped = chosen_within_budget(suspects, writer, DEFAULT_REPEATS, 0.1 * map_s)
     sizes = {s.size_index for s in chosen}
-    cost = 3 * 0.78 * (sum(len(s.pairs) for s in chosen) + REFERENCES * len(sizes))
+    cost = DEFAULT_REPEATS * 0.78 * (sum(len(s.pairs) for s in chosen) + REFERENCES * len(sizes))
     assert 0 < cost <= 0.1 * map_s and skipped == 80 - len(chosen) > 0
 
 

@@ -216,7 +216,7 @@ def outlier_lines(a) -> list[str]:
 
 def unconfirmed_words(f) -> str:
     """Why a finding measured again (or not) is not named."""
-    from npmpi_analysis.numbers.map_confirmed import REASON_LATENCY_WAITED, REASON_SCATTER, REASON_WAITED
+    from npmpi_analysis.numbers.map_confirmed import REASON_LATENCY_WAITED, REASON_SCATTER, REASON_SLOWEST
 
     if f.confirm_reason == REASON_LATENCY_WAITED:
         return (
@@ -224,10 +224,10 @@ def unconfirmed_words(f) -> str:
             "(never measured free of it: a 1-byte round trip whose ranks wait measures the scheduler, not "
             "the link)"
         )
-    if f.confirm_reason == REASON_WAITED:
+    if f.confirm_reason == REASON_SLOWEST:
         return (
-            f"waited {100 * f.confirm_wait_fraction:.0f} % of its trials for a CPU when measured again "
-            "(never measured free of it; beside reference links that waited as much, not beyond the rule)"
+            f"measured again: {f.confirm_ratio:.2f}x the reference links measured with it, but "
+            f"{f.confirm_slowest_ratio:.2f}x their slowest window (a healthy link read as slowly there)"
         )
     if f.confirm_reason == REASON_SCATTER and f.confirm_scatter is not None:
         low, high = f.confirm_scatter
@@ -349,6 +349,7 @@ def _finding(f) -> dict[str, Any]:
         "sentence": f.sentence,
         "confirmed": f.confirmed,
         "confirm_ratio": f.confirm_ratio,
+        "confirm_slowest_reference_ratio": f.confirm_slowest_ratio,
         "confirm_scatter_s": None if f.confirm_scatter is None else list(f.confirm_scatter),
         "confirm_runq_wait_fraction": f.confirm_wait_fraction,
         "confirm_reason": f.confirm_reason,

@@ -73,6 +73,7 @@ class Finding:
     mad: float = math.nan  # the spread the rule judged it with (npmpi.map.stats)
     confirmed: bool | None = None  # measured again and still beyond the rule; None: not measured again
     confirm_ratio: float = math.nan  # the new measurement's ratio to `reference`
+    confirm_slowest_ratio: float = math.nan  # its ratio to the slowest reference window measured with it
     confirm_scatter: tuple[float, float] | None = None  # a latency's re-measured trials (s) too unsteady
     confirm_wait_fraction: float = math.nan  # median share of its re-measured trials its ranks waited
     # for a CPU (the larger rank's run-queue wait; npmpi_analysis/numbers/map_confirmed.py); NaN: not known
