@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from npmpi.commands.options import default_output_name, parse_options
@@ -188,3 +190,17 @@ def test_layout_errors_say_how_many_ranks(keys, power, fragment):
     with pytest.raises(LayoutError) as e:
         compute_layout(keys, [k.split("#")[0] for k in keys], power=power)
     assert fragment in str(e.value)
+
+
+def test_the_short_trials_note_is_said_once_and_never_with_quiet(capsys):
+    """-q prints nothing but errors: the note on sizes shorter than a meter's interval is kept for the
+    summary's count but not printed (the analysis flags those sizes 'short' all the same)."""
+    from npmpi.commands.console import Console
+
+    loud, quiet = Console(stream=io.StringIO()), Console(quiet=True, stream=io.StringIO())
+    for console in (loud, quiet):
+        console.short_trials(8, 0.05, 1.0)
+        console.short_trials(16, 0.06, 1.0)
+    err = capsys.readouterr().err
+    assert err.count("npmpi: note: the trials of 8 B last 0.05 s in all, less than the 1 s sample") == 1
+    assert "16 B" not in err and loud.short_sizes == quiet.short_sizes == [8, 16]

@@ -116,7 +116,7 @@ class Console:
         """A size whose trials together last less than a meter's interval: the analysis flags it
         'short'. The first is noted at once, all of them in the summary."""
         self.short_sizes.append(size)
-        if len(self.short_sizes) > 1:
+        if len(self.short_sizes) > 1 or self.quiet:  # -q: nothing but errors (the analysis flags them)
             return
         print(
             f"npmpi: note: the trials of {size} B last {window_s:.3g} s in all, less than the "
