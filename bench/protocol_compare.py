@@ -12,6 +12,8 @@ rma, on shared memory (`--mca pml ob1 --mca btl vader,self`), round after round,
     python -m npmpi --protocol rma -p 0 -l L -u U --kernel c / python   (--trials 3 --target-time 0.1,
                                              Debian's build's TRIALS and RUNTM)
 
+and with --rma-op get (or both): NPopenmpi2 -g (MPI_Get) against npmpi --protocol rma --rma-op get.
+
 for latency (1-8 B) and peak bandwidth (256 KiB-2 MiB): the best run of each tool, and the ratio
 npmpi / NPopenmpi. Debian's NPopenmpi2 passes NULL where MPI_Win_create wants MPI_INFO_NULL, which
 Open MPI refuses (MPI_ERR_INFO) or, without parameter checks, crashes on; this script builds a
@@ -84,9 +86,10 @@ def shim() -> Path:
     return lib
 
 
-def np2(args, work: Path, lower: int, upper: int, lib: Path, tag: str) -> dict[int, float]:
+def np2(args, work: Path, lower: int, upper: int, lib: Path, tag: str, op: str = "put") -> dict[int, float]:
     out = work / f"np2-{tag}.out"
     prog = [NETPIPE2, "-p", "0", "-l", str(lower), "-u", str(upper), "-o", str(out)]
+    prog += ["-g"] if op == "get" else []
     cmd = [nc.MPIRUN, "-np", "2", "--bind-to", args.bind_to, "-x", f"LD_PRELOAD={lib}", *SHM, *prog]
     nc.run(cmd, work, f"NPopenmpi2 ({tag})")
     curve = {}
@@ -114,12 +117,13 @@ def peak(curves: list[dict[int, float]]) -> float:
     return max(s * 8 / t for c in curves for s, t in c.items())
 
 
-def rma_rounds(args, work: Path) -> dict:
+def rma_rounds(args, work: Path, op: str = "put") -> dict:
     lib = shim()
+    rma = ("--protocol", "rma", "--rma-op", op)
     tools = {
-        "NPopenmpi2": lambda lo, up, tag: np2(args, work, lo, up, lib, tag),
-        "npmpi rma C": lambda lo, up, tag: npmpi(args, work, "c", lo, up, ("--protocol", "rma"), tag),
-        "npmpi rma Py": lambda lo, up, tag: npmpi(args, work, "python", lo, up, ("--protocol", "rma"), tag),
+        "NPopenmpi2": lambda lo, up, tag: np2(args, work, lo, up, lib, f"{op}-{tag}", op),
+        "npmpi rma C": lambda lo, up, tag: npmpi(args, work, "c", lo, up, rma, f"{op}-{tag}"),
+        "npmpi rma Py": lambda lo, up, tag: npmpi(args, work, "python", lo, up, rma, f"{op}-{tag}"),
     }
     lat: dict[str, list] = {k: [] for k in tools}
     peaks: dict[str, list] = {k: [] for k in tools}
@@ -129,7 +133,7 @@ def rma_rounds(args, work: Path) -> dict:
             t0 = time.monotonic()
             lat[name].append(tools[name](1, 8, f"lat{rnd}-{name.split()[-1]}"))
             peaks[name].append(tools[name](262144, 2097152, f"peak{rnd}-{name.split()[-1]}"))
-            nc.say(f"[rma round {rnd + 1}] {name}: {time.monotonic() - t0:.1f} s")
+            nc.say(f"[rma {op} round {rnd + 1}] {name}: {time.monotonic() - t0:.1f} s")
     raw = {"latency_runs": lat, "peak_runs": peaks}
     return {k: {"latency_s": latency(lat[k]), "peak_bit_s": peak(peaks[k])} for k in tools} | {"raw": raw}
 
@@ -185,20 +189,25 @@ def main() -> int:
     ap.add_argument("--memcpy-upper", type=int, default=8 << 20)
     ap.add_argument("--bind-to", default="core", choices=["core", "none"])
     ap.add_argument("--only", choices=["rma", "memcpy"], default=None)
+    ap.add_argument("--rma-op", choices=["put", "get", "both"], default="put", help="rma's operation(s)")
     ap.add_argument("--no-setup", action="store_true")
     args = ap.parse_args()
     if not args.no_setup or not nc.in_debian_venv():
         nc.setup_and_reexec(sys.argv[1:], Path(__file__))
     work = OUT / "protocol_compare"
     work.mkdir(parents=True, exist_ok=True)
+    for old in work.glob("npmpi-*.h5"):  # a run's files from the last time (npmpi never overwrites)
+        old.unlink()
     load = os.getloadavg()[0]
     data: dict = {"load_before": load}
     lines = []
-    if args.only in (None, "rma"):
-        data["rma"] = rma_rounds(args, work)
+    ops = ("put", "get") if args.rma_op == "both" else (args.rma_op,)
+    for op in ops if args.only in (None, "rma") else ():
+        key = "rma" if op == "put" else "rma_get"
+        data[key] = rma_rounds(args, work, op)
         lines += table(
-            "rma (shared memory, Debian Open MPI 4.1), best of rounds:",
-            data["rma"],
+            f"rma {op} (shared memory, Debian Open MPI 4.1), best of rounds:",
+            data[key],
             "NPopenmpi2",
             ("latency_s", "peak_bit_s"),
         )
