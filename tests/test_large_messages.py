@@ -7,10 +7,13 @@ kernel built with the wheel's mpicc), and both kernels carry a 2 GiB + 8 B messa
 MPI_Send_c/MPI_Recv_c, every byte checked. Each rank holds a send and a receive buffer of that size
 and the reference pattern the check compares against: about 13 GiB in all; the test is skipped,
 saying so, when the machine has less free memory.
+
+The same environment checks the stall watchdog's MPI_Abort from its own thread on MPICH.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -95,3 +98,62 @@ def test_a_message_past_2_gib_is_carried_and_checked(mpich_venv, tmp_path, kerne
     # one round trip of 2 GiB each way: at least the time to copy it twice at 100 GB/s
     assert pp.best_trial_s[0] > 2 * SIZE / 100e9
     assert pp.one_way_s[0] == pytest.approx(pp.best_trial_s[0] / 2)
+
+
+def _rank_pid(marker: str, rank: int) -> int | None:
+    """The pid of the MPICH rank `rank` (PMI_RANK in its environment) whose command line holds `marker`."""
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+            env = (proc / "environ").read_bytes().split(b"\0") if marker.encode() in cmdline else []
+        except OSError:
+            continue
+        if f"PMI_RANK={rank}".encode() in env and b" -m npmpi " in cmdline:
+            return int(proc.name)
+    return None
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+def test_a_frozen_reflector_on_mpich_ends_the_job_by_the_watchdog(mpich_venv, tmp_path):
+    """The stall watchdog calls MPI_Abort from its own thread at MPI_THREAD_SINGLE (outside the
+    standard): on MPICH too the job ends by itself, one line naming the rank, the completed sizes kept
+    (measured by hand: 3.2 s after the SIGSTOP with --stall-timeout 3)."""
+    import signal
+    import time
+
+    out = tmp_path / "stall.h5"
+    marker = f"-o {out}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
+    env.pop("PYTHONPATH", None)
+    args = ["--trials", "5", "--target-time", "0.1", "--stall-timeout", "3", "-o", str(out)]
+    cmd = [str(mpich_venv / "bin" / "mpiexec"), "-n", "2", str(mpich_venv / "bin" / "python"), "-m", "npmpi"]
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen([*cmd, *args], cwd=tmp_path, env=env, stdout=pipe, stderr=pipe, text=True)
+    pid = None
+    try:
+        deadline = time.monotonic() + 60
+        while pid is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            pid = _rank_pid(marker, 1)
+        assert pid is not None, "the reflector never started"
+        time.sleep(1.0)  # a few sizes measured
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - stopped
+    finally:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0 and took < 30, (took, stdout[-2000:], stderr[-2000:])
+    errors = [ln.lstrip("\0") for ln in stderr.splitlines() if ln.lstrip("\0").startswith("npmpi: error:")]
+    assert len(errors) == 1 and "rank 1" in errors[0] and "stopped answering" in errors[0], stderr
+    assert "Traceback" not in stdout + stderr
+    run = load_run(out)
+    assert run.status == "failed" and len(run.pingpong.size_bytes) >= 1
+    assert _rank_pid(marker, 0) is None  # rank 0 did not outlive the job (the stopped one is killed above)
