@@ -34,8 +34,9 @@ acts only while the protocol is `armed`: from a step's start (`at`) until the ma
 once it acts: a main thread that returns from MPI at that very moment blocks in `quiet()` until
 MPI_Abort ends the process. A stop signal's `mark_file` takes the lock too (reentrant: the handler
 runs in the main thread, perhaps while it holds the lock). The thread calls MPI once, MPI_Abort,
-while the main thread is blocked in MPI: Open MPI 5 ends the job from another thread even at
-MPI_THREAD_SINGLE, the level rank 0 asks for (tests/test_reliability_stall.py), and a stopped
+while the main thread is blocked in MPI: Open MPI 5 and MPICH 4 end the job from another thread
+even at MPI_THREAD_SINGLE, the level rank 0 asks for (tests/test_reliability_stall.py,
+tests/test_large_messages.py's MPICH environment), and a stopped
 process never reaches MPI_Finalize, so only an abort (mpirun kills it) ends the job.
 """
 
