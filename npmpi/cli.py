@@ -34,9 +34,22 @@ def main(argv: list[str] | None = None) -> int:
 
         return map_main(argv[1:])
     command = MpiCommand(
-        parse=parse_options, thread_level=meters_thread_level, agree=_agree, record=_record, serve=_serve
+        parse=parse_options,
+        thread_level=meters_thread_level,
+        agree=_agree,
+        record=_record,
+        serve=_serve,
+        before_mpi=_before_mpi,
     )
     return command.run(argv)
+
+
+def _before_mpi(opts: Options) -> None:
+    """A one-sided run on a node without an RDMA device: Open MPI's declining osc/ucx kept quiet."""
+    if opts.protocol == "rma":
+        from npmpi.sweep.rmalink import quiet_declining_osc_ucx
+
+        quiet_declining_osc_ucx()
 
 
 def _message_problem(MPI, opts: Options, limit: int) -> str | None:

@@ -20,6 +20,7 @@ from launcher import local_mpi_env, mpirun_path
 from npmpi.commands.options import parse_options
 from npmpi.core.errors import UsageError
 from npmpi.runfile.reader import load_run
+from npmpi.sweep.rmalink import RDMA_DEVICES, quiet_declining_osc_ucx
 
 SIZES = [1, 2, 3, 4, 6, 8]  # tests/protocol_variants.py: -u 8 -p 0
 MPI_ENV = {"OMPI_MCA_osc": "^ucx"}  # the wheel's ucx component prints an error when it declines
@@ -46,6 +47,20 @@ def test_bad_rma_and_memcpy_options_are_one_line(argv, fragment):
     with pytest.raises(UsageError) as info:
         parse_options(argv)
     assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_declining_osc_ucx_is_kept_quiet_only_without_an_rdma_device_or_a_users_choice(tmp_path):
+    devices = tmp_path / "infiniband"
+    env: dict[str, str] = {}
+    assert quiet_declining_osc_ucx(env, devices) and env == {"OMPI_MCA_osc": "^ucx"}  # no such class
+    devices.mkdir()
+    env = {}
+    assert quiet_declining_osc_ucx(env, devices) and env == {"OMPI_MCA_osc": "^ucx"}  # an empty class
+    (devices / "mlx5_0").mkdir()
+    env = {}
+    assert not quiet_declining_osc_ucx(env, devices) and env == {}  # an RDMA device: ucx is wanted
+    env = {"OMPI_MCA_osc": "ucx"}
+    assert not quiet_declining_osc_ucx(env, tmp_path / "none") and env == {"OMPI_MCA_osc": "ucx"}
 
 
 def test_options_reach_the_run_and_bad_usage_exits_2_before_mpi():
@@ -95,8 +110,10 @@ def test_every_variant_checks_every_message(kernel):
 )
 def test_run_with_a_power_rank_stores_the_protocol(npmpi_run, tmp_path, protocol, kernel, extra):
     args = ["-u", "256", "-p", "0", "--trials", "2", "--repeats", "20", "--meter", "estimate", "-o", "r.h5"]
-    proc = npmpi_run([*args, "--protocol", protocol, "--kernel", kernel, *extra], np=3, env=MPI_ENV)
+    # without OMPI_MCA_osc: on a node without an RDMA device npmpi keeps the declining osc/ucx quiet
+    proc = npmpi_run([*args, "--protocol", protocol, "--kernel", kernel, *extra], np=3)
     assert proc.returncode == 0, proc.stderr
+    assert "OSC UCX" not in proc.stdout + proc.stderr
     run = load_run(tmp_path / "r.h5")
     assert run.status == "complete" and len(run.pingpong.size_bytes) == 16
     assert list(run.layout["role"]) == ["transmitter", "reflector", "power"]
@@ -108,6 +125,9 @@ def test_run_with_a_power_rank_stores_the_protocol(npmpi_run, tmp_path, protocol
         assert settings["requested"] == {"rma_op": "put", "rma_sync": "lock"}
         assert granted["op"] == "MPI_Put" and granted["window_over"] == "receive buffer"
         assert granted["window_bytes"] > 0 and granted["memory_model"] in ("unified", "separate")
+        rdma = RDMA_DEVICES.is_dir() and any(RDMA_DEVICES.iterdir())
+        assert granted["ompi_mca_osc"] == (None if rdma else "^ucx")
+        assert granted["ompi_mca_osc_set_by_npmpi"] is not rdma
     else:
         assert granted["copy"] == "numpy.copyto" and granted["buffers"] == "send and receive pools"
         assert settings["pairs"][0]["reflector"] == granted  # the reflector copies too

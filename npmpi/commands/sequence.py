@@ -1,6 +1,7 @@
 """The sequence every MPI command of npmpi follows (a run, a map, `calibrate`), written once.
 
-parse -> thread level -> MPI -> stop-signal handlers -> agree -> dispatch by role -> abort.
+parse -> (environment) -> thread level -> MPI -> stop-signal handlers -> agree -> dispatch by role ->
+abort.
 
 Its guarantees are the commands' promise to the user: bad usage prints one line on rank 0 and every
 rank exits 2 without a file (`agree` raises UsageError on every rank at once: npmpi.core.job's
@@ -36,6 +37,7 @@ class MpiCommand:
     who: Callable[[int, str], str] = lambda rank, host: f"rank {rank} ({host})"  # names a failing rank
     # stop signals end the current trial or round (a run, a map); without, a signal ends the process
     stop_signals: bool = True
+    before_mpi: Callable[[Any], None] | None = None  # options -> environment set before MPI starts
 
     def run(self, argv: list[str]) -> int:
         """The command's exit status on this rank."""
@@ -50,6 +52,8 @@ class MpiCommand:
         from npmpi.core.job import load_mpi
         from npmpi.core.protocol import StopFlag
 
+        if self.before_mpi is not None:
+            self.before_mpi(opts)
         MPI = load_mpi(self.thread_level(opts))
         if MPI is None:
             return 2

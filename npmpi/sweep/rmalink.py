@@ -17,6 +17,8 @@ message's unlock (docs/netpipe-comparison.md, "rma").
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,33 @@ from npmpi.core.config import Options
 from npmpi.core.errors import LinkError
 
 PAIR_GROUP_TAG = 26  # MPI_Comm_create_group's tag: pairs are disjoint, one tag serves them all
+
+
+RDMA_DEVICES = Path("/sys/class/infiniband")  # InfiniBand and RoCE devices (mlx5_0, rxe0, ...)
+OSC_VARIABLE = "OMPI_MCA_osc"
+_osc_set_here = False  # whether this process set OMPI_MCA_osc itself (stored in protocol_settings)
+
+
+def quiet_declining_osc_ucx(environ=os.environ, devices: Path = RDMA_DEVICES) -> bool:
+    """Before MPI starts, on a node without an RDMA device: Open MPI 5's osc/ucx finds no device
+    there, declines, and prints `Error: OSC UCX component priority set inside component query
+    failed` at every window created (open-mpi/ompi#12517, #14086: "a normal outcome" with no UCX
+    transport for one-sided operations), a dozen lines in a sweep that look like a failure. The
+    component one-sided operations then use is the same without it, so OMPI_MCA_osc=^ucx is set,
+    never over the user's own OMPI_MCA_osc (or mpirun's --mca osc, which arrives as that variable)
+    and never on a node with an RDMA device, where osc/ucx is the component one wants. MPICH and
+    other libraries ignore the variable. True when it was set here."""
+    global _osc_set_here
+    if OSC_VARIABLE in environ:
+        return False
+    try:
+        if any(devices.iterdir()):
+            return False
+    except OSError:
+        pass  # no such class: no RDMA device
+    environ[OSC_VARIABLE] = "^ucx"
+    _osc_set_here = environ is os.environ
+    return True
 
 
 class RmaLink:
@@ -91,6 +120,8 @@ class RmaLink:
             "window_bytes": None if per_size else int(self.opts.pool_bytes),
             "window_per_size": per_size,
             "memory_model": self.model,
+            "ompi_mca_osc": os.environ.get(OSC_VARIABLE),  # the one-sided components Open MPI may use
+            "ompi_mca_osc_set_by_npmpi": _osc_set_here,  # quiet_declining_osc_ucx, no RDMA device
         }
 
     def reset(self) -> None:
