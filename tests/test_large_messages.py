@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -128,19 +129,24 @@ def test_a_frozen_reflector_on_mpich_ends_the_job_by_the_watchdog(mpich_venv, tm
     env.pop("PYTHONPATH", None)
     args = ["--trials", "5", "--target-time", "0.1", "--stall-timeout", "3", "-o", str(out)]
     cmd = [str(mpich_venv / "bin" / "mpiexec"), "-n", "2", str(mpich_venv / "bin" / "python"), "-m", "npmpi"]
-    pipe = subprocess.PIPE
-    proc = subprocess.Popen([*cmd, *args], cwd=tmp_path, env=env, stdout=pipe, stderr=pipe, text=True)
+    log, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with log.open("w") as out_f, err.open("w") as err_f:
+        proc = subprocess.Popen([*cmd, *args], cwd=tmp_path, env=env, stdout=out_f, stderr=err_f, text=True)
     pid = None
     try:
-        deadline = time.monotonic() + 60
-        while pid is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            pid = _rank_pid(marker, 1)
-        assert pid is not None, "the reflector never started"
-        time.sleep(1.0)  # a few sizes measured
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            rows = re.findall(r"^\s*\d+:\s+\d+ bytes", log.read_text(), flags=re.M)
+            if len(rows) >= 5:  # a few sizes measured and in the file
+                pid = _rank_pid(marker, 1)
+                break
+        assert pid is not None, (
+            "the sweep never started: " + log.read_text()[-2000:] + err.read_text()[-2000:]
+        )
         os.kill(pid, signal.SIGSTOP)
         stopped = time.monotonic()
-        stdout, stderr = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
         took = time.monotonic() - stopped
     finally:
         for sig in (signal.SIGCONT, signal.SIGKILL):
@@ -149,7 +155,8 @@ def test_a_frozen_reflector_on_mpich_ends_the_job_by_the_watchdog(mpich_venv, tm
                     os.kill(pid, sig)
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
+    stdout, stderr = log.read_text(), err.read_text()
     assert proc.returncode != 0 and took < 30, (took, stdout[-2000:], stderr[-2000:])
     errors = [ln.lstrip("\0") for ln in stderr.splitlines() if ln.lstrip("\0").startswith("npmpi: error:")]
     assert len(errors) == 1 and "rank 1" in errors[0] and "stopped answering" in errors[0], stderr
