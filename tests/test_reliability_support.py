@@ -249,3 +249,22 @@ def freeze_until_the_end(job: Job, ready, rank: int, within_s: float) -> tuple[f
     assert "Traceback" not in job.stdout + job.stderr
     errors = [ln.lstrip("\0") for ln in job.err if ln.lstrip("\0").startswith("npmpi: error:")]
     return ended - frozen_at, errors
+
+
+def run_without_tripping(args: list[str], tmp_path: Path, name: str, within_s: float, stall_timeout_s: float):
+    """A job that must outlast --stall-timeout without the watchdog firing: it ends by itself, exit 0,
+    nothing said of a stall; its file `complete` with the timeout stored and no bound fired. The
+    file, open for the caller's own checks (closed by the caller)."""
+    import h5py
+
+    job = Job([*args, "-o", name], 2, tmp_path, name)
+    try:
+        job.wait(within_s)
+    finally:
+        job.close()
+    assert job.proc.returncode == 0, job.stderr[-2000:]
+    assert "stopped answering" not in job.stderr
+    f = h5py.File(tmp_path / name)
+    assert f.attrs["status"] == "complete", dict(f.attrs)
+    assert f.attrs["stall_timeout_s"] == stall_timeout_s and "stall_bound_s" not in f.attrs
+    return f

@@ -105,6 +105,20 @@ class FileRecording(ABC):
         abort(self.comm, message + kept, code)
         return code
 
+    def stalled(self, message: str, bound_s: float) -> None:
+        """The stall watchdog's end (npmpi/sweep/watchdog.py; its thread, the lock held): the file
+        closed `failed` with the reason and every completed size or round, one line, every rank ended
+        (MPI_Abort: a stopped process never reaches MPI_Finalize)."""
+        extra = ""
+        try:
+            elapsed = time.monotonic() - self.started
+            self.writer.finish(
+                "failed", message, stall_bound_s=bound_s, elapsed_s=elapsed, finished_utc=now_utc()
+            )
+        except Exception as exc:
+            extra = f" (and the {self.FILE} file could not be closed: {exc})"
+        abort(self.comm, message + extra + self._kept(), 1, settle_s=0.3)
+
     def _close_after(self, exc: BaseException, status: str, message: str) -> str:
         """Keep the samples taken up to the failure and close the file; returns what to add to the message."""
         writer, collector = self.writer, self.collector

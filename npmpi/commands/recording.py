@@ -358,25 +358,7 @@ class Recording(FileRecording):
         self.writer.set_attrs(stall_timeout_s=s.opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
         partner_of = {a: b for pair in s.layout.pairs[1:] for a, b in (pair, pair[::-1])}
         progress = self.transmitter.progress
-        return StallWatchdog(
-            progress, s.opts.stall_timeout_s, list(s.layout.hosts), partner_of, self._stalled
-        )
-
-    def _stalled(self, message: str, bound_s: float) -> None:
-        """The watchdog's end of a stalled run (its thread, the lock held): the file closed `failed`
-        with the reason and every completed size, one line, every rank ended (MPI_Abort: a stopped
-        process never reaches MPI_Finalize)."""
-        from npmpi.core.job import abort
-
-        extra = ""
-        try:
-            elapsed = time.monotonic() - self.started
-            self.writer.finish(
-                "failed", message, stall_bound_s=bound_s, elapsed_s=elapsed, finished_utc=now_utc()
-            )
-        except Exception as exc:
-            extra = f" (and the run file could not be closed: {exc})"
-        abort(self.comm, message + extra + self._kept(), 1, settle_s=0.3)
+        return StallWatchdog(progress, s.opts.stall_timeout_s, list(s.layout.hosts), partner_of, self.stalled)
 
     def _quiet(self) -> bool:
         return self.transmitter is not None and not self.transmitter.stop.timing

@@ -81,27 +81,5 @@ def map_watchdog(recording) -> StallWatchdog:
     floor_s = recording.opts.stall_timeout_s
     recording.writer.set_attrs(stall_timeout_s=floor_s, stall_bound_factor=STALL_FACTOR)
     coordinator = recording.coordinator
-
-    def end(message: str, bound_s: float) -> None:
-        stalled(recording, message, bound_s)
-
     hosts = list(recording.layout.hosts)
-    return StallWatchdog(coordinator.progress, floor_s, hosts, coordinator.partner_of, end)
-
-
-def stalled(recording, message: str, bound_s: float) -> None:
-    """The watchdog's end of a stalled map (its thread, the lock held): the file closed `failed` with
-    the reason and every completed round, one line, every rank ended (MPI_Abort: a stopped process
-    never reaches MPI_Finalize)."""
-    from npmpi.commands.filerecording import now_utc
-    from npmpi.core.job import abort
-
-    extra = ""
-    try:
-        elapsed = time.monotonic() - recording.started
-        recording.writer.finish(
-            "failed", message, stall_bound_s=bound_s, elapsed_s=elapsed, finished_utc=now_utc()
-        )
-    except Exception as exc:
-        extra = f" (and the map file could not be closed: {exc})"
-    abort(recording.comm, message + extra + recording._kept(), 1, settle_s=0.3)
+    return StallWatchdog(coordinator.progress, floor_s, hosts, coordinator.partner_of, recording.stalled)
