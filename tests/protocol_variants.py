@@ -11,7 +11,7 @@ import sys
 
 from mpi4py import MPI
 
-from npmpi.commands.options import parse_options
+from npmpi.run.options import parse_options
 from npmpi.sweep.benchmark import sweep
 
 TINY = ["-u", "8", "-p", "0", "--trials", "2", "--repeats", "4", "--integrity"]

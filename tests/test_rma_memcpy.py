@@ -17,8 +17,8 @@ import pytest
 from conftest import REPO, VENV
 from launcher import local_mpi_env, mpirun_path
 
-from npmpi.commands.options import parse_options
 from npmpi.core.errors import UsageError
+from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
 from npmpi.sweep.rmalink import RDMA_DEVICES, quiet_declining_osc_ucx
 

@@ -20,7 +20,7 @@ class Console:
         self.factor, self.one_way_factor = 2, 2  # ping-pong until the header says otherwise
         self.bandwidth_label = "bandwidth"
         self.latency_label = "latency (one-way)"
-        self.short_sizes: list[int] = []  # sizes the analysis will flag 'short' (npmpi.commands.recording)
+        self.short_sizes: list[int] = []  # sizes the analysis will flag 'short' (npmpi.run.recording)
 
     def _print(self, text: str) -> None:
         if not self.quiet:

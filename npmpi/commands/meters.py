@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     ns = parse_or_exit_status(parse_meters_options, argv)
     if isinstance(ns, int):
         return ns
-    from npmpi.commands.options import meter_specs
+    from npmpi.commands.checks import meter_specs
     from npmpi.meters.auto import choose, kind_specs
     from npmpi.meters.survey import survey
 

@@ -1,7 +1,7 @@
 """What a run needs to know from its command line: `Options` and its defaults, with no argparse.
 
 The measuring modules (npmpi/sweep/transmitter.py, npmpi/commands/threadlevel.py,
-npmpi/commands/recording.py) import these; npmpi/commands/options.py parses the command line into them.
+npmpi/run/recording.py) import these; npmpi/run/options.py parses the command line into them.
 """
 
 from __future__ import annotations

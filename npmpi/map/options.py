@@ -10,12 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.commands.options import (
-    check_mode_and_window,
-    check_power_and_output,
-    check_stall_timeout,
-    trials_and_target,
-)
+from npmpi.commands.checks import check_power_and_output, check_stall_timeout, trials_and_target
 from npmpi.commands.parser import (
     UsageParser,
     add_option,
@@ -39,6 +34,7 @@ from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.map.schedule import SCHEDULE_ROUNDS, SCHEDULES
+from npmpi.run.options import check_mode_and_window
 from npmpi.sweep.kernels import KERNEL_NAMES
 from npmpi.sweep.watchdog import STALL_FACTOR
 

@@ -1,6 +1,6 @@
 """A map's pairs: one size measured between two members in a round, and every member's command loop.
 
-Rank 0 commands a round (npmpi/map/run.py): each paired member gets CMD_MAP_ROUND (size, peer, both
+Rank 0 commands a round (npmpi/map/kind.py): each paired member gets CMD_MAP_ROUND (size, peer, both
 directions), fills its buffers and says it is ready (SYNC_TAG); once all are, rank 0 sends each the
 go (1, or 0 when a stop request abandons the round), which is the round's common start. Within a
 pair the lower rank transmits: it drives its reflector with steps on MAP_PAIR_TAG (untimed runs:

@@ -25,6 +25,7 @@ from npmpi.map.options import DIRECTIONS_BOTH
 from npmpi.map.pair import RESULT_FIELDS, TIMES_ROWS, PairSide, reflect, transmit, wait_for
 from npmpi.map.schedule import make_rounds, round_matrix
 from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
+from npmpi.runfile.format import KIND_MAP
 from npmpi.runfile.mapwriter import MapWriter, PairResult
 
 COLLECT_EVERY_S = (
@@ -203,13 +204,15 @@ class MapRecording(FileRecording):
 
     def __init__(self, MPI, comm, mopts, argv, agreed, stop) -> None:
         from npmpi.commands.console import Console
-        from npmpi.commands.recording import provenance, thread_attrs
+        from npmpi.run.recording import provenance, thread_attrs
 
         self.MPI, self.comm, self.mopts, self.agreed, self.stop = MPI, comm, mopts, agreed, stop
         self.opts = opts = mopts.run
         self.layout = layout = agreed.roles.layout
         kernel = agreed.kernel
-        self.attrs = provenance(MPI, opts, ["map", *argv], layout, kernel.note, kernel.measure_clock())
+        self.attrs = provenance(
+            MPI, opts, ["map", *argv], layout, kernel.note, kernel.measure_clock(), KIND_MAP
+        )
         self.attrs.update(thread_attrs(opts, layout, agreed.thread_levels))
         self.power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
         self.console = Console(quiet=opts.quiet)
@@ -220,13 +223,13 @@ class MapRecording(FileRecording):
         self.last_collect = self.last_progress = self.rounds_started = self.started
 
     def _open(self) -> None:
-        from npmpi.commands.recording import layout_rows
+        from npmpi.commands.filerecording import layout_rows
 
         a, opts, mopts = self.agreed, self.opts, self.mopts
         self.coordinator = MapCoordinator(
-            self.comm, mopts, a.members, PairSide(opts, a.kernel), self.stop, self.on_round
+            self.comm, mopts, a.extra["members"], PairSide(opts, a.kernel), self.stop, self.on_round
         )
-        n = len(a.members)
+        n = len(a.extra["members"])
         spec = {
             "attrs": {
                 "schedule": mopts.schedule,
@@ -236,8 +239,8 @@ class MapRecording(FileRecording):
                 "window": opts.window,
                 "directions": mopts.directions,
             },
-            "hosts": list(a.names),
-            "ranks": list(a.members),
+            "hosts": list(a.extra["names"]),
+            "ranks": list(a.extra["members"]),
             "sizes": list(mopts.sizes_bytes),
             "rounds_matrix": round_matrix(self.coordinator.rounds, n),
             "n_rounds": len(self.coordinator.rounds),
@@ -301,11 +304,11 @@ class MapRecording(FileRecording):
         )
 
     def _record(self) -> int:
-        from npmpi.commands.recording import final_power, power_setup
+        from npmpi.power.recording import final_power, power_setup
 
         self._open()
         opts, writer, collector, console = self.opts, self.writer, self.collector, self.console
-        n, rounds = len(self.agreed.members), len(self.coordinator.rounds)
+        n, rounds = len(self.agreed.extra["members"]), len(self.coordinator.rounds)
         console.note(f"output: {self.agreed.output}")
         console.note(
             f"map: {n} members ({'every rank' if self.mopts.per_rank else 'one rank per node'}, "

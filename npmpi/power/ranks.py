@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from npmpi.core.errors import UsageError
-from npmpi.core.layout import Layout, LayoutError, compute_layout
+from npmpi.core.layout import Layout, LayoutError, Words, compute_layout, node_layout
 
 
 @dataclass
@@ -27,9 +27,11 @@ class Roles:
         return self.layout.roles[self.rank]
 
 
-def discover_roles(MPI, comm, default_specs) -> Roles:
+def discover_roles(MPI, comm, default_specs, words: Words | None = None) -> Roles:
     """Group ranks by node and compute the layout; power is on when any node has a meter, and a
-    node's power rank is one that got MPI_THREAD_FUNNELED when one did (npmpi.commands.threadlevel)."""
+    node's power rank is one that got MPI_THREAD_FUNNELED when one did (npmpi.commands.threadlevel).
+    Without `words`, the run's layout (its first pair chosen); with them, a kind's: nodes and power
+    ranks only, its errors in the kind's words (the kind then chooses its measuring groups)."""
     from npmpi.meters import MeterError
     from npmpi.power.rank import node_meter_specs
 
@@ -46,7 +48,10 @@ def discover_roles(MPI, comm, default_specs) -> Roles:
     gathered = comm.allgather((node_key, host, bool(my_specs) or problem is not None, threaded))
     keys, hosts, wants_power, threaded_ranks = zip(*gathered, strict=True)
     try:
-        layout = compute_layout(list(keys), list(hosts), power=any(wants_power), threaded=threaded_ranks)
+        if words is None:
+            layout = compute_layout(list(keys), list(hosts), any(wants_power), threaded_ranks)
+        else:
+            layout = node_layout(list(keys), list(hosts), any(wants_power), threaded_ranks, words)
     except LayoutError as exc:
         raise UsageError(str(exc)) from None
     return Roles(layout=layout, rank=rank, host=host, meter_specs=my_specs, meter_problem=problem)

@@ -24,8 +24,11 @@ FORMAT_NAME = "npmpi-run"
 # machine_id attributes; the map's directions attribute, /map/pair_window_s and /map/confirm_*
 # (optional: 1.5 maps still read); 1.7 the protocol attributes (protocol, protocol_settings), the
 # sizes' CPU time (/pingpong/cpu_*_s) and the map's run-queue waits (/map/runq_wait_s,
-# /map/confirm_runq_wait_s, /map/confirm_trial_elapsed_s), all optional (1.6 files still read)
-FORMAT_VERSION = (1, 7)
+# /map/confirm_runq_wait_s, /map/confirm_trial_elapsed_s), all optional (1.6 files still read);
+# 1.8 the root attribute `kind` (run, map, or a registered kind's name) and a group kind's
+# /pingpong/member_trial_s, both optional (1.7 files still read: a /map group makes a map)
+FORMAT_VERSION = (1, 8)
+KIND_RUN, KIND_MAP = "run", "map"
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
 BASELINE_COLUMNS = ("before", "after")
@@ -134,6 +137,7 @@ class SizeResult:
     trial_end_unix_s: list[float]
     data_verified: bool = True
     pair_trial_s: list[list[float]] | None = None  # [pairs][trials] with --pairs > 1
+    member_trial_s: list[list[float]] | None = None  # [members][trials]: a group kind's (format 1.8)
     buffer_huge_page_bytes: int = -1  # the transmitter's buffers on transparent huge pages; -1 unknown
     # CPU time of each measuring rank over the size's trials (CPU_DATASETS); None: not measured
     cpu_ranks: list[int] | None = None

@@ -56,6 +56,7 @@ class PingPong:
     pair_trial_s: np.ndarray | None = None  # [n, pairs, trials] with --pairs > 1 (format 1.2), else None
     buffer_huge_page_bytes: np.ndarray | None = None  # [n] (format 1.3; -1 unknown), else None
     cpu: CpuTimes | None = None  # each measuring rank's CPU time per size (1.7's cpu_*_s), else None
+    member_trial_s: np.ndarray | None = None  # [n, members, trials]: a group kind's (format 1.8), else None
 
     def __len__(self) -> int:
         return len(self.size_bytes)
@@ -444,6 +445,16 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
         ):
             raise RunFileError(f"{p}: /pingpong/pair_trial_s has an unexpected shape {ds.shape} or type")
         pp.pair_trial_s = np.asarray(_read_rows(ds, n, p, "/pingpong/pair_trial_s"), dtype=np.float64)
+    ds = _member(g, "member_trial_s", p, "/pingpong/member_trial_s", dataset=True, required=False)
+    if ds is not None:
+        if (
+            len(ds.shape) != 3
+            or ds.dtype.kind != "f"
+            or ds.shape[0] < n
+            or ds.shape[2] != pp.trial_s.shape[1]
+        ):
+            raise RunFileError(f"{p}: /pingpong/member_trial_s has an unexpected shape {ds.shape} or type")
+        pp.member_trial_s = np.asarray(_read_rows(ds, n, p, "/pingpong/member_trial_s"), dtype=np.float64)
     ds = _member(
         g, "buffer_huge_page_bytes", p, "/pingpong/buffer_huge_page_bytes", dataset=True, required=False
     )
