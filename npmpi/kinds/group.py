@@ -88,28 +88,28 @@ class GroupCoordinator:
         for rank in self.others:
             self.comm.Send(self.sync, rank, SYNC_TAG)
 
-    def _iterations(self, size: int, prev_size: int, prev_s: float) -> int:
-        """Iterations for a trial of about --target-time: the last size's best time per step, scaled
-        by the size ratio when the size grew (at least the number of trials, NetPIPE's floor)."""
+    def _iterations(self, prev_s: float) -> int:
+        """Iterations for a trial of about --target-time from the last size's best time per step (as
+        NetPIPE's rule: sizes that grow by steps take at most a few times longer), at least the
+        number of trials (NetPIPE's floor)."""
         if self.opts.repeats is not None:
             return self.opts.repeats
-        per_step = max(prev_s, 1e-6) * max(1.0, size / max(prev_size, 1))
-        return int(min(max(self.opts.target_time_s / per_step, self.opts.trials), MAX_ITERATIONS))
+        return int(min(max(self.opts.target_time_s / max(prev_s, 1e-6), self.opts.trials), MAX_ITERATIONS))
 
     def run(self) -> GroupOutcome:
         """Every size until done or stopped."""
         outcome = GroupOutcome()
-        prev_size, prev_s = self.opts.sizes_bytes[0], 0.0
+        prev_s = 0.0
         for index, size in enumerate(self.opts.sizes_bytes):
             if self.stop:
                 break
-            iterations = PROBE_ITERATIONS if prev_s == 0.0 else self._iterations(size, prev_size, prev_s)
+            iterations = PROBE_ITERATIONS if prev_s == 0.0 else self._iterations(prev_s)
             row = self.measure_size(size, iterations)
             if row is None:
                 break
             outcome.rows.append(row)
             self.on_row(index, row)
-            prev_size, prev_s = size, min(row.trial_s) / iterations
+            prev_s = min(row.trial_s) / iterations
         if self.stop:
             outcome.status = "interrupted"
             outcome.message = f"{self.stop.name} received; stopped after {len(outcome.rows)} sizes"

@@ -87,20 +87,6 @@ class MapFile:
         return len(self.hosts)
 
 
-def is_map_file(path: Path) -> bool:
-    """Whether `path` is an HDF5 file holding a /map group (False for anything else, even damage:
-    the run reader then says what is wrong)."""
-    import h5py
-
-    try:
-        if not Path(path).is_file() or not h5py.is_hdf5(path):
-            return False
-        with h5py.File(path, "r", locking=False) as f:
-            return isinstance(f.get(MAP_GROUP, getlink=True), h5py.HardLink)
-    except (OSError, ValueError, RuntimeError, TypeError, KeyError):
-        return False
-
-
 def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
     from npmpi.runfile.format import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
