@@ -39,17 +39,18 @@ class Options:
 
     lower_bytes: int
     upper_bytes: int
-    perturbation_bytes: int
     trials: int
     target_time_s: float
-    repeats: int | None
-    quick: bool
-    max_one_way_s: float
     kernel: str
-    integrity: bool
-    output: str | None
-    force: bool
-    quiet: bool
+    # the sweep's own rules (a map measures its sizes without them: these defaults)
+    perturbation_bytes: int = 0
+    repeats: int | None = None
+    max_one_way_s: float = float("inf")
+    integrity: bool = False
+    quick: bool = False
+    output: str | None = None
+    force: bool = False
+    quiet: bool = False
     meters: tuple = ()  # --meter's spec values (npmpi.meters.MeterSpec), checked by the command line
     sample_interval_s: float | None = None
     baseline_s: float | None = None

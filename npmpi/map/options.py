@@ -206,19 +206,15 @@ def parse_map_options(argv: list[str]) -> MapOptions:
     if ns.kernel not in KERNEL_NAMES:
         raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
     plain = ns.mode == MODE_PINGPONG
-    # the map measures through the run's message loop: its Options with the map's sizes and no
-    # sweep rule of its own (no perturbation, no NetPIPE stop rule)
+    # the map measures through the run's message loop: Options of its sizes, without the sweep's
+    # own rules (perturbation, --repeats, the stop rule, --integrity: their defaults are off)
     run = Options(
         lower_bytes=sizes[0],
         upper_bytes=sizes[-1],
-        perturbation_bytes=0,
         trials=trials,
         target_time_s=target,
-        repeats=None,
         quick=ns.quick,
-        max_one_way_s=float("inf"),
         kernel=ns.kernel,
-        integrity=False,
         mode=ns.mode,
         window=window,
         buffers=ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE,
