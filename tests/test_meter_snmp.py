@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests_support import DATA
+from support.schedules import DATA
 
 from npmpi.meters import MeterError, MeterFault, make_meter, parse_meter_spec
 from npmpi.meters.snmp import COMMUNITY_ENV, V3_ENV, SnmpMeter, parse_target

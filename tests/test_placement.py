@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from launcher import local_mpi_env, mpirun_path
+from support.launcher import local_mpi_env, mpirun_path
 
 from npmpi.commands.threadlevel import requested_level
 from npmpi.core.layout import compute_layout

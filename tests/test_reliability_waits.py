@@ -164,7 +164,7 @@ def test_ctrl_c_during_the_closing_baseline_under_mpirun_leaves_the_file_interru
     import time
 
     import h5py
-    from test_reliability_support import Job
+    from support.reliability import Job
 
     name = "closing.h5"
     job = Job(
