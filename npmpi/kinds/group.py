@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.core.errors import DataMismatch
-from npmpi.core.protocol import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
+from npmpi.core.messages import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
 from npmpi.sweep.driver import SizeDriver, member_report, member_trials

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.core.protocol import CMD_SIZE, CPU_TAG, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG, StopFlag
+from npmpi.core.messages import CMD_SIZE, CPU_TAG, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG, StopFlag
 from npmpi.sweep import cputime
 from npmpi.sweep.watchdog import READY, RESULTS, Progress
 

@@ -1,6 +1,6 @@
 """The ranks rank 0 commands: a pair's reflector, the ranks of the other pairs, the ranks with no role.
 
-Each waits for rank 0's commands (npmpi/core/protocol.py) between sizes in one loop, serve_commands;
+Each waits for rank 0's commands (npmpi/core/messages.py) between sizes in one loop, serve_commands;
 the per-size trials of a reflector and of a pair member differ (who starts a trial, who times it).
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from npmpi.core.config import Options
 from npmpi.core.errors import LinkLost
 from npmpi.core.layout import Layout
-from npmpi.core.protocol import (
+from npmpi.core.messages import (
     CMD_BASELINE,
     CMD_PROBE,
     CMD_STOP,

@@ -29,7 +29,7 @@ import numpy as np
 from npmpi.core.config import Options
 from npmpi.core.errors import DataMismatch, LinkLost
 from npmpi.core.layout import Layout
-from npmpi.core.protocol import (
+from npmpi.core.messages import (
     CMD_PROBE,
     CMD_STOP,
     CTRL_TAG,
