@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
+from npmpi.meters.scope import scope_of, whole_node
 from npmpi.meters.survey import KIND_INFO, try_kind
 
 NODE_LEVEL = ("cray", "ipmi", "redfish")
 ORDER = ("cray", "ipmi", "redfish", "rapl", "perf", "hwmon")
 IPMI_DEVICES = ("/dev/ipmi0", "/dev/ipmi/0", "/dev/ipmidev/0")
 CHOSEN, EXTRA, NOT_OPENED, NOT_TRIED = "chosen", "extra", "does not open", "not tried"
+IPMI_YES, IPMI_NO = ("yes", "true", "1"), ("no", "false", "0")
 
 
 class AutoSpec(Meter):
@@ -36,6 +38,16 @@ class AutoSpec(Meter):
 
     kind = "auto"
     parameters = ("cray_root", "rapl_root", "perf_root", "hwmon_root", "redfish", "ipmi")
+
+    def __init__(self, spec: MeterSpec) -> None:
+        super().__init__(spec)
+        for key in self.parameters[:-1]:
+            if key in spec.params and not spec.params[key].strip():
+                what = "the BMC's address" if key == "redfish" else "a directory"
+                raise MeterError.about(spec.text, f"{key}= is empty: give {what}, or leave {key} out")
+        wanted = spec.params.get("ipmi")
+        if wanted is not None and wanted.strip().lower() not in (*IPMI_YES, *IPMI_NO):
+            raise MeterError.about(spec.text, f"ipmi={wanted!r}: give ipmi=yes or ipmi=no")
 
     def open(self) -> None:
         raise MeterError.about(
@@ -100,10 +112,10 @@ def _not_configured(kind: str, spec: MeterSpec) -> str:
     if kind == "redfish" and not spec.params.get("redfish"):
         return "not configured (name the BMC: --meter auto:redfish=HOST, credentials in the environment)"
     if kind == "ipmi":
-        wanted = spec.params.get("ipmi", "").lower()
-        if wanted in ("no", "false", "0"):
+        wanted = spec.params.get("ipmi", "").strip().lower()
+        if wanted in IPMI_NO:
             return "not wanted (ipmi=no)"
-        if wanted not in ("yes", "true", "1") and not any(Path(d).exists() for d in IPMI_DEVICES):
+        if wanted not in IPMI_YES and not any(Path(d).exists() for d in IPMI_DEVICES):
             return (
                 "not configured: no local BMC interface (/dev/ipmi0; modprobe ipmi_devintf ipmi_si, "
                 "or ipmi=yes)"
@@ -111,9 +123,11 @@ def _not_configured(kind: str, spec: MeterSpec) -> str:
     return ""
 
 
-def choose(spec: MeterSpec, given: tuple[str, ...] = ()) -> AutoChoice:
+def choose(spec: MeterSpec, given: tuple[str, ...] = (), given_meters: tuple[Meter, ...] = ()) -> AutoChoice:
     """Open this node's best meters (see the module docstring); MeterError only if none opens at all.
-    `given`: kinds the node also has from other --meter specs (auto then leaves the GPUs to them)."""
+    `given`: kinds the node also has from other --meter specs (auto then leaves the GPUs to them);
+    `given_meters`: those meters, open: where auto's choice reads what one of them reads, auto keeps
+    that one instead (counted once) and looks no further."""
     specs = kind_specs(spec)
     choice = AutoChoice(spec.text)
     chosen: Meter | None = None
@@ -129,6 +143,14 @@ def choose(spec: MeterSpec, given: tuple[str, ...] = ()) -> AutoChoice:
         finding, meter = try_kind(kind, specs.get(kind))
         if meter is None:
             choice.steps.append(Step(kind, text, NOT_OPENED, finding.reason))
+            continue
+        same = _same_as_given(meter, given_meters)
+        if same is not None:
+            meter.close()
+            chosen = same
+            choice.steps.append(
+                Step(kind, text, NOT_TRIED, f"given as --meter {same.spec.text}: counted once")
+            )
             continue
         chosen = meter
         choice.meters.append(meter)
@@ -147,11 +169,17 @@ def choose(spec: MeterSpec, given: tuple[str, ...] = ()) -> AutoChoice:
     return choice
 
 
+def _same_as_given(meter: Meter, given_meters: tuple[Meter, ...]) -> Meter | None:
+    """The given meter reading what `meter` reads, or None."""
+    what = scope_of(meter).what
+    return next((g for g in given_meters if scope_of(g).what == what), None)
+
+
 def _add_gpus(choice: AutoChoice, chosen: Meter | None, given: bool) -> None:
     if given:
         choice.steps.append(Step("nvml", "nvml", NOT_TRIED, "given with its own --meter"))
         return
-    if chosen is not None and chosen.kind in NODE_LEVEL:
+    if chosen is not None and whole_node(chosen):  # an ACPI power meter (hwmon) too
         choice.steps.append(
             Step("nvml", "nvml", NOT_TRIED, f"{chosen.kind} measures the whole node, its GPUs included")
         )

@@ -36,6 +36,7 @@ from npmpi.meters.base import (
     make_meter,
     parse_meter_spec,
 )
+from npmpi.meters.scope import doubled_spec
 from npmpi.power.baseline import take_part
 from npmpi.power.clocksync import ClockOffset, answer_pings, measure_offset
 from npmpi.runfile.faults import GAP_MIN_S, KIND_GAP, FaultLog, FaultRecord, Heartbeat
@@ -69,6 +70,9 @@ def node_meter_specs(default_specs) -> list[MeterSpec]:
                 specs.append(parse_meter_spec(text))
             except MeterError as exc:
                 raise MeterError(exc.under(METERS_ENV)) from None
+    doubled = doubled_spec(specs)
+    if doubled is not None:
+        raise MeterError(doubled.under(METERS_ENV))
     return specs
 
 

@@ -339,6 +339,8 @@ def _node_rows(nodes, t0: float) -> list[dict[str, Any]]:
                     "power_method": c.method,
                     "power_resolution_w": _f(c.resolution_w),
                     "samples": c.samples,
+                    "in_node_total": c.in_total,
+                    "node_total_note": c.total_note,
                     "faults": _fault_rows(c, t0),
                 }
                 for c in n.channels

@@ -59,6 +59,8 @@ class ChannelInfo:
     method: str = METHOD_INSTANT  # how a window's power is taken: counter, average or instant
     resolution_w: float = 0.0
     fault_records: list[FaultInfo] = field(default_factory=list)  # on rank 0's time line, with counts
+    in_total: bool = True  # summed into the node's power (not a part of a whole-node meter, nor a repeat)
+    total_note: str = ""  # why not
 
 
 @dataclass
@@ -239,6 +241,8 @@ def _channel_series(
         method=method,
         resolution_w=readings.resolution_w,
         fault_records=records,
+        in_total=bool(attrs.get("in_node_total", True)),  # files before it: every channel
+        total_note=str(attrs.get("node_total_note", "")),
     )
     return readings, info
 
@@ -279,7 +283,7 @@ def node_group_power(
         r, info = _channel_series(ch, f"{where}/channel{j}", delay_override, align, problems, offset_sigma)
         info.index = j
         infos.append(info)
-        if len(r.t):
+        if len(r.t) and info.in_total:  # a channel left out of the node's total: never summed
             readings.append(r)
             counted.append(info)
     if not node.channels:
