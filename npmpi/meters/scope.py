@@ -5,7 +5,7 @@ meter given twice, `auto` choosing the meter another --meter gives too, or a par
 package, a GPU, a pm_counters component) beside a meter of the whole node, which contains it.
 
 - A spec given twice for one node (the same text, or `auto` twice) is refused before anything is
-  opened: a usage error, exit status 2 (`doubled_spec`).
+  opened: a usage error, exit status 2 (`refuse_doubled`).
 - Every channel has a scope: `node` (the whole node: cray's node counter, ipmi, redfish, an ACPI
   power meter in hwmon, the estimate, a replayed trace), `supply` (a wall plug: a PDU outlet, a
   Watts Up?; a node with two power supplies has two) or `part` (rapl, perf, nvml, cray's cpu, memory
@@ -40,8 +40,8 @@ def _same_spec_key(spec: MeterSpec) -> tuple:
     return (spec.kind, target.lower() if spec.kind in _DEFAULT_TARGET else target, params)
 
 
-def doubled_spec(specs) -> MeterError | None:
-    """The usage error for a node's specs of which one is given twice (or `auto` twice), else None."""
+def refuse_doubled(specs) -> None:
+    """MeterError (a usage error) if one of a node's specs is given twice (or `auto` twice)."""
     seen: dict[tuple, MeterSpec] = {}
     for spec in specs:
         key = _same_spec_key(spec)
@@ -49,13 +49,12 @@ def doubled_spec(specs) -> MeterError | None:
             first = seen[key]
             also = "" if first.text == spec.text else f" (first as {first.text!r})"
             what = "auto is given twice" if key == ("auto",) else "this meter is given twice"
-            return MeterError.about(
+            raise MeterError.about(
                 spec.text,
                 f"{what}{also}: npmpi adds a node's channels, so the same energy would count twice; "
                 "give each meter once",
             )
         seen[key] = spec
-    return None
 
 
 @dataclass(frozen=True)
