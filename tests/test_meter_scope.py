@@ -14,7 +14,7 @@ from fakes.sysfs import FakeHwmon, FakePowercap
 
 from npmpi.commands.options import parse_options
 from npmpi.core.errors import UsageError
-from npmpi.meters.auto import CHOSEN, NOT_TRIED, choose
+from npmpi.meters.auto import CHOSEN, GIVEN, NOT_TRIED, choose
 from npmpi.meters.base import MeterError, make_meter, parse_meter_spec
 from npmpi.meters.scope import SCOPE_NODE, SCOPE_PART, mark_totals, scope_of
 from npmpi.power.rank import METERS_ENV, node_meter_specs
@@ -118,13 +118,14 @@ def test_auto_keeps_a_given_meter_that_reads_what_it_would_choose(tmp_path):
     choice = choose(spec, ("rapl",), (given,))
     assert choice.meters == []  # neither a second rapl nor perf nor the estimate
     steps = {s.kind: s for s in choice.steps}
-    assert steps["rapl"].outcome == NOT_TRIED
-    assert steps["rapl"].reason == f"given as --meter rapl:{rapl.root}: counted once"
+    assert steps["rapl"].outcome == GIVEN and steps["rapl"].spec == f"rapl:{rapl.root}"
+    assert steps["rapl"].reason == "given with its own --meter: counted once"
+    assert choice.summary().startswith(f"--meter {spec.text} chose rapl:{rapl.root} (given); not used: ")
     assert steps["perf"].reason == "rapl was chosen before it" and steps["estimate"].outcome == NOT_TRIED
     tree = FakePmCounters(tmp_path / "pm")
     given = make_meter(f"cray:root={tree.root}")
     choice = choose(parse_meter_spec(f"auto:cray_root={tree.root}"), ("cray",), (given,))
-    assert choice.meters == [] and {s.kind: s.outcome for s in choice.steps}["cray"] == NOT_TRIED
+    assert choice.meters == [] and {s.kind: s.outcome for s in choice.steps}["cray"] == GIVEN
 
 
 @pytest.mark.parametrize(

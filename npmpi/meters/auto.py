@@ -30,6 +30,7 @@ NODE_LEVEL = ("cray", "ipmi", "redfish")
 ORDER = ("cray", "ipmi", "redfish", "rapl", "perf", "hwmon")
 IPMI_DEVICES = ("/dev/ipmi0", "/dev/ipmi/0", "/dev/ipmidev/0")
 CHOSEN, EXTRA, NOT_OPENED, NOT_TRIED = "chosen", "extra", "does not open", "not tried"
+GIVEN = "given"  # the meter auto would choose is given with its own --meter: that one is kept
 IPMI_YES, IPMI_NO = ("yes", "true", "1"), ("no", "false", "0")
 
 
@@ -63,7 +64,7 @@ class AutoSpec(Meter):
 class Step:
     kind: str
     spec: str
-    outcome: str  # CHOSEN, EXTRA, NOT_OPENED, NOT_TRIED
+    outcome: str  # CHOSEN, EXTRA, GIVEN, NOT_OPENED, NOT_TRIED
     reason: str = ""
 
 
@@ -85,8 +86,8 @@ class AutoChoice:
 
     def summary(self) -> str:
         """One line: what was chosen, and why the others were not."""
-        used = [f"{s.spec} ({s.outcome})" for s in self.steps if s.outcome in (CHOSEN, EXTRA)]
-        others = [f"{s.kind}: {s.reason}" for s in self.steps if s.outcome not in (CHOSEN, EXTRA)]
+        used = [f"{s.spec} ({s.outcome})" for s in self.steps if s.outcome in (CHOSEN, EXTRA, GIVEN)]
+        others = [f"{s.kind}: {s.reason}" for s in self.steps if s.outcome not in (CHOSEN, EXTRA, GIVEN)]
         return f"--meter {self.spec} chose {', '.join(used) or 'nothing'}; not used: " + "; ".join(others)
 
 
@@ -148,9 +149,7 @@ def choose(spec: MeterSpec, given: tuple[str, ...] = (), given_meters: tuple[Met
         if same is not None:
             meter.close()
             chosen = same
-            choice.steps.append(
-                Step(kind, text, NOT_TRIED, f"given as --meter {same.spec.text}: counted once")
-            )
+            choice.steps.append(Step(kind, same.spec.text, GIVEN, "given with its own --meter: counted once"))
             continue
         chosen = meter
         choice.meters.append(meter)
