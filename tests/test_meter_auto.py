@@ -179,3 +179,15 @@ def test_meters_command_into_a_closed_pipe_ends_quietly():
         err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("kind", ["cray", "rapl", "hwmon", "perf"])
+def test_meters_command_escapes_control_characters_of_the_roots(kind, tmp_path, capsys):
+    """A root holding ESC, BEL, CR, U+202E, U+009B and a newline (which would forge an
+    `npmpi: error:` line): the table shows them escaped, every line is the table's own."""
+    root = f"{tmp_path}/x\nnpmpi: error: forged\x1b[2J\u202e\x9b\x07\ry"
+    assert meterscmd.main(["--auto", f"auto:{kind}_root={root}"]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\r\u202e\x9b"), repr(out)
+    assert not any(line.startswith("npmpi: error") for line in out.splitlines())
+    assert "x\\x0anpmpi: error: forged\\x1b[2J\\u202e\\x9b\\x07\\x0dy" in out

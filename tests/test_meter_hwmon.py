@@ -155,3 +155,28 @@ def test_permission_denied_at_open_and_revoked_mid_run(tree, monkeypatch):
     meter.close()
     meter.open()  # resumes once readable again
     assert watts(meter) == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("use", ["input", "average"])
+def test_an_average_file_is_labelled_averaged_over_its_own_interval_whatever_use_says(tree, use):
+    """ACPI power_meter's usual layout, power1_average only: read with the default use=input it was
+    stored as instant (averaging_s 0); with use=average as averaged over the refresh period (0.25 s
+    here), not over power1_average_interval (milliseconds in the hwmon ABI: 2 s)."""
+    tree.add("power_meter", average_uw={1: 312_000_000}, average_interval_ms=2000, update_interval_ms=250)
+    d = opened(f"hwmon:{tree.root},use={use}").describe()
+    assert (d["averaging"], d["averaging_s"]) == ("fixed", 2.0)
+    assert d["averaging_s_source"] == "powerM_average_interval"
+
+
+def test_an_average_file_without_its_interval_is_averaged_over_the_refresh_period_and_says_so(tree):
+    tree.add("power_meter", average_uw={1: 312_000_000}, update_interval_ms=500)
+    d = opened(f"hwmon:{tree.root}").describe()
+    assert (d["averaging"], d["averaging_s"]) == ("fixed", 0.5)
+    assert d["averaging_s_source"].startswith("assumed")
+
+
+def test_input_files_stay_instant(tree):
+    tree.add("amdgpu", power_uw={1: 90_000_000}, average_uw={1: 80_000_000}, average_interval_ms=100)
+    d = opened(f"hwmon:{tree.root}").describe()
+    assert (d["averaging"], d["averaging_s"]) == ("instant", 0.0) and "averaging_s_source" not in d
+    assert opened(f"hwmon:{tree.root},use=average").describe()["averaging_s"] == 0.1

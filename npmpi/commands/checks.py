@@ -66,11 +66,14 @@ def meter_specs(texts, option: str = "--meter") -> tuple:
     value checked: the one parse of a spec given on the command line. Every rank parses its own command
     line, so the power ranks open these values (npmpi.power.rank.open_meters) without parsing again."""
     from npmpi.meters import MeterError, check_meter_spec
+    from npmpi.meters.scope import refuse_doubled
 
     try:
-        return tuple(check_meter_spec(text) for text in texts)
+        specs = tuple(check_meter_spec(text) for text in texts)
+        refuse_doubled(specs)  # the same energy would count twice
     except MeterError as exc:
         raise UsageError(exc.under(option)) from None
+    return specs
 
 
 def check_fabric(ns: argparse.Namespace) -> None:

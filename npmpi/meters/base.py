@@ -299,6 +299,8 @@ def parse_meter_spec(text: str) -> MeterSpec:
                     f"unknown parameter {key!r} for {kind} (its value is not shown); "
                     f"known parameters: {', '.join(known) or 'none'}",
                 )
+            if key in params:  # the later would silently win: say so (values not shown)
+                raise MeterError.about(kind, f"{key}= is given twice (values not shown): give it once")
             params[key] = value
         elif target is None:
             target = item

@@ -8,6 +8,7 @@ import os
 def open_power_rank(roles, meter_optional: bool, sample_interval_s: float | None) -> str | None:
     """On a power rank: open the node's meters and prepare their samplers; the problem, if any."""
     from npmpi.meters import MeterError
+    from npmpi.meters.scope import mark_totals
     from npmpi.power.rank import METERS_ENV, ChannelSampler, sample_interval_for
 
     node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
@@ -25,6 +26,8 @@ def open_power_rank(roles, meter_optional: bool, sample_interval_s: float | None
         ChannelSampler(m, sample_interval_for(m, sample_interval_s), node_label) for m in meters
     ]
     descs = [s.describe() for s in roles.samplers]
+    for desc, mark in zip(descs, mark_totals(meters), strict=True):  # nothing counted twice
+        desc.update(mark)
     texts = [spec.text for spec in roles.meter_specs]
     roles.power_info = {"specs": texts, "channels": descs, "skipped": skipped, **machine_ids()}
     if auto:  # --meter auto: what it chose and why (npmpi.meters.auto)
@@ -41,7 +44,7 @@ def _open_node_meters(specs: list, meter_optional: bool):
     others = [s for s in specs if s.kind != "auto"]
     meters, skipped = open_meters(others, meter_optional)
     given = tuple(s.kind for s in others)
-    choices = [choose(s, given) for s in specs if s.kind == "auto"]
+    choices = [choose(s, given, tuple(meters)) for s in specs if s.kind == "auto"]
     for c in choices:
         meters.extend(c.meters)
     return meters, skipped, choices
