@@ -240,14 +240,21 @@ def test_vanished_and_garbage_counters_are_faults(tmp_path):
         step(meter, clock, 0.1)
 
 
-def test_stuck_counter_is_a_fault(tmp_path):
+def test_stuck_counter_gives_no_sample_then_is_a_fault(tmp_path):
     tree = FakePowercap(tmp_path)
     clock = Clock()
     meter = meter_for(tree, clock)
-    for _ in range(15):  # 1.5 s without a change is still tolerated
-        assert step(meter, clock, 0.1).power_w == 0.0
-    clock.t += 1.0
-    with pytest.raises(MeterFault, match="has not moved"):
+    for _ in range(15):  # 1.5 s without a change: no fault yet, and no sample (a still counter is not 0 W)
+        clock.t += 0.1
+        assert meter.read(0.0) == []
+    tree.zone("package-0").advance_j(8.0)  # it moves again: the sample spans the 1.6 s since the last one
+    r = step(meter, clock, 0.1)
+    assert r.power_w == pytest.approx(5.0) and r.energy_j == pytest.approx(8.0)
+    for _ in range(19):
+        clock.t += 0.1
+        assert meter.read(0.0) == []
+    clock.t += 0.2
+    with pytest.raises(MeterFault, match=r"intel-rapl:0 \(package-0\) has not moved for 2.1 s: .* not 0 W"):
         meter.read(0.0)
 
 
