@@ -6,13 +6,12 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fakes.cray_pm import FakePmCounters, LiveController, SquareWave
+from fakes.sysfs import bounded, make_fifo
 
 from npmpi.meters import cray, sysfs
 from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_spec
@@ -42,35 +41,6 @@ def meter_for(tree: FakePmCounters, clock: Clock, channel: str = "") -> CrayMete
 def scan(tree: FakePmCounters, clock: Clock, seconds: float, host_seconds: float | None = None) -> None:
     tree.scan(seconds)
     clock.t += seconds if host_seconds is None else host_seconds
-
-
-def bounded(call, fifo: Path, seconds: float = 10.0):
-    """call() in a thread: its result, or its exception raised here; a failure if it has not returned
-    within `seconds` (then a writer opened on `fifo` ends the read it waits in, so no thread is left)."""
-    out: list = []
-
-    def run() -> None:
-        try:
-            out.append(("value", call()))
-        except BaseException as exc:
-            out.append(("raised", exc))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(5)
-        pytest.fail(f"waited more than {seconds:g} s on the FIFO {fifo}")
-    how, value = out[0]
-    if how == "raised":
-        raise value
-    return value
-
-
-def make_fifo(path: Path) -> None:
-    path.unlink()
-    os.mkfifo(path)
 
 
 def test_spec_builds_without_io_and_refuses_unknown_channels():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from fakes.sysfs import FakeHwmon, enforce_denials
+from fakes.sysfs import FakeHwmon, bounded, enforce_denials, make_fifo
 
 from npmpi.meters import hwmon
 from npmpi.meters.base import MeterError, MeterFault, make_meter
@@ -180,3 +180,23 @@ def test_input_files_stay_instant(tree):
     d = opened(f"hwmon:{tree.root}").describe()
     assert (d["averaging"], d["averaging_s"]) == ("instant", 0.0) and "averaging_s_source" not in d
     assert opened(f"hwmon:{tree.root},use=average").describe()["averaging_s"] == 0.1
+
+
+def test_fifos_are_never_waited_on(tmp_path):
+    """A FIFO as a device's name: the device is named '?' and, chosen by name=, not found; a FIFO in a
+    power file's place mid-run is a fault, and the file back makes the meter read again."""
+    t = FakeHwmon(tmp_path)
+    device = t.add("power_meter", power_uw={1: 12_000_000})
+    make_fifo(device.path("name"))
+    meter = make_meter(f"hwmon:{t.root}")
+    bounded(meter.open, device.path("name"))
+    assert watts(meter) == 12.0
+    with pytest.raises(
+        MeterError, match=r"no hwmon device named 'power_meter' .* found: hwmon0 \(\?: power1_input"
+    ):
+        bounded(make_meter(f"hwmon:{t.root},name=power_meter").open, device.path("name"))
+    make_fifo(device.path("power1_input"))
+    with pytest.raises(MeterFault, match=r"power1_input is not a regular file but a FIFO \(named pipe\)"):
+        bounded(lambda: meter.read(0.0), device.path("power1_input"))
+    device.set_power_uw(1, 13_000_000)
+    assert watts(meter) == 13.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from fakes.sysfs import FakePowercap, enforce_denials
+from fakes.sysfs import FakePowercap, bounded, enforce_denials, make_fifo
 
 from npmpi.meters import rapl
 from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_spec
@@ -238,6 +238,29 @@ def test_vanished_and_garbage_counters_are_faults(tmp_path):
     tree.zone("package-0").energy_file.unlink()
     with pytest.raises(MeterFault, match="cannot read"):
         step(meter, clock, 0.1)
+
+
+def test_fifos_are_refused_without_waiting(tmp_path):
+    """A FIFO in a counter's place: refused at open and a fault mid-run, never waited on; a FIFO as
+    max_energy_range_uj is an unreadable range (wraps are then not counted but refused)."""
+    tree = FakePowercap(tmp_path)
+    package = tree.zone("package-0")
+    make_fifo(package.directory / "max_energy_range_uj")
+    clock = Clock()
+    meter = RaplMeter(parse_meter_spec(f"rapl:{tree.root}"), monotonic=clock)
+    bounded(meter.open, package.directory / "max_energy_range_uj")
+    assert meter.zones[0].max_range_uj is None
+    assert meter.read(0.0) == []
+    make_fifo(package.energy_file)
+    with pytest.raises(MeterFault, match=r"energy_uj is not a regular file but a FIFO \(named pipe\)"):
+        bounded(lambda: step(meter, clock, 0.1), package.energy_file)
+    meter.close()
+    with pytest.raises(MeterError, match=r"cannot read .*energy_uj: .* is not a regular file but a FIFO"):
+        bounded(meter.open, package.energy_file)
+    package.set_energy_uj(5_000_000)  # a file again: the meter opens and counts
+    reopen(meter)
+    package.advance_j(2.0)
+    assert step(meter, clock, 0.1).power_w == pytest.approx(20.0)
 
 
 def test_stuck_counter_gives_no_sample_then_is_a_fault(tmp_path):
