@@ -32,7 +32,7 @@ read it; only a reading whose time stamp is not believed (see above) is stamped 
 
 A counter that does not move while it is read gives no sample (the controller's time stamps may
 advance with a frozen energy value), and one still for STUCK_AFTER_S is a fault, as for `rapl`
-(npmpi.meters.sysfs.StillCounter).
+(npmpi.meters.base.StillCounter).
 
 Spec: `cray[:CHANNEL,root=/sys/cray/pm_counters]`.
 """
@@ -47,8 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npmpi.meters import sysfs
-from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading
-from npmpi.meters.sysfs import StillCounter
+from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading, StillCounter
 
 DEFAULT_ROOT = "/sys/cray/pm_counters"
 CHANNEL = re.compile(r"^(node|cpu|memory|accel\d?)$")

@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npmpi.meters import sysfs
-from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading
-from npmpi.meters.sysfs import StillCounter
+from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading, StillCounter
 
 DEFAULT_ROOT = "/sys/class/powercap"
 TOP_ZONE = re.compile(r"^intel-rapl:(\d+)$")

@@ -1,6 +1,5 @@
 """Reading a sysfs file, in one place for the meters that read sysfs (cray, hwmon, perf, rapl) and
-for the tests, which replace `read_text` to deny access to a file even to root; and the watch
-over an energy counter that stops moving, shared by the counter meters (cray, rapl).
+for the tests, which replace `read_text` to deny access to a file even to root.
 
 A read is bounded whatever the path holds: the file is opened non-blocking, so a FIFO put in a
 tree (by a test, a container's bind mount or a mistake) neither blocks the open nor the read, and
@@ -12,10 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
-
-from npmpi.meters.base import MeterFault
 
 # a sysfs attribute is at most one page: a regular file longer than that is read no further
 MAX_CHARS = 4096
@@ -59,38 +55,3 @@ def read_text(path: Path, max_chars: int = MAX_CHARS) -> str:
     finally:
         os.close(fd)
     return b"".join(chunks).decode("utf-8", errors="replace")[:limit]
-
-
-# A counting domain (a CPU package, a node) always draws some power: a counter that stays still
-# this long while it is read is stuck, not measuring 0 W.
-STUCK_AFTER_S = 2.0
-
-
-@dataclass
-class StillCounter:
-    """When an energy counter last moved. A read that finds it still gives no sample (its span goes
-    on from the last movement, so the power is right when the counter moves again, and a stuck
-    counter never becomes 0 W); still for longer than `after_s` is a MeterFault."""
-
-    label: str  # what the messages call it: "the energy counter of intel-rapl:0 (package-0)"
-    after_s: float = STUCK_AFTER_S
-    last_change_t: float = 0.0  # the meter's monotonic clock
-
-    def restart(self, now_t: float) -> None:
-        """A new reference (open, or the first read after it): the counter counts as just moved."""
-        self.last_change_t = now_t
-
-    def moved(self, delta: float, now_t: float, while_: str = "") -> bool:
-        """True when the counter moved (`delta` != 0: a sample may be made; the watch restarts), False
-        while it is still; MeterFault once still for longer than `after_s` (`while_`: what else was
-        seen meanwhile, e.g. ' while its time stamps advanced')."""
-        if delta:
-            self.last_change_t = now_t
-            return True
-        still_s = now_t - self.last_change_t
-        if still_s > self.after_s:
-            raise MeterFault(
-                f"{self.label} has not moved for {still_s:.1f} s{while_}: the domain is not counting "
-                "(a stuck counter is not 0 W; no sample)"
-            )
-        return False

@@ -64,7 +64,7 @@ EXTRA_SAMPLE_FIELDS = (
     "open_epoch",  # OPEN_EPOCH: named by every channel of a run (format 1.6)
     "request_start_unix_s",  # a network meter: its request's start and end (time_unix_s: their middle)
     "request_end_unix_s",
-    "reading_time_unix_s",  # a network meter: the time the device itself gave its reading (NaN: none)
+    "reading_time_unix_s",  # the time the device itself gave its reading (NaN: none): redfish, cray
 )
 # per-sample dataset of every channel of a run (format 1.6): which opening of the meter took the
 # reading (0 the first, +1 at each reopening after a fault); a counter restarts at each, so no span
