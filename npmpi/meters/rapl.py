@@ -363,6 +363,9 @@ class RaplMeter(Meter):
 
     def description(self) -> str:
         zones = ", ".join(z.label for z in self.zones) or f"domains={'+'.join(self.domains)}"
+        blind = [z.directory.name for z in self.zones if z.max_range_uj is None]
+        if blind:  # said where the choice of meter is shown (npmpi meters, the run file)
+            zones += f"; max_energy_range_uj unreadable in {', '.join(blind)}: a wrap is refused, not counted"
         return f"RAPL energy counters in {self.root}: {zones}"
 
     def describe(self) -> dict[str, object]:
