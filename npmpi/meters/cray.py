@@ -64,9 +64,11 @@ STAMP_AGREEMENT_S = 0.25
 DEFAULT_MAX_W = 20000.0
 MAX_LINE_CHARS = 200
 # at open, the energy file is read every POLL_S for up to this many update periods (at most
-# CALIBRATE_MAX_S) to see an update land: the moment it does fixes the controller's clock offset
-CALIBRATE_PERIODS = 1.5
-CALIBRATE_MAX_S = 1.5
+# CALIBRATE_MAX_S) to see updates land: the moment one does bounds the controller's clock offset,
+# and the reads go on until the bounds are CALIBRATE_WIDTH_S wide (a loaded host's polls are late)
+CALIBRATE_PERIODS = 2.5
+CALIBRATE_MAX_S = 2.5
+CALIBRATE_WIDTH_S = 0.005
 POLL_S = 0.002
 # how fast the controller's and the host's clocks may drift apart (crystals and NTP's slewing are
 # tens of ppm); a read further than STEP_S outside the bounds means a clock stepped
@@ -248,8 +250,9 @@ class CrayMeter(Meter):
             self.clock.observe(stamp_us / 1e6, wall_after, not_before)
 
     def _calibrate(self, snap: Snapshot) -> None:
-        """Read the energy file every POLL_S until an update lands (at most CALIBRATE_PERIODS update
-        periods): the reads just before and after it bound the clock offset to about POLL_S."""
+        """Read the energy file every POLL_S until updates have landed that bound the clock offset to
+        CALIBRATE_WIDTH_S (the reads just before and after one bound it to about POLL_S on an idle
+        host), for at most CALIBRATE_PERIODS update periods."""
         self.clock = ControllerClock()
         self._last = None
         self._observe(snap.stamp_us, snap.wall_after)
@@ -261,7 +264,7 @@ class CrayMeter(Meter):
             self._observe(stamp, wall_after)
             moved = stamp != self._last.stamp_us
             self._last = Snapshot(snap.freshness, energy, stamp, None, None, NAN, wall_before, wall_after)
-            if moved:
+            if moved and self.clock.known and self.clock.width_s <= CALIBRATE_WIDTH_S:
                 break
         self.opened_offset_s = 0.5 * (self.clock.lo + self.clock.hi) if self.clock.known else NAN
         self.opened_width_s = self.clock.width_s if self.clock.known else NAN
