@@ -225,13 +225,21 @@ def confirm_findings(a, confirm: dict[str, np.ndarray] | None) -> None:
 
 
 def confirm_summary(a) -> dict | None:
-    """The re-measurement's facts for the summary: repeats, suspects, skipped (None without one)."""
+    """The re-measurement's facts for the summary: repeats (windows) and trials each, suspects,
+    skipped, the budget (fraction; seconds) and the budget that would have measured the most severe
+    suspect left out (NaN: none left out, or an older map that did not say; None without a
+    re-measurement)."""
     attrs = a.map_attrs
     if "confirm_repeats" not in attrs:
         return None
     return {
         "repeats": int(attrs.get("confirm_repeats", 0)),
+        "repeats_asked": int(attrs.get("confirm_repeats_asked", attrs.get("confirm_repeats", 0))),
+        "trials": int(attrs.get("confirm_trials", attrs.get("trials", 0))),
+        "map_trials": int(attrs.get("trials", 0)),
         "suspects": int(attrs.get("confirm_suspects", 0)),
         "skipped": int(attrs.get("confirm_skipped", 0)),
         "budget": float(attrs.get("confirm_budget", math.nan)),
+        "budget_s": float(attrs.get("confirm_budget_s", math.nan)),
+        "needed_budget": float(attrs.get("confirm_needed_budget", math.nan)),
     }
