@@ -14,6 +14,7 @@ from npmpi.core.modes import MODE_TABLE
 from npmpi.core.safetext import csv_cell
 from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.html_parts import figures_html, html_text
+from npmpi_analysis.map_outlier_text import outlier_items, outlier_lines
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
 
@@ -193,94 +194,6 @@ def _power_lines(a, s: dict) -> list[str]:
     for name, count in s["flagged_pairs"].items():
         out.append(f"  flagged '{name}': {count} pair-size(s) (see docs/analysis.md, What is flagged)")
     return out
-
-
-def outlier_lines(a) -> list[str]:
-    """'outliers (rule): ' then one sentence a line, or 'none named'; with a second measurement
-    (/map/confirm_*), only the confirmed ones, then those not measured again (the budget) and the
-    others not confirmed, each with why."""
-    from npmpi_analysis.numbers.map_confirmed import confirm_summary
-
-    facts = confirm_summary(a)
-    if facts is None:
-        out = [f"  outliers ({THRESHOLD_TEXT}):"]
-        return out + ([f"    {f.sentence}" for f in a.outliers] or ["    none named"])
-    out = [
-        f"  outliers confirmed by measuring each suspect again, {confirm_words(facts)} ({THRESHOLD_TEXT}):"
-    ]
-    left_out = [f for f in a.outliers if not_measured(f)]
-    out += [f"    {f.sentence}" for f in a.outliers if f.confirmed] or [
-        "    none confirmed" if left_out else "    none named"
-    ]
-    out += [f"  not measured again: {f.sentence}; {not_measured_words(facts)}" for f in left_out]
-    return out + [
-        f"  not confirmed: {f.sentence}; {unconfirmed_words(f)}"
-        for f in a.outliers
-        if f.confirmed is False and not not_measured(f)
-    ]
-
-
-def confirm_words(facts: dict) -> str:
-    """'one pair at a time, 4 times', with what the budget made smaller ('2 times of 1 trial (the
-    budget: --confirm 4, the map's 7 trials)')."""
-    words = f"one pair at a time, {facts['repeats']} times"
-    fewer = []
-    if facts["repeats"] < facts["repeats_asked"]:
-        fewer.append(f"--confirm {facts['repeats_asked']}")
-    if 0 < facts["trials"] < facts["map_trials"]:
-        words += f" of {facts['trials']} trial(s)"
-        fewer.append(f"the map's {facts['map_trials']} trials")
-    return words + (f" (made smaller for the budget: {', '.join(fewer)})" if fewer else "")
-
-
-def not_measured(f) -> bool:
-    """A finding the map could not measure again within its budget: neither healthy nor confirmed."""
-    from npmpi_analysis.numbers.map_confirmed import REASON_NOT_MEASURED
-
-    return f.confirmed is False and f.confirm_reason == REASON_NOT_MEASURED
-
-
-def not_measured_words(facts: dict | None) -> str:
-    """Why a finding was not measured again, and the budget that would have measured it."""
-    budget = (facts or {}).get("budget", math.nan)
-    needed = (facts or {}).get("needed_budget", math.nan)
-    words = "the map's --confirm-budget"
-    if math.isfinite(budget):
-        words += f" {budget:g}"
-    if math.isfinite(needed):
-        return (
-            f"named by the map alone, not confirmed nor refuted: {words} did not pay for it "
-            f"(--confirm-budget {needed:g} would have measured the most severe)"
-        )
-    return f"named by the map alone, not confirmed nor refuted: {words} did not pay for it"
-
-
-def unconfirmed_words(f, facts: dict | None = None) -> str:
-    """Why a finding measured again (or not) is not named."""
-    from npmpi_analysis.numbers.map_confirmed import REASON_LATENCY_WAITED, REASON_SCATTER, REASON_SLOWEST
-
-    if not_measured(f):
-        return not_measured_words(facts)
-    if f.confirm_reason == REASON_LATENCY_WAITED:
-        return (
-            f"waited {100 * f.confirm_wait_fraction:.0f} % of its trials for a CPU when measured again "
-            "(never measured free of it: a 1-byte round trip whose ranks wait measures the scheduler, not "
-            "the link)"
-        )
-    if f.confirm_reason == REASON_SLOWEST:
-        return (
-            f"measured again: {f.confirm_ratio:.2f}x the reference links measured with it, but "
-            f"{f.confirm_slowest_ratio:.2f}x their slowest window (a healthy link read as slowly there)"
-        )
-    if f.confirm_reason == REASON_SCATTER and f.confirm_scatter is not None:
-        low, high = f.confirm_scatter
-        return (
-            f"measured again its trials scattered {low * 1e6:.0f}-{high * 1e6:.0f} us, as when the ranks "
-            "wait for a CPU (a slow link's delay is steady)"
-        )
-    if math.isfinite(f.confirm_ratio):
-        return f"measured again: {f.confirm_ratio:.2f}x the reference links measured with it"
-    return not_measured_words(facts)
 
 
 def change_text(change) -> str:
@@ -483,26 +396,6 @@ def _html_matrix(names: list[str], x: np.ndarray, digits: int) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _outlier_items(a) -> list[str]:
-    """The report's outliers: named (confirmed, or without a second measurement), then those not
-    measured again (the budget), then those not confirmed."""
-    from npmpi_analysis.numbers.map_confirmed import confirm_summary
-
-    facts = confirm_summary(a)
-    left_out = [f for f in a.outliers if not_measured(f)]
-    parts = [f"<li>{_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is not False] or [
-        "<li>none confirmed</li>" if left_out else "<li>none named</li>"
-    ]
-    parts += [
-        f"<li>not measured again: {_e(f.sentence)}; {_e(not_measured_words(facts))}</li>" for f in left_out
-    ]
-    return parts + [
-        f"<li>not confirmed: {_e(f.sentence)}; {_e(unconfirmed_words(f, facts))}</li>"
-        for f in a.outliers
-        if f.confirmed is False and not not_measured(f)
-    ]
-
-
 def html_report(
     analyses: list, changes: list, figures: list[tuple[str, str, bytes, str]], problems: list[str]
 ) -> bytes:
@@ -520,7 +413,7 @@ def html_report(
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         parts.append(f"<pre>{_e(summary_text(a, show_matrices=False))}</pre>")
         parts.append(f"<h3>Outliers</h3><p>Rule: {_e(THRESHOLD_TEXT)}.</p><ul id=outliers-{_e(a.label)}>")
-        parts += _outlier_items(a)
+        parts += outlier_items(a)
         parts.append("</ul>")
     for c in changes:
         parts.append(f"<h2>Comparison {_e(c.after)} / {_e(c.before)}</h2><pre>{_e(change_text(c))}</pre>")
