@@ -14,7 +14,6 @@ from npmpi.core.modes import MODE_TABLE
 from npmpi.core.safetext import csv_cell
 from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.html_parts import figures_html, html_text
-from npmpi_analysis.map_outlier_text import outlier_items, outlier_lines
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
 
@@ -194,6 +193,37 @@ def _power_lines(a, s: dict) -> list[str]:
     for name, count in s["flagged_pairs"].items():
         out.append(f"  flagged '{name}': {count} pair-size(s) (see docs/analysis.md, What is flagged)")
     return out
+
+
+def outlier_lines(a) -> list[str]:
+    """'outliers (rule): ' then one sentence a line, or 'none named'; with a second measurement
+    (/map/confirm_*), only the confirmed ones, then those not measured again (the budget) and the
+    others not confirmed, each with why."""
+    from npmpi_analysis.numbers.map_confirmed import (
+        confirm_summary,
+        confirm_words,
+        not_measured,
+        not_measured_words,
+        unconfirmed_words,
+    )
+
+    facts = confirm_summary(a)
+    if facts is None:
+        out = [f"  outliers ({THRESHOLD_TEXT}):"]
+        return out + ([f"    {f.sentence}" for f in a.outliers] or ["    none named"])
+    out = [
+        f"  outliers confirmed by measuring each suspect again, {confirm_words(facts)} ({THRESHOLD_TEXT}):"
+    ]
+    left_out = [f for f in a.outliers if not_measured(f)]
+    out += [f"    {f.sentence}" for f in a.outliers if f.confirmed] or [
+        "    none confirmed" if left_out else "    none named"
+    ]
+    out += [f"  not measured again: {f.sentence}; {not_measured_words(facts)}" for f in left_out]
+    return out + [
+        f"  not confirmed: {f.sentence}; {unconfirmed_words(f)}"
+        for f in a.outliers
+        if f.confirmed is False and not not_measured(f)
+    ]
 
 
 def change_text(change) -> str:
@@ -396,6 +426,31 @@ def _html_matrix(names: list[str], x: np.ndarray, digits: int) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _outlier_items(a) -> list[str]:
+    """The report's outliers: named (confirmed, or without a second measurement), then those not
+    measured again (the budget), then those not confirmed."""
+    from npmpi_analysis.numbers.map_confirmed import (
+        confirm_summary,
+        not_measured,
+        not_measured_words,
+        unconfirmed_words,
+    )
+
+    facts = confirm_summary(a)
+    left_out = [f for f in a.outliers if not_measured(f)]
+    parts = [f"<li>{_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is not False] or [
+        "<li>none confirmed</li>" if left_out else "<li>none named</li>"
+    ]
+    parts += [
+        f"<li>not measured again: {_e(f.sentence)}; {_e(not_measured_words(facts))}</li>" for f in left_out
+    ]
+    return parts + [
+        f"<li>not confirmed: {_e(f.sentence)}; {_e(unconfirmed_words(f, facts))}</li>"
+        for f in a.outliers
+        if f.confirmed is False and not not_measured(f)
+    ]
+
+
 def html_report(
     analyses: list, changes: list, figures: list[tuple[str, str, bytes, str]], problems: list[str]
 ) -> bytes:
@@ -413,7 +468,7 @@ def html_report(
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         parts.append(f"<pre>{_e(summary_text(a, show_matrices=False))}</pre>")
         parts.append(f"<h3>Outliers</h3><p>Rule: {_e(THRESHOLD_TEXT)}.</p><ul id=outliers-{_e(a.label)}>")
-        parts += outlier_items(a)
+        parts += _outlier_items(a)
         parts.append("</ul>")
     for c in changes:
         parts.append(f"<h2>Comparison {_e(c.after)} / {_e(c.before)}</h2><pre>{_e(change_text(c))}</pre>")
