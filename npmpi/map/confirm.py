@@ -1,6 +1,7 @@
 """Suspects measured again before they are named: after the map, rank 0 finds every link, direction
 or node the map's statistic (npmpi/map/stats.py) would name and measures it again, one pair at a time
-(nothing else running), `repeats` times with the map's trials, each in its own window.
+(nothing else running), in `repeats` windows of the map's trials (fewer of either when the budget
+asks: below).
 
 With them, REFERENCES links near the median are measured again the same way, interleaved, so the
 suspects are judged against links measured under the same conditions (a busy host slows a pair
@@ -18,8 +19,10 @@ windows (down to MIN_REPEATS); the other suspects are measured as far as the bud
 same settings. A suspect that does not fit even so is not measured again, and the console says
 what budget would measure it (4 hosts, a direction shaped to 300 Mbit/s, a stream map at 4 MiB:
 each 64-message window of the slow direction took 7 s, and the one suspect was measured 4 x 7
-trials for 830 s beside a budget of 21 s, silently). A line at least every PROGRESS_EVERY_S says
-how far the re-measurement is, and none runs on past OVERRUN x its estimate or budget.
+trials for 830 s beside a budget of 21 s, silently). A line before the first measurement says
+what is measured and about how long it takes, one between measurements (at most every
+PROGRESS_EVERY_S) how far it is, and no measurement starts past OVERRUN x the budget (or the
+estimate, if more).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ DEFAULT_BUDGET = 0.1  # of the map's own time: a 64-node map's cost stays within
 MIN_REPEATS = 2  # windows of each suspect at the least (fewer when --confirm asks fewer)
 MIN_TRIALS = 1  # trials per window at the least (a slow window reads slow in all its trials alike)
 MIN_BUDGET_S = 10.0  # the budget is never less: a small map's 10 % cannot pay for one slow link
-PROGRESS_EVERY_S = 5.0  # a line at least this often while suspects are measured again
+PROGRESS_EVERY_S = 5.0  # a line between measurements at most this often while measuring again
 OVERRUN = 2.0  # no measurement starts past this x the larger of the budget and the plan's estimate
 REFERENCES = 2  # links near the median measured again with the suspects of each size
 ROLE_SUSPECT, ROLE_REFERENCE = 0, 1  # /map/confirm_role
@@ -184,29 +187,28 @@ def plan_confirmation(suspects, writer, repeats: int, trials: int, allowed_s: fl
         plan.chosen, _ = chosen_within_budget(suspects, writer, plan.repeats, allowed_s, plan.trials)
     chosen = {id(s) for s in plan.chosen}
     plan.left_out = [s for s in suspects if id(s) not in chosen]
-    plan.cost_s, sizes, taken = _cost_s(plan.chosen, writer, plan.repeats, plan.trials)
+    plan.cost_s = _cost_s(plan.chosen, writer, plan.repeats, plan.trials)
     if plan.left_out:  # what would measure the most severe left out too
         first = plan.left_out[0]
-        if plan.chosen:
-            plan.needed_s = plan.cost_s + plan.repeats * _more_s(first, writer, plan.trials, sizes, taken)
-            plan.needed_settings = (plan.repeats, plan.trials)
+        if plan.chosen:  # it and every suspect before it, at the settings asked: a larger budget
+            # gives the most severe more trials and windows first, so the plan's own would not do
+            before = suspects[: next(k for k, s in enumerate(suspects) if s is first) + 1]
+            plan.needed_s = _cost_s(before, writer, repeats, trials)
+            plan.needed_settings = (repeats, trials)
         else:
-            plan.needed_s, plan.needed_settings = (
-                least_r * _more_s(first, writer, least_t),
-                (least_r, least_t),
-            )
+            plan.needed_s = least_r * _more_s(first, writer, least_t)
+            plan.needed_settings = (least_r, least_t)
     return plan
 
 
-def _cost_s(chosen: list[Suspect], writer, repeats: int, trials: int) -> tuple[float, set, set]:
-    """About what measuring the chosen suspects again costs (their pairs and references), with the
-    sizes and pairs they take."""
+def _cost_s(chosen: list[Suspect], writer, repeats: int, trials: int) -> float:
+    """About what measuring the chosen suspects again costs (their pairs and references)."""
     cost, sizes, taken = 0.0, set(), set()
     for s in chosen:
         cost += repeats * _more_s(s, writer, trials, sizes, taken)
         sizes.add(s.size_index)
         taken |= _keys(s)
-    return cost, sizes, taken
+    return cost
 
 
 def describe(suspect: Suspect, names: list[str], sizes) -> str:
@@ -235,10 +237,11 @@ def left_out_line(plan: Plan, names: list[str], sizes, budget: float, map_s: flo
     how = "{} windows of {} trial(s) each".format(*plan.needed_settings)
     if not math.isfinite(plan.needed_s) or plan.needed_s <= 0:
         return f"not re-measured: budget: {describe(first, names, sizes)}{more}"
+    cost = "measuring it and the more severe again" if plan.chosen else "measuring it again"
     return (
-        f"not re-measured: budget: {describe(first, names, sizes)}{more}; measuring it again would take "
-        f"about {plan.needed_s:.0f} s ({how}), the budget is {plan.allowed_s:.0f} s ({budget:g} x the "
-        f"map's {map_s:.0f} s): --confirm-budget {suggested_budget(plan.needed_s, map_s):g} would measure it"
+        f"not re-measured: budget: {describe(first, names, sizes)}{more}; {cost} would take about "
+        f"{plan.needed_s:.0f} s ({how}), the budget is {plan.allowed_s:.0f} s ({budget:g} x the map's "
+        f"{map_s:.0f} s): --confirm-budget {suggested_budget(plan.needed_s, map_s):g} would measure it"
     )
 
 

@@ -63,12 +63,15 @@ def read_round_word(word: int) -> tuple[bool, int]:
     return bool(word & 1), word >> 1
 
 
-def fault_trial_delay_s(rank: int) -> float:
-    """Fault injection for the test suite: NPMPI_FAULT_MAP_TRIAL_DELAY=RANK:SECONDS makes that rank,
-    as a reflector, start each trial SECONDS late (its pairs read slow, measured again too)."""
+def fault_trial_delay_s(rank: int, peer: int) -> float:
+    """Fault injection for the test suite: NPMPI_FAULT_MAP_TRIAL_DELAY=RANK:SECONDS[:PEER] makes that
+    rank, as a reflector (of PEER only, when given), start each trial SECONDS late: its pairs read
+    slow, measured again too."""
     value = os.environ.get("NPMPI_FAULT_MAP_TRIAL_DELAY", "")
-    m = re.fullmatch(r"([0-9]{1,6}):([0-9]{1,3}(?:\.[0-9]{1,6})?)", value, re.ASCII)
-    return float(m.group(2)) if m and int(m.group(1)) == rank else 0.0
+    m = re.fullmatch(r"([0-9]{1,6}):([0-9]{1,3}(?:\.[0-9]{1,6})?)(?::([0-9]{1,6}))?", value, re.ASCII)
+    if m is None or int(m.group(1)) != rank or (m.group(3) is not None and int(m.group(3)) != peer):
+        return 0.0
+    return float(m.group(2))
 
 
 def wait_for(comm, buf, source: int, tag: int) -> None:
@@ -182,7 +185,7 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
     step = np.zeros(2, dtype=np.int64)
     answer = np.full(2 + side.trials, -1, dtype=np.int64)
     trial = 0
-    delay_s = fault_trial_delay_s(comm.Get_rank())
+    delay_s = fault_trial_delay_s(comm.Get_rank(), peer)
     while True:
         comm.Recv(step, peer, MAP_PAIR_TAG)
         kind, n = int(step[0]), int(step[1])
