@@ -253,7 +253,8 @@ def test_a_pair_two_suspects_share_is_charged_to_the_budget_once():
 
     seconds = {(0, 1): 1.0}
     writer = SimpleNamespace(
-        pair_seconds=lambda k, i, j: seconds.get((i, j), 0.1), median_pair_seconds=lambda k: 0.1
+        pair_seconds=lambda k, i, j, t=None: seconds.get((i, j), 0.1),
+        median_pair_seconds=lambda k, t=None: 0.1,
     )
     link = Suspect("link", "bandwidth", 1, [(0, 1)], 50.0)
     node = Suspect("node", "bandwidth", 1, [(0, 1), (0, 3)], 9.0, 0)

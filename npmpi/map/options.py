@@ -183,8 +183,10 @@ def _add_map_measuring(p: UsageParser) -> None:
         type=_fraction_arg,
         default=DEFAULT_BUDGET,
         metavar="FRACTION",
-        help="the re-measurements may add this fraction of the map's time, or 10 s if more (the most severe "
-        "suspect is measured whatever it is; default: %(default)s)",
+        help="the re-measurements may add this fraction of the map's time, or 10 s if more: fewer trials, "
+        "then fewer repeats (down to 2) when the most severe suspect would not fit, and a suspect that "
+        "still does not is listed as not re-measured, with the budget that would measure it "
+        "(default: %(default)s)",
     )
 
 
