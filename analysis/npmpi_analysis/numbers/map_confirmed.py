@@ -2,38 +2,13 @@
 npmpi/map/confirm.py: each suspect measured again, one pair at a time, several times).
 
 A link or direction is confirmed when its best re-measured value, divided by the median of the
-reference links measured again with it (the same way, interleaved; the map's median when there are
-none), is still beyond the rule (npmpi.map.stats.beyond with the map's spread); a node when every one
-of its re-measured links is, NODE_LINKS of them at least. A finding not measured again (the
-budget left it out: npmpi/map/confirm.py) is not confirmed, and is reported apart as "not measured
-again", with the --confirm-budget that would have measured the most severe, never as healthy: a
-node left out by the budget is not judged by the one link of it that another suspect had measured
-(a shaped link confirmed its whole node so, 0.63x, in 1 of 10 maps). The words of each reason are
-here too (`unconfirmed_words`, `not_measured_words`).
-A map without /map/confirm_* (older, or --confirm 0) confirms nothing and names its findings without
-a confirmation.
-
-The slowest reference window: each re-measurement of a pair is one window of the map's trials, and a
-healthy link can read slow for a whole window (on the test hosts under a CPU hog, 0.8-1.0 Gbit/s
-instead of 1.7 at 256 KiB, all its trials alike, its ranks waiting no more than in a fast one). A
-suspect slow in each of its three windows beside references fast in theirs was named so (a uniform
-map under a CPU hog, 0.55x). So a finding is also judged against the slowest window any
-reference had (that window's best trial): it is named only when its best is beyond the rule against
-that too ("not beyond the slowest reference window"). On an idle host the references' windows agree
-and this is the rule above; on a busy one it asks a link to be slower than anything the busy host did
-to a healthy link. A bandwidth-shaped link (tbf, htb) is slow in every window: 20 Mbit/s among 1
-Gbit/s links read 0.02-0.20x the slowest reference window in 204 maps under one or two CPU hogs.
-
-Waiting for a CPU (/map/confirm_runq_wait_s, each rank's run-queue wait during each re-measured
-trial; docs/clusters.md): each trial's wait fraction is the larger of its two ranks' waits over the
-trial's loop time, and the median of a suspect's is reported. It explains little on its own: Open
-MPI's ranks busy-poll in their receives, the map's idle ranks too, and the pair of a 20 Mbit/s link
-(100 ms a message) read as waiting 90-98 % of its trials beside healthy pairs at 50 %. At 1 B it
-decides: when every re-measured trial of a latency suspect waited at least CPU_BUSY of its time, the
-suspect was never measured free of the CPU and a waited trial reads the scheduler (1-byte round trips
-of 77-3020 us where the link reads 10 us), references and suspects alike: not confirmed. The older
-rule for latencies (STEADY: the best re-measured trial at least half the median trial, else not
-confirmed for its scatter) applies only to a map without the run-queue waits (older, or not Linux).
+reference links measured again with it (the map's median when there are none), is beyond the rule
+(npmpi.map.stats.beyond with the map's spread) and beyond it against the slowest window any
+reference had; a node when every one of its re-measured links is, NODE_LINKS of them at least; a
+latency whose every re-measured trial waited CPU_BUSY of its time for a CPU is not (maps without
+run-queue waits: the STEADY rule instead). A finding not measured again (the budget) is listed as
+such, never as confirmed nor as healthy; a map without /map/confirm_* confirms nothing. Why each
+rule, with the measurements behind it: docs/analysis.md, "Cluster map".
 """
 
 from __future__ import annotations
