@@ -6,19 +6,27 @@ import json
 
 import pytest
 
+from npmpi.core.config import Options
 from npmpi.core.errors import UsageError
-from npmpi.core.protocols import PROTOCOL_TABLE, PROTOCOLS, protocol_problem
+from npmpi.protocols import PROTOCOL_TABLE, PROTOCOLS, protocol_problem
+from npmpi.protocols.base import load
 from npmpi.run.arguments import build_parser
 from npmpi.run.options import parse_options
 from npmpi.sweep.kernels import KERNEL_NAMES
-from npmpi.sweep.links import LINK_OPENERS, PROTOCOL_OPTION_FIELDS, protocol_attrs
+from npmpi.sweep.links import protocol_attrs
 
 
 def test_every_protocol_has_a_link_option_fields_and_known_kernels():
     assert PROTOCOLS[0] == "mpi" and "tcp" in PROTOCOLS
+    fields = set(Options.__dataclass_fields__)
     for name, p in PROTOCOL_TABLE.items():
-        assert name in LINK_OPENERS and name in PROTOCOL_OPTION_FIELDS
+        assert p.name == name and callable(load(p.link)) and set(p.option_fields) <= fields
         assert set(p.kernels) <= set(KERNEL_NAMES) and p.modes
+        # its loops in every kernel it names (None: each kernel's own MPI loops)
+        assert p.loops is None or set(p.loops) == set(p.kernels)
+        for pingpong, transfer in (p.loops or {}).values():
+            assert callable(load(pingpong)) and callable(load(transfer))
+        assert not p.before_mpi_setup or callable(load(p.before_mpi_setup))
 
 
 def test_help_lists_every_protocol_from_the_registry():
