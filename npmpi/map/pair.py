@@ -7,7 +7,7 @@ pair the lower rank transmits: it drives its reflector with steps on MAP_PAIR_TA
 first contact, the probe, the warm-up; then each trial, echoed so both sides start it together;
 then the end, to which the reflector answers with its data check), and reports to rank 0
 (RESULT_TAG, TIMES_TAG: the trials' times and both ranks' run-queue waits during each, the
-reflector's sent with its data check; npmpi/core/cpuwait.py). With both directions (a stream map),
+reflector's sent with its data check; npmpi/sweep/cputime.py). With both directions (a stream map),
 the higher rank then transmits to the lower the same way and reports too. Each report carries the
 time from the go to the end of that transmitter's work: the pair's own window within the round.
 Members wait for commands asleep (a non-blocking receive tested every POLL_S), never spinning a
@@ -21,8 +21,7 @@ import time
 import numpy as np
 
 from npmpi.core.config import Options
-from npmpi.core.cpuwait import runq_wait_ns, waited_s
-from npmpi.core.protocol import (
+from npmpi.core.messages import (
     CMD_BASELINE,
     CMD_MAP_ROUND,
     CMD_STOP,
@@ -35,6 +34,7 @@ from npmpi.core.protocol import (
 )
 from npmpi.core.schedule import netpipe_repeats
 from npmpi.power.baseline import take_part
+from npmpi.sweep.cputime import runq_wait_ns, waited_s
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import MpiLink
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations

@@ -19,7 +19,7 @@ import numpy as np
 from npmpi.commands.filerecording import FileRecording, now_utc, power_collector
 from npmpi.core.errors import DataMismatch
 from npmpi.core.job import say
-from npmpi.core.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
+from npmpi.core.messages import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
 from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
 from npmpi.map.pair import RESULT_FIELDS, TIMES_ROWS, PairSide, reflect, transmit, wait_for

@@ -23,7 +23,7 @@ from typing import Any
 
 from npmpi.core.config import Options
 from npmpi.core.errors import LinkError, LinkLost
-from npmpi.core.protocol import LINK_TAG
+from npmpi.core.messages import LINK_TAG
 
 TOKEN_BYTES = 16
 ACCEPT_POLL_S = 0.05
