@@ -135,10 +135,21 @@ def _copy_without_power(src: Path, dst: Path) -> None:
 
 
 def load(path: Path):
-    """load_run, plus: a file whose power part is broken still gives its bandwidth and latency.
+    """load_run, then every text root attribute as one bounded printable line (npmpi.core.safetext:
+    a newline in a forged `command_line` is shown as \\x0a, never as a line or an HTML row of its
+    own), plus: a file whose power part is broken still gives its bandwidth and latency.
 
     Returns (run, problems); RunFileError when nothing can be read.
     """
+    from npmpi.core.safetext import shown_attrs
+    from npmpi.runfile.format import JSON_ATTRS
+
+    run, problems = _load(path)
+    run.attrs = shown_attrs(run.attrs, JSON_ATTRS)
+    return run, problems
+
+
+def _load(path: Path):
     from npmpi.runfile.reader import load_run
 
     try:
@@ -163,6 +174,13 @@ def load(path: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The exit status of analysing the files `argv` names (see the module docstring)."""
+    from npmpi.core.stdio import run_guarded
+
+    return run_guarded(lambda: _main_reporting(argv), PROG)
+
+
+def _main_reporting(argv: list[str] | None) -> int:
     import numpy as np
 
     try:
@@ -194,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    from npmpi.core.stdio import StdoutError
     from npmpi_analysis.numbers.analyse import analyse_run, run_label
-    from npmpi_analysis.outfiles import check_free, write_atomic
+    from npmpi_analysis.outfiles import check_free, check_name, write_atomic
     from npmpi_analysis.report import summarise_alike
 
     args = build_parser().parse_args(argv)
@@ -206,8 +225,15 @@ def _main(argv: list[str] | None) -> int:
     labels = [run_label(p.name, taken) for p in args.runs]
     if args.compare_csv is not None and len(args.runs) < 2:
         raise UsageError("--compare-csv compares several runs: give two run files or more")
+    named = {"--csv": args.csv, "--json": args.json, "--compare-csv": args.compare_csv}
+    named.update({"--report": args.report, "--np-out": args.np_out, "--plots": args.plots})
+    for what, path in named.items():
+        if path is not None:
+            check_name(path, what)
     files = [f for f in (args.csv, args.json, args.compare_csv, args.report) if f is not None]
     np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
+    for path in np_out:
+        check_name(path, "--np-out")
     outputs = files + np_out
     resolved = [_real(p) for p in outputs]
     if len(set(resolved)) < len(resolved):
@@ -252,12 +278,16 @@ def _main(argv: list[str] | None) -> int:
     relabel(analyses)  # runs of several protocols are named by protocol (the ladder)
     problems = [p for a in analyses for p in a.problems]
 
+    unprinted = None
     if not args.quiet:
         try:
             _print_text(analyses)
         except BrokenPipeError:  # `| head`: stop printing, still write the outputs
             _silence_stdout()
             args.quiet = True
+        except StdoutError as exc:  # a full disk: still write the outputs, then say so
+            _silence_stdout()
+            args.quiet, unprinted = True, exc
 
     plots = []
     if args.plots is not None or args.report is not None:
@@ -271,6 +301,8 @@ def _main(argv: list[str] | None) -> int:
             for f in plot_files:
                 check_free(f, args.force)
     _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic)
+    if unprinted is not None:
+        raise unprinted
     return 1 if (failed or problems) else 0
 
 

@@ -72,9 +72,12 @@ class RunAnalysis:
         return summarise(self)
 
 
+MAX_LABEL_CHARS = 60  # figure and np.out file names take the label: far below a name's 255 bytes
+
+
 def run_label(path_name: str, taken: set[str]) -> str:
     """A short unique label for legends and file names: the file's stem, made unique."""
-    stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", path_name.rsplit(".", 1)[0]) or "run"
+    stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", path_name.rsplit(".", 1)[0])[:MAX_LABEL_CHARS] or "run"
     label, k = stem, 2
     while label in taken:
         label = f"{stem}-{k}"

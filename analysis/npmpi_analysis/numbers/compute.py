@@ -96,8 +96,20 @@ def run_mode_factors(attrs: dict) -> tuple[int, int]:
 
 
 def protocol_of(attrs: dict) -> str:
-    """The run's protocol (format 1.7); a file from before protocols measured MPI send/receive."""
-    return str(attrs.get("protocol", "") or "").strip() or "mpi"
+    """The run's protocol (format 1.7); a file from before protocols measured MPI send/receive. A
+    name npmpi does not know (a forged or damaged file) is shown as such, in a few characters: it
+    becomes part of labels and figure file names."""
+    from npmpi.core.protocols import PROTOCOLS
+    from npmpi.core.safetext import printable
+
+    name = str(attrs.get("protocol", "") or "").strip() or "mpi"
+    if name in PROTOCOLS:
+        return name
+    cut = printable(name)
+    return f"unknown {cut[:UNKNOWN_NAME_CHARS]}{'…' if len(cut) > UNKNOWN_NAME_CHARS else ''}"
+
+
+UNKNOWN_NAME_CHARS = 16
 
 
 def protocol_label(attrs: dict) -> str:
@@ -128,7 +140,12 @@ def protocol_label(attrs: dict) -> str:
         notes.append(f"{first.get('local_address')} -> {first.get('peer_address', '?')}")
     if isinstance(first, dict) and name in ("rma", "memcpy"):
         notes += _one_sided_or_copy_notes(name, first)
-    return name + (f" ({'; '.join(notes)})" if notes else "")
+    from npmpi.core.safetext import shown
+
+    return shown(name + (f" ({'; '.join(notes)})" if notes else ""), PROTOCOL_LABEL_CHARS)
+
+
+PROTOCOL_LABEL_CHARS = 300
 
 
 def _one_sided_or_copy_notes(name: str, granted: dict) -> list[str]:
