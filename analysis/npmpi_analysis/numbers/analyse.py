@@ -141,6 +141,9 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             low, bound = compute.not_above_idle(b, dyn_w, dyn_sigma_w)
         corr = compute.correlation(b, rate.rate_bit_j)
     fabric = analyse_fabric(run, power, bw, starts, ends, meter_delay_s, notices, problems)
+    cpu = analyse_cpu(run, bw.trials_run)
+    if cpu is not None:
+        notices.extend(cpu.impossible)
     return RunAnalysis(
         label=label,
         path=str(run.path),
@@ -163,7 +166,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
         fabric=fabric,
         dynamic_not_above_idle=low,
         dynamic_bound_pj_bit=bound,
-        cpu=analyse_cpu(run, bw.trials_run),
+        cpu=cpu,
     )
 
 
