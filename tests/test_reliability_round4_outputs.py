@@ -15,11 +15,13 @@ import json
 import math
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import h5py
 import pytest
 from npmpi_analysis.cli import main as analyze
 from npmpi_analysis.synthetic import write_run
@@ -257,3 +259,72 @@ def test_tcp_port_0_is_accepted_as_the_help_says_any_free_port():
     assert "(default: 0, any free port)" in " ".join(build_parser().format_help().split())
     assert parse_options(["--protocol", "tcp", "--tcp-port", "0"]).tcp_port == 0
     assert parse_options(["--protocol", "tcp"]).tcp_port == 0  # the same as not giving it
+
+
+# ---- a flipped attribute is named (class 14)
+
+
+def _flip_every(path: Path, needle: bytes, bit: int = 1) -> Path:
+    data = bytearray(path.read_bytes())
+    spots = [m.start() for m in re.finditer(re.escape(needle), bytes(data))]
+    assert spots, needle
+    for at in spots:
+        data[at + len(needle) // 2] ^= 1 << bit
+    flipped = path.with_name("flipped.h5")
+    flipped.write_bytes(bytes(data))
+    return flipped
+
+
+@pytest.mark.parametrize(
+    ("needle", "where"),
+    [
+        (struct.pack("<d", 5e-8), "/"),  # clock_read_cost_s
+        (b"Open MPI v5.0.11", "/"),  # mpi_library_version
+        (b"CPU-time model", "/power/node0/channel0"),  # the meter's description
+        (struct.pack("<d", 0.01), "/power/node0/channel0"),  # natural_interval_s, sample_interval_s
+    ],
+    ids=["root number", "root text", "channel text", "channel number"],
+)
+def test_a_flipped_bit_in_an_attribute_is_named(tmp_path, needle, where):
+    """Before: HDF5 checksums no attribute: such flips were read as the values."""
+    from test_reliability_files import write_base
+
+    from npmpi.core.errors import RunFileError
+    from npmpi.runfile.reader import load_run
+
+    base = write_base(tmp_path / "base.h5")
+    assert load_run(base).notices == []
+    with pytest.raises(RunFileError) as info:
+        load_run(_flip_every(base, needle))
+    message = str(info.value)
+    assert f"the attributes of {where} fail their checksum (CRC-32)" in message and "\n" not in message
+
+
+def test_a_changed_attribute_of_a_file_left_running_is_a_notice(tmp_path):
+    from test_reliability_files import write_base
+
+    from npmpi.runfile.reader import load_run
+
+    base = write_base(tmp_path / "base.h5", status="running")
+    with h5py.File(base, "r+") as f:
+        f.attrs["kernel"] = "c"  # written after the root's last checksum, as a killed writer leaves it
+    run = load_run(base)
+    assert any("the attributes of / differ from their checksum" in n for n in run.notices), run.notices
+
+
+def test_a_map_with_a_flipped_attribute_is_refused(tmp_path):
+    from npmpi_analysis.numbers.map_file import load_map
+    from test_reliability_analysis import map_writer, store_rounds
+
+    from npmpi.core.errors import RunFileError
+    from npmpi.runfile.format import SAMPLE_FIELDS
+
+    path = tmp_path / "m.h5"
+    w = map_writer(path)
+    store_rounds(w, 12)
+    w.finish("complete")
+    assert load_map(path, SAMPLE_FIELDS).notices == []
+    with h5py.File(path, "r+") as f:
+        f["map"].attrs["window"] = 7  # an edit after the map was finished
+    with pytest.raises(RunFileError, match="the attributes of /map fail their checksum"):
+        load_map(path, SAMPLE_FIELDS)

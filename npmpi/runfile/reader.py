@@ -157,10 +157,12 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
             f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
             f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
         )
+    from npmpi.runfile.attrseal import check_seals
     from npmpi.runfile.checks import check_root_attrs
 
     check_root_attrs(attrs, p)
     notices: list[str] = []
+    check_seals(f, p, notices)  # a changed attribute (npmpi/runfile/attrseal.py)
     status = attrs.get("status")
     if status == STATUS_RUNNING:
         notices.append(

@@ -165,6 +165,11 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     _check_root(attrs, p)
     import h5py
 
+    from npmpi.runfile.attrseal import check_seals
+
+    seal_notices: list[str] = []
+    check_seals(f, p, seal_notices)  # a changed attribute (npmpi/runfile/attrseal.py)
+
     g = f[MAP_GROUP]
     if not isinstance(g, h5py.Group):
         raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
@@ -201,6 +206,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     m.confirm = _read_confirm(g, p, m)
     _sort_sizes(m)
     _status_notices(m)
+    m.notices.extend(seal_notices)
     try:
         m.layout = read_layout_part(f, p)
     except RunFileError as exc:
