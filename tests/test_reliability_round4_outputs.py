@@ -328,3 +328,53 @@ def test_a_map_with_a_flipped_attribute_is_refused(tmp_path):
         f["map"].attrs["window"] = 7  # an edit after the map was finished
     with pytest.raises(RunFileError, match="the attributes of /map fail their checksum"):
         load_map(path, SAMPLE_FIELDS)
+
+
+# ---- hidden files a killed run or calibration left (class 14)
+
+
+def test_a_sweep_between_a_files_creation_and_its_lock_never_takes_a_live_runs_file(tmp_path, monkeypatch):
+    """Another run's start-up sweep removes every hidden file no process holds locked, however
+    young: one made by mkstemp but not yet locked is made again by its owner."""
+    from npmpi.core import outpath
+
+    made = []
+    real = outpath.tempfile.mkstemp
+
+    def mkstemp_then_swept(**kw):
+        fd, name = real(**kw)
+        made.append(name)
+        if len(made) <= 2:  # the temporary and the ballast, each removed once before being locked
+            outpath._sweep(Path(kw["dir"]))
+        return fd, name
+
+    monkeypatch.setattr(outpath.tempfile, "mkstemp", mkstemp_then_swept)
+    res = outpath.reserve_output(tmp_path / "r.h5", False, ballast_bytes=65536)
+    try:
+        assert len(made) == 4 and not any(Path(n).exists() for n in made[:2])
+        monkeypatch.setattr(outpath.tempfile, "mkstemp", real)
+        outpath._sweep(tmp_path)  # a later run's start-up: all three are held
+        assert res.temp.exists() and res.ballast.exists() and res.lock_path.exists()
+    finally:
+        outpath.release(res)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_what_a_sigkilled_calibrate_left_is_removed_by_the_next_start_at_once(tmp_path):
+    """Before: its .npmpi-lock-* and .npmpi-*.tmp stayed until a run started over a minute later."""
+    from test_reliability_support import Job
+
+    job = Job(
+        ["calibrate", "--meter", "estimate", "--duration", "60", "-o", "cal.json"], 3, tmp_path, "cal.json"
+    )
+    try:
+        assert job.wait_until(lambda: any(p.name.startswith(".npmpi-lock-") for p in tmp_path.iterdir()), 60)
+        job.kill_everything()  # SIGKILL: mpirun and every rank
+    finally:
+        job.close()
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".npmpi-"))
+    assert any(n.startswith(".npmpi-lock-") for n in left) and any(n.endswith(".tmp") for n in left), left
+    from npmpi.core.outpath import release, reserve_output
+
+    release(reserve_output(tmp_path / "next.json", False))  # the next run's or calibration's start-up
+    assert [p.name for p in tmp_path.iterdir()] == [], "left: " + ", ".join(left)
