@@ -212,9 +212,8 @@ def _main_reporting(argv: list[str] | None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from npmpi.core.stdio import StdoutError
     from npmpi_analysis.numbers.analyse import analyse_run, run_label
-    from npmpi_analysis.outfiles import check_free, check_name, write_atomic
+    from npmpi_analysis.outfiles import check_free, write_atomic
     from npmpi_analysis.report import summarise_alike
 
     args = build_parser().parse_args(argv)
@@ -225,15 +224,8 @@ def _main(argv: list[str] | None) -> int:
     labels = [run_label(p.name, taken) for p in args.runs]
     if args.compare_csv is not None and len(args.runs) < 2:
         raise UsageError("--compare-csv compares several runs: give two run files or more")
-    named = {"--csv": args.csv, "--json": args.json, "--compare-csv": args.compare_csv}
-    named.update({"--report": args.report, "--np-out": args.np_out, "--plots": args.plots})
-    for what, path in named.items():
-        if path is not None:
-            check_name(path, what)
     files = [f for f in (args.csv, args.json, args.compare_csv, args.report) if f is not None]
-    np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
-    for path in np_out:
-        check_name(path, "--np-out")
+    np_out = _checked_names(args, labels)
     outputs = files + np_out
     resolved = [_real(p) for p in outputs]
     if len(set(resolved)) < len(resolved):
@@ -278,17 +270,7 @@ def _main(argv: list[str] | None) -> int:
     relabel(analyses)  # runs of several protocols are named by protocol (the ladder)
     problems = [p for a in analyses for p in a.problems]
 
-    unprinted = None
-    if not args.quiet:
-        try:
-            _print_text(analyses)
-        except BrokenPipeError:  # `| head`: stop printing, still write the outputs
-            _silence_stdout()
-            args.quiet = True
-        except StdoutError as exc:  # a full disk: still write the outputs, then say so
-            _silence_stdout()
-            args.quiet, unprinted = True, exc
-
+    unprinted = _print_unless_quiet(args, analyses)
     plots = []
     if args.plots is not None or args.report is not None:
         from npmpi_analysis.figures.run import all_plots
@@ -304,6 +286,41 @@ def _main(argv: list[str] | None) -> int:
     if unprinted is not None:
         raise unprinted
     return 1 if (failed or problems) else 0
+
+
+def _print_unless_quiet(args, analyses):
+    """Print the tables and summaries (not with -q); returns the StdoutError of a standard output
+    that could not be written (a full disk), raised once the outputs are written."""
+    from npmpi.core.stdio import StdoutError
+
+    if args.quiet:
+        return None
+    try:
+        _print_text(analyses)
+    except BrokenPipeError:  # `| head`: stop printing, still write the outputs
+        _silence_stdout()
+        args.quiet = True
+    except StdoutError as exc:  # a full disk: still write the outputs, then say so
+        _silence_stdout()
+        args.quiet = True
+        return exc
+    return None
+
+
+def _checked_names(args, labels: list[str]) -> list[Path]:
+    """UsageError for an output name the file system would refuse (npmpi_analysis.outfiles.check_name),
+    before any work; returns the np.out files' names."""
+    from npmpi_analysis.outfiles import check_name
+
+    named = {"--csv": args.csv, "--json": args.json, "--compare-csv": args.compare_csv}
+    named.update({"--report": args.report, "--np-out": args.np_out, "--plots": args.plots})
+    for what, path in named.items():
+        if path is not None:
+            check_name(path, what)
+    np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
+    for path in np_out:
+        check_name(path, "--np-out")
+    return np_out
 
 
 def _real(p: Path) -> str:

@@ -96,20 +96,12 @@ def run_mode_factors(attrs: dict) -> tuple[int, int]:
 
 
 def protocol_of(attrs: dict) -> str:
-    """The run's protocol (format 1.7); a file from before protocols measured MPI send/receive. A
-    name npmpi does not know (a forged or damaged file) is shown as such, in a few characters: it
-    becomes part of labels and figure file names."""
+    """The run's protocol (1.7; before: MPI send/receive); an unknown one cut short (a forged file)."""
     from npmpi.core.protocols import PROTOCOLS
-    from npmpi.core.safetext import printable
+    from npmpi.core.safetext import shown
 
     name = str(attrs.get("protocol", "") or "").strip() or "mpi"
-    if name in PROTOCOLS:
-        return name
-    cut = printable(name)
-    return f"unknown {cut[:UNKNOWN_NAME_CHARS]}{'…' if len(cut) > UNKNOWN_NAME_CHARS else ''}"
-
-
-UNKNOWN_NAME_CHARS = 16
+    return name if name in PROTOCOLS else shown(name, 16)
 
 
 def protocol_label(attrs: dict) -> str:
@@ -142,10 +134,7 @@ def protocol_label(attrs: dict) -> str:
         notes += _one_sided_or_copy_notes(name, first)
     from npmpi.core.safetext import shown
 
-    return shown(name + (f" ({'; '.join(notes)})" if notes else ""), PROTOCOL_LABEL_CHARS)
-
-
-PROTOCOL_LABEL_CHARS = 300
+    return shown(name + (f" ({'; '.join(notes)})" if notes else ""), 300)
 
 
 def _one_sided_or_copy_notes(name: str, granted: dict) -> list[str]:
