@@ -176,7 +176,7 @@ def test_a_newline_in_the_command_or_the_protocol_stays_inside_its_line_and_row(
     assert rows[0] == rows[1]
     assert "FAKE" not in "".join(line[:2] for line in texts[1].splitlines())  # no line starts with it
     assert "command: python -m npmpi\\x0aFAKE LINE" in texts[1]
-    assert "protocol: tcp\\x0aFAKE PROT… (1 more characters)" in texts[1]
+    assert "protocol: tcp\\x0aFAKE PROT…" in texts[1]
 
 
 @pytest.mark.parametrize("size", [2_000, 100_000])
@@ -193,7 +193,7 @@ def test_a_huge_forged_protocol_is_cut_and_never_a_file_name(tmp_path, capsys, s
     out, err = capsys.readouterr()
     assert code == 0, err
     assert took < 30 and max(len(p.name) for p in (tmp_path / "f").iterdir()) < 80
-    assert "protocol: xxxxxxxxxxxxxxxx… (" in out and "x" * 100 not in out + err
+    assert "protocol: xxxxxxxxxxxxxxxx…" in out and "x" * 100 not in out + err
     assert "x" * 100 not in (tmp_path / "r.html").read_text()
 
 

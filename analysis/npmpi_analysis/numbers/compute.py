@@ -98,10 +98,10 @@ def run_mode_factors(attrs: dict) -> tuple[int, int]:
 def protocol_of(attrs: dict) -> str:
     """The run's protocol (1.7; before: MPI send/receive); an unknown one cut short (a forged file)."""
     from npmpi.core.protocols import PROTOCOLS
-    from npmpi.core.safetext import shown
+    from npmpi.core.safetext import printable
 
     name = str(attrs.get("protocol", "") or "").strip() or "mpi"
-    return name if name in PROTOCOLS else shown(name, 16)
+    return name if name in PROTOCOLS else printable(name)[:16] + ("…" if len(printable(name)) > 16 else "")
 
 
 def protocol_label(attrs: dict) -> str:
