@@ -121,13 +121,14 @@ def test_npmpi_analyze_with_stdout_closed_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     ("option", "value", "says"),
     [
-        ("--np-out", "", "give a file name"),
+        ("--np-out", "", "names no file"),
+        ("--csv", ".", "names no file"),
         ("--np-out", "n" * 300, "a name of 300 bytes is longer than the file system allows"),
         ("--compare-csv", "c" * 300, "a name of 300 bytes is longer than the file system allows"),
         ("--plots", "d" * 300 + "/figs", "a name of 300 bytes is longer than the file system allows"),
         ("--np-out", "n" * 250 + ".out", "longer than the file system allows"),  # np-LABEL.out: longer
     ],
-    ids=["np-out empty", "np-out 300", "compare-csv 300", "plots 300", "np-out 254 plus label"],
+    ids=["np-out empty", "csv dot", "np-out 300", "compare-csv 300", "plots 300", "np-out 254 plus label"],
 )
 def test_an_output_name_the_file_system_refuses_is_bad_usage_before_any_work(
     tmp_path, capsys, monkeypatch, option, value, says
@@ -142,6 +143,13 @@ def test_an_output_name_the_file_system_refuses_is_bad_usage_before_any_work(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"npmpi-analyze: error: {option} ") and says in line, line
     assert analysed == [] and sorted(p.name for p in tmp_path.iterdir()) == ["a.h5", "b.h5"]
+
+
+def test_plots_into_the_current_directory_is_still_allowed(tmp_path, capsys, monkeypatch):
+    path = run_file(tmp_path / "a.h5")
+    monkeypatch.chdir(tmp_path)
+    assert analyze([str(path), "--plots", ".", "-q"]) == 0, capsys.readouterr().err
+    assert any(p.suffix == ".png" for p in tmp_path.iterdir())
 
 
 def test_a_long_file_name_still_gives_its_outputs(tmp_path, capsys):

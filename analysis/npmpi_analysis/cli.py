@@ -316,7 +316,7 @@ def _checked_names(args, labels: list[str]) -> list[Path]:
     named.update({"--report": args.report, "--np-out": args.np_out, "--plots": args.plots})
     for what, path in named.items():
         if path is not None:
-            check_name(path, what)
+            check_name(path, what, directory=what == "--plots")
     np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
     for path in np_out:
         check_name(path, "--np-out")

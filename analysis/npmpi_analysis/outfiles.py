@@ -19,11 +19,13 @@ NAME_MAX_BYTES = 255  # what Linux file systems allow (ext4, xfs, btrfs, tmpfs, 
 PATH_MAX_BYTES = 4095
 
 
-def check_name(path: Path, what: str) -> None:
-    """UsageError unless `path` names a file whose every part the file system can take: checked
-    before the analysis, so that a bad name never wastes it."""
-    if path.name in ("", ".", ".."):
-        raise UsageError(f"{what} {str(path)!r}: give a file name, e.g. {what} out.csv")
+def check_name(path: Path, what: str, directory: bool = False) -> None:
+    """UsageError unless `path` names a file (a directory if `directory`) whose every part the file
+    system can take: checked before the analysis, so that a bad name never wastes it."""
+    if not directory and path.name in ("", ".", ".."):
+        raise UsageError(
+            f"{what} {str(path)!r}: names no file (an empty name, or a directory); give a file's name"
+        )
     for part in path.parts:
         size = len(os.fsencode(part))
         if size > NAME_MAX_BYTES:
