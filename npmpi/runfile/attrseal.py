@@ -5,10 +5,11 @@ delay or a status would change the figures unnoticed. The writers store, in each
 dataset's attribute ATTRS_CHECKSUM, the CRC-32 of all its other attributes (names and values as
 h5py reads them back): the root's at every flush, every object's when the file is finished. The
 readers compare each one present; an object without it (files before, attributes added by hand
-to an object that never had one) is not checked. In a file its writer never finished (status
-`running`, or `interrupted` by a signal's handler just before mpirun killed it) an attribute may
-have been written after the last seal: a difference is a notice there, not a refusal (as a torn
-chunk is, npmpi/runfile/opening.py).
+to an object that never had one) is not checked. A `complete` file whose attributes differ is
+refused. In a file its writer did not finish normally (status `running`: killed; `interrupted` by
+a signal's handler just before mpirun killed it; `failed` after a full disk, whose seal may not
+have found room) an attribute may have been written after the last seal: a difference is a notice
+there, naming the objects, and the file is read (as a torn chunk is, npmpi/runfile/opening.py).
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def unsealed(f) -> list[str]:
 
 
 def check_seals(f, p, notices: list[str]) -> None:
-    """RunFileError naming the first object whose attributes changed after they were written; in a
-    file left running, a notice instead (see the module docstring)."""
+    """RunFileError naming the objects whose attributes changed after they were written; in a file
+    not finished `complete`, a notice instead (see the module docstring)."""
     from npmpi.core.errors import RunFileError
     from npmpi.runfile.opening import attr_value
 
@@ -77,7 +78,7 @@ def check_seals(f, p, notices: list[str]) -> None:
     if not bad:
         return
     where = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-    if str(attr_value(f.attrs.get("status", ""))) in ("running", "interrupted"):
+    if str(attr_value(f.attrs.get("status", ""))) in ("running", "interrupted", "failed"):
         notices.append(
             f"the attributes of {where} differ from their checksum (CRC-32): written after the last "
             "one as the writer was stopped, or changed since; read as they are"

@@ -162,7 +162,6 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
 
     check_root_attrs(attrs, p)
     notices: list[str] = []
-    check_seals(f, p, notices)  # a changed attribute (npmpi/runfile/attrseal.py)
     status = attrs.get("status")
     if status == STATUS_RUNNING:
         notices.append(
@@ -175,6 +174,9 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
     layout = _read_layout(f, p)
     pingpong = _read_pingpong(f, p, attrs, notices)
     power_attrs, power, fabric = _read_power(f, p, notices, sample_fields)
+    # a changed attribute (npmpi/runfile/attrseal.py), once the structure has been read whole: its
+    # damage is named first, in its own words
+    check_seals(f, p, notices)
     return Run(
         path=p,
         attrs=attrs,

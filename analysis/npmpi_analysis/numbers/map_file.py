@@ -165,11 +165,6 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     _check_root(attrs, p)
     import h5py
 
-    from npmpi.runfile.attrseal import check_seals
-
-    seal_notices: list[str] = []
-    check_seals(f, p, seal_notices)  # a changed attribute (npmpi/runfile/attrseal.py)
-
     g = f[MAP_GROUP]
     if not isinstance(g, h5py.Group):
         raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
@@ -206,12 +201,14 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     m.confirm = _read_confirm(g, p, m)
     _sort_sizes(m)
     _status_notices(m)
-    m.notices.extend(seal_notices)
     try:
         m.layout = read_layout_part(f, p)
     except RunFileError as exc:
         m.problems.append(f"{exc}: the layout is not used")
     _read_power(f, p, m, sample_fields)
+    from npmpi.runfile.attrseal import check_seals
+
+    check_seals(f, p, m.notices)  # a changed attribute (npmpi/runfile/attrseal.py), the rest read
     return m
 
 
