@@ -54,6 +54,20 @@ def seal_all(f) -> None:
     f.visititems(lambda _name, obj: seal(obj))
 
 
+def unseal_all(f) -> None:
+    """Remove every ATTRS_CHECKSUM of the open file `f`: what a file written before them holds (and
+    the way to edit a finished file's attributes by hand)."""
+    for obj in [f, *_objects(f)]:
+        if ATTRS_CHECKSUM in obj.attrs:
+            del obj.attrs[ATTRS_CHECKSUM]
+
+
+def _objects(f) -> list:
+    found = []
+    f.visititems(lambda _name, obj: found.append(obj))
+    return found
+
+
 def unsealed(f) -> list[str]:
     """The paths of the objects whose attributes no longer match their stored CRC-32 (root: '/')."""
     bad = []
