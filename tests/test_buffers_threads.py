@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npmpi.commands.options import parse_options
 from npmpi.commands.threadlevel import level_problem, local_position, requested_level
 from npmpi.core import buffers
 from npmpi.core.errors import UsageError
+from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.messageloop import MessageLoop, Patterns
@@ -196,7 +196,7 @@ def test_netpipe_buffers_run_and_check_every_message(npmpi_run, tmp_path, kernel
     run = load_run(tmp_path / "r.h5")
     assert run.status == "complete" and np.all(run.pingpong.data_verified)
     assert run.attrs["buffers"] == "netpipe" and run.attrs["huge_pages"] == "system"
-    assert run.attrs["format_version"] == "1.7"  # 1.3 added these attributes
+    assert run.attrs["format_version"] == "1.8"  # 1.3 added these attributes
     hp = run.pingpong.buffer_huge_page_bytes
     assert hp is not None and len(hp) == len(run.pingpong) and np.all(hp >= -1)
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from npmpi.commands.calibrate import parse_calibrate_options
+from npmpi.calibrate.command import parse_calibrate_options
 from npmpi.core.errors import UsageError
 from npmpi.runfile.reader import load_run
 

@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 from npmpi_analysis.cli import build_parser as analyze_parser
 
-from npmpi.commands.arguments import SUBCOMMANDS
-from npmpi.commands.arguments import build_parser as run_parser
-from npmpi.commands.calibrate import build_parser as calibrate_parser
-from npmpi.commands.calibrate import parse_calibrate_options
+from npmpi.calibrate.command import build_parser as calibrate_parser
+from npmpi.calibrate.command import parse_calibrate_options
 from npmpi.commands.meters import build_parser as meters_parser
 from npmpi.commands.meters import parse_meters_options
-from npmpi.commands.options import parse_options
 from npmpi.core.errors import HelpRequested
 from npmpi.map.options import build_parser as map_parser
 from npmpi.map.options import parse_map_options
+from npmpi.run.arguments import SUBCOMMANDS
+from npmpi.run.arguments import build_parser as run_parser
+from npmpi.run.options import parse_options
 
 REPO = Path(__file__).resolve().parents[1]
 PARSERS = {

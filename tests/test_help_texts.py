@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from npmpi.commands.arguments import build_parser as run_parser
-from npmpi.commands.calibrate import build_parser as calibrate_parser
+from npmpi.calibrate.command import build_parser as calibrate_parser
 from npmpi.commands.meters import build_parser as meters_parser
 from npmpi.map.options import build_parser as map_parser
+from npmpi.run.arguments import build_parser as run_parser
 
 SAVED = Path(__file__).resolve().parent / "data" / "help"
 

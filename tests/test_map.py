@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import VENV
-from test_reliability_support import Job
+from support.reliability import Job
 
 from npmpi.core.errors import UsageError
 from npmpi.map.options import DEFAULT_MAP_SIZES, parse_map_options
@@ -250,7 +250,7 @@ def test_odd_map_with_a_power_rank(npmpi_run, tmp_path):
 
 def test_map_layout_members_roles_and_refusals():
     from npmpi.core.layout import compute_layout
-    from npmpi.map.run import map_layout, member_names
+    from npmpi.map.kind import map_layout, member_names
 
     # two nodes of 2 ranks with power: the lowest rank of each node measures, the highest samples
     lay = compute_layout(["a", "a", "b", "b"], ["ha", "ha", "hb", "hb"], power=True)

@@ -14,11 +14,11 @@ import sys
 import numpy as np
 import pytest
 
-from npmpi.commands.options import parse_options
 from npmpi.core.errors import UsageError
 from npmpi.core.layout import LayoutError, compute_layout, pair_ranks, with_pairs
 from npmpi.core.modes import MAX_COLD_REGIONS, mode_factors, pool_bytes, regions_for
 from npmpi.core.schedule import netpipe_schedule
+from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
 
 TINY = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6"]
@@ -139,7 +139,7 @@ def _check_common(proc, run, mode, pairs, kernel, window=1):
     assert run.status == "complete" and run.notices == []
     a = run.attrs
     f = mode_factors(mode, window, pairs)
-    assert a["format_version"] == "1.7"
+    assert a["format_version"] == "1.8"
     assert (a["mode"], a["window"], a["pairs"], a["kernel"]) == (mode, window, pairs, kernel)
     assert a["bytes_per_iteration_factor"] == f.bytes_per_iteration_factor
     assert a["one_way_divisor"] == f.one_way_factor

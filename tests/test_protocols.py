@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from npmpi.commands.arguments import build_parser
-from npmpi.commands.options import parse_options
 from npmpi.core.errors import UsageError
 from npmpi.core.protocols import PROTOCOL_TABLE, PROTOCOLS, protocol_problem
+from npmpi.run.arguments import build_parser
+from npmpi.run.options import parse_options
 from npmpi.sweep.kernels import KERNEL_NAMES
 from npmpi.sweep.links import LINK_OPENERS, PROTOCOL_OPTION_FIELDS, protocol_attrs
 

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from test_reliability_files import analyze, write_base
 
-from npmpi.commands.options import parse_options
 from npmpi.core.errors import UsageError
 from npmpi.core.inputfiles import json_depth, parse_json, read_regular_file
 from npmpi.core.safetext import printable, printable_lines
 from npmpi.meters import MeterError, make_meter, parse_meter_spec
 from npmpi.power.calibration import check_calibration, load_calibration
+from npmpi.run.options import parse_options
 from npmpi.runfile.format import TEXT_CHECKSUM, text_crc32
 
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

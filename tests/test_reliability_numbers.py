@@ -16,8 +16,7 @@ import sys
 import pytest
 
 from npmpi import cli
-from npmpi.commands.arguments import build_parser, count_arg, seconds_arg
-from npmpi.commands.calibrate import build_parser as calibrate_parser
+from npmpi.calibrate.command import build_parser as calibrate_parser
 from npmpi.commands.console import Console
 from npmpi.commands.threadlevel import local_position
 from npmpi.core.errors import UsageError
@@ -25,6 +24,7 @@ from npmpi.core.job import error_line, launcher_rank
 from npmpi.core.outpath import reserve_output
 from npmpi.core.units import parse_number, parse_whole
 from npmpi.map.options import build_parser as map_parser
+from npmpi.run.arguments import build_parser, count_arg, seconds_arg
 
 # hostile spellings of "a number": other scripts' digits (superscript, Arabic-Indic, full-width),
 # signs, spaces, exponents, nan/inf, 40 digits, '_' and hexadecimal

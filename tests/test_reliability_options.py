@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from launcher import local_mpi_env, npmpi_command
+from support.launcher import local_mpi_env, npmpi_command
 
 from npmpi import cli
-from npmpi.commands.calibrate import parse_calibrate_options
-from npmpi.commands.options import parse_options
+from npmpi.calibrate.command import parse_calibrate_options
 from npmpi.core.errors import HelpRequested, UsageError
 from npmpi.map.options import parse_map_options
+from npmpi.run.options import parse_options
 
 pytestmark = pytest.mark.mpi
 

@@ -262,7 +262,7 @@ def test_cpu_times_all_nan_say_not_recorded(tmp_path, capsys):
 def test_tcp_port_0_is_accepted_as_the_help_says_any_free_port():
     """Before: '--tcp-port 0: out of range; expected a port number from 1 to 65535', though the
     help says 'default: 0, any free port'."""
-    from npmpi.commands.options import build_parser, parse_options
+    from npmpi.run.options import build_parser, parse_options
 
     assert "(default: 0, any free port)" in " ".join(build_parser().format_help().split())
     assert parse_options(["--protocol", "tcp", "--tcp-port", "0"]).tcp_port == 0
@@ -370,7 +370,7 @@ def test_a_sweep_between_a_files_creation_and_its_lock_never_takes_a_live_runs_f
 
 def test_what_a_sigkilled_calibrate_left_is_removed_by_the_next_start_at_once(tmp_path):
     """Before: its .npmpi-lock-* and .npmpi-*.tmp stayed until a run started over a minute later."""
-    from test_reliability_support import Job
+    from support.reliability import Job
 
     job = Job(
         ["calibrate", "--meter", "estimate", "--duration", "60", "-o", "cal.json"], 3, tmp_path, "cal.json"

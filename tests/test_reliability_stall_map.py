@@ -4,7 +4,7 @@ A 4-rank map (`--per-rank`, `--stall-timeout 3`) with rank 1 stopped by SIGSTOP 
 size's rounds are done: the job ends by itself within the bound and a margin, with one line naming
 rank 1 and the round, no traceback, no process left, and a map file `failed` with every completed
 round, which npmpi-analyze reads; a live round longer than --stall-timeout does not trip it.
-calibrate (npmpi/commands/loadstall.py) with load rank 1 stopped during the load: one line naming
+calibrate (npmpi/calibrate/loadstall.py) with load rank 1 stopped during the load: one line naming
 it, no file left. The round's expected time and the option's bad values are tested in process.
 The stopped process is SIGCONTed and killed by the test whatever happens.
 """
@@ -17,7 +17,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from test_reliability_support import Job, analyze_in_process, freeze_until_the_end, run_without_tripping
+from support.reliability import Job, analyze_in_process, freeze_until_the_end, run_without_tripping
 
 from npmpi.core.errors import UsageError
 from npmpi.map.options import parse_map_options
@@ -113,7 +113,7 @@ def test_a_frozen_load_rank_ends_calibrate_with_one_line_and_no_file(tmp_path):
 
 
 def test_a_bad_stall_timeout_in_calibrate_is_one_line():
-    from npmpi.commands.calibrate import parse_calibrate_options
+    from npmpi.calibrate.command import parse_calibrate_options
 
     with pytest.raises(UsageError) as info:
         parse_calibrate_options(["--meter", "estimate", "--stall-timeout", "0.5"])

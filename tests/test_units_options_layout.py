@@ -4,11 +4,11 @@ import io
 
 import pytest
 
-from npmpi.commands.options import default_output_name, parse_options
 from npmpi.core.config import DEFAULT_TARGET_TIME_S
 from npmpi.core.errors import HelpRequested, UsageError
 from npmpi.core.layout import LayoutError, compute_layout
 from npmpi.core.units import format_size_bytes, mbps_netpipe, parse_size_bytes
+from npmpi.run.options import default_output_name, parse_options
 
 
 @pytest.mark.parametrize(

@@ -237,13 +237,13 @@ def _main(argv: list[str] | None) -> int:
         raise UsageError(f"--plots {args.plots}: exists and is not a directory")
     for p in outputs:
         check_free(p, args.force, args.plots)
-    from npmpi_analysis import map_cli
-    from npmpi_analysis.numbers.map_file import is_map_file
+    from npmpi_analysis.kinds import file_kind, own_analysis
 
-    kinds = [is_map_file(p) for p in args.runs]
-    if any(kinds):  # cluster maps (python -m npmpi map): their own analysis, same options
-        map_cli.check_usage(args, kinds)
-        return map_cli.run(args, labels, ANALYSED_SAMPLE_FIELDS, _say, _error)
+    kinds = [file_kind(p) for p in args.runs]
+    kind, own = own_analysis(kinds)
+    if own is not None:  # a kind with an analysis of its own (a map): same options
+        own.check_usage(args, [k == kind for k in kinds])
+        return own.run(args, labels, ANALYSED_SAMPLE_FIELDS, _say, _error)
 
     failed = 0
     analyses = []

@@ -1,3 +1,4 @@
-"""The commands' shared parts and the run, calibrate and meters commands: the command line declared
-and checked, what every rank agrees on, the thread level, rank 0's recording and what it prints
-(the map's own parts are in npmpi/map/; the entry point is npmpi/cli.py)."""
+"""What every command shares: the command line's parser, the sequence of an MPI command, what every
+rank agrees on, the thread level, the console, the end of a recording; and `npmpi meters`. Each kind
+of benchmark has its own folder (npmpi/run/, npmpi/map/, npmpi/calibrate/); the registry of kinds is
+npmpi/kinds/, the entry point npmpi/cli.py."""

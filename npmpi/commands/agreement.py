@@ -22,7 +22,7 @@ from npmpi.core.layout import ROLE_POWER
 class Agreed:
     """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
 
-    roles: Any = None  # npmpi.power.ranks.Roles
+    roles: Any = None  # npmpi.kinds.roles.Roles
     kernel: Any = None  # npmpi.sweep.kernels.Kernel on the ranks that measure
     gathered_power: list | None = None
     thread_levels: list | None = None
@@ -31,6 +31,8 @@ class Agreed:
     reservation: Any = None
     link: Any = None  # npmpi.sweep.links.Link of a measuring rank (the run's protocol)
     link_settings: list | None = None  # rank 0: every rank's Link.settings() (None: no link)
+    group_comm: Any = None  # this rank's measuring group's communicator (npmpi.kinds.command)
+    extra: dict = field(default_factory=dict)  # what a kind agreed on besides (the map's members, …)
     problem: str | None = field(default=None, repr=False)
 
 
@@ -47,7 +49,7 @@ def free_memory_if_short(need_bytes: float) -> float | None:
 def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
     """Rank 0: name (`-o`, else runs/npmpi-PREFIXSTAMP.h5), reserve and lock the output file and read
     the calibration file; the problem, if any."""
-    from npmpi.commands.options import default_output_name
+    from npmpi.commands.checks import default_output_name
     from npmpi.core.outpath import default_directory, reserve_output
     from npmpi.runfile.writecheck import RESERVED_BYTES, START_ROOM_BYTES
 
@@ -74,10 +76,11 @@ def prepare_output(opts, agreed: Agreed, stem_prefix: str = "") -> str | None:
     return None
 
 
-def settle(MPI, comm, opts, agreed: Agreed, problem: str | None, stem_prefix: str = "") -> None:
+def settle(MPI, comm, opts, agreed: Agreed, problem: str | None, output=None) -> None:
     """Finish the agreement from this rank's `problem` (None: none): the thread level checked, the
-    power ranks' meters and the thread levels gathered on rank 0, rank 0's output prepared, and
-    one collective check (UsageError on every rank if any rank has a problem)."""
+    power ranks' meters and the thread levels gathered on rank 0, rank 0's output prepared
+    (`output()`, its problem or None; default prepare_output's run file), and one collective check
+    (UsageError on every rank if any rank has a problem)."""
     from npmpi.commands.threadlevel import level_problem
 
     roles = agreed.roles
@@ -88,7 +91,7 @@ def settle(MPI, comm, opts, agreed: Agreed, problem: str | None, stem_prefix: st
     agreed.gathered_power = comm.gather(roles.power_info, root=0)
     agreed.thread_levels = comm.gather((provided, runs_threads), root=0)
     if comm.Get_rank() == 0 and problem is None:
-        problem = prepare_output(opts, agreed, stem_prefix)
+        problem = output() if output is not None else prepare_output(opts, agreed)
     try:
         collective_check(comm, problem)
     except UsageError:

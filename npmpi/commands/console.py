@@ -20,7 +20,7 @@ class Console:
         self.factor, self.one_way_factor = 2, 2  # ping-pong until the header says otherwise
         self.bandwidth_label = "bandwidth"
         self.latency_label = "latency (one-way)"
-        self.short_sizes: list[int] = []  # sizes the analysis will flag 'short' (npmpi.commands.recording)
+        self.short_sizes: list[int] = []  # sizes the analysis will flag 'short' (npmpi.run.recording)
 
     def _print(self, text: str) -> None:
         if not self.quiet:
@@ -101,6 +101,9 @@ class Console:
                 self._print(f"  skipped (--meter-optional): {reason}")
             if node.get("meter_auto_summary"):
                 self._print(f"  {node['meter_auto_summary']}")
+            for c in chans:
+                if not c.get("in_node_total", True):
+                    self._print(f"  not in the node's total: {c['spec']}: {c['node_total_note']}")
             if any(c["label"] != "measured" for c in chans):
                 self._print("  note: estimated or simulated power is not a measurement; it is labelled so")
 

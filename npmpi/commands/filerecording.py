@@ -1,5 +1,5 @@
 """What rank 0's recording of a run and of a map share: the power collector, the clock, and the end
-whatever ends it (npmpi/commands/recording.py's `Recording`, npmpi/map/recording.py's `MapRecording`).
+whatever ends it (npmpi/run/recording.py's `Recording`, npmpi/map/recording.py's `MapRecording`).
 
 The end is the user's guarantee: a failure or a stop closes the file as `failed` or `interrupted`
 with every completed size or round in it (and the samples taken up to then when the protocol is
@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import os
+import platform
 import signal
 import sys
 import time
 from abc import ABC, abstractmethod
+from typing import Any
 
 from npmpi.core.errors import NpmpiError, RunFileGone
 from npmpi.core.job import abort, describe, error_line, say
+from npmpi.core.slurmcontext import context_attrs
 
 
 def now_utc() -> str:
@@ -40,6 +44,52 @@ def power_collector(comm, layout, power_nodes: list[dict]):
         [p["channels"] for p in power_nodes],
         (fabric[0], fabric[1]["channels"]) if fabric else None,
     )
+
+
+def job_attrs(MPI, argv: list[str], layout, clock, kind: str) -> dict[str, Any]:
+    """The root attributes every kind's file has: the kind, the command, the job, the software and
+    the clock (docs/file-format.md)."""
+    import h5py
+    import mpi4py
+    import numpy
+
+    from npmpi import __version__
+
+    version = MPI.Get_version()
+    return {
+        "npmpi_version": __version__,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "kind": kind,
+        "command_line": " ".join(["python", "-m", "npmpi", *argv]),
+        "argv": list(argv) if argv else "",
+        "world_size": layout.world_size,
+        "node_count": layout.node_count,
+        "mpi_library_version": MPI.Get_library_version().replace("\x00", "").strip(),
+        "mpi_standard_version": f"{version[0]}.{version[1]}",
+        "mpi4py_version": mpi4py.__version__,
+        "numpy_version": numpy.__version__,
+        "h5py_version": h5py.__version__,
+        "hdf5_version": h5py.version.hdf5_version,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        **context_attrs(os.environ),
+        "clock_name": clock.name,
+        "clock_resolution_s": clock.resolution_s,
+        "clock_smallest_step_s": clock.smallest_step_s,
+        "clock_read_cost_s": clock.read_cost_s,
+    }
+
+
+def layout_rows(layout, thread_levels: list[tuple[int, bool]]) -> dict[str, list]:
+    """The per-rank rows of the file's layout table."""
+    from npmpi.commands.threadlevel import level_name
+
+    return {
+        "host": list(layout.hosts),
+        "node_index": list(layout.node_of_rank),
+        "role": list(layout.roles),
+        "thread_level": [level_name(provided) for provided, _ in thread_levels],
+    }
 
 
 class FileRecording(ABC):

@@ -4,7 +4,7 @@ strict number types, and the options more than one command has, declared once.
 A shared option (`--meter`, `--trials`, `-o` ...) has its flags, type, default and metavar in
 SHARED_OPTIONS: a run, a map, `calibrate` and `meters` add it by name with their own help text
 (`add_options`), so its grammar cannot drift between commands. An option of one command only is
-declared where that command's parser is built (npmpi/commands/arguments.py for a run).
+declared where that command's parser is built (npmpi/run/arguments.py for a run).
 """
 
 from __future__ import annotations

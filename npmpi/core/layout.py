@@ -1,4 +1,9 @@
-"""Which rank does what: the ping-pong pair(s), the power rank of each node, idle ranks."""
+"""Which rank does what: the measuring groups (a ping-pong's pair(s), a map's members, a collective's
+ranks), the power rank of each node, idle ranks.
+
+`node_layout` numbers the nodes and picks each node's power rank, for every kind of benchmark;
+a kind then chooses its measuring groups among the other ranks (npmpi/kinds/kind.py): the run's
+pair is `compute_layout`'s, the map's members are npmpi/map/kind.py's."""
 
 from __future__ import annotations
 
@@ -13,18 +18,39 @@ ROLE_IDLE = "idle"
 
 @dataclass(frozen=True)
 class Layout:
-    """Roles of all ranks; rank 0 is always the transmitter and the file's writer."""
+    """Roles of all ranks; rank 0 always measures and writes the file.
+
+    `groups` are the measuring groups: ranks that measure together, each group with its own
+    communicator that power and idle ranks never join (npmpi/kinds/command.py). A run's groups are
+    its pairs (the first is `pair`, rank 0 the transmitter); a kind with no pair leaves `pair` None."""
 
     hosts: tuple[str, ...]  # per rank
     node_of_rank: tuple[int, ...]  # node index per rank, nodes numbered by first rank
     roles: tuple[str, ...]  # per rank
-    pair: tuple[int, int]
+    pair: tuple[int, int] | None = None
     power_ranks: tuple[int, ...] = field(default=())  # one per node, in node order
     pairs: tuple[tuple[int, int], ...] = field(default=())  # every measured pair; pairs[0] == pair
+    groups: tuple[tuple[int, ...], ...] = field(default=())  # the measuring groups (default: the pairs)
 
     def __post_init__(self) -> None:
-        if not self.pairs:
+        if not self.pairs and self.pair is not None:
             object.__setattr__(self, "pairs", (self.pair,))
+        if not self.groups:
+            object.__setattr__(self, "groups", tuple(tuple(p) for p in self.pairs))
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        """Every measuring rank, in rank order."""
+        return tuple(sorted({r for group in self.groups for r in group}))
+
+    @property
+    def capable(self) -> list[int]:
+        """The ranks that may measure: every rank but the power ranks."""
+        return [r for r in range(self.world_size) if r not in self.power_ranks]
+
+    def group_of(self, rank: int) -> int | None:
+        """The index of the measuring group `rank` belongs to, None for a rank that does not measure."""
+        return next((i for i, group in enumerate(self.groups) if rank in group), None)
 
     @property
     def world_size(self) -> int:
@@ -36,6 +62,8 @@ class Layout:
 
     @property
     def pair_crosses_nodes(self) -> bool:
+        if self.pair is None:
+            return False
         a, b = self.pair
         return self.node_of_rank[a] != self.node_of_rank[b]
 
@@ -65,16 +93,32 @@ def _power_rank(ranks: list[int], threaded: Sequence[bool] | None) -> int:
     return able[-1] if able else ranks[-1]
 
 
-def compute_layout(
-    node_keys: list[str], hosts: list[str], power: bool, threaded: Sequence[bool] | None = None
-) -> Layout:
-    """Assign roles from each rank's node key (shared-memory domain) and host name.
+@dataclass(frozen=True)
+class Words:
+    """How a kind names its measurement in the layout's errors: 'a ping-pong needs 2 ranks', 'run
+    e.g. mpirun -np 3 python -m npmpi …'."""
 
-    Nodes are numbered in order of their lowest rank. With power, each node's power rank is the
-    highest rank that got at least MPI_THREAD_FUNNELED (`threaded`, per rank), else its highest
-    rank. The pair is rank 0 and the lowest free rank on another node when there
-    is one (so the network is measured), else the lowest free rank on node 0.
-    """
+    needs: str = "a ping-pong needs 2 ranks"
+    takes_part: str = "take part in the ping-pong"
+    command: str = "python -m npmpi …"
+    least: int = 2  # measuring ranks needed
+
+
+PING_PONG = Words()
+
+
+def node_layout(
+    node_keys: list[str],
+    hosts: list[str],
+    power: bool,
+    threaded: Sequence[bool] | None = None,
+    words: Words = PING_PONG,
+) -> Layout:
+    """Nodes and power ranks, every other rank idle: each rank's node key (shared-memory domain)
+    and host name. Nodes are numbered in order of their lowest rank. With power, each node's power
+    rank is the highest rank that got at least MPI_THREAD_FUNNELED (`threaded`, per rank), else its
+    highest rank. LayoutError, in the kind's `words`, when fewer than `words.least` ranks are left
+    to measure or rank 0 would have to sample power."""
     size = len(node_keys)
     if len(hosts) != size:
         raise ValueError("node_keys and hosts differ in length")
@@ -93,29 +137,44 @@ def compute_layout(
         if roles[0] == ROLE_POWER:
             raise LayoutError(
                 "power needs one extra rank per node: node 0 "
-                f"({hosts[0]}) has only 1 rank, which must take part in the ping-pong; "
+                f"({hosts[0]}) has only 1 rank, which must {words.takes_part}; "
                 f"run e.g. mpirun -np {2 * len(nodes) if len(nodes) > 1 else 3} "
-                "--map-by node python -m npmpi … so that every node has 2 ranks"
+                f"--map-by node {words.command.removesuffix(' …')} … so that every node has 2 ranks"
             )
     free = [r for r in range(size) if roles[r] == ROLE_IDLE]
-    if len(free) < 2:
-        need = 2 + (len(nodes) if power else 0)
+    if len(free) < words.least:
+        need = words.least + (len(nodes) if power else 0)
         given = (
             f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}, {size} rank{'s' if size != 1 else ''} given"
         )
-        why = "a ping-pong needs 2 ranks" + (" and power needs one extra rank per node" if power else "")
-        raise LayoutError(f"{why}: {given}; run e.g. mpirun -np {need} python -m npmpi …")
-    other_node = [r for r in free if node_of_rank[r] != node_of_rank[0]]
-    peer = other_node[0] if other_node else next(r for r in free if r != 0)
-    roles[0] = ROLE_TRANSMITTER
-    roles[peer] = ROLE_REFLECTOR
+        why = words.needs + (" and power needs one extra rank per node" if power else "")
+        raise LayoutError(f"{why}: {given}; run e.g. mpirun -np {need} {words.command}")
     return Layout(
         hosts=tuple(hosts),
         node_of_rank=tuple(node_of_rank),
         roles=tuple(roles),
-        pair=(0, peer),
         power_ranks=tuple(power_ranks),
     )
+
+
+def compute_layout(
+    node_keys: list[str], hosts: list[str], power: bool, threaded: Sequence[bool] | None = None
+) -> Layout:
+    """The run's layout: `node_layout`, then the pair: rank 0 and the lowest free rank on another
+    node when there is one (so the network is measured), else the lowest free rank on node 0."""
+    return with_first_pair(node_layout(node_keys, hosts, power, threaded))
+
+
+def with_first_pair(layout: Layout) -> Layout:
+    """The layout with the run's one pair (see compute_layout)."""
+    node_of_rank = layout.node_of_rank
+    free = [r for r in range(layout.world_size) if layout.roles[r] == ROLE_IDLE]
+    other_node = [r for r in free if node_of_rank[r] != node_of_rank[0]]
+    peer = other_node[0] if other_node else next(r for r in free if r != 0)
+    roles = list(layout.roles)
+    roles[0] = ROLE_TRANSMITTER
+    roles[peer] = ROLE_REFLECTOR
+    return replace(layout, roles=tuple(roles), pair=(0, peer), pairs=((0, peer),), groups=((0, peer),))
 
 
 def pair_ranks(
@@ -164,4 +223,4 @@ def with_pairs(layout: Layout, pairs: int | str) -> Layout:
     roles = [ROLE_POWER if r in layout.power_ranks else ROLE_IDLE for r in range(layout.world_size)]
     for a, b in chosen:
         roles[a], roles[b] = ROLE_TRANSMITTER, ROLE_REFLECTOR
-    return replace(layout, roles=tuple(roles), pair=chosen[0], pairs=chosen)
+    return replace(layout, roles=tuple(roles), pair=chosen[0], pairs=chosen, groups=chosen)

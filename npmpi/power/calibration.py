@@ -1,4 +1,4 @@
-"""Calibration files (written by `python -m npmpi calibrate`, npmpi/commands/calibrate.py): their format,
+"""Calibration files (written by `python -m npmpi calibrate`, npmpi/calibrate/command.py): their format,
 reading and checking one, and applying its meter delays in a run or a map.
 
 A calibration file holds each node's meter delay measured under a known load; a run given

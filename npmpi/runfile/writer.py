@@ -77,6 +77,7 @@ class RunWriter:
         overwrite: bool = False,
         pairs: int = 1,
         reservation=None,
+        members: int = 0,
     ) -> None:
         import h5py
 
@@ -85,6 +86,7 @@ class RunWriter:
         self.path = Path(path)
         self.trials = trials
         self.pairs = pairs
+        self.members = members  # a group kind's measuring ranks: /pingpong/member_trial_s (format 1.8)
         # (node or FABRIC_GROUP, channel): fault id -> row
         self._fault_rows: dict[tuple[int | str, int], dict[int, int]] = {}
         self._error: RunFileWriteError | None = None  # the first write error: every later write raises it
@@ -147,6 +149,15 @@ class RunWriter:
                 maxshape=(None, pairs, trials),
                 dtype=np.float64,
                 chunks=(16, pairs, trials),
+                **CHECKSUM,
+            )
+        if self.members > 0:
+            pp.create_dataset(
+                "member_trial_s",
+                shape=(0, self.members, trials),
+                maxshape=(None, self.members, trials),
+                dtype=np.float64,
+                chunks=(16, self.members, trials),
                 **CHECKSUM,
             )
         self._rows = 0
@@ -231,6 +242,12 @@ class RunWriter:
             ds, _ = self._grow("pingpong/pair_trial_s", 1)
             block = np.full((self.pairs, self.trials), np.nan)
             for i, times in enumerate(result.pair_trial_s or []):
+                block[i, : len(times)] = times
+            ds[n] = block
+        if self.members > 0:
+            ds, _ = self._grow("pingpong/member_trial_s", 1)
+            block = np.full((self.members, self.trials), np.nan)
+            for i, times in enumerate(result.member_trial_s or []):
                 block[i, : len(times)] = times
             ds[n] = block
         if result.cpu_ranks is not None:

@@ -3,7 +3,7 @@
 Every rank of `comm` calls it; ranks 0 and the layout's reflector (or, with `opts.pairs`, every
 pair) measure, the others wait asleep, and every rank gets rank 0's outcome back: the measured
 rows, how the sweep ended and why. Nothing else happens: no power ranks, files, signal handlers,
-console output or exit codes — `python -m npmpi` (npmpi/cli.py, npmpi/commands/recording.py) wraps the
+console output or exit codes — `python -m npmpi` (npmpi/cli.py, npmpi/run/recording.py) wraps the
 same Transmitter and reflectors with all of those. Any communicator works, including a `Dup` or a
 `Split` of the world, so tests can run sweeps in-process under `mpirun -np 2 python -m pytest`.
 """
@@ -23,7 +23,7 @@ from npmpi.core.layout import (
     compute_layout,
     with_pairs,
 )
-from npmpi.core.protocol import StopFlag
+from npmpi.core.messages import StopFlag
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep.kernels import Kernel, get_kernels
 from npmpi.sweep.links import open_pair_link

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from npmpi.commands.options import parse_options
 from npmpi.core.modes import mode_factors
 from npmpi.core.schedule import netpipe_repeats, netpipe_schedule
+from npmpi.run.options import parse_options
 from npmpi.sweep.benchmark import sweep
 from npmpi.sweep.transmitter import MAX_ITERATIONS
 

@@ -87,20 +87,6 @@ class MapFile:
         return len(self.hosts)
 
 
-def is_map_file(path: Path) -> bool:
-    """Whether `path` is an HDF5 file holding a /map group (False for anything else, even damage:
-    the run reader then says what is wrong)."""
-    import h5py
-
-    try:
-        if not Path(path).is_file() or not h5py.is_hdf5(path):
-            return False
-        with h5py.File(path, "r", locking=False) as f:
-            return isinstance(f.get(MAP_GROUP, getlink=True), h5py.HardLink)
-    except (OSError, ValueError, RuntimeError, TypeError, KeyError):
-        return False
-
-
 def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
     from npmpi.runfile.format import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
@@ -381,7 +367,7 @@ CONFIRM_WAITS = (("confirm_runq_wait_s", "f", 3), ("confirm_trial_elapsed_s", "f
 
 def _read_confirm_waits(g, p: Path, m: MapFile, shape: tuple[int, int]) -> dict[str, np.ndarray]:
     """/map/confirm_runq_wait_s and confirm_trial_elapsed_s (the re-measured trials' run-queue waits
-    and loop times, npmpi/core/cpuwait.py), checked; {} when absent (older maps, or not Linux) or
+    and loop times, npmpi/sweep/cputime.py), checked; {} when absent (older maps, or not Linux) or
     damaged (said among the problems: the findings are then judged without them)."""
     from npmpi.runfile.reader import read_whole
 

@@ -1,60 +1,14 @@
-"""Rank roles for a job: discovering nodes, the layout, and opening a power rank's meters."""
+"""A power rank's meters opened (its node's specs, `auto` resolved) and the machine it runs on."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-
-from npmpi.core.errors import UsageError
-from npmpi.core.layout import Layout, LayoutError, compute_layout
 
 
-@dataclass
-class Roles:
-    """What this rank learned while roles were assigned."""
-
-    layout: Layout
-    rank: int
-    host: str
-    meter_specs: list  # this node's spec values (npmpi.meters.MeterSpec)
-    samplers: list = field(default_factory=list)  # a power rank's ChannelSamplers, not started
-    power_info: dict | None = None  # a power rank's specs, channel descriptions, skipped meters
-    fabric_rank: int | None = None  # the power rank sampling the --fabric-meter devices (npmpi.power.fabric)
-    meter_problem: str | None = None  # why this node's NPMPI_METERS does not parse (its power rank says it)
-
-    @property
-    def role(self) -> str:
-        return self.layout.roles[self.rank]
-
-
-def discover_roles(MPI, comm, default_specs) -> Roles:
-    """Group ranks by node and compute the layout; power is on when any node has a meter, and a
-    node's power rank is one that got MPI_THREAD_FUNNELED when one did (npmpi.commands.threadlevel)."""
-    from npmpi.meters import MeterError
-    from npmpi.power.rank import node_meter_specs
-
-    rank = comm.Get_rank()
-    host = MPI.Get_processor_name()
-    node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
-    node_key = f"{host}#{node_comm.allreduce(rank, op=MPI.MIN)}"
-    node_comm.Free()
-    try:
-        my_specs, problem = node_meter_specs(default_specs), None
-    except MeterError as exc:  # a node that asks for power gets its power rank, which reports this
-        my_specs, problem = [], str(exc)
-    threaded = MPI.Query_thread() >= MPI.THREAD_FUNNELED
-    gathered = comm.allgather((node_key, host, bool(my_specs) or problem is not None, threaded))
-    keys, hosts, wants_power, threaded_ranks = zip(*gathered, strict=True)
-    try:
-        layout = compute_layout(list(keys), list(hosts), power=any(wants_power), threaded=threaded_ranks)
-    except LayoutError as exc:
-        raise UsageError(str(exc)) from None
-    return Roles(layout=layout, rank=rank, host=host, meter_specs=my_specs, meter_problem=problem)
-
-
-def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float | None) -> str | None:
+def open_power_rank(roles, meter_optional: bool, sample_interval_s: float | None) -> str | None:
     """On a power rank: open the node's meters and prepare their samplers; the problem, if any."""
     from npmpi.meters import MeterError
+    from npmpi.meters.scope import mark_totals
     from npmpi.power.rank import METERS_ENV, ChannelSampler, sample_interval_for
 
     node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
@@ -72,6 +26,8 @@ def open_power_rank(roles: Roles, meter_optional: bool, sample_interval_s: float
         ChannelSampler(m, sample_interval_for(m, sample_interval_s), node_label) for m in meters
     ]
     descs = [s.describe() for s in roles.samplers]
+    for desc, mark in zip(descs, mark_totals(meters), strict=True):  # nothing counted twice
+        desc.update(mark)
     texts = [spec.text for spec in roles.meter_specs]
     roles.power_info = {"specs": texts, "channels": descs, "skipped": skipped, **machine_ids()}
     if auto:  # --meter auto: what it chose and why (npmpi.meters.auto)
@@ -88,7 +44,7 @@ def _open_node_meters(specs: list, meter_optional: bool):
     others = [s for s in specs if s.kind != "auto"]
     meters, skipped = open_meters(others, meter_optional)
     given = tuple(s.kind for s in others)
-    choices = [choose(s, given) for s in specs if s.kind == "auto"]
+    choices = [choose(s, given, tuple(meters)) for s in specs if s.kind == "auto"]
     for c in choices:
         meters.extend(c.meters)
     return meters, skipped, choices

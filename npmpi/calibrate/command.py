@@ -14,13 +14,14 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
 from npmpi.core.errors import UsageError
+from npmpi.core.layout import Layout, Words
 from npmpi.core.safetext import printable
+from npmpi.kinds.kind import Kind
 from npmpi.power.calibration import CALIBRATION_FORMAT, CALIBRATION_VERSION
 from npmpi.power.delayfit import (
     DEFAULT_BURST_MAX_S,
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_calibrate_options(argv: list[str]) -> argparse.Namespace:
-    from npmpi.commands.options import check_stall_timeout, meter_specs
+    from npmpi.commands.checks import check_stall_timeout, meter_specs
     from npmpi.commands.parser import parse_command_line
 
     ns = parse_command_line(build_parser(), argv)
@@ -152,93 +153,86 @@ def run_load(schedule: LoadSchedule, matrix: int, start_mono: float) -> None:
                 time.sleep(delay)
 
 
-def main(argv: list[str]) -> int:
-    from npmpi.commands.sequence import MpiCommand
+class CalibrateKind(Kind):
+    """`python -m npmpi calibrate`: one measuring group, the load ranks (every rank but the power
+    ranks, rank 0 among them), whose group communicator starts the load together; rank 0 measures
+    and writes the calibration (a JSON file, not a run file)."""
 
-    command = MpiCommand(
-        parse=parse_calibrate_options,
-        thread_level=lambda ns: "funneled",
-        agree=_agree,
-        serve=_serve,
-        who=lambda rank, host: f"calibration failed on rank {rank}",
-        stop_signals=False,
+    name = "calibrate"
+    member_role = "load"
+    words = Words(
+        needs="calibrate needs a rank to run the load",
+        takes_part="run the load",
+        least=1,
+        command="python -m npmpi calibrate --meter …",
     )
-    return command.run(argv)
+    stop_signals = False
 
+    def parse(self, argv: list[str]) -> argparse.Namespace:
+        ns = parse_calibrate_options(argv)
+        # the options every kind shares, under their shared names (npmpi/kinds/command.py)
+        ns.meters, ns.sample_interval_s, ns.thread_level = ns.meter, ns.sample_interval, "auto"
+        ns.fabric_meters, ns.fabric_rank, ns.calibration = (), None, None
+        return ns
 
-@dataclass
-class _Agreed:
-    """What the start-up checks found: the roles, rank 0's reserved output and the power ranks' meters."""
+    def thread_level(self, ns) -> str:
+        return "funneled"
 
-    roles: Any
-    output: Any = None
-    gathered: list | None = None
+    def who(self, rank: int, host: str) -> str:
+        return f"calibration failed on rank {rank}"
 
+    def groups(self, layout: Layout, ns) -> Layout:
+        """The load ranks, with a meter on every node and a load rank beside each node's power rank."""
+        if not layout.power_ranks:
+            raise UsageError("calibrate needs a meter: give --meter SPEC (or NPMPI_METERS on every node)")
+        load = layout.capable
+        loaded = {layout.node_of_rank[r] for r in load}
+        missing = [n for n in range(layout.node_count) if n not in loaded]
+        if missing:
+            raise UsageError(
+                f"node {missing[0]} has no rank besides its power rank to run the load: give every node 2 "
+                "or more ranks"
+            )
+        roles = tuple(self.member_role if r in load else role for r, role in enumerate(layout.roles))
+        return replace(layout, roles=roles, groups=(tuple(load),))
 
-def _agree(MPI, comm, ns) -> _Agreed:
-    """The roles, the meters opened, one load rank per node and rank 0's output reserved, checked on
-    every rank at once; UsageError on every rank (rank 0's reservation released) if one fails."""
-    from npmpi.core.job import collective_check
-    from npmpi.core.layout import ROLE_POWER
-    from npmpi.core.outpath import (
-        default_directory,
-        release,
-        remove_default_directory_if_unused,
-        reserve_output,
-    )
-    from npmpi.power.ranks import discover_roles, open_power_rank
+    def prepare_output(self, ns, agreed) -> str | None:
+        """Rank 0's calibration file reserved now (its temporary created), not after the measurement."""
+        from npmpi.core.outpath import default_directory, reserve_output
 
-    agreed = _Agreed(roles=discover_roles(MPI, comm, list(ns.meter)))
-    roles, layout = agreed.roles, agreed.roles.layout
-    problem = None
-    if not layout.power_ranks:
-        problem = "calibrate needs a meter: give --meter SPEC (or NPMPI_METERS on every node)"
-    elif roles.role == ROLE_POWER:
-        problem = open_power_rank(roles, ns.meter_optional, ns.sample_interval)
-    loaded = {layout.node_of_rank[r] for r in range(layout.world_size) if layout.roles[r] != ROLE_POWER}
-    missing = [n for n in range(layout.node_count) if n not in loaded]
-    if problem is None and missing:
-        problem = (
-            f"node {missing[0]} has no rank besides its power rank to run the load: give every node 2 or "
-            "more ranks"
-        )
-    if comm.Get_rank() == 0 and problem is None:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        try:  # checked by creating its temporary file now, not after the measurement
+        try:
             output = ns.output or os.path.join(default_directory(), f"npmpi-calibration-{stamp}.json")
-            agreed.output = reserve_output(output, ns.force)
+            agreed.reservation = reserve_output(output, ns.force)
         except UsageError as exc:
-            problem = str(exc)
-    agreed.gathered = comm.gather(roles.power_info, root=0)
-    try:
-        collective_check(comm, problem)
-    except UsageError:
-        if comm.Get_rank() == 0:
-            if agreed.output is not None:
-                release(agreed.output)
-            if ns.output is None:
-                remove_default_directory_if_unused()
-        raise
-    return agreed
+            return str(exc)
+        return None
+
+    def record(self, MPI, comm, ns, argv: list[str], agreed, stop) -> None:
+        return None  # rank 0 runs the load with the others, then measures (serve)
+
+    def serve(self, MPI, comm, ns, agreed, stop) -> int:
+        """A load rank; rank 0 then measures and writes the file."""
+        from npmpi.core.outpath import release
+
+        try:
+            layout = agreed.roles.layout
+            return _load_and_measure(
+                comm, agreed.group_comm, ns, layout, agreed.gathered_power, agreed.reservation
+            )
+        except BaseException:  # the job ends with one message (npmpi.commands.sequence): no file left
+            if agreed.reservation is not None:
+                release(agreed.reservation)
+            raise
 
 
-def _serve(MPI, comm, ns, agreed: _Agreed, stop) -> int:
-    """A power rank samples; the other ranks run the load, rank 0 then measures and writes the file."""
-    from npmpi.core.layout import ROLE_POWER
-    from npmpi.core.outpath import release
-    from npmpi.power.rank import power_rank_main
+KIND = CalibrateKind()
 
-    is_power = agreed.roles.role == ROLE_POWER
-    try:
-        load_comm = comm.Split(1 if is_power else 0, comm.Get_rank())
-        if is_power:
-            load_comm.Free()
-            return power_rank_main(comm, agreed.roles.samplers, stop)
-        return _load_and_measure(comm, load_comm, ns, agreed.roles.layout, agreed.gathered, agreed.output)
-    except BaseException:  # the job ends with one message (npmpi.commands.sequence): no file left
-        if agreed.output is not None:
-            release(agreed.output)
-        raise
+
+def main(argv: list[str]) -> int:
+    from npmpi.kinds.command import kind_command
+
+    return kind_command(KIND).run(argv)
 
 
 def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
@@ -325,7 +319,7 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
 def _load_done(comm, ns, layout, output) -> None:
     """Each load rank tells rank 0 its load is over; rank 0 waits for each under the stall watchdog,
     so that a stopped load rank is named instead of hanging the closing barrier (loadstall.py)."""
-    from npmpi.commands.loadstall import say_done, wait_for_load_ranks
+    from npmpi.calibrate.loadstall import say_done, wait_for_load_ranks
 
     if comm.Get_rank() != 0:
         say_done(comm)

@@ -26,7 +26,7 @@ BASELINE_TAG = 16  # after an idle baseline: (CPU seconds, node utilisation or N
 MAP_PAIR_TAG = 17  # within a map's pair: the transmitter's steps, the reflector's data check (npmpi.map.pair)
 CPU_TAG = 18  # after a size: a pair rank's CPU user, system and wall seconds (npmpi.sweep.cputime)
 LINK_TAG = 19  # a pair's link set-up: addresses, ports, outcomes (npmpi.sweep.tcplink)
-LOAD_DONE_TAG = 20  # calibrate: a load rank's load is over (npmpi.commands.loadstall)
+LOAD_DONE_TAG = 20  # calibrate: a load rank's load is over (npmpi.calibrate.loadstall)
 
 # commands (the first field on CTRL_TAG)
 CMD_STOP = 0  # exit; the exit code travels in the second field
@@ -35,7 +35,7 @@ CMD_PROBE = 2  # untimed round trips to estimate the time of one at this size
 CMD_FLUSH = 3  # a power rank sends its samples; second field: ms until the next flush
 CMD_CLOCK = 4  # a power rank answers that many clock pings
 CMD_BASELINE = 5  # an idle baseline's start or end (second field: the phase)
-CMD_MAP_ROUND = 6  # a map's round: measure one size with one peer (size, peer's rank) (npmpi.map.pair)
+CMD_MAP_ROUND = 6  # a map's round: one size with one peer (size, peer's rank, round_word) (npmpi.map.pair)
 
 
 class StopFlag:

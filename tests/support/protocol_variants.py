@@ -1,4 +1,4 @@
-"""Run under `mpirun -np 2 python tests/protocol_variants.py KERNEL` (tests/test_rma_memcpy.py):
+"""Run under `mpirun -np 2 python tests/support/protocol_variants.py KERNEL` (tests/test_rma_memcpy.py):
 every rma and memcpy variant swept in-process through npmpi.sweep.benchmark.sweep with --integrity
 (every message checked), and two with a message corrupted on purpose, which must fail. Rank 0
 prints one JSON line per variant: its name, status, sizes measured, iterations and message."""
@@ -11,7 +11,7 @@ import sys
 
 from mpi4py import MPI
 
-from npmpi.commands.options import parse_options
+from npmpi.run.options import parse_options
 from npmpi.sweep.benchmark import sweep
 
 TINY = ["-u", "8", "-p", "0", "--trials", "2", "--repeats", "4", "--integrity"]

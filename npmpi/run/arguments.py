@@ -1,6 +1,6 @@
 """The command line of `python -m npmpi` declared for argparse: one function per option group. An
 option of a run only is declared here; one that other commands share is added by name with the run's
-help text (its flags and type: npmpi/commands/parser.py). npmpi/commands/options.py checks what this
+help text (its flags and type: npmpi/commands/parser.py). npmpi/run/options.py checks what this
 parses.
 """
 
@@ -17,7 +17,6 @@ from npmpi.commands.parser import (
     one_or_other,
     seconds_arg,
 )
-from npmpi.commands.protocol_options import add_protocol_options
 from npmpi.core.buffers import HUGE_PAGES_SYSTEM
 from npmpi.core.config import (
     DEFAULT_BASELINE_S,
@@ -34,6 +33,7 @@ from npmpi.core.config import (
 from npmpi.core.modes import DEFAULT_WINDOW, MODE_TABLE
 from npmpi.core.units import parse_size_bytes, parse_whole
 from npmpi.meters.base import kinds_text
+from npmpi.run.protocol_options import add_protocol_options
 from npmpi.sweep.kernels import KERNEL_NOTES
 from npmpi.sweep.watchdog import STALL_FACTOR
 

@@ -8,18 +8,18 @@ agreed on the options (npmpi/cli.py); a failure still leaves every completed siz
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import os
-import platform
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from npmpi.commands.filerecording import FileRecording, now_utc, power_collector
-from npmpi.core.config import DEFAULT_BASELINE_S, Options
-from npmpi.core.slurmcontext import consumed_energy_attrs, context_attrs
-from npmpi.power.fabric import fabric_group_attrs, fabric_info
-from npmpi.runfile.format import FABRIC_GROUP
+import numpy as np
+
+from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, now_utc, power_collector
+from npmpi.core.config import Options
+from npmpi.core.slurmcontext import consumed_energy_attrs
+from npmpi.power.recording import final_power, power_setup
+from npmpi.runfile.format import KIND_RUN
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import protocol_attrs
 
@@ -35,8 +35,8 @@ class RunSetup:
     layout: Any
     kernel: Kernel
     output: str
-    stop: Any  # npmpi.core.protocol.StopFlag
-    power_nodes: list[dict]  # each power rank's meters (npmpi.power.ranks), in node order
+    stop: Any  # npmpi.core.messages.StopFlag
+    power_nodes: list[dict]  # each power rank's meters (npmpi.power.nodemeters), in node order
     calibration: dict | None
     thread_levels: list[tuple[int, bool]]  # (provided level, runs threads) of every rank
     reservation: Any  # the run file's temporary (npmpi.core.outpath.reserve_output)
@@ -44,43 +44,21 @@ class RunSetup:
     link_settings: list | None = None  # every rank's Link.settings() (None: no link)
 
 
-def provenance(MPI, opts: Options, argv: list[str], layout, kernel_note: str, clock) -> dict[str, Any]:
-    """The run file's root attributes on how and where it was run (docs/file-format.md)."""
-    import h5py
-    import mpi4py
-    import numpy
-
-    from npmpi import __version__
-
-    version = MPI.Get_version()
+def provenance(
+    MPI, opts, argv: list[str], layout, kernel_note: str, clock, kind: str = KIND_RUN
+) -> dict[str, Any]:
+    """The run file's root attributes on how and where it was run (docs/file-format.md): what every
+    kind records (job_attrs), the options, the mode and the kernel."""
     return {
-        "npmpi_version": __version__,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command_line": " ".join(["python", "-m", "npmpi", *argv]),
-        "argv": list(argv) if argv else "",
+        **job_attrs(MPI, argv, layout, clock, kind),
         "options_json": opts.to_dict(),
         **mode_attrs(opts, layout),
         "kernel": opts.kernel,
         "kernel_note": kernel_note,
         "timing_comparable": not opts.integrity,
-        "world_size": layout.world_size,
-        "node_count": layout.node_count,
-        "pair_ranks": numpy.array(layout.pair, dtype=numpy.int64),
+        "pair_ranks": np.array(layout.pair, dtype=np.int64),
         "pair_crosses_nodes": bool(layout.pair_crosses_nodes),
-        "all_pair_ranks": numpy.array([r for pair in layout.pairs for r in pair], dtype=numpy.int64),
-        "mpi_library_version": MPI.Get_library_version().replace("\x00", "").strip(),
-        "mpi_standard_version": f"{version[0]}.{version[1]}",
-        "mpi4py_version": mpi4py.__version__,
-        "numpy_version": numpy.__version__,
-        "h5py_version": h5py.__version__,
-        "hdf5_version": h5py.version.hdf5_version,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        **context_attrs(os.environ),
-        "clock_name": clock.name,
-        "clock_resolution_s": clock.resolution_s,
-        "clock_smallest_step_s": clock.smallest_step_s,
-        "clock_read_cost_s": clock.read_cost_s,
+        "all_pair_ranks": np.array([r for pair in layout.pairs for r in pair], dtype=np.int64),
     }
 
 
@@ -123,111 +101,6 @@ def mode_attrs(opts: Options, layout) -> dict[str, Any]:
         "bytes_per_iteration_factor": factors.bytes_per_iteration_factor,
         "one_way_divisor": factors.one_way_factor,
     }
-
-
-def layout_rows(layout, thread_levels: list[tuple[int, bool]]) -> dict[str, list]:
-    """The per-rank rows of the file's layout table."""
-    from npmpi.commands.threadlevel import level_name
-
-    return {
-        "host": list(layout.hosts),
-        "node_index": list(layout.node_of_rank),
-        "role": list(layout.roles),
-        "thread_level": [level_name(provided) for provided, _ in thread_levels],
-    }
-
-
-def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None) -> float:
-    """Create the power groups, measure clock offsets, record the idle baseline; returns baseline s."""
-    from npmpi.power.baseline import store_baseline
-
-    node_attrs, channels = [], []
-    for node, (rank, info) in enumerate(zip(layout.power_ranks, power_nodes, strict=True)):
-        node_attrs.append(
-            {
-                "host": layout.hosts[rank],
-                "node_index": node,
-                "power_rank": rank,
-                "meter_specs": list(info["specs"]),
-                "meters_skipped": list(info["skipped"]) or "",
-                **auto_attrs(info),
-                "boot_id": str(info.get("boot_id", "")),  # format 1.6: nodes that are one machine
-                "machine_id": str(info.get("machine_id", "")),
-            }
-        )
-        channels.append(info["channels"])
-    fabric = fabric_info(power_nodes)
-    baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
-    writer.create_power(
-        {
-            "baseline_requested_s": baseline_s,
-            "sample_interval_requested_s": opts.sample_interval_s
-            if opts.sample_interval_s is not None
-            else "natural",
-        },
-        node_attrs,
-        channels,
-    )
-    if fabric is not None:
-        node, info = fabric
-        writer.create_fabric(fabric_group_attrs(node, info, layout.hosts[info["rank"]]), info["channels"])
-    collector.writer = writer
-    store_offsets(writer, collector.clock_offsets(), "start", fabric[0] if fabric else None)
-    console.power_header(node_attrs, channels)
-    if fabric is not None:
-        console.fabric_header(fabric[1])
-    if baseline_s > 0:
-        console.note(f"recording {baseline_s:g} s of idle baseline power")
-        store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
-    return baseline_s
-
-
-def auto_attrs(info: dict) -> dict[str, str]:
-    """A node's `--meter auto` choice (format 1.6): every kind's outcome as JSON, and its one line."""
-    if not info.get("auto"):
-        return {}
-    import json
-
-    return {"meter_auto": json.dumps(info["auto"]), "meter_auto_summary": info.get("auto_summary", "")}
-
-
-def final_power(writer, collector, layout, power_nodes, opts, calibration, outcome, console, stop) -> None:
-    """After the sweep: the baseline after it (not when interrupted: mpirun may kill the job at
-    any moment), the last samples, the clock offsets at the end."""
-    from npmpi.power.baseline import after_baseline_s, store_baseline
-    from npmpi.power.calibration import largest_delay_s
-
-    collector.collect()
-    if outcome.status == "complete" and not stop:
-        baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
-        seconds = after_baseline_s(baseline_s, power_nodes, largest_delay_s(calibration, layout, power_nodes))
-        if seconds > 0:
-            console.note(f"recording {seconds:g} s of idle power after the sweep")
-            store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
-        if collector.lost and outcome.status == "complete":  # a frozen power rank, gone on without
-            outcome.message = collector.lost_message()
-        if stop:  # a stop signal during that baseline: the file says so, though every size was measured
-            outcome.status = "interrupted"
-            outcome.message = f"{stop.name} received during the idle baseline after the sweep"
-            outcome.exit_code = 128 + int(stop.signum or 0)
-    fabric = fabric_info(power_nodes)
-    store_offsets(writer, collector.clock_offsets(), "end", fabric[0] if fabric else None)
-
-
-def store_offsets(writer, offsets, which: str, fabric_node: int | None = None) -> None:
-    """Each power node's clock offset from rank 0 (`which`: start or end) as its group's attributes;
-    the fabric's (/power/fabric) are those of the node whose power rank samples it."""
-    for node, off in enumerate(offsets):
-        attrs = {
-            f"clock_offset_{which}_s": off.offset_s,
-            f"clock_offset_{which}_uncertainty_s": off.uncertainty_s,
-            f"clock_offset_{which}_round_trip_s": off.round_trip_s,
-            f"clock_offset_{which}_measured_unix_s": off.measured_unix_s,
-        }
-        writer.set_group_attrs(f"power/node{node}", **attrs)
-        if node == fabric_node:
-            writer.set_group_attrs(f"power/{FABRIC_GROUP}", **attrs)
-    writer.flush()
 
 
 class Recording(FileRecording):

@@ -1,0 +1,1 @@
+"""`python -m npmpi calibrate`: each meter's delay from load bursts (npmpi/calibrate/command.py)."""

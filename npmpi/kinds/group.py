@@ -1,0 +1,180 @@
+"""A group kind: every measuring rank in one group, a step they all take together, per size.
+
+A group kind supplies only its step (`GroupStep`: what one iteration does on each member, through the
+group's own communicator) and its bytes per iteration; the per-size sequence around it (rank 0
+commands the size; every member runs the warm-up; before each trial every member is ready and waits
+for the go, so a stop never leaves one blocked; after the size each reports its check, stop signal,
+times and CPU time) is the run's own (npmpi/sweep/driver.py). A trial's time is the slowest member's
+(the operation is done when every rank is); every member's own times are kept
+(/pingpong/member_trial_s). Rank 0's stall watchdog follows each wait (npmpi/sweep/watchdog.py);
+idle baselines and the stop are answered between sizes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from npmpi.core.errors import DataMismatch
+from npmpi.core.messages import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
+from npmpi.runfile.format import SizeResult
+from npmpi.sweep import cputime
+from npmpi.sweep.driver import SizeDriver, member_report, member_trials
+from npmpi.sweep.messageloop import warmup_iterations
+from npmpi.sweep.watchdog import WARMUP, Progress
+
+MAX_ITERATIONS = 1_000_000_000
+PROBE_ITERATIONS = 20  # the first size's iterations come from this many untimed-then-timed steps
+
+
+class GroupStep:
+    """What a group kind's members do: one instance per member, built by the kind."""
+
+    def set_size(self, size: int) -> None:
+        """Prepare the buffers of `size` bytes (untimed)."""
+        raise NotImplementedError
+
+    def run(self, iterations: int) -> float:
+        """`iterations` steps through the group's communicator; the seconds they took on this rank."""
+        raise NotImplementedError
+
+    def check(self) -> bool:
+        """Whether the last step's results are right (after the trials, untimed)."""
+        return True
+
+
+@dataclass
+class GroupOutcome:
+    """How the sizes ended, for the file's status and the exit code."""
+
+    status: str = "complete"
+    message: str = ""
+    exit_code: int = 0
+    stopped_early: str = ""
+    rows: list[SizeResult] = field(default_factory=list)
+
+
+class GroupCoordinator:
+    """Rank 0's side: commands every size, starts every trial, gathers the members' times
+    (the per-size driver: npmpi/sweep/driver.py)."""
+
+    def __init__(self, comm, members: list[int], step: GroupStep, opts, stop: StopFlag, on_row) -> None:
+        self.comm, self.step, self.opts, self.stop, self.on_row = comm, step, opts, stop, on_row
+        self.members = list(members)
+        self.others = [r for r in self.members if r != 0]
+        self.idle = [r for r in range(comm.Get_size()) if r not in self.members]
+        self.progress = Progress(opts.trials)
+        self.driver = SizeDriver(comm, self.others, self.others, self.progress, stop)
+        self.watched = self.others[0] if self.others else 0  # the rank named while rank 0 is in a trial
+        self.state = "between"  # "trials" while the members wait for a go: release() abandons the size
+        stop.transmitter = self
+
+    def _iterations(self, prev_s: float) -> int:
+        """Iterations for a trial of about --target-time from the last size's best time per step (as
+        NetPIPE's rule: sizes that grow by steps take at most a few times longer), at least the
+        number of trials (NetPIPE's floor)."""
+        if self.opts.repeats is not None:
+            return self.opts.repeats
+        return int(min(max(self.opts.target_time_s / max(prev_s, 1e-6), self.opts.trials), MAX_ITERATIONS))
+
+    def run(self) -> GroupOutcome:
+        """Every size until done or stopped."""
+        outcome = GroupOutcome()
+        prev_s = 0.0
+        for index, size in enumerate(self.opts.sizes_bytes):
+            if self.stop:
+                break
+            iterations = PROBE_ITERATIONS if prev_s == 0.0 else self._iterations(prev_s)
+            row = self.measure_size(size, iterations)
+            if row is None:
+                break
+            outcome.rows.append(row)
+            self.on_row(index, row)
+            prev_s = min(row.trial_s) / iterations
+        if self.stop:
+            outcome.status = "interrupted"
+            outcome.message = f"{self.stop.name} received; stopped after {len(outcome.rows)} sizes"
+            outcome.exit_code = 128 + int(self.stop.signum or 0)
+        return outcome
+
+    def _trial(self, iterations: int) -> tuple[float, float, float]:
+        start = time.time()
+        with self.stop.timed():
+            elapsed = self.step.run(iterations)
+        return elapsed, start, time.time()
+
+    def measure_size(self, size: int, iterations: int) -> SizeResult | None:
+        """All trials of one size; None when a stop request abandoned it."""
+        opts = self.opts
+        warm = warmup_iterations(iterations)
+        self.progress.at(size, WARMUP, self.watched, warm)
+        self.driver.start_size(size, iterations, opts.trials)
+        self.step.set_size(size)
+        with self.stop.timed():
+            self.step.run(warm)
+        self.state = "trials"
+        span = cputime.CpuSpan()
+        trials = self.driver.trials(
+            size, iterations, opts.trials, self.watched, lambda: self._trial(iterations)
+        )
+        if trials is None:
+            self.state = "between"
+            return None
+        own_cpu = span.stop()
+        own, starts, ends = (list(column) for column in zip(*trials, strict=True))
+        ok = self.step.check()
+        reports = self.driver.reports(size, iterations, opts.trials)
+        self.state = "between"
+        if reports.signal and not self.stop:
+            self.stop.set(reports.signal, f"signal {reports.signal} on a member rank")
+        bad = ([] if ok else ["rank 0"]) + [f"rank {rank}" for rank in reports.wrong]
+        if bad:
+            raise DataMismatch(
+                f"result check failed at message size {size} B on {', '.join(bad)}; the run file keeps "
+                "every size before this one"
+            )
+        member_times = [own, *(reports.times[r] for r in self.others)]
+        slowest = np.max(np.array(member_times), axis=0).tolist()
+        cpu = cputime.row_fields([0, *self.others], [own_cpu, *reports.cpu])
+        return SizeResult(
+            size, iterations, warm, slowest, starts, ends, True, member_trial_s=member_times, **cpu
+        )
+
+    def release(self, exit_code: int) -> bool:
+        """Tell every other rank to exit; False while the members are in a step (only an abort ends it)."""
+        if self.stop.timing:
+            return False
+        if self.state == "trials":
+            self.driver.go(0)
+        self.driver.command(CMD_STOP, exit_code)
+        for rank in self.idle:
+            self.comm.Send(self.driver.ctrl, rank, CTRL_TAG)
+        self.state = "between"
+        return True
+
+
+def serve_group(comm, step: GroupStep, stop: StopFlag) -> int:
+    """A member other than rank 0: each size's trials as rank 0 commands them, the idle baselines,
+    until the stop; returns the exit code rank 0 sends."""
+    from npmpi.power.baseline import take_part
+
+    ctrl = np.zeros(4, dtype=np.int64)
+    while True:
+        comm.Recv(ctrl, 0, CTRL_TAG)
+        cmd, size, iterations, trials = (int(x) for x in ctrl)
+        if cmd == CMD_STOP:
+            return size  # the exit code travels in the size field
+        if cmd == CMD_BASELINE:
+            code = take_part(comm, ctrl, node_stat=False)
+            if code is not None:
+                return code
+            continue
+        step.set_size(size)
+        step.run(warmup_iterations(iterations))
+        span = cputime.CpuSpan()
+        times = member_trials(comm, trials & 0xFFFFFFFF, lambda: step.run(iterations))  # noqa: B023
+        cpu = span.stop()
+        if times is not None:
+            member_report(comm, step.check(), stop, times, cpu)

@@ -1,0 +1,223 @@
+"""A group kind (npmpi/kinds/group.py) as a benchmark kind, and rank 0's recording of it.
+
+`GroupKind` gives everything but the step: every measuring rank in one group (every rank but the
+power ranks), the shared options block (npmpi/kinds/options.py), rank 0's recording into a run file
+whose rows the analysis reads as it reads a run's (format 1.8: root attribute `kind`, the bytes per
+iteration and one-way divisor of the step, /pingpong rows, each member's own times), the power ranks
+and baselines as in a run, the stall watchdog around every wait, and the end whatever ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, now_utc, power_collector
+from npmpi.core.errors import UsageError
+from npmpi.core.layout import Layout, Words
+from npmpi.kinds.group import GroupCoordinator, GroupStep, serve_group
+from npmpi.kinds.kind import Kind
+from npmpi.kinds.options import GroupOptions, group_options, group_parser
+from npmpi.power.recording import final_power, power_setup
+
+
+class GroupKind(Kind):
+    """A kind whose one measuring group is every rank but the power ranks; a subclass gives `name`,
+    `description`, `step()` and its bytes per iteration (and `add_options` for its own)."""
+
+    description = ""  # the --help text's first paragraph
+    bytes_per_iteration_factor = 1  # bytes one iteration moves, in message sizes (the analysis's F)
+    one_way_divisor = 1  # one_way_s = trial / (divisor x iterations): 1 = the time of one step
+    least_members = 2
+
+    @property
+    def words(self) -> Words:  # type: ignore[override]
+        return Words(
+            needs=f"{self.name} needs {self.least_members} measuring ranks",
+            takes_part=f"take part in the {self.name}",
+            command=f"python -m npmpi {self.name} …",
+            least=self.least_members,
+        )
+
+    @property
+    def member_role(self) -> str:  # type: ignore[override]
+        return self.name
+
+    @property
+    def file_kind(self) -> str:  # type: ignore[override]
+        return self.name
+
+    @property
+    def stem_prefix(self) -> str:  # type: ignore[override]
+        return f"{self.name}-"
+
+    def add_options(self, parser) -> None:
+        """The kind's own options (none by default)."""
+
+    def extra_options(self, ns) -> dict:
+        """The kind's own option values, checked (UsageError: one line), for GroupOptions.extra."""
+        return {}
+
+    def parse(self, argv: list[str]) -> GroupOptions:
+        from npmpi.commands.parser import parse_command_line
+
+        parser = group_parser(self.name, self.description)
+        self.add_options(parser)
+        ns = parse_command_line(parser, argv)
+        return group_options(ns, self.extra_options(ns))
+
+    def groups(self, layout: Layout, opts: GroupOptions) -> Layout:
+        members = tuple(layout.capable)
+        if len(members) < self.least_members:  # node_layout checked the count: never here
+            raise UsageError(f"{self.words.needs}: {len(members)} given")
+        roles = tuple(self.member_role if r in members else role for r, role in enumerate(layout.roles))
+        return replace(layout, roles=roles, groups=(members,))
+
+    def step(self, opts: GroupOptions, agreed) -> GroupStep:
+        """This member's step, on agreed.group_comm."""
+        raise NotImplementedError
+
+    def bytes_factor(self, members: int) -> int:
+        """Bytes one iteration moves, in message sizes, with this many members (the analysis's F)."""
+        return self.bytes_per_iteration_factor
+
+    def attrs(self, opts: GroupOptions, layout: Layout) -> dict[str, Any]:
+        """The kind's root attributes besides the shared ones (none by default)."""
+        return {}
+
+    def record(self, MPI, comm, opts: GroupOptions, argv: list[str], agreed, stop) -> int:
+        return GroupRecording(self, MPI, comm, opts, argv, agreed, stop).run()
+
+    def serve(self, MPI, comm, opts: GroupOptions, agreed, stop) -> int:
+        return serve_group(comm, self.step(opts, agreed), stop)
+
+
+class GroupRecording(FileRecording):
+    """Rank 0's group-kind run from the file's creation to its close; `run()` returns the exit status."""
+
+    def __init__(self, kind: GroupKind, MPI, comm, opts: GroupOptions, argv, agreed, stop) -> None:
+        from npmpi.commands.console import Console
+
+        self.kind, self.MPI, self.opts, self.argv, self.agreed, self.stop = (
+            kind,
+            MPI,
+            opts,
+            argv,
+            agreed,
+            stop,
+        )
+        self.layout = agreed.roles.layout
+        self.comm, self.output, self.reservation = comm, agreed.output, agreed.reservation
+        self.power_nodes = [agreed.gathered_power[r] for r in self.layout.power_ranks]
+        self.collector = power_collector(comm, self.layout, self.power_nodes)
+        self.console = Console(quiet=opts.quiet)
+        self.coordinator: GroupCoordinator | None = None
+        super().__init__()
+
+    def file_attrs(self) -> dict[str, Any]:
+        """The root attributes: every kind's (job_attrs), the step's factors, the members."""
+        from npmpi.sweep.clock import measure_python_clock
+
+        kind, layout = self.kind, self.layout
+        members = list(layout.groups[0])
+        return {
+            **job_attrs(self.MPI, [kind.name, *self.argv], layout, measure_python_clock(), kind.file_kind),
+            "options_json": self.opts.to_dict(),
+            "mode": kind.name,
+            "window": 1,
+            "pairs": 1,
+            "bytes_per_iteration_factor": kind.bytes_factor(len(members)),
+            "one_way_divisor": kind.one_way_divisor,
+            "kernel": "python",
+            "timing_comparable": True,
+            "member_ranks": np.array(members, dtype=np.int64),
+            "thread_level_requested": self.opts.thread_level,
+            **kind.attrs(self.opts, layout),
+        }
+
+    def on_row(self, index, row) -> None:
+        """One size measured: into the file, the samples since collected, a line on the console."""
+        self.coordinator.progress.quiet()  # the file is written now: the stall watchdog must not act
+        self.writer.append(row)
+        if self.collector is not None:
+            self.collector.collect(self.opts.trials * self.opts.target_time_s)
+        self.console.row(index, row)
+
+    def mark_file(self, message: str) -> None:
+        """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
+        with contextlib.suppress(Exception), self.coordinator.progress.lock:
+            self.writer.set_attrs(status="interrupted", status_message=message)
+
+    def _record(self) -> int:
+        from npmpi.runfile.writer import RunWriter
+        from npmpi.sweep.watchdog import STALL_FACTOR, StallWatchdog
+
+        opts, layout, console = self.opts, self.layout, self.console
+        attrs = self.file_attrs()
+        members = list(layout.groups[0])
+        self.coordinator = GroupCoordinator(
+            self.comm, members, self.kind.step(opts, self.agreed), opts, self.stop, self.on_row
+        )
+        self.writer = RunWriter(
+            self.output,
+            attrs,
+            layout_rows(layout, self.agreed.thread_levels),
+            opts.trials,
+            overwrite=opts.force,
+            reservation=self.reservation,
+            members=len(members),
+        )
+        self.stop.mark_file = self.mark_file
+        console.factor = int(attrs["bytes_per_iteration_factor"])
+        console.one_way_factor = self.kind.one_way_divisor
+        console.bandwidth_label, console.latency_label = "bandwidth", "time per operation"
+        console.note(
+            f"npmpi {attrs['npmpi_version']}: {self.kind.name}, {len(members)} measuring ranks on "
+            f"{layout.node_count} node(s), {len(opts.sizes_bytes)} sizes; output: {self.output}"
+        )
+        if self.collector is not None:
+            power_setup(self.writer, self.collector, layout, self.power_nodes, opts, console, self.stop)
+            if self.agreed.calibration is not None:
+                from npmpi.power.calibration import apply_calibration
+
+                for line in apply_calibration(
+                    self.writer, self.agreed.calibration, layout, self.power_nodes, opts.calibration
+                ):
+                    console.note(line)
+        self.writer.set_attrs(stall_timeout_s=opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
+        with StallWatchdog(
+            self.coordinator.progress, opts.stall_timeout_s, list(layout.hosts), {}, self.stalled
+        ):
+            outcome = self.coordinator.run()
+        if self.collector is not None:
+            final_power(
+                self.writer,
+                self.collector,
+                layout,
+                self.power_nodes,
+                opts,
+                self.agreed.calibration,
+                outcome,
+                console,
+                self.stop,
+            )
+        elapsed = time.monotonic() - self.started
+        self.writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=now_utc())
+        self.coordinator.release(outcome.exit_code)
+        console.summary(outcome, self.output, elapsed, self.collector)
+        if self.collector is not None:
+            self.collector.end_job_if_lost(outcome.exit_code)
+        return outcome.exit_code
+
+    def _quiet(self) -> bool:
+        return self.coordinator is not None and not self.stop.timing
+
+    def _release(self, code: int) -> bool:
+        return self.coordinator is not None and self.coordinator.release(code)
+
+    def _kept(self) -> str:
+        return f"; {self.writer.rows} completed sizes are in {self.output}"

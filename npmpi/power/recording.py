@@ -1,0 +1,102 @@
+"""What every kind's recording does with the power ranks (a run, a map, a group kind): the power
+groups created, the clock offsets and the idle baseline before; the baseline after, the last samples
+and the offsets at the end (docs/file-format.md, "/power")."""
+
+from __future__ import annotations
+
+from npmpi.core.config import DEFAULT_BASELINE_S
+from npmpi.power.fabric import fabric_group_attrs, fabric_info
+from npmpi.runfile.format import FABRIC_GROUP
+
+
+def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None) -> float:
+    """Create the power groups, measure clock offsets, record the idle baseline; returns baseline s."""
+    from npmpi.power.baseline import store_baseline
+
+    node_attrs, channels = [], []
+    for node, (rank, info) in enumerate(zip(layout.power_ranks, power_nodes, strict=True)):
+        node_attrs.append(
+            {
+                "host": layout.hosts[rank],
+                "node_index": node,
+                "power_rank": rank,
+                "meter_specs": list(info["specs"]),
+                "meters_skipped": list(info["skipped"]) or "",
+                **auto_attrs(info),
+                "boot_id": str(info.get("boot_id", "")),  # format 1.6: nodes that are one machine
+                "machine_id": str(info.get("machine_id", "")),
+            }
+        )
+        channels.append(info["channels"])
+    fabric = fabric_info(power_nodes)
+    baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
+    writer.create_power(
+        {
+            "baseline_requested_s": baseline_s,
+            "sample_interval_requested_s": opts.sample_interval_s
+            if opts.sample_interval_s is not None
+            else "natural",
+        },
+        node_attrs,
+        channels,
+    )
+    if fabric is not None:
+        node, info = fabric
+        writer.create_fabric(fabric_group_attrs(node, info, layout.hosts[info["rank"]]), info["channels"])
+    collector.writer = writer
+    store_offsets(writer, collector.clock_offsets(), "start", fabric[0] if fabric else None)
+    console.power_header(node_attrs, channels)
+    if fabric is not None:
+        console.fabric_header(fabric[1])
+    if baseline_s > 0:
+        console.note(f"recording {baseline_s:g} s of idle baseline power")
+        store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
+    return baseline_s
+
+
+def auto_attrs(info: dict) -> dict[str, str]:
+    """A node's `--meter auto` choice (format 1.6): every kind's outcome as JSON, and its one line."""
+    if not info.get("auto"):
+        return {}
+    import json
+
+    return {"meter_auto": json.dumps(info["auto"]), "meter_auto_summary": info.get("auto_summary", "")}
+
+
+def final_power(writer, collector, layout, power_nodes, opts, calibration, outcome, console, stop) -> None:
+    """After the sweep: the baseline after it (not when interrupted: mpirun may kill the job at
+    any moment), the last samples, the clock offsets at the end."""
+    from npmpi.power.baseline import after_baseline_s, store_baseline
+    from npmpi.power.calibration import largest_delay_s
+
+    collector.collect()
+    if outcome.status == "complete" and not stop:
+        baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
+        seconds = after_baseline_s(baseline_s, power_nodes, largest_delay_s(calibration, layout, power_nodes))
+        if seconds > 0:
+            console.note(f"recording {seconds:g} s of idle power after the sweep")
+            store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
+        if collector.lost and outcome.status == "complete":  # a frozen power rank, gone on without
+            outcome.message = collector.lost_message()
+        if stop:  # a stop signal during that baseline: the file says so, though every size was measured
+            outcome.status = "interrupted"
+            outcome.message = f"{stop.name} received during the idle baseline after the sweep"
+            outcome.exit_code = 128 + int(stop.signum or 0)
+    fabric = fabric_info(power_nodes)
+    store_offsets(writer, collector.clock_offsets(), "end", fabric[0] if fabric else None)
+
+
+def store_offsets(writer, offsets, which: str, fabric_node: int | None = None) -> None:
+    """Each power node's clock offset from rank 0 (`which`: start or end) as its group's attributes;
+    the fabric's (/power/fabric) are those of the node whose power rank samples it."""
+    for node, off in enumerate(offsets):
+        attrs = {
+            f"clock_offset_{which}_s": off.offset_s,
+            f"clock_offset_{which}_uncertainty_s": off.uncertainty_s,
+            f"clock_offset_{which}_round_trip_s": off.round_trip_s,
+            f"clock_offset_{which}_measured_unix_s": off.measured_unix_s,
+        }
+        writer.set_group_attrs(f"power/node{node}", **attrs)
+        if node == fabric_node:
+            writer.set_group_attrs(f"power/{FABRIC_GROUP}", **attrs)
+    writer.flush()
