@@ -178,7 +178,8 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
         console.fabric_header(fabric[1])
     if baseline_s > 0:
         console.note(f"recording {baseline_s:g} s of idle baseline power")
-        store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
+        window = collector.baseline(baseline_s, stop, "the idle baseline before the measurements")
+        store_baseline(writer, layout, window, after=False)
     return baseline_s
 
 
@@ -203,7 +204,8 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
         seconds = after_baseline_s(baseline_s, power_nodes, largest_delay_s(calibration, layout, power_nodes))
         if seconds > 0:
             console.note(f"recording {seconds:g} s of idle power after the sweep")
-            store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
+            window = collector.baseline(seconds, stop, "the idle baseline after the measurements")
+            store_baseline(writer, layout, window, after=True)
         if collector.lost and outcome.status == "complete":  # a frozen power rank, gone on without
             outcome.message = collector.lost_message()
         if stop:  # a stop signal during that baseline: the file says so, though every size was measured
@@ -248,7 +250,8 @@ class Recording(FileRecording):
         self.np_out = None  # --np-out: npmpi.core.npout.NpOutWriter
         self.transmitter = None
         self.comm, self.output, self.reservation = s.comm, s.output, s.reservation
-        self.collector = power_collector(s.comm, s.layout, s.power_nodes)
+        self.layout, self.stall_timeout_s = s.layout, opts.stall_timeout_s
+        self.collector = power_collector(s.comm, s.layout, s.power_nodes, opts.stall_timeout_s)
         # the analysis flags a size 'short' when its window (first trial start to last trial end) is
         # shorter than a channel's interval (its sample interval, or the span its readings average)
         self.longest_interval = max(
@@ -297,7 +300,7 @@ class Recording(FileRecording):
             pairs=len(s.layout.pairs),
             reservation=s.reservation,
         )
-        s.stop.mark_file = self.mark_file
+        s.stop.mark_file, s.stop.abandon = self.mark_file, self.abandon
         if opts.np_out is not None:
             from npmpi.core.npout import NpOutWriter
 
@@ -334,9 +337,12 @@ class Recording(FileRecording):
             )
         if not s.stop:  # Slurm's own count of the step's energy, beside npmpi's (absent: said why)
             writer.set_attrs(**consumed_energy_attrs(os.environ))
-        elapsed = time.monotonic() - self.started
         if self.np_out is not None:
             self.np_out.close()
+        # every rank released and its end reported before the file says how the run ended: a rank
+        # stopped now is named, the file failed (RankStalled), not a job hung in MPI_Finalize
+        self._release_all(outcome.exit_code)
+        elapsed = time.monotonic() - self.started
         writer.finish(
             outcome.status,
             outcome.message,
@@ -344,7 +350,6 @@ class Recording(FileRecording):
             elapsed_s=elapsed,
             finished_utc=now_utc(),
         )
-        self.transmitter.release(outcome.exit_code)
         console.summary(outcome, s.output, elapsed, collector)
         if collector is not None:
             collector.end_job_if_lost(outcome.exit_code)
@@ -352,13 +357,17 @@ class Recording(FileRecording):
 
     def _watchdog(self):
         """Rank 0's stall watchdog around the sweep (npmpi/sweep/watchdog.py), its bound's rule stored."""
-        from npmpi.sweep.watchdog import STALL_FACTOR, StallWatchdog
+        from npmpi.sweep.watchdog import INTEGRITY_CHECK_S, STALL_FACTOR, StallWatchdog
 
         s = self.setup
+        self.transmitter.progress.check_s = INTEGRITY_CHECK_S if s.opts.integrity else 0.0
         self.writer.set_attrs(stall_timeout_s=s.opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
         partner_of = {a: b for pair in s.layout.pairs[1:] for a, b in (pair, pair[::-1])}
         progress = self.transmitter.progress
         return StallWatchdog(progress, s.opts.stall_timeout_s, list(s.layout.hosts), partner_of, self.stalled)
+
+    def _progress(self):
+        return self.transmitter.progress if self.transmitter is not None else None
 
     def _quiet(self) -> bool:
         return self.transmitter is not None and not self.transmitter.stop.timing

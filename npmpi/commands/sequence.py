@@ -20,7 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from npmpi.core.errors import UsageError
-from npmpi.core.job import abort, describe, error_line, install_signal_handlers, parse_or_exit_status, say
+from npmpi.core.job import (
+    abort,
+    describe,
+    error_line,
+    install_signal_handlers,
+    parse_or_exit_status,
+    say,
+    startup_guard,
+)
+
+FINALIZE_FLOOR_S = 10.0  # the least rank 0's MPI_Finalize is given (every rank has reported its end)
+POWER_END_S = 30.0  # the least a power rank is given to report its end (its meters' threads stop first)
 
 
 @dataclass(frozen=True)
@@ -48,12 +59,18 @@ class MpiCommand:
         opts = parse_or_exit_status(self.parse, argv)
         if isinstance(opts, int):
             return opts
+        if self.before_mpi is not None:
+            self.before_mpi(opts)
+        guard = startup_guard(opts)  # rank 0: a rank stopped before the checks end cannot hang the job
+        try:
+            return self._started(argv, opts, guard)
+        finally:
+            guard.cancel()
 
+    def _started(self, argv: list[str], opts, guard) -> int:
         from npmpi.core.job import load_mpi
         from npmpi.core.protocol import StopFlag
 
-        if self.before_mpi is not None:
-            self.before_mpi(opts)
         MPI = load_mpi(self.thread_level(opts))
         if MPI is None:
             return 2
@@ -71,15 +88,50 @@ class MpiCommand:
         except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
             abort(comm, f"{self.who(rank, MPI.Get_processor_name())} while starting: {describe(exc)}", 1)
             return 1
+        guard.cancel()
         if self.record is not None:
             status = self.record(MPI, comm, opts, argv, agreed, stop)
-            if status is not None:
-                return status
+            if status is not None:  # every other rank reported its end (else the job was aborted)
+                return leave(MPI, comm, opts, status)
         try:
-            return self.serve(MPI, comm, opts, agreed, stop)
+            status = self.serve(MPI, comm, opts, agreed, stop)
         except BaseException as exc:
             abort(comm, f"{self.who(rank, MPI.Get_processor_name())}: {describe(exc)}", 1)
             return 1
+        return end_of_role(MPI, comm, opts, agreed, status)
+
+
+def end_of_role(MPI, comm, opts, agreed, status: int) -> int:
+    """After a rank's role: a rank other than 0 reports its end to rank 0; rank 0 (when it served
+    rather than recorded: calibrate) waits for every rank's report, bounded by --stall-timeout, and
+    names one that does not come instead of hanging in MPI_Finalize (npmpi.core.job.await_ends)."""
+    from npmpi.core.errors import RankStalled
+    from npmpi.core.job import await_ends, end_bound_s, finalize_within, report_end, stall_timeout_of
+
+    if comm.Get_rank() != 0:
+        report_end(comm)
+        finalize_within(MPI, 0.0, guard=False)
+        return status
+    layout = agreed.roles.layout
+    bound = end_bound_s(stall_timeout_of(opts))
+    power_bound = max(bound, POWER_END_S) if bound else 0.0  # a power rank stops its meters first
+    bounds = {r: power_bound if r in layout.power_ranks else bound for r in range(1, comm.Get_size())}
+    try:
+        await_ends(comm, bounds, list(layout.hosts), "the end of the job")
+    except RankStalled as exc:
+        abort(comm, str(exc), 1)
+        return 1
+    return leave(MPI, comm, opts, status)
+
+
+def leave(MPI, comm, opts, status: int) -> int:
+    """Rank 0, every other rank's end reported: let them go and end MPI, bounded (npmpi.core.job)."""
+    from npmpi.core.job import end_bound_s, finalize_within, say_leave, stall_timeout_of
+
+    say_leave(comm)
+    bound = end_bound_s(stall_timeout_of(opts))
+    finalize_within(MPI, max(bound, FINALIZE_FLOOR_S) if bound else 0.0, guard=True)
+    return status
 
 
 def meters_thread_level(opts) -> str:

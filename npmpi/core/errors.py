@@ -25,6 +25,11 @@ class DataMismatch(NpmpiError):
     """Received data differ from what was sent."""
 
 
+class RankStalled(NpmpiError):
+    """A rank stopped answering where rank 0 waits for it outside the sweep's steps (an idle
+    baseline, the end of the job): it cannot be released, only the job aborted."""
+
+
 class RunFileError(NpmpiError):
     """A run file is missing, unreadable, of another format or of a newer version."""
 
