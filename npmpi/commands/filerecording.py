@@ -153,7 +153,7 @@ class FileRecording(ABC):
             extra = f" (and the {self.FILE} file could not be closed: {exc})"
         abort(self.comm, message + extra + self._kept(), 1, settle_s=0.3)
 
-    def _progress(self):
+    def _watched(self):
         """The stall watchdog's Progress of the protocol in progress (its lock, `armed`), or None."""
         return None
 
@@ -167,7 +167,7 @@ class FileRecording(ABC):
         (`final`) close it interrupted and end the job as the Python kernel's abandon does. Only
         while the protocol is armed: the main thread is not in the file, and cannot enter it while
         this holds the lock (the stall watchdog's rule, npmpi/sweep/watchdog.py)."""
-        progress = self._progress()
+        progress = self._watched()
         if progress is None or self.writer is None:
             return
         with progress.lock:

@@ -366,7 +366,7 @@ class Recording(FileRecording):
         progress = self.transmitter.progress
         return StallWatchdog(progress, s.opts.stall_timeout_s, list(s.layout.hosts), partner_of, self.stalled)
 
-    def _progress(self):
+    def _watched(self):
         return self.transmitter.progress if self.transmitter is not None else None
 
     def _quiet(self) -> bool:

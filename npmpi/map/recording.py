@@ -371,7 +371,7 @@ class MapRecording(FileRecording):
             outcome.message = f"{self.stop.name} received while suspects were measured again"
             outcome.exit_code = 128 + int(self.stop.signum or 0)
 
-    def _progress(self):
+    def _watched(self):
         return self.coordinator.progress if self.coordinator is not None else None
 
     def _quiet(self) -> bool:

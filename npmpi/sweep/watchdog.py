@@ -194,21 +194,22 @@ class StallWatchdog:
 
     def _run(self) -> None:
         """Rank 0 paused as a whole (SIGSTOP and SIGCONT, a debugger, a paused VM) stops this thread
-        too: it wakes later than it asked. The main thread was not running either, so that time is
-        no peer's silence: it is taken off the step's wait (`paused_s`), and the peer is blamed only
-        for a bound's worth of time that rank 0 itself was running. The thread wakes at least every
-        TICK_S while a step is armed, so a pause is seen to within that."""
+        too: it wakes later than it asked (by more than PAUSE_SLACK_S). The main thread was not
+        running either, so that sleep, all of it (when in it the pause began is unknown), is no
+        peer's silence: it is taken off the step's wait (`paused_s`), and the peer is blamed only
+        for a bound's worth of time that rank 0 itself was running. The thread sleeps at most TICK_S
+        at a time while a step is armed, so at most that is forgiven a peer that stops meanwhile."""
         while True:
             asked = self._sleep_s()
             slept_from = time.monotonic()
             if self._stopped.wait(asked):
                 return
-            late = time.monotonic() - slept_from - asked
+            slept = time.monotonic() - slept_from
             p = self.progress
             with p.lock:
                 step = p.current
-                if late > PAUSE_SLACK_S and step is not None:
-                    self._paused = (step, self.paused_s(step) + late)
+                if slept - asked > PAUSE_SLACK_S and step is not None:  # when in it the pause began
+                    self._paused = (step, self.paused_s(step) + slept)  # is unknown: all of it
                 if self._stopped.is_set() or not p.armed or step is None:
                     continue
                 bound = p.bound_s(self.floor_s)
