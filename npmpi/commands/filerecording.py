@@ -193,7 +193,8 @@ class FileRecording(ABC):
                 collector.collect()
         if writer is not None:
             try:
-                writer.finish(status, message, elapsed_s=time.monotonic() - self.started)
+                bound = {"stall_bound_s": exc.bound_s} if isinstance(exc, RankStalled) else {}
+                writer.finish(status, message, elapsed_s=time.monotonic() - self.started, **bound)
             except Exception as werr:
                 if werr is not exc:
                     return f" (and the {self.FILE} file could not be closed: {werr})"

@@ -379,5 +379,6 @@ def await_ends(comm, bounds: dict[int, float], hosts, during: str) -> None:
         waited = time.monotonic() - started
         late = [r for r in pending if 0 < bounds[r] < waited]
         if late:
-            raise RankStalled(stalled_message(late[0], hosts, waited, bounds[late[0]], during))
+            bound = bounds[late[0]]
+            raise RankStalled(stalled_message(late[0], hosts, waited, bound, during), bound)
         time.sleep(END_POLL_S)

@@ -173,7 +173,8 @@ def _reply(comm, rank: int, reply: np.ndarray, ended: float, patience: dict, sta
                 from npmpi.core.errors import RankStalled
                 from npmpi.core.job import stalled_message
 
-                raise RankStalled(stalled_message(rank, hosts, waited, bound_s, f"the end of {during}"))
+                message = stalled_message(rank, hosts, waited, bound_s, f"the end of {during}")
+                raise RankStalled(message, bound_s)
             req.Cancel()
             req.Wait()
             return False
