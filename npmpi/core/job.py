@@ -7,6 +7,7 @@ never leaving a rank blocked; a stop signal ends the current trial (the stop han
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -291,7 +292,10 @@ class KillGuard:
     copied) prints `line` and kills this process after `bound_s`, so that mpirun ends every rank;
     `cancel()` once the wait is over. Nothing when `bound_s` is 0 or no shell can be started."""
 
-    SCRIPT = 'sleep "$1"; kill -0 "$2" 2>/dev/null || exit 0; printf "%s\\n" "$3" >&2; kill -KILL "$2"'
+    SCRIPT = (
+        'sleep "$1" </dev/null >/dev/null 2>&1; kill -0 "$2" 2>/dev/null || exit 0; '
+        'printf "%s\\n" "$3" >&2; kill -KILL "$2"'
+    )
 
     def __init__(self, bound_s: float, line: str) -> None:
         import math
@@ -304,14 +308,21 @@ class KillGuard:
         sys.stderr.flush()
         try:
             self.shell = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                close_fds=True,
+                start_new_session=True,
             )
         except OSError:
             self.shell = None
 
     def cancel(self) -> None:
+        """The shell and its sleep killed (its own session: neither is left holding rank 0's stderr,
+        which mpirun would wait for)."""
         if self.shell is not None:
-            self.shell.kill()
+            with contextlib.suppress(OSError):
+                os.killpg(self.shell.pid, signal.SIGKILL)
             self.shell.wait()
             self.shell = None
 
