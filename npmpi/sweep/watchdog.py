@@ -55,8 +55,8 @@ from typing import NamedTuple
 
 STALL_FACTOR = 20.0  # times what a step is expected to take
 IDLE_CHECK_S = 1.0  # how often the thread looks while nothing is armed
-TICK_S = 0.5  # the longest the thread sleeps while a step is armed: how it sees rank 0 paused
-PAUSE_SLACK_S = 0.25  # a wake this much later than asked is rank 0 paused, not a slow peer
+TICK_S = 0.25  # the longest the thread sleeps while a step is armed: how it sees rank 0 paused
+PAUSE_SLACK_S = 0.1  # a wake this much later than asked is rank 0 paused (or not run), not a slow peer
 # --integrity: each iteration of a trial is followed by Python's check of the received message,
 # which the warm-up (the rate the first trial's bound is learned from) does not do; a generous
 # cost of that check, added to each trial iteration's expected time
@@ -195,21 +195,22 @@ class StallWatchdog:
     def _run(self) -> None:
         """Rank 0 paused as a whole (SIGSTOP and SIGCONT, a debugger, a paused VM) stops this thread
         too: it wakes later than it asked (by more than PAUSE_SLACK_S). The main thread was not
-        running either, so that sleep, all of it (when in it the pause began is unknown), is no
-        peer's silence: it is taken off the step's wait (`paused_s`), and the peer is blamed only
-        for a bound's worth of time that rank 0 itself was running. The thread sleeps at most TICK_S
-        at a time while a step is armed, so at most that is forgiven a peer that stops meanwhile."""
+        running either, so that lateness is no peer's silence: it is taken off the step's wait
+        (`paused_s`), and the peer is blamed only for a bound's worth of time that rank 0 itself was
+        running. Only the lateness: a pause that began during the sleep costs at most TICK_S of the
+        bound (the thread sleeps no longer while a step is armed), and a machine so loaded that the
+        thread is always late still sees a silent peer's wait grow by every sleep it asked for."""
         while True:
             asked = self._sleep_s()
             slept_from = time.monotonic()
             if self._stopped.wait(asked):
                 return
-            slept = time.monotonic() - slept_from
+            late = time.monotonic() - slept_from - asked
             p = self.progress
             with p.lock:
                 step = p.current
-                if slept - asked > PAUSE_SLACK_S and step is not None:  # when in it the pause began
-                    self._paused = (step, self.paused_s(step) + slept)  # is unknown: all of it
+                if late > PAUSE_SLACK_S and step is not None:
+                    self._paused = (step, self.paused_s(step) + late)
                 if self._stopped.is_set() or not p.armed or step is None:
                     continue
                 bound = p.bound_s(self.floor_s)
