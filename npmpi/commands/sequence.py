@@ -1,14 +1,18 @@
 """The sequence every MPI command of npmpi follows (a run, a map, `calibrate`), written once.
 
-parse -> (environment) -> thread level -> MPI -> stop-signal handlers -> agree -> dispatch by role ->
-abort.
+parse -> (environment) -> [rank 0's start-up guard] thread level -> MPI -> stop-signal handlers ->
+agree [guard off] -> dispatch by role -> abort, or the end: every rank but 0 reports its end and
+waits for rank 0's leave, rank 0 waits for every report (bounded), then all call MPI_Finalize
+(rank 0's bounded by a guard: npmpi.core.job.KillGuard, as its start-up).
 
 Its guarantees are the commands' promise to the user: bad usage prints one line on rank 0 and every
 rank exits 2 without a file (`agree` raises UsageError on every rank at once: npmpi.core.job's
 collective check); a surprise on any rank while starting or serving its role ends the whole job with
 one line naming that rank (npmpi.core.job.abort), never leaving a rank blocked. Rank 0's recording is
 called outside that guard: it closes its file with a status whatever ends it, then releases or
-aborts the others itself.
+aborts the others itself. A rank stopped at any point (SIGSTOP, a debugger) ends the job within a
+bound of --stall-timeout: the sweep's watchdog, a baseline's and the end's bounded waits, the
+guards of MPI_Init and MPI_Finalize (where mpi4py holds the GIL and no Python code runs).
 """
 
 from __future__ import annotations
