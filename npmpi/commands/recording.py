@@ -300,7 +300,9 @@ class Recording(FileRecording):
             pairs=len(s.layout.pairs),
             reservation=s.reservation,
         )
-        s.stop.mark_file, s.stop.abandon = self.mark_file, self.abandon
+        s.stop.mark_file = self.mark_file
+        if opts.kernel == "c":  # a trial in one call: the handlers wait for its end (job.py's thread)
+            s.stop.abandon = self.abandon
         if opts.np_out is not None:
             from npmpi.core.npout import NpOutWriter
 

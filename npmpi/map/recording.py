@@ -252,7 +252,9 @@ class MapRecording(FileRecording):
             overwrite=opts.force,
             reservation=a.reservation,
         )
-        self.stop.mark_file, self.stop.abandon = self.mark_file, self.abandon
+        self.stop.mark_file = self.mark_file
+        if opts.kernel == "c":  # a trial in one call: the handlers wait for its end (job.py's thread)
+            self.stop.abandon = self.abandon
 
     def mark_file(self, message: str) -> None:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
