@@ -376,7 +376,7 @@ class MapRecording(FileRecording):
             m.confirm_budget,
             map_s,
             self.console,
-            list(self.agreed.names),
+            list(self.agreed.extra["names"]),
         )
         if self.stop:
             outcome.status = "interrupted"
