@@ -292,9 +292,12 @@ class KillGuard:
     copied) prints `line` and kills this process after `bound_s`, so that mpirun ends every rank;
     `cancel()` once the wait is over. Nothing when `bound_s` is 0 or no shell can be started."""
 
+    # The shell holds none of rank 0's descriptors while it waits: its line goes to rank 0's own
+    # stderr through /proc when it acts. Holding rank 0's stderr (mpirun's pipe) would keep mpirun
+    # waiting for the shell after MPI_Abort from another rank killed rank 0 before its cancel().
     SCRIPT = (
-        'sleep "$1" </dev/null >/dev/null 2>&1; kill -0 "$2" 2>/dev/null || exit 0; '
-        'printf "%s\\n" "$3" >&2; kill -KILL "$2"'
+        'sleep "$1"; kill -0 "$2" 2>/dev/null || exit 0; '
+        'printf "%s\\n" "$3" >>"/proc/$2/fd/2" 2>/dev/null; kill -KILL "$2"'
     )
 
     def __init__(self, bound_s: float, line: str) -> None:
@@ -311,6 +314,7 @@ class KillGuard:
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 close_fds=True,
                 start_new_session=True,
             )
