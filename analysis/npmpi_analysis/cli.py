@@ -304,6 +304,11 @@ def _print_text(analyses) -> None:
     for a in analyses:
         _say(report.size_table(a))
         _say("")
+        if a.coll is not None:
+            from npmpi_analysis.coll_report import coll_table
+
+            _say(coll_table(a))
+            _say("")
         _say(report.summary_text(a))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:

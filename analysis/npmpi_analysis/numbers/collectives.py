@@ -10,7 +10,8 @@ Per size, with i iterations per trial and every member's own trial times (/pingp
   bytes_per_iteration_factor is that factor); busbw = algbw x coll_bus_factor.
 - energy per operation E = P t, P the summed power of every node over the size's trials, sigma_E =
   sqrt((sigma_P t)^2 + (P sigma_t)^2); dynamic: (P - P_idle) t with sigma_P and the idle's sigma
-  combined; per node: that node's P t. pJ per bus bit = P / busbw.
+  combined (where that power is not above its own sigma, only its 2-sigma bound is shown); per node:
+  that node's P t. pJ per bus bit = P / busbw (pJ per algorithm bit: the rows' energy_pj_bit).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class CollFigures:
     energy_pj_bus_bit: np.ndarray | None = None
     energy_sigma_pj_bus_bit: np.ndarray | None = None
     node_energy_per_op_j: dict[int, np.ndarray] | None = None
+    # where the power above idle is not above its sigma: the dynamic energy is only bounded (2 sigma)
+    dynamic_not_above_idle: np.ndarray | None = None
+    dynamic_energy_per_op_bound_j: np.ndarray | None = None
 
     @property
     def bus_factor(self) -> float:
@@ -109,6 +113,12 @@ def _add_energy(c: CollFigures, power, bw: Bandwidth) -> None:
         c.dynamic_energy_per_op_j, c.dynamic_energy_per_op_sigma_j = energy_per_op_j(
             dyn_w, dyn_sigma_w, c.op_s, c.op_sigma_s
         )
+        with np.errstate(invalid="ignore"):
+            low = np.isfinite(dyn_w) & ~(dyn_w > dyn_sigma_w)
+        c.dynamic_not_above_idle = low
+        c.dynamic_energy_per_op_bound_j = np.where(
+            low, (np.maximum(dyn_w, 0) + 2 * dyn_sigma_w) * c.op_s, np.nan
+        )
     with np.errstate(invalid="ignore", divide="ignore"):
         bus = np.where(c.busbw_bit_s > 0, c.busbw_bit_s, np.nan)
         rel_b = bw.sigma_bit_s / bw.mean_bit_s
@@ -139,6 +149,8 @@ def size_columns(c: CollFigures, k: int) -> dict:
         dyn, dyn_sigma = c.dynamic_energy_per_op_j, c.dynamic_energy_per_op_sigma_j
         row["dynamic_energy_per_op_j"] = float(dyn[k]) if dyn is not None else math.nan
         row["dynamic_energy_per_op_sigma_j"] = float(dyn_sigma[k]) if dyn_sigma is not None else math.nan
+        low = c.dynamic_not_above_idle is not None and bool(c.dynamic_not_above_idle[k])
+        row["dynamic_energy_per_op_bound_j"] = float(c.dynamic_energy_per_op_bound_j[k]) if low else math.nan
         row["energy_pj_bus_bit"] = float(c.energy_pj_bus_bit[k])
         row["energy_sigma_pj_bus_bit"] = float(c.energy_sigma_pj_bus_bit[k])
         for index, values in (c.node_energy_per_op_j or {}).items():
