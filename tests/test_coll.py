@@ -45,24 +45,28 @@ def osu_latency(member_trial_s, iterations):
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "op, np_, sizes",
+    "op, np_, sizes, kernel",
     [
-        ("alltoall", 5, "4,4K"),
-        ("reduce_scatter", 5, "16,4K"),
-        ("bcast", 3, "1,4K"),
-        ("reduce", 3, "1,4K"),
-        ("allgather", 3, "1,4K"),
-        ("barrier", 3, None),
+        ("alltoall", 5, "4,4K", "python"),
+        ("reduce_scatter", 5, "16,4K", "c"),
+        ("bcast", 3, "1,4K", "c"),
+        ("reduce", 3, "1,4K", "python"),
+        ("allgather", 3, "1,4K", "c"),
+        ("barrier", 3, None, "python"),
     ],
 )
-def test_every_op_runs_checked_with_a_power_rank(tmp_path, op, np_, sizes):
-    args = ["coll", "--op", op, *QUICK, "-o", "c.h5"] + (["--sizes", sizes] if sizes else [])
+def test_every_op_runs_checked_with_a_power_rank(tmp_path, op, np_, sizes, kernel):
+    args = ["coll", "--op", op, "--kernel", kernel, *QUICK, "-o", "c.h5"] + (
+        ["--sizes", sizes] if sizes else []
+    )
     proc = run_mpi(args, np=np_, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     n = np_ - 1
     with h5py.File(tmp_path / "c.h5", "r") as f:
         a = f.attrs
-        assert a["kind"] == "coll" and a["status"] == "complete" and a["coll_op"] == op
+        assert (
+            a["kind"] == "coll" and a["status"] == "complete" and a["coll_op"] == op and a["kernel"] == kernel
+        )
         assert a["coll_ranks"] == n and len(a["member_ranks"]) == n and 0 in a["member_ranks"]
         assert a["coll_checked"] and f["pingpong/data_verified"][:].all()
         assert a["bytes_per_iteration_factor"] == (n if op in ("allgather", "alltoall") else 1)
