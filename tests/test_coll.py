@@ -12,8 +12,9 @@ import h5py
 import numpy as np
 import pytest
 from conftest import run_mpi
-from npmpi_analysis.coll_report import coll_table
+from npmpi_analysis.coll_report import coll_cells, coll_heading
 from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+from npmpi_analysis.report import html_report
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.coll.kind import KIND
@@ -150,9 +151,13 @@ def test_energy_per_operation_sums_every_node_s_known_power(tmp_path):
         assert math.isnan(row["latency_avg_s"])  # no member times in this file: no OSU latency, never a guess
         assert math.isnan(row["dynamic_energy_per_op_bound_j"])  # 60 W above idle: a figure
     assert a.summary()["collective"]["op"] == "allreduce"
-    table = coll_table(a, pm="+-").splitlines()
-    assert "allreduce on 2 ranks" in table[0] and "busbw = algbw x 2(n-1)/n = 1" in table[0]
-    assert table[2].split()[:2] == ["1024", "1000"] and "uJ/op +- σ" in table[1]
+    heading = coll_heading(a)
+    assert "allreduce on 2 ranks" in heading and "busbw = algbw x 2(n-1)/n = 1" in heading
+    headers, cells = coll_cells(a, pm="+-")
+    assert cells[0][:2] == ["1024", "1000"] and "uJ/op +- σ" in headers
+    assert cells[0][headers.index("uJ/op +- σ")].startswith(f"{150 * 0.11 / 1000 * 1e6:.4g} +- ")
+    page = html_report([a], [], []).decode()
+    assert "busbw = algbw x 2(n-1)/n" in page and "pJ/bus bit" in page
 
 
 @pytest.mark.mpi

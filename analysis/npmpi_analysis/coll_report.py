@@ -1,12 +1,12 @@
-"""A coll file's table in the text output: OSU's latency columns, nccl-tests' algbw and busbw with the
-factor used, and the energy of one operation (numbers/collectives.py; docs/collectives.md)."""
+"""A coll file's table (the text output and the HTML report): OSU's latency columns, nccl-tests' algbw
+and busbw with the factor used, and the energy of one operation (numbers/collectives.py;
+docs/collectives.md). Cells only: report.py and cli.py lay them out."""
 
 from __future__ import annotations
 
 import math
 
 from npmpi_analysis.numbers.analyse import RunAnalysis
-from npmpi_analysis.report import render_table
 
 
 def _g(x, digits: int = 4) -> str:
@@ -31,8 +31,9 @@ def coll_heading(a: RunAnalysis) -> str:
     )
 
 
-def coll_table(a: RunAnalysis, pm: str = "±", micro: str = "us") -> str:
-    """The per-size table of a coll file: latency across ranks, bandwidths, energy per operation."""
+def coll_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of a coll file's per-size table: latency across ranks, bandwidths, energy
+    per operation."""
     c = a.coll
     headers = [
         "bytes",
@@ -67,7 +68,7 @@ def coll_table(a: RunAnalysis, pm: str = "±", micro: str = "us") -> str:
                 flags[k],
             ]
         rows.append(row)
-    return coll_heading(a) + "\n" + render_table(headers, rows)
+    return headers, rows
 
 
 def _dynamic(c, k: int, pm: str) -> str:
