@@ -7,6 +7,7 @@ ranks in both kernels without a job per case: tests/inprocess/test_coll_steps.py
 from __future__ import annotations
 
 import math
+import re
 
 import h5py
 import numpy as np
@@ -219,3 +220,26 @@ def test_osu_sizes_and_the_table():
     assert list(got) == [*pattern(0, 2, dt), *pattern(1, 2, dt), *pattern(2, 2, dt)]
     got = expected(OPS["alltoall"], None, 1, 3, 2, dt)
     assert list(got) == [*pattern(0, 6, dt)[2:4], *pattern(1, 6, dt)[2:4], *pattern(2, 6, dt)[2:4]]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_member_frozen_mid_collective_ends_the_job_with_one_line_and_a_failed_file(tmp_path):
+    """SIGSTOP a member (C kernel: the others wait inside MPI_Allreduce with the GIL released): rank
+    0's stall watchdog ends the job within the bound, one line naming the rank, every size before
+    kept (tests/test_reliability_stall.py for the run)."""
+    from test_reliability_support import Job, freeze_until_the_end
+
+    args = ["coll", "--op", "allreduce", "--kernel", "c", "--trials", "3", "--target-time", "0.1"]
+    args += ["--sizes", "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M"]
+    args += ["--stall-timeout", "3", "-o", "frozen-coll.h5"]
+    job = Job(args, 3, tmp_path, "frozen-coll.h5")
+    took, errors = freeze_until_the_end(job, lambda: job.rows_printed() >= 3, 2, 60)
+    # rank 0 waits inside the collective for every member at once: it names them all, never one guess
+    assert len(errors) == 1 and "one of the measuring ranks 1, 2 (inside a step" in errors[0], errors
+    assert "stopped answering" in errors[0] and not re.search(r"npmpi: error: rank \d", errors[0])
+    assert "completed sizes are in" in errors[0] and took < 3 + 20 * 0.3 + 12
+    with h5py.File(tmp_path / "frozen-coll.h5", "r") as f:
+        assert f.attrs["status"] == "failed" and "stopped answering" in str(f.attrs["status_message"])
+        assert f["pingpong/size_bytes"].shape[0] == job.rows_printed() >= 3
