@@ -117,29 +117,35 @@ def test_energy_per_operation_is_the_known_power_times_the_time_of_one(tmp_path)
         )
 
 
+T0 = 1_000.0
+TRIALS = [[0.10, 0.11, 0.12], [0.20, 0.22, 0.21]]
+
+
+def synthetic_coll(path, ranks: int = 2, scale: float = 1.0):
+    """A coll file of allreduce on `ranks` ranks, two nodes of 60 W and 90 W while it runs (idle 40 W
+    and 50 W before), trials TRIALS x `scale` of 1000 and 500 iterations at 1 KiB and 4 KiB."""
+    stamps = np.arange(T0 - 4, T0 + 8, 0.01)
+    nodes = [
+        SynthNode([SynthChannel(stamps, np.where(stamps < T0 - 1, idle, busy), sample_interval_s=0.01)])
+        for idle, busy in ((40.0, 60.0), (50.0, 90.0))
+    ]
+    trials = [[t * scale for t in row] for row in TRIALS]
+    starts = [[T0, T0 + 0.5, T0 + 1.0], [T0 + 2, T0 + 2.5, T0 + 3.0]]
+    ends = [[s + d for s, d in zip(ss, dd, strict=True)] for ss, dd in zip(starts, trials, strict=True)]
+    attrs = {"kind": "coll", "mode": "coll", "bytes_per_iteration_factor": 1, "one_way_divisor": 1}
+    attrs |= {"coll_op": "allreduce", "coll_ranks": ranks, "coll_bus_factor": 2 * (ranks - 1) / ranks}
+    attrs |= {"coll_bus_factor_formula": "2(n-1)/n"}
+    return write_run(
+        path, [1024, 4096], [1000, 500], trials, starts, ends, nodes=nodes, baseline=(T0 - 3.5, T0 - 1.5),
+        attrs=attrs,
+    )  # fmt: skip
+
+
 def test_energy_per_operation_sums_every_node_s_known_power(tmp_path):
     """Two nodes of 60 W and 90 W while the op runs (idle 40 W and 50 W before): J/op = 150 W x t,
     the dynamic part 60 W x t, each node its own; sigma from the trials' spread alone."""
-    t0 = 1_000.0
-    stamps = np.arange(t0 - 4, t0 + 8, 0.01)
-    nodes = [
-        SynthNode([SynthChannel(stamps, np.where(stamps < t0 - 1, idle, busy), sample_interval_s=0.01)])
-        for idle, busy in ((40.0, 60.0), (50.0, 90.0))
-    ]
-    trials = [[0.10, 0.11, 0.12], [0.20, 0.22, 0.21]]
-    starts = [[t0, t0 + 0.5, t0 + 1.0], [t0 + 2, t0 + 2.5, t0 + 3.0]]
-    ends = [[s + d for s, d in zip(ss, dd, strict=True)] for ss, dd in zip(starts, trials, strict=True)]
-    attrs = {"kind": "coll", "mode": "coll", "bytes_per_iteration_factor": 1, "one_way_divisor": 1}
-    attrs |= {
-        "coll_op": "allreduce",
-        "coll_ranks": 2,
-        "coll_bus_factor": 1.0,
-        "coll_bus_factor_formula": "2(n-1)/n",
-    }
-    path = write_run(
-        tmp_path / "c.h5", [1024, 4096], [1000, 500], trials, starts, ends, nodes=nodes,
-        baseline=(t0 - 3.5, t0 - 1.5), attrs=attrs,
-    )  # fmt: skip
+    trials = TRIALS
+    path = synthetic_coll(tmp_path / "c.h5")
     _, a, rows = rows_of(path)
     for k, (row, i) in enumerate(zip(rows, [1000, 500], strict=True)):
         t, sigma_t = np.mean(trials[k]) / i, np.std(trials[k], ddof=1) / math.sqrt(3) / i
@@ -159,6 +165,23 @@ def test_energy_per_operation_sums_every_node_s_known_power(tmp_path):
     assert cells[0][headers.index("uJ/op +- σ")].startswith(f"{150 * 0.11 / 1000 * 1e6:.4g} +- ")
     page = html_report([a], [], []).decode()
     assert "busbw = algbw x 2(n-1)/n" in page and "pJ/bus bit" in page
+
+
+def test_the_figures_of_collectives_and_of_energy_against_ranks(tmp_path):
+    from npmpi_analysis.figures.run import all_plots
+
+    runs = [
+        analyse_run(load_run(synthetic_coll(tmp_path / f"r{n}.h5", n, n / 2)), f"r{n}") for n in (2, 4, 8)
+    ]
+    plots = {p.name: p for p in all_plots(runs)}
+    assert "collectives" in plots and "simulated" in plots["collectives"].caveat.lower()
+    (ax,) = plots["collectives_energy_vs_ranks"].figure.axes
+    lines = {label: bars.lines[0] for bars, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    assert sorted(lines) == ["allreduce 1024 B", "allreduce 4096 B"]
+    x, y = lines["allreduce 1024 B"].get_data()
+    # 150 W x the mean trial / 1000 iterations, the trials scaled by n / 2
+    assert list(x) == [2, 4, 8] and np.allclose(y, [150 * 0.11 * n / 2 / 1000 * 1e6 for n in (2, 4, 8)])
+    assert all_plots(runs[:1]) and "collectives_energy_vs_ranks" not in {p.name for p in all_plots(runs[:1])}
 
 
 @pytest.mark.mpi
