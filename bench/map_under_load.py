@@ -3,7 +3,7 @@
 
     python bench/map_under_load.py --maps 10            (as root: it makes namespaces)
 
-Brings up --hosts hosts joined by a bridge, every link shaped to 1 Gbit/s (tests/netns_hosts.py),
+Brings up --hosts hosts joined by a bridge, every link shaped to 1 Gbit/s (tests/support/netns_hosts.py),
 starts one busy loop in its own session (another user's job, to the scheduler; --hogs N of them;
 --bursty: each busy a quarter of a second, idle the next, as other jobs come and go), then runs --maps
 uniform maps and --maps maps with h1 -> h2 at --slow-rate (an htb class on h1 filtering on h2's
@@ -118,7 +118,7 @@ def bursty_hog():
 
 
 def main() -> int:
-    from netns_hosts import NetnsHosts, cpu_hog, shape_link, tc, unshape
+    from support.netns_hosts import NetnsHosts, cpu_hog, shape_link, tc, unshape
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--maps", type=int, default=10)

@@ -7,7 +7,7 @@ the mpicc of the MPI that npmpi's mpi4py uses, outside this repository, and poin
     .venv/bin/mpicc -O2 -o /tmp/mpiGraph mpiGraph.c
     python bench/mpigraph_compare.py --mpigraph /tmp/mpiGraph        (as root: it makes namespaces)
 
-It brings up N hosts (tests/netns_hosts.py: network namespaces joined by a bridge, every host's
+It brings up N hosts (tests/support/netns_hosts.py: network namespaces joined by a bridge, every host's
 link shaped to --rate), then for each case (uniform; one direction h1 -> h2 shaped to --slow-rate
 by an htb class on h1 filtering on h2's address; one host h4 shaped to --slow-rate) runs
 
@@ -157,7 +157,7 @@ def main() -> int:
     if not os.access(args.mpigraph, os.X_OK):
         print(f"mpigraph_compare: {args.mpigraph} is not an executable mpiGraph", file=sys.stderr)
         return 2
-    from netns_hosts import NetnsHosts, NetnsUnavailable
+    from support.netns_hosts import NetnsHosts, NetnsUnavailable
 
     with tempfile.TemporaryDirectory(prefix="npmpi-mpigraph-") as tmp:
         try:

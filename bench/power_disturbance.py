@@ -23,7 +23,7 @@ from pathlib import Path
 from npmpi.runfile.reader import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from launcher import local_mpi_env, npmpi_command
+from support.launcher import local_mpi_env, npmpi_command
 
 CONFIGS = ("pair", "pair+idle", "pair+power")
 

@@ -15,7 +15,7 @@ Mbps, seconds of one message; NetPIPE keeps each size's best trial, npmpi's --np
 Each size's best over the rounds is kept; the latency is the smallest one-way time of 1-8 B, the
 peak bandwidth the largest of any size; ratios are npmpi's over NPtcp's.
 
---netns adds two network-namespace hosts (tests/netns_hosts.py) whose link is shaped with tc tbf
+--netns adds two network-namespace hosts (tests/support/netns_hosts.py) whose link is shaped with tc tbf
 to --rate: NPtcp across them, npmpi --protocol tcp and npmpi --protocol mpi (Open MPI's btl
 tcp,self, as the hosts' launcher sets), the same interleaving; the plateau is the median of the
 best bandwidths of the sizes from 1 MiB, which on a shaped link should sit at the rate for all.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from launcher import local_mpi_env, npmpi_command  # noqa: E402
+from support.launcher import local_mpi_env, npmpi_command  # noqa: E402
 
 NPTCP = "/usr/bin/NPtcp"
 NP_MBPS_BIT_S = 2**20  # NetPIPE's Mbps: 2^20 bit/s
@@ -153,7 +153,7 @@ def loopback(rounds: int, upper: int, workdir: Path, only: list[str] | None = No
 
 
 def netns(rounds: int, upper: int, rate: str, workdir: Path) -> dict:
-    from netns_hosts import SUBNET, NetnsHosts
+    from support.netns_hosts import SUBNET, NetnsHosts
 
     hosts = NetnsHosts.up(workdir / "hosts", count=2, rate=rate)
     try:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from launcher import local_mpi_env, npmpi_command
+from support.launcher import local_mpi_env, npmpi_command
 
 pytestmark = pytest.mark.mpi
 

@@ -252,7 +252,7 @@ def test_a_member_frozen_mid_collective_ends_the_job_with_one_line_and_a_failed_
     """SIGSTOP a member (C kernel: the others wait inside MPI_Allreduce with the GIL released): rank
     0's stall watchdog ends the job within the bound, one line naming the rank, every size before
     kept (tests/test_reliability_stall.py for the run)."""
-    from test_reliability_support import Job, freeze_until_the_end
+    from support.reliability import Job, freeze_until_the_end
 
     args = ["coll", "--op", "allreduce", "--kernel", "c", "--trials", "3", "--target-time", "0.1"]
     args += ["--sizes", "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M"]

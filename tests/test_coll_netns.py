@@ -1,4 +1,4 @@
-"""`npmpi coll` across four network-namespace hosts (tests/netns_hosts.py), a measuring rank and a
+"""`npmpi coll` across four network-namespace hosts (tests/support/netns_hosts.py), a measuring rank and a
 power rank on each: the collective crosses the bridge between the hosts and every host's power is
 recorded as its own node. The four hosts are one machine (one kernel boot_id): the job's power
 counts it once, not four times (numbers/machines.py), and the energy of one operation is that power
@@ -14,8 +14,8 @@ import h5py
 import numpy as np
 import pytest
 from conftest import VENV
-from netns_hosts import hosts_or_skip
 from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+from support.netns_hosts import hosts_or_skip
 
 from npmpi.runfile.reader import load_run
 

@@ -18,9 +18,9 @@ from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.core.errors import UsageError
 from npmpi.core.layout import compute_layout
+from npmpi.kinds.roles import Roles
 from npmpi.meters import parse_meter_spec
 from npmpi.power.fabric import fabric_rank, open_fabric
-from npmpi.power.ranks import Roles
 from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
 

@@ -85,3 +85,12 @@ def test_architecture_page_figures_are_the_code_s():
         "timed-state strings": m["state_strings"],
     }
     assert shown == measured
+
+
+def test_the_tests_index_is_current():
+    """tests/README.md lists every test file and which tests import each module (scripts/test_index.py)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "test_index.py"), "--check"], check=False)
+    assert proc.returncode == 0, "tests/README.md is out of date: run python scripts/test_index.py"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from conftest import REPO
-from launcher import local_mpi_env, mpirun_path
+from support.launcher import local_mpi_env, mpirun_path
 
 RANKS = 4
 TIMEOUT_S = 240

@@ -1,4 +1,4 @@
-"""The seam for benchmark kinds: a kind written outside npmpi (tests/kinds/ring_kind.py) registers by
+"""The seam for benchmark kinds: a kind written outside npmpi (tests/support/kinds/ring_kind.py) registers by
 name, runs under mpirun with a power rank, and writes rows the unchanged analysis reads; the
 registry, the measuring groups and the file's kind (docs/architecture.md, "Adding a benchmark kind")."""
 
@@ -17,7 +17,7 @@ from conftest import run_mpi
 from npmpi.core.errors import UsageError
 from npmpi.core.layout import LayoutError, Words, compute_layout, node_layout
 
-KINDS_DIR = Path(__file__).resolve().parent / "kinds"
+KINDS_DIR = Path(__file__).resolve().parent / "support" / "kinds"
 RING_ENV = {"NPMPI_KINDS": "ring=ring_kind:KIND", "PYTHONPATH": str(KINDS_DIR)}
 
 

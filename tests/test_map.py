@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import VENV
-from test_reliability_support import Job
+from support.reliability import Job
 
 from npmpi.core.errors import UsageError
 from npmpi.map.options import DEFAULT_MAP_SIZES, parse_map_options

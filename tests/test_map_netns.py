@@ -1,6 +1,6 @@
 """`npmpi map` across four network-namespace hosts: one link shaped, then one host shaped.
 
-The hosts (tests/netns_hosts.py) are joined by a bridge with no rate limit. First one link is made
+The hosts (tests/support/netns_hosts.py) are joined by a bridge with no rate limit. First one link is made
 slow: on the first host's veth an htb class at SLOW_RATE takes only the packets addressed to the
 second host (a u32 filter on its address), so of the six links exactly h1-h2 is slow. Then one host
 is made slow on all its traffic (its veth's default htb class at SLOW_RATE): every link of that host
@@ -20,11 +20,11 @@ import re
 import subprocess
 
 import h5py
-import netns_hosts
 import numpy as np
 import pytest
 from conftest import VENV
-from netns_hosts import NetnsHosts, hosts_or_skip, tc
+from support import netns_hosts
+from support.netns_hosts import NetnsHosts, hosts_or_skip, tc
 
 from npmpi.runfile.mapwriter import derived
 

@@ -30,10 +30,10 @@ from npmpi_analysis.numbers.map_confirmed import (
 from npmpi_analysis.numbers.map_file import load_map
 from npmpi_analysis.numbers.maps import analyse_map
 
-from npmpi.core.cpuwait import runq_wait_ns, waited_s
 from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT
 from npmpi.map.schedule import round_matrix, serial_rounds
 from npmpi.runfile.mapwriter import MapWriter, PairResult
+from npmpi.sweep.cputime import runq_wait_ns, waited_s
 
 FIELDS = ("time_unix_s", "power_w", "energy_j_of_counters")
 HOSTS = ["h0", "h1", "h2", "h3"]
@@ -253,7 +253,8 @@ def test_a_pair_two_suspects_share_is_charged_to_the_budget_once():
 
     seconds = {(0, 1): 1.0}
     writer = SimpleNamespace(
-        pair_seconds=lambda k, i, j: seconds.get((i, j), 0.1), median_pair_seconds=lambda k: 0.1
+        pair_seconds=lambda k, i, j, t=None: seconds.get((i, j), 0.1),
+        median_pair_seconds=lambda k, t=None: 0.1,
     )
     link = Suspect("link", "bandwidth", 1, [(0, 1)], 50.0)
     node = Suspect("node", "bandwidth", 1, [(0, 1), (0, 3)], 9.0, 0)

@@ -250,7 +250,9 @@ def test_the_default_budget_keeps_a_64_node_map_within_ten_percent():
 
     from npmpi.map.confirm import DEFAULT_REPEATS, REFERENCES, Suspect, chosen_within_budget
 
-    writer = SimpleNamespace(pair_seconds=lambda k, i, j: 0.78, median_pair_seconds=lambda k: 0.78)
+    writer = SimpleNamespace(
+        pair_seconds=lambda k, i, j, t=None: 0.78, median_pair_seconds=lambda k, t=None: 0.78
+    )
     map_s = 63 * 3 * 0.78
     suspects = [Suspect("node", "bandwidth", k % 3, [(k, k + 1), (k, k + 2)], 50.0 - k, k) for k in range(40)]
     suspects += [Suspect("link", "latency", 0, [(k, k + 9)], 10.0 - k / 10, -1) for k in range(40)]

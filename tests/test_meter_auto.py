@@ -11,7 +11,7 @@ import h5py
 import pytest
 from fakes.cray_pm import FakePmCounters, Scanner
 from fakes.perf_pmu import software_clock_tree
-from fakes.sysfs import FakePowercap
+from fakes.sysfs import FakeHwmon, FakePowercap, make_fifo
 
 from npmpi.commands import meters as meterscmd
 from npmpi.meters.auto import CHOSEN, EXTRA, NOT_OPENED, NOT_TRIED, choose
@@ -162,6 +162,40 @@ def test_run_with_meter_auto_on_a_fake_cray_node(npmpi_run, tmp_path):
         assert "cray" in node["meter_auto_summary"] and f.attrs["format_version"] == "1.8"
 
 
+def test_meters_command_with_fifos_in_the_trees_ends_and_says_why(tmp_path):
+    """A FIFO as a pm_counters freshness, a RAPL energy_uj and a hwmon power file: `npmpi meters` and
+    auto read none of them (a read would wait for ever) and say which file is not a file."""
+    import subprocess
+    import sys
+
+    cray = FakePmCounters(tmp_path / "pm")
+    make_fifo(cray.root / "freshness")
+    rapl = FakePowercap(tmp_path / "rapl")
+    make_fifo(rapl.zone("package-0").energy_file)
+    hwmon = FakeHwmon(tmp_path / "hwmon")
+    make_fifo(hwmon.add("power_meter", power_uw={1: 5_000_000}).path("name"))
+    auto = (
+        f"auto:cray_root={cray.root},rapl_root={rapl.root},perf_root={tmp_path}/none,hwmon_root={hwmon.root}"
+    )
+    for json_flag in ([], ["--json"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "npmpi", "meters", *json_flag, "--auto", auto],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    found = {f["kind"]: f for f in doc["meters"]}
+    assert re.search(r"freshness is not a regular file but a FIFO", found["cray"]["reason"])
+    assert re.search(r"energy_uj is not a regular file but a FIFO", found["rapl"]["reason"])
+    assert found["cray"]["fix"].startswith("a file of the tree was replaced by something else")
+    assert found["hwmon"]["opens"]  # its name is unreadable ('?'), its power file is not
+    assert doc["auto"]["chosen"] == [f"hwmon:{hwmon.root}"]
+
+
 def test_meters_command_into_a_closed_pipe_ends_quietly():
     """`npmpi meters --json | head -1`: the reader closes the pipe early; no traceback, exit 0."""
     import subprocess
@@ -179,3 +213,15 @@ def test_meters_command_into_a_closed_pipe_ends_quietly():
         err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("kind", ["cray", "rapl", "hwmon", "perf"])
+def test_meters_command_escapes_control_characters_of_the_roots(kind, tmp_path, capsys):
+    """A root holding ESC, BEL, CR, U+202E, U+009B and a newline (which would forge an
+    `npmpi: error:` line): the table shows them escaped, every line is the table's own."""
+    root = f"{tmp_path}/x\nnpmpi: error: forged\x1b[2J\u202e\x9b\x07\ry"
+    assert meterscmd.main(["--auto", f"auto:{kind}_root={root}"]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\r\u202e\x9b"), repr(out)
+    assert not any(line.startswith("npmpi: error") for line in out.splitlines())
+    assert "x\\x0anpmpi: error: forged\\x1b[2J\\u202e\\x9b\\x07\\x0dy" in out

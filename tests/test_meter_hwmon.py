@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from fakes.sysfs import FakeHwmon, enforce_denials
+from fakes.sysfs import FakeHwmon, bounded, enforce_denials, make_fifo
 
 from npmpi.meters import hwmon
 from npmpi.meters.base import MeterError, MeterFault, make_meter
@@ -155,3 +155,48 @@ def test_permission_denied_at_open_and_revoked_mid_run(tree, monkeypatch):
     meter.close()
     meter.open()  # resumes once readable again
     assert watts(meter) == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("use", ["input", "average"])
+def test_an_average_file_is_labelled_averaged_over_its_own_interval_whatever_use_says(tree, use):
+    """ACPI power_meter's usual layout, power1_average only: read with the default use=input it was
+    stored as instant (averaging_s 0); with use=average as averaged over the refresh period (0.25 s
+    here), not over power1_average_interval (milliseconds in the hwmon ABI: 2 s)."""
+    tree.add("power_meter", average_uw={1: 312_000_000}, average_interval_ms=2000, update_interval_ms=250)
+    d = opened(f"hwmon:{tree.root},use={use}").describe()
+    assert (d["averaging"], d["averaging_s"]) == ("fixed", 2.0)
+    assert d["averaging_s_source"] == "powerM_average_interval"
+
+
+def test_an_average_file_without_its_interval_is_averaged_over_the_refresh_period_and_says_so(tree):
+    tree.add("power_meter", average_uw={1: 312_000_000}, update_interval_ms=500)
+    d = opened(f"hwmon:{tree.root}").describe()
+    assert (d["averaging"], d["averaging_s"]) == ("fixed", 0.5)
+    assert d["averaging_s_source"].startswith("assumed")
+
+
+def test_input_files_stay_instant(tree):
+    tree.add("amdgpu", power_uw={1: 90_000_000}, average_uw={1: 80_000_000}, average_interval_ms=100)
+    d = opened(f"hwmon:{tree.root}").describe()
+    assert (d["averaging"], d["averaging_s"]) == ("instant", 0.0) and "averaging_s_source" not in d
+    assert opened(f"hwmon:{tree.root},use=average").describe()["averaging_s"] == 0.1
+
+
+def test_fifos_are_never_waited_on(tmp_path):
+    """A FIFO as a device's name: the device is named '?' and, chosen by name=, not found; a FIFO in a
+    power file's place mid-run is a fault, and the file back makes the meter read again."""
+    t = FakeHwmon(tmp_path)
+    device = t.add("power_meter", power_uw={1: 12_000_000})
+    make_fifo(device.path("name"))
+    meter = make_meter(f"hwmon:{t.root}")
+    bounded(meter.open, device.path("name"))
+    assert watts(meter) == 12.0
+    with pytest.raises(
+        MeterError, match=r"no hwmon device named 'power_meter' .* found: hwmon0 \(\?: power1_input"
+    ):
+        bounded(make_meter(f"hwmon:{t.root},name=power_meter").open, device.path("name"))
+    make_fifo(device.path("power1_input"))
+    with pytest.raises(MeterFault, match=r"power1_input is not a regular file but a FIFO \(named pipe\)"):
+        bounded(lambda: meter.read(0.0), device.path("power1_input"))
+    device.set_power_uw(1, 13_000_000)
+    assert watts(meter) == 13.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from fakes.sysfs import FakePowercap, enforce_denials
+from fakes.sysfs import FakePowercap, bounded, enforce_denials, make_fifo
 
 from npmpi.meters import rapl
 from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_spec
@@ -240,14 +240,47 @@ def test_vanished_and_garbage_counters_are_faults(tmp_path):
         step(meter, clock, 0.1)
 
 
-def test_stuck_counter_is_a_fault(tmp_path):
+def test_fifos_are_refused_without_waiting(tmp_path):
+    """A FIFO in a counter's place: refused at open and a fault mid-run, never waited on; a FIFO as
+    max_energy_range_uj is an unreadable range (wraps are then not counted but refused)."""
+    tree = FakePowercap(tmp_path)
+    package = tree.zone("package-0")
+    make_fifo(package.directory / "max_energy_range_uj")
+    clock = Clock()
+    meter = RaplMeter(parse_meter_spec(f"rapl:{tree.root}"), monotonic=clock)
+    bounded(meter.open, package.directory / "max_energy_range_uj")
+    assert meter.zones[0].max_range_uj is None
+    assert meter.description().endswith(
+        "max_energy_range_uj unreadable in intel-rapl:0: a wrap is refused, not counted"
+    )
+    assert meter.read(0.0) == []
+    make_fifo(package.energy_file)
+    with pytest.raises(MeterFault, match=r"energy_uj is not a regular file but a FIFO \(named pipe\)"):
+        bounded(lambda: step(meter, clock, 0.1), package.energy_file)
+    meter.close()
+    with pytest.raises(MeterError, match=r"cannot read .*energy_uj: .* is not a regular file but a FIFO"):
+        bounded(meter.open, package.energy_file)
+    package.set_energy_uj(5_000_000)  # a file again: the meter opens and counts
+    reopen(meter)
+    package.advance_j(2.0)
+    assert step(meter, clock, 0.1).power_w == pytest.approx(20.0)
+
+
+def test_stuck_counter_gives_no_sample_then_is_a_fault(tmp_path):
     tree = FakePowercap(tmp_path)
     clock = Clock()
     meter = meter_for(tree, clock)
-    for _ in range(15):  # 1.5 s without a change is still tolerated
-        assert step(meter, clock, 0.1).power_w == 0.0
-    clock.t += 1.0
-    with pytest.raises(MeterFault, match="has not moved"):
+    for _ in range(15):  # 1.5 s without a change: no fault yet, and no sample (a still counter is not 0 W)
+        clock.t += 0.1
+        assert meter.read(0.0) == []
+    tree.zone("package-0").advance_j(8.0)  # it moves again: the sample spans the 1.6 s since the last one
+    r = step(meter, clock, 0.1)
+    assert r.power_w == pytest.approx(5.0) and r.energy_j == pytest.approx(8.0)
+    for _ in range(19):
+        clock.t += 0.1
+        assert meter.read(0.0) == []
+    clock.t += 0.2
+    with pytest.raises(MeterFault, match=r"intel-rapl:0 \(package-0\) has not moved for 2.1 s: .* not 0 W"):
         meter.read(0.0)
 
 

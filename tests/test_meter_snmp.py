@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests_support import DATA
+from support.schedules import DATA
 
 from npmpi.meters import MeterError, MeterFault, make_meter, parse_meter_spec
 from npmpi.meters.snmp import COMMUNITY_ENV, V3_ENV, SnmpMeter, parse_target
@@ -537,3 +537,41 @@ def test_mpirun_run_and_analysis_hold_no_secret(agent, tmp_path, capsys, npmpi_r
         assert secret not in path.read_bytes(), path
     assert SECRET_COMMUNITY not in out.out + out.err + done.stdout + done.stderr
     assert "pJ/bit" in out.out or "pJ" in out.out
+
+
+def test_a_stale_or_late_datagram_is_never_the_answer_to_a_new_request(monkeypatch):
+    """Each answer matches its request (pysnmp drops a response whose request id is not pending): an
+    agent sending the previous answer again before each answer, and one answering a request after the
+    meter gave up on it, never have that datagram taken for the next request's answer."""
+    from fakes.snmp_agent import STALE_VALUE, BareAgent
+
+    monkeypatch.setenv(COMMUNITY_ENV, "public")
+    spec = "oid=1.3.6.1.4.1.99.1.0,timeout=0.2,retries=0"
+    stale = BareAgent(stale=True)
+    stale.start()
+    meter = make_meter(f"snmp:127.0.0.1:{stale.port},{spec}")
+    try:
+        meter.open()
+        for _ in range(20):
+            (reading,) = meter.read(0.0)
+            assert reading.power_w == stale.requests != STALE_VALUE  # this request's own answer
+    finally:
+        meter.close()
+        stale.stop()
+    assert stale.stale_sent >= 20
+    late = BareAgent(late={4: 0.35, 7: 0.35})  # requests 1-3: the open's; 4 and 7 answered too late
+    late.start()
+    meter = make_meter(f"snmp:127.0.0.1:{late.port},{spec}")
+    try:
+        meter.open()
+        got = []
+        for _ in range(8):
+            try:
+                got.append(meter.read(0.0)[0].power_w)
+            except MeterFault:
+                got.append(None)
+                time.sleep(0.3)  # the late answer arrives before the next request
+    finally:
+        meter.close()
+        late.stop()
+    assert got == [None, 5.0, 6.0, None, 8.0, 9.0, 10.0, 11.0]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import VENV
-from netns_hosts import REPO, hosts_or_skip
+from support.netns_hosts import REPO, hosts_or_skip
 
 from npmpi.runfile.reader import load_run
 

@@ -11,7 +11,7 @@ import pytest
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_SEPARATE
 from npmpi.core.config import DEFAULT_MAX_ONE_WAY_S
 from npmpi.core.errors import UsageError
-from npmpi.core.protocol import StopFlag
+from npmpi.core.messages import StopFlag
 from npmpi.core.schedule import netpipe_repeats, netpipe_schedule
 from npmpi.run.options import parse_options
 from npmpi.runfile.format import SizeResult

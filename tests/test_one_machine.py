@@ -8,7 +8,7 @@ import pytest
 from npmpi_analysis.numbers.analyse import analyse_run
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
-from npmpi.power.ranks import machine_ids
+from npmpi.power.nodemeters import machine_ids
 from npmpi.runfile.reader import load_run
 
 T0 = 2_000.0

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from launcher import local_mpi_env, mpirun_path
+from support.launcher import local_mpi_env, mpirun_path
 
 from npmpi.commands.threadlevel import requested_level
 from npmpi.core.layout import compute_layout
@@ -21,7 +21,7 @@ import json, mpi4py
 from npmpi.commands.threadlevel import requested_level
 mpi4py.rc.thread_level = requested_level("auto", True)
 from mpi4py import MPI
-from npmpi.power.ranks import discover_roles
+from npmpi.kinds.roles import discover_roles
 from npmpi.commands.threadlevel import level_name
 roles = discover_roles(MPI, MPI.COMM_WORLD, ["estimate"])
 rows = MPI.COMM_WORLD.gather((roles.role, level_name(MPI.Query_thread())), root=0)

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from launcher import local_mpi_env, npmpi_command
+from support.launcher import local_mpi_env, npmpi_command
 
 from npmpi.runfile.reader import load_run
 

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from launcher import local_mpi_env
+from support.launcher import local_mpi_env
 
 from npmpi.runfile.reader import load_run
 

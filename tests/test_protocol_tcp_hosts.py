@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 import pytest
-from launcher import local_mpi_env
-from netns_hosts import SUBNET, hosts_or_skip
+from support.launcher import local_mpi_env
+from support.netns_hosts import SUBNET, hosts_or_skip
 
 from npmpi.runfile.reader import load_run
 

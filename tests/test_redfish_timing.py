@@ -9,11 +9,14 @@ import sys
 import time
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from fakes.redfish_server import FakeBmc, Truth, make_ca_and_cert
+from npmpi_analysis.numbers.channel_samples import refresh_period
 from npmpi_analysis.numbers.energy_windows import counter_spans, segment_breaks, span_means
+from npmpi_analysis.numbers.node_power import _channel_series
 from test_meter_redfish import SECRET, USER
 
 import npmpi.meters.redfish as redfish_meter
@@ -170,3 +173,61 @@ def test_plain_http_is_named_so_in_the_spec_and_on_the_https_port(monkeypatch):
         server.shutdown()
         server.server_close()
     assert "certificate" not in str(info.value)
+
+
+@pytest.mark.parametrize("update_s, reading_time", [(3.0, False), (0.25, False), (0.25, True)])
+def test_the_refresh_period_is_measured_over_the_run(start_bmc, update_s, reading_time):
+    """EnvironmentMetrics (no SensingInterval): a BMC refreshing every 3 s was stored as 1 s, source
+    `default` (3 s of polling at open cannot see two refreshes) and never refined; one refreshing every
+    0.25 s as 0.33 s. The run's readings measure it (from ReadingTime where the sensor has one), and
+    the stamps' staleness bound uses it."""
+    truth = Truth(update_s=update_s, wave_s=7.0)  # not a multiple of the period: every refresh shows
+    bmc = start_bmc(truth=truth, exact_energy=True, reading_time=reading_time)
+    meter = make_meter(f"redfish:127.0.0.1:{bmc.port},verify={bmc.ca}")
+    meter.open()
+    sampler = ChannelSampler(meter, meter.natural_interval_s, "node 0 (test)")
+    sampler.start()
+    deadline = time.monotonic() + 8 * update_s + 6.0
+    while time.monotonic() < deadline and meter.counters()["update_period_changes"] < 6:
+        time.sleep(0.2)
+    sampler.stop()
+    counts = sampler.drain().counters
+    assert counts["update_period_changes"] >= 5, counts
+    assert counts["update_period_measured_s"] == pytest.approx(update_s, rel=0.1), counts
+    assert meter.period_s() == counts["update_period_measured_s"]
+    d = meter.describe()
+    assert d["update_period_source"] in ("measured", "default")  # the one taken at open, kept beside it
+
+
+def bmc_channel(t, p, reading_time=None, **attrs):
+    """A stored redfish channel as the analysis reads it (no fault)."""
+    extra = {} if reading_time is None else {"reading_time_unix_s": np.asarray(reading_time, dtype=float)}
+    return SimpleNamespace(
+        attrs={"kind": "redfish", "sample_interval_s": 1.0, "update_period_s": 1.0,
+               "update_period_source": "default", **attrs},
+        time_unix_s=np.asarray(t, dtype=float), power_w=np.asarray(p, dtype=float),
+        energy_j=np.full(len(t), np.nan), extra=extra, fault_time_unix_s=np.zeros(0), fault_message=[],
+    )  # fmt: skip
+
+
+def test_the_analysis_measures_a_bmc_refresh_period_from_its_distinct_readings():
+    """Polled every 1 s (with jitter), refreshed every 3 s: the analysis finds 3 s from the changes of
+    the readings (or their ReadingTime), and windows and sigma reckon with readings 3 s old."""
+    rng = np.random.default_rng(7)
+    t = 1.7e9 + np.arange(60) + rng.uniform(-0.05, 0.05, 60)
+    refreshed = np.floor((t - 1.7e9 + 0.4) / 3.0) * 3.0 + 1.7e9 - 0.4  # the BMC's last refresh
+    p = 300 + 40 * np.sin(refreshed / 7.0)
+    period, whence = refresh_period(bmc_channel(t, p).attrs, t, p, {})
+    assert period == pytest.approx(3.0, rel=0.03) and whence == "the readings (analysis)"
+    ch = bmc_channel(t, p, reading_time=refreshed)
+    period, _ = refresh_period(ch.attrs, t, p, ch.extra)
+    assert period == pytest.approx(3.0, rel=1e-6)  # from ReadingTime: exact
+    readings, info = _channel_series(ch, "f: /power/node0/channel0", None, lambda x: x, [])
+    assert readings.interval_s == pytest.approx(3.0) and info.refresh[0] == pytest.approx(3.0)
+    # a flat series: the meter's measurement over the run, else the one taken at open
+    flat = np.full(60, 300.0)
+    ch = bmc_channel(t, flat, update_period_measured_s=2.5)
+    assert refresh_period(ch.attrs, t, flat, {}) == (2.5, "the meter, over the run")
+    assert refresh_period(bmc_channel(t, flat).attrs, t, flat, {}) == (1.0, "at open (default)")
+    assert refresh_period(bmc_channel(t, flat, update_period_measured_s=1e12).attrs, t, flat, {})[0] == 1.0
+    assert refresh_period({"kind": "rapl"}, t, p, {}) == (0.0, "")  # not a BMC: no refresh period

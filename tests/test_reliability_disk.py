@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_reliability_support import Job, analyze_in_process, check_run_file
+from support.reliability import Job, analyze_in_process, check_run_file
 
 from npmpi.core.errors import RunFileWriteError, UsageError
 from npmpi.core.outpath import reserve_output

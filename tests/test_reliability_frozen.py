@@ -19,7 +19,7 @@ import time
 
 import h5py
 import pytest
-from test_reliability_support import Job
+from support.reliability import Job
 
 from npmpi.power.rank import LOST_AFTER_MIN_S
 

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import pytest
-from test_reliability_support import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
+from support.reliability import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
 
 from npmpi.core.errors import RunFileError
 from npmpi.core.schedule import netpipe_schedule

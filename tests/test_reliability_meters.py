@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from fakes.sysfs import FakePowercap
 from fakes.wattsup_emulator import WattsUpEmulator
-from test_reliability_support import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
+from support.reliability import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
 
 from npmpi.power.rank import REOPEN_AFTER_S
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_reliability_support import Job
+from support.reliability import Job
 
 from npmpi.core.errors import UsageError
 from npmpi.core.outpath import LOCK_PREFIX, TEMP_PREFIX, publish, release, reserve_output

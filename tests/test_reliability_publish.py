@@ -16,7 +16,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from launcher import local_mpi_env, npmpi_command
+from support.launcher import local_mpi_env, npmpi_command
 
 from npmpi.core.errors import RunFileGone
 from npmpi.runfile.format import SizeResult

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from launcher import local_mpi_env
-from test_reliability_support import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
+from support.launcher import local_mpi_env
+from support.reliability import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ import time
 
 import h5py
 import pytest
-from test_reliability_support import Job, analyze_in_process, freeze_until_the_end, run_without_tripping
+from support.reliability import Job, analyze_in_process, freeze_until_the_end, run_without_tripping
 
 from npmpi.sweep.watchdog import (
     READY,

@@ -17,7 +17,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from test_reliability_support import Job, analyze_in_process, freeze_until_the_end, run_without_tripping
+from support.reliability import Job, analyze_in_process, freeze_until_the_end, run_without_tripping
 
 from npmpi.core.errors import UsageError
 from npmpi.map.options import parse_map_options

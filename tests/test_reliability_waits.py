@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from npmpi.core.errors import UsageError
-from npmpi.core.protocol import StopFlag
+from npmpi.core.messages import StopFlag
 from npmpi.meters import MeterError, check_meter_spec
 from npmpi.power.baseline import MAX_AFTER_EXTENSION_S, after_baseline_s
 from npmpi.power.calibration import MAX_METER_DELAY_S, check_calibration, largest_delay_s
@@ -164,7 +164,7 @@ def test_ctrl_c_during_the_closing_baseline_under_mpirun_leaves_the_file_interru
     import time
 
     import h5py
-    from test_reliability_support import Job
+    from support.reliability import Job
 
     name = "closing.h5"
     job = Job(

@@ -1,7 +1,7 @@
 """--protocol rma (MPI one-sided, NetPIPE's NPmpi2) and --protocol memcpy (NetPIPE's memcpy module).
 
 Bad input without MPI; then, per kernel, one mpirun sweeping every variant in-process with every
-message checked (tests/protocol_variants.py), a corrupted message failing each protocol's check;
+message checked (tests/support/protocol_variants.py), a corrupted message failing each protocol's check;
 a full run of each protocol with a power rank and its file; rma across two network-namespace hosts.
 """
 
@@ -15,14 +15,14 @@ import sys
 import h5py
 import pytest
 from conftest import REPO, VENV
-from launcher import local_mpi_env, mpirun_path
+from support.launcher import local_mpi_env, mpirun_path
 
 from npmpi.core.errors import UsageError
 from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
 from npmpi.sweep.rmalink import RDMA_DEVICES, quiet_declining_osc_ucx
 
-SIZES = [1, 2, 3, 4, 6, 8]  # tests/protocol_variants.py: -u 8 -p 0
+SIZES = [1, 2, 3, 4, 6, 8]  # tests/support/protocol_variants.py: -u 8 -p 0
 MPI_ENV = {"OMPI_MCA_osc": "^ucx"}  # the wheel's ucx component prints an error when it declines
 
 
@@ -84,7 +84,7 @@ def test_every_variant_checks_every_message(kernel):
     """Every message of every variant lands as sent (a put in the peer's buffer, a get in its own,
     a copy in the twin); a corrupted message fails the check of each protocol."""
     cmd = [mpirun_path(), "-np", "2", "--oversubscribe", "--bind-to", "none", sys.executable]
-    cmd += [str(REPO / "tests" / "protocol_variants.py"), kernel]
+    cmd += [str(REPO / "tests" / "support" / "protocol_variants.py"), kernel]
     proc = subprocess.run(
         cmd, cwd=REPO, env=local_mpi_env(MPI_ENV), capture_output=True, text=True, timeout=140
     )
@@ -146,7 +146,7 @@ def test_run_with_a_power_rank_stores_the_protocol(npmpi_run, tmp_path, protocol
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_rma_across_two_namespace_hosts(tmp_path_factory):
-    from netns_hosts import hosts_or_skip
+    from support.netns_hosts import hosts_or_skip
 
     with hosts_or_skip(tmp_path_factory.mktemp("netns"), count=2, rate="1gbit") as hosts:
         out = tmp_path_factory.mktemp("rma") / "r.h5"

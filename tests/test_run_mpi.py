@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from launcher import local_mpi_env, npmpi_command
+from support.launcher import local_mpi_env, npmpi_command
 
 from npmpi.core.schedule import netpipe_repeats, netpipe_schedule
 from npmpi.runfile.reader import load_run

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from tests_support import netpipe_reference_sizes, powers_of_two_schedule
+from support.schedules import netpipe_reference_sizes, powers_of_two_schedule
 
 from npmpi.core.schedule import netpipe_repeats, netpipe_schedule
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import VENV, built_env
-from slurm_cluster import REPO, SlurmCluster, SlurmUnavailable
+from support.slurm_cluster import REPO, SlurmCluster, SlurmUnavailable
 
 from npmpi.runfile.reader import load_run
 

@@ -197,47 +197,33 @@ def _power_lines(a, s: dict) -> list[str]:
 
 def outlier_lines(a) -> list[str]:
     """'outliers (rule): ' then one sentence a line, or 'none named'; with a second measurement
-    (/map/confirm_*), only the confirmed ones, then the others listed as not confirmed."""
-    from npmpi_analysis.numbers.map_confirmed import confirm_summary
+    (/map/confirm_*), only the confirmed ones, then those not measured again (the budget) and the
+    others not confirmed, each with why."""
+    from npmpi_analysis.numbers.map_confirmed import (
+        confirm_summary,
+        confirm_words,
+        not_measured,
+        not_measured_words,
+        unconfirmed_words,
+    )
 
     facts = confirm_summary(a)
     if facts is None:
         out = [f"  outliers ({THRESHOLD_TEXT}):"]
         return out + ([f"    {f.sentence}" for f in a.outliers] or ["    none named"])
     out = [
-        f"  outliers confirmed by measuring each suspect again, one pair at a time, {facts['repeats']} "
-        f"times ({THRESHOLD_TEXT}):"
+        f"  outliers confirmed by measuring each suspect again, {confirm_words(facts)} ({THRESHOLD_TEXT}):"
     ]
-    out += [f"    {f.sentence}" for f in a.outliers if f.confirmed] or ["    none named"]
+    left_out = [f for f in a.outliers if not_measured(f)]
+    out += [f"    {f.sentence}" for f in a.outliers if f.confirmed] or [
+        "    none confirmed" if left_out else "    none named"
+    ]
+    out += [f"  not measured again: {f.sentence}; {not_measured_words(facts)}" for f in left_out]
     return out + [
-        f"  not confirmed: {f.sentence}; {unconfirmed_words(f)}" for f in a.outliers if not f.confirmed
+        f"  not confirmed: {f.sentence}; {unconfirmed_words(f)}"
+        for f in a.outliers
+        if f.confirmed is False and not not_measured(f)
     ]
-
-
-def unconfirmed_words(f) -> str:
-    """Why a finding measured again (or not) is not named."""
-    from npmpi_analysis.numbers.map_confirmed import REASON_LATENCY_WAITED, REASON_SCATTER, REASON_SLOWEST
-
-    if f.confirm_reason == REASON_LATENCY_WAITED:
-        return (
-            f"waited {100 * f.confirm_wait_fraction:.0f} % of its trials for a CPU when measured again "
-            "(never measured free of it: a 1-byte round trip whose ranks wait measures the scheduler, not "
-            "the link)"
-        )
-    if f.confirm_reason == REASON_SLOWEST:
-        return (
-            f"measured again: {f.confirm_ratio:.2f}x the reference links measured with it, but "
-            f"{f.confirm_slowest_ratio:.2f}x their slowest window (a healthy link read as slowly there)"
-        )
-    if f.confirm_reason == REASON_SCATTER and f.confirm_scatter is not None:
-        low, high = f.confirm_scatter
-        return (
-            f"measured again its trials scattered {low * 1e6:.0f}-{high * 1e6:.0f} us, as when the ranks "
-            "wait for a CPU (a slow link's delay is steady)"
-        )
-    if math.isfinite(f.confirm_ratio):
-        return f"measured again: {f.confirm_ratio:.2f}x the reference links measured with it"
-    return "not measured again (--confirm-budget spent)"
 
 
 def change_text(change) -> str:
@@ -440,6 +426,31 @@ def _html_matrix(names: list[str], x: np.ndarray, digits: int) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _outlier_items(a) -> list[str]:
+    """The report's outliers: named (confirmed, or without a second measurement), then those not
+    measured again (the budget), then those not confirmed."""
+    from npmpi_analysis.numbers.map_confirmed import (
+        confirm_summary,
+        not_measured,
+        not_measured_words,
+        unconfirmed_words,
+    )
+
+    facts = confirm_summary(a)
+    left_out = [f for f in a.outliers if not_measured(f)]
+    parts = [f"<li>{_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is not False] or [
+        "<li>none confirmed</li>" if left_out else "<li>none named</li>"
+    ]
+    parts += [
+        f"<li>not measured again: {_e(f.sentence)}; {_e(not_measured_words(facts))}</li>" for f in left_out
+    ]
+    return parts + [
+        f"<li>not confirmed: {_e(f.sentence)}; {_e(unconfirmed_words(f, facts))}</li>"
+        for f in a.outliers
+        if f.confirmed is False and not not_measured(f)
+    ]
+
+
 def html_report(
     analyses: list, changes: list, figures: list[tuple[str, str, bytes, str]], problems: list[str]
 ) -> bytes:
@@ -457,14 +468,7 @@ def html_report(
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         parts.append(f"<pre>{_e(summary_text(a, show_matrices=False))}</pre>")
         parts.append(f"<h3>Outliers</h3><p>Rule: {_e(THRESHOLD_TEXT)}.</p><ul id=outliers-{_e(a.label)}>")
-        parts += [f"<li>{_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is not False] or [
-            "<li>none named</li>"
-        ]
-        parts += [
-            f"<li>not confirmed: {_e(f.sentence)}; {_e(unconfirmed_words(f))}</li>"
-            for f in a.outliers
-            if f.confirmed is False
-        ]
+        parts += _outlier_items(a)
         parts.append("</ul>")
     for c in changes:
         parts.append(f"<h2>Comparison {_e(c.after)} / {_e(c.before)}</h2><pre>{_e(change_text(c))}</pre>")

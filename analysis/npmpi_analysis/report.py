@@ -215,6 +215,7 @@ def _power_lines(s: dict, out: list[str], pm: str) -> None:
         chans = ", ".join(
             f"{c['kind']} ({c['label'] or 'unlabelled'}, every {_g(c['sample_interval_s'], 3)} s, "
             f"delay {_delay_text(c, pm)})"
+            + ("" if c.get("in_node_total", True) else f" [not in the node's total: {c['node_total_note']}]")
             for c in n["channels"]
         )
         out.append(

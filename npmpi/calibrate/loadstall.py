@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from npmpi.core.protocol import LOAD_DONE_TAG
+from npmpi.core.messages import LOAD_DONE_TAG
 from npmpi.sweep.watchdog import Progress, StallWatchdog, Step, stall_bound_s
 
 POLL_S = 0.01

@@ -22,7 +22,7 @@ from npmpi.core.layout import ROLE_POWER
 class Agreed:
     """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
 
-    roles: Any = None  # npmpi.power.ranks.Roles
+    roles: Any = None  # npmpi.kinds.roles.Roles
     kernel: Any = None  # npmpi.sweep.kernels.Kernel on the ranks that measure
     gathered_power: list | None = None
     thread_levels: list | None = None

@@ -66,11 +66,14 @@ def meter_specs(texts, option: str = "--meter") -> tuple:
     value checked: the one parse of a spec given on the command line. Every rank parses its own command
     line, so the power ranks open these values (npmpi.power.rank.open_meters) without parsing again."""
     from npmpi.meters import MeterError, check_meter_spec
+    from npmpi.meters.scope import refuse_doubled
 
     try:
-        return tuple(check_meter_spec(text) for text in texts)
+        specs = tuple(check_meter_spec(text) for text in texts)
+        refuse_doubled(specs)  # the same energy would count twice
     except MeterError as exc:
         raise UsageError(exc.under(option)) from None
+    return specs
 
 
 def check_fabric(ns: argparse.Namespace) -> None:
@@ -99,3 +102,23 @@ def default_output_name(now_utc_stamp: str, directory: str = ".") -> str:
         candidate = Path(directory) / f"{stem}-{k}.h5"
         k += 1
     return str(candidate)
+
+
+def shared_fields(ns: argparse.Namespace, example: str = "run.h5") -> dict:
+    """The options every kind shares, checked (`check_power_and_output`, `check_stall_timeout`), as
+    the keyword arguments of a kind's options (npmpi.core.config.Options, the map's, a group kind's):
+    output, meters, baselines, calibration and the stall bound."""
+    baseline = check_power_and_output(ns, example)
+    return {
+        "output": ns.output,
+        "force": ns.force,
+        "quiet": ns.quiet,
+        "meters": ns.meter,
+        "sample_interval_s": ns.sample_interval,
+        "baseline_s": baseline,
+        "meter_optional": ns.meter_optional,
+        "calibration": ns.calibration,
+        "fabric_meters": ns.fabric_meter,
+        "fabric_rank": ns.fabric_rank,
+        "stall_timeout_s": check_stall_timeout(ns.stall_timeout),
+    }

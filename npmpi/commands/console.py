@@ -101,6 +101,9 @@ class Console:
                 self._print(f"  skipped (--meter-optional): {reason}")
             if node.get("meter_auto_summary"):
                 self._print(f"  {node['meter_auto_summary']}")
+            for c in chans:
+                if not c.get("in_node_total", True):
+                    self._print(f"  not in the node's total: {c['spec']}: {c['node_total_note']}")
             if any(c["label"] != "measured" for c in chans):
                 self._print("  note: estimated or simulated power is not a measurement; it is labelled so")
 

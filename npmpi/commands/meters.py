@@ -9,12 +9,14 @@ scripts. Exit status 0 (the survey ran), 2 for bad usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import socket
 import sys
 
 from npmpi.core.errors import NpmpiError
+from npmpi.core.safetext import printable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +72,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _printable(finding):
+    """A finding with every control character of its texts escaped (npmpi.core.safetext)."""
+    texts = {k: printable(v) for k, v in vars(finding).items() if isinstance(v, str)}
+    return dataclasses.replace(finding, **texts, channels=[printable(c) for c in finding.channels])
+
+
 def _print_survey(as_json: bool, findings, choice, chosen: str) -> None:
     from npmpi.meters.survey import table
 
@@ -80,7 +88,7 @@ def _print_survey(as_json: bool, findings, choice, chosen: str) -> None:
             "auto": choice.record(),
         }
         print(json.dumps(doc, indent=1))
-    else:
-        print(f"meters on {socket.gethostname()}:")
-        print(table(findings, chosen))
+    else:  # paths and reasons may hold control characters (a newline would forge a line): escaped
+        print(printable(f"meters on {socket.gethostname()}:"))
+        print(table([_printable(f) for f in findings], printable(chosen)))
     sys.stdout.flush()

@@ -50,7 +50,7 @@ class MpiCommand:
             return opts
 
         from npmpi.core.job import load_mpi
-        from npmpi.core.protocol import StopFlag
+        from npmpi.core.messages import StopFlag
 
         if self.before_mpi is not None:
             self.before_mpi(opts)

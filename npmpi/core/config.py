@@ -16,10 +16,7 @@ DEFAULT_LOWER_BYTES = 1
 DEFAULT_UPPER_BYTES = 8 << 20
 DEFAULT_PERTURBATION = 3
 DEFAULT_TRIALS = 7  # NetPIPE 3.7's TRIALS (its release build); also the floor of iterations
-# NetPIPE's RUNTM (0.25 s in its release build, 0.10 s with 3 trials in Debian's NPopenmpi): 7 trials
-# at 0.05 s against NPopenmpi's 3 at 0.10 s keep a default sweep (124 sizes) about as long as Debian's
-# NPopenmpi's: about 51 s by NetPIPE's rule for a transport of 0.3 us and 4 GB/s
-DEFAULT_TARGET_TIME_S = 0.05
+DEFAULT_TARGET_TIME_S = 0.05  # NetPIPE's RUNTM; why 7 trials at 0.05 s: docs/netpipe-comparison.md
 QUICK_TRIALS = 3
 QUICK_TARGET_TIME_S = 0.004
 DEFAULT_MAX_ONE_WAY_S = 1.0  # NetPIPE 3.7's STOPTM
@@ -39,17 +36,18 @@ class Options:
 
     lower_bytes: int
     upper_bytes: int
-    perturbation_bytes: int
     trials: int
     target_time_s: float
-    repeats: int | None
-    quick: bool
-    max_one_way_s: float
     kernel: str
-    integrity: bool
-    output: str | None
-    force: bool
-    quiet: bool
+    # the sweep's own rules (a map measures its sizes without them: these defaults)
+    perturbation_bytes: int = 0
+    repeats: int | None = None
+    max_one_way_s: float = float("inf")
+    integrity: bool = False
+    quick: bool = False
+    output: str | None = None
+    force: bool = False
+    quiet: bool = False
     meters: tuple = ()  # --meter's spec values (npmpi.meters.MeterSpec), checked by the command line
     sample_interval_s: float | None = None
     baseline_s: float | None = None

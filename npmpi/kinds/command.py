@@ -35,7 +35,7 @@ def kind_command(kind) -> MpiCommand:
 def power_problem(roles, common) -> str | None:
     """A power rank's meters opened, and the fabric's devices on the rank that samples them; the
     problem, if any (None on the other ranks)."""
-    from npmpi.power.ranks import open_power_rank
+    from npmpi.power.nodemeters import open_power_rank
 
     problem = None
     if roles.role == ROLE_POWER:
@@ -49,8 +49,8 @@ def power_problem(roles, common) -> str | None:
 
 def agree(kind, MPI, comm, opts: Any) -> Agreed:
     """The checks every rank agrees on before anything is written; UsageError on every rank if one fails."""
+    from npmpi.kinds.roles import discover_roles
     from npmpi.power.fabric import fabric_rank
-    from npmpi.power.ranks import discover_roles
 
     common = kind.common(opts)
     words = None if kind.name == "" else kind.words  # the run keeps compute_layout's pair

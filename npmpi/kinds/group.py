@@ -1,17 +1,13 @@
 """A group kind: every measuring rank in one group, a step they all take together, per size.
 
-The per-size sequence (rank 0 commands, every member ready, the go, the timed trials, each member's
-results and times) is written here once; a group kind supplies only its step (`GroupStep`: what one
-iteration does on each member, through the group's own communicator) and its bytes per iteration.
-
-Per size: rank 0 sends CMD_SIZE (size, iterations, trials) on CTRL_TAG to every other member; every
-member sets its buffers and runs the untimed warm-up; before each trial every other member tells
-rank 0 it is ready (SYNC_TAG) and waits for its go (1: run, 0: abandon the size), so a stop request
-never leaves a member blocked in the step; every member times its own trials; after the size each
-sends rank 0 its data check and stop signal (RESULT_TAG), its trial times (TIMES_TAG) and its CPU
-time (CPU_TAG). A trial's time is the slowest member's (the operation is done when every rank is);
-every member's own times are kept (/pingpong/member_trial_s). Rank 0's stall watchdog follows each
-wait (npmpi/sweep/watchdog.py); idle baselines and the stop are answered between sizes.
+A group kind supplies only its step (`GroupStep`: what one iteration does on each member, through the
+group's own communicator) and its bytes per iteration; the per-size sequence around it (rank 0
+commands the size; every member runs the warm-up; before each trial every member is ready and waits
+for the go, so a stop never leaves one blocked; after the size each reports its check, stop signal,
+times and CPU time) is the run's own (npmpi/sweep/driver.py). A trial's time is the slowest member's
+(the operation is done when every rank is); every member's own times are kept
+(/pingpong/member_trial_s). Rank 0's stall watchdog follows each wait (npmpi/sweep/watchdog.py);
+idle baselines and the stop are answered between sizes.
 """
 
 from __future__ import annotations
@@ -22,21 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.core.errors import DataMismatch
-from npmpi.core.protocol import (
-    CMD_BASELINE,
-    CMD_SIZE,
-    CMD_STOP,
-    CPU_TAG,
-    CTRL_TAG,
-    RESULT_TAG,
-    SYNC_TAG,
-    TIMES_TAG,
-    StopFlag,
-)
+from npmpi.core.messages import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
+from npmpi.sweep.driver import SizeDriver, member_report, member_trials
 from npmpi.sweep.messageloop import warmup_iterations
-from npmpi.sweep.watchdog import READY, RESULTS, WARMUP, Progress
+from npmpi.sweep.watchdog import WARMUP, Progress
 
 MAX_ITERATIONS = 1_000_000_000
 PROBE_ITERATIONS = 20  # the first size's iterations come from this many untimed-then-timed steps
@@ -72,7 +59,8 @@ class GroupOutcome:
 
 
 class GroupCoordinator:
-    """Rank 0's side: commands every size, starts every trial, gathers the members' times."""
+    """Rank 0's side: commands every size, starts every trial, gathers the members' times
+    (the per-size driver: npmpi/sweep/driver.py)."""
 
     def __init__(self, comm, members: list[int], step: GroupStep, opts, stop: StopFlag, on_row) -> None:
         self.comm, self.step, self.opts, self.stop, self.on_row = comm, step, opts, stop, on_row
@@ -80,15 +68,10 @@ class GroupCoordinator:
         self.others = [r for r in self.members if r != 0]
         self.idle = [r for r in range(comm.Get_size()) if r not in self.members]
         self.progress = Progress(opts.trials)
+        self.driver = SizeDriver(comm, self.others, self.others, self.progress, stop)
+        self.watched = self.others[0] if self.others else 0  # the rank named while rank 0 is in a trial
         self.state = "between"  # "trials" while the members wait for a go: release() abandons the size
-        self.ctrl = np.zeros(4, dtype=np.int64)
-        self.sync = np.zeros(1, dtype=np.int64)
         stop.transmitter = self
-
-    def _go(self, value: int) -> None:
-        self.sync[0] = value
-        for rank in self.others:
-            self.comm.Send(self.sync, rank, SYNC_TAG)
 
     def _iterations(self, prev_s: float) -> int:
         """Iterations for a trial of about --target-time from the last size's best time per step (as
@@ -118,63 +101,45 @@ class GroupCoordinator:
             outcome.exit_code = 128 + int(self.stop.signum or 0)
         return outcome
 
+    def _trial(self, iterations: int) -> tuple[float, float, float]:
+        start = time.time()
+        with self.stop.timed():
+            elapsed = self.step.run(iterations)
+        return elapsed, start, time.time()
+
     def measure_size(self, size: int, iterations: int) -> SizeResult | None:
         """All trials of one size; None when a stop request abandoned it."""
-        opts, progress = self.opts, self.progress
+        opts = self.opts
         warm = warmup_iterations(iterations)
-        progress.at(size, WARMUP, self.others[0] if self.others else 0, warm)
-        self.ctrl[:] = (CMD_SIZE, size, iterations, opts.trials)
-        for rank in self.others:
-            self.comm.Send(self.ctrl, rank, CTRL_TAG)
+        self.progress.at(size, WARMUP, self.watched, warm)
+        self.driver.start_size(size, iterations, opts.trials)
         self.step.set_size(size)
         with self.stop.timed():
             self.step.run(warm)
         self.state = "trials"
-        own, starts, ends = [], [], []
         span = cputime.CpuSpan()
-        for t in range(opts.trials):
-            for rank in self.others:
-                progress.at(size, READY, rank, iterations)
-                self.comm.Recv(self.sync, rank, SYNC_TAG)
-            if self.stop:
-                self._go(0)
-                self.state = "between"
-                return None
-            self._go(1)
-            progress.at(size, t, self.others[0] if self.others else 0, iterations)
-            starts.append(time.time())
-            with self.stop.timed():
-                own.append(self.step.run(iterations))
-            ends.append(time.time())
+        trials = self.driver.trials(
+            size, iterations, opts.trials, self.watched, lambda: self._trial(iterations)
+        )
+        if trials is None:
+            self.state = "between"
+            return None
         own_cpu = span.stop()
-        return self._results(size, iterations, warm, own, starts, ends, own_cpu)
-
-    def _results(self, size, iterations, warm, own, starts, ends, own_cpu) -> SizeResult:
-        """Every member's check, times and CPU after the trials; DataMismatch on a wrong result."""
-        bad = [] if self.step.check() else ["rank 0"]
-        result = np.zeros(2, dtype=np.int64)
-        times = {0: own}
-        buf = np.zeros(self.opts.trials, dtype=np.float64)
-        signal = 0
-        for rank in self.others:
-            self.progress.at(size, RESULTS, rank, iterations)
-            self.comm.Recv(result, rank, RESULT_TAG)
-            if not result[0]:
-                bad.append(f"rank {rank}")
-            signal = signal or int(result[1])
-            self.comm.Recv(buf, rank, TIMES_TAG)
-            times[rank] = buf.tolist()
-        cpu = cputime.row_fields(self.members, [own_cpu, *cputime.receive(self.comm, self.others, CPU_TAG)])
+        own, starts, ends = (list(column) for column in zip(*trials, strict=True))
+        ok = self.step.check()
+        reports = self.driver.reports(size, iterations, opts.trials)
         self.state = "between"
-        if signal and not self.stop:
-            self.stop.set(signal, f"signal {signal} on a member rank")
+        if reports.signal and not self.stop:
+            self.stop.set(reports.signal, f"signal {reports.signal} on a member rank")
+        bad = ([] if ok else ["rank 0"]) + [f"rank {rank}" for rank in reports.wrong]
         if bad:
             raise DataMismatch(
                 f"result check failed at message size {size} B on {', '.join(bad)}; the run file keeps "
                 "every size before this one"
             )
-        member_times = [times[r] for r in self.members]
+        member_times = [own, *(reports.times[r] for r in self.others)]
         slowest = np.max(np.array(member_times), axis=0).tolist()
+        cpu = cputime.row_fields([0, *self.others], [own_cpu, *reports.cpu])
         return SizeResult(
             size,
             iterations,
@@ -192,10 +157,10 @@ class GroupCoordinator:
         if self.stop.timing:
             return False
         if self.state == "trials":
-            self._go(0)
-        self.ctrl[:] = (CMD_STOP, exit_code, 0, 0)
-        for rank in self.others + self.idle:
-            self.comm.Send(self.ctrl, rank, CTRL_TAG)
+            self.driver.go(0)
+        self.driver.command(CMD_STOP, exit_code)
+        for rank in self.idle:
+            self.comm.Send(self.driver.ctrl, rank, CTRL_TAG)
         self.state = "between"
         return True
 
@@ -206,8 +171,6 @@ def serve_group(comm, step: GroupStep, stop: StopFlag) -> int:
     from npmpi.power.baseline import take_part
 
     ctrl = np.zeros(4, dtype=np.int64)
-    sync = np.zeros(1, dtype=np.int64)
-    result = np.zeros(2, dtype=np.int64)
     while True:
         comm.Recv(ctrl, 0, CTRL_TAG)
         cmd, size, iterations, trials = (int(x) for x in ctrl)
@@ -220,22 +183,8 @@ def serve_group(comm, step: GroupStep, stop: StopFlag) -> int:
             continue
         step.set_size(size)
         step.run(warmup_iterations(iterations))
-        times = np.full(trials, np.nan)
         span = cputime.CpuSpan()
-        abandoned = False
-        for t in range(trials):
-            sync[0] = 1
-            comm.Send(sync, 0, SYNC_TAG)
-            comm.Recv(sync, 0, SYNC_TAG)
-            if sync[0] == 0:
-                abandoned = True
-                break
-            times[t] = step.run(iterations)
+        times = member_trials(comm, trials & 0xFFFFFFFF, lambda: step.run(iterations))  # noqa: B023
         cpu = span.stop()
-        if abandoned:
-            continue
-        result[0] = int(step.check())
-        result[1] = int(stop.signum or 0)
-        comm.Send(result, 0, RESULT_TAG)
-        comm.Send(times, 0, TIMES_TAG)
-        comm.Send(cpu, 0, CPU_TAG)
+        if times is not None:
+            member_report(comm, step.check(), stop, times, cpu)

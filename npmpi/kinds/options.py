@@ -103,25 +103,14 @@ def sizes_arg(text: str | None) -> tuple[int, ...]:
 
 def group_options(ns: argparse.Namespace, extra: dict) -> GroupOptions:
     """The shared options of a parsed command line checked (UsageError: one line), with the kind's own."""
-    from npmpi.commands.checks import check_power_and_output, check_stall_timeout, trials_and_target
+    from npmpi.commands.checks import shared_fields, trials_and_target
 
-    baseline = check_power_and_output(ns, "run.h5")
     trials, target = trials_and_target(ns.trials, ns.target_time, ns.quick, "per size")
     return GroupOptions(
         sizes_bytes=sizes_arg(ns.sizes),
         trials=trials,
         target_time_s=target,
         quick=ns.quick,
-        meters=ns.meter,
-        meter_optional=ns.meter_optional,
-        sample_interval_s=ns.sample_interval,
-        baseline_s=baseline,
-        fabric_meters=ns.fabric_meter,
-        fabric_rank=ns.fabric_rank,
-        calibration=ns.calibration,
-        output=ns.output,
-        force=ns.force,
-        quiet=ns.quiet,
-        stall_timeout_s=check_stall_timeout(ns.stall_timeout),
         extra=extra,
+        **shared_fields(ns),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from npmpi.commands.checks import check_power_and_output, check_stall_timeout, trials_and_target
+from npmpi.commands.checks import shared_fields, trials_and_target
 from npmpi.commands.parser import (
     UsageParser,
     add_option,
@@ -183,8 +183,10 @@ def _add_map_measuring(p: UsageParser) -> None:
         type=_fraction_arg,
         default=DEFAULT_BUDGET,
         metavar="FRACTION",
-        help="the re-measurements may add this fraction of the map's time, or 10 s if more (the most severe "
-        "suspect is measured whatever it is; default: %(default)s)",
+        help="the re-measurements may add this fraction of the map's time, or 10 s if more: fewer trials, "
+        "then fewer repeats (down to 2) when the most severe suspect would not fit, and a suspect that "
+        "still does not is listed as not re-measured, with the budget that would measure it "
+        "(default: %(default)s)",
     )
 
 
@@ -205,33 +207,20 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         )
     if ns.kernel not in KERNEL_NAMES:
         raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
-    check_power_and_output(ns, "map.h5")
     plain = ns.mode == MODE_PINGPONG
+    # the map measures through the run's message loop: Options of its sizes, without the sweep's
+    # own rules (perturbation, --repeats, the stop rule, --integrity: their defaults are off)
     run = Options(
         lower_bytes=sizes[0],
         upper_bytes=sizes[-1],
-        perturbation_bytes=0,
         trials=trials,
         target_time_s=target,
-        repeats=None,
         quick=ns.quick,
-        max_one_way_s=float("inf"),
         kernel=ns.kernel,
-        integrity=False,
-        output=ns.output,
-        force=ns.force,
-        quiet=ns.quiet,
-        meters=ns.meter,
-        fabric_meters=ns.fabric_meter,
-        fabric_rank=ns.fabric_rank,
-        sample_interval_s=ns.sample_interval,
-        baseline_s=ns.baseline,
-        meter_optional=ns.meter_optional,
-        calibration=ns.calibration,
         mode=ns.mode,
         window=window,
         buffers=ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE,
-        stall_timeout_s=check_stall_timeout(ns.stall_timeout),
+        **shared_fields(ns, "map.h5"),
     )
     return MapOptions(
         run=run,

@@ -1,28 +1,30 @@
 """A map's pairs: one size measured between two members in a round, and every member's command loop.
 
-Rank 0 commands a round (npmpi/map/kind.py): each paired member gets CMD_MAP_ROUND (size, peer, both
-directions), fills its buffers and says it is ready (SYNC_TAG); once all are, rank 0 sends each the
-go (1, or 0 when a stop request abandons the round), which is the round's common start. Within a
-pair the lower rank transmits: it drives its reflector with steps on MAP_PAIR_TAG (untimed runs:
-first contact, the probe, the warm-up; then each trial, echoed so both sides start it together;
-then the end, to which the reflector answers with its data check), and reports to rank 0
-(RESULT_TAG, TIMES_TAG: the trials' times and both ranks' run-queue waits during each, the
-reflector's sent with its data check; npmpi/core/cpuwait.py). With both directions (a stream map),
-the higher rank then transmits to the lower the same way and reports too. Each report carries the
-time from the go to the end of that transmitter's work: the pair's own window within the round.
-Members wait for commands asleep (a non-blocking receive tested every POLL_S), never spinning a
-core, so a member with a bye or whose pair has finished adds no load to its node.
+Rank 0 commands a round (npmpi/map/recording.py): each paired member gets CMD_MAP_ROUND (size, peer,
+and a word saying both directions and the trials: the map's, or fewer for a suspect measured again
+within its budget, npmpi/map/confirm.py), fills its buffers and says it is ready (SYNC_TAG); once
+all are, rank 0 sends each the go (1, or 0 when a stop request abandons the round), which is the
+round's common start. Within a pair the lower rank transmits: it drives its reflector with steps on
+MAP_PAIR_TAG (untimed runs: first contact, the probe, the warm-up; then each trial, echoed so both
+sides start it together; then the end, to which the reflector answers with its data check), and
+reports to rank 0 (RESULT_TAG, TIMES_TAG: the trials' times and both ranks' run-queue waits during
+each, the reflector's sent with its data check; npmpi/sweep/cputime.py). With both directions (a
+stream map), the higher rank then transmits to the lower the same way and reports too. Each report
+carries the time from the go to the end of that transmitter's work: the pair's own window within the
+round. Members wait for commands asleep (a non-blocking receive tested every POLL_S), never spinning
+a core, so a member with a bye or whose pair has finished adds no load to its node.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import time
 
 import numpy as np
 
 from npmpi.core.config import Options
-from npmpi.core.cpuwait import runq_wait_ns, waited_s
-from npmpi.core.protocol import (
+from npmpi.core.messages import (
     CMD_BASELINE,
     CMD_MAP_ROUND,
     CMD_STOP,
@@ -35,6 +37,7 @@ from npmpi.core.protocol import (
 )
 from npmpi.core.schedule import netpipe_repeats
 from npmpi.power.baseline import take_part
+from npmpi.sweep.cputime import runq_wait_ns, waited_s
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import MpiLink
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
@@ -48,6 +51,27 @@ RESULT_FIELDS = 5  # iterations, untimed iterations, data check passed on both s
 # nanoseconds from the round's go to the end of this transmitter's work (the pair's own window)
 TIMES_ROWS = 3  # TIMES_TAG's float64[3, trials]: each trial's loop time, the transmitter's and the
 # reflector's run-queue wait during it (s; NaN where not run or not known)
+
+
+def round_word(both: bool, trials: int = 0) -> int:
+    """CMD_MAP_ROUND's last field: bit 0 both directions, the bits above the trials (0: the map's)."""
+    return int(both) | (trials << 1)
+
+
+def read_round_word(word: int) -> tuple[bool, int]:
+    """(both directions, trials or 0 for the map's) from CMD_MAP_ROUND's last field."""
+    return bool(word & 1), word >> 1
+
+
+def fault_trial_delay_s(rank: int, peer: int) -> float:
+    """Fault injection for the test suite: NPMPI_FAULT_MAP_TRIAL_DELAY=RANK:SECONDS[:PEER] makes that
+    rank, as a reflector (of PEER only, when given), start each trial SECONDS late: its pairs read
+    slow, measured again too."""
+    value = os.environ.get("NPMPI_FAULT_MAP_TRIAL_DELAY", "")
+    m = re.fullmatch(r"([0-9]{1,6}):([0-9]{1,3}(?:\.[0-9]{1,6})?)(?::([0-9]{1,6}))?", value, re.ASCII)
+    if m is None or int(m.group(1)) != rank or (m.group(3) is not None and int(m.group(3)) != peer):
+        return 0.0
+    return float(m.group(2))
 
 
 def wait_for(comm, buf, source: int, tag: int) -> None:
@@ -72,16 +96,19 @@ class PairSide:
         self.kernel = kernel
         self.patterns = Patterns(opts.largest_message_bytes)
         self._loops: dict[bool, MessageLoop] = {}
+        self.trials = opts.trials  # this round's: fewer for a suspect measured again within its budget
 
     def loop(self, transmitter: bool) -> MessageLoop:
         if transmitter not in self._loops:
             self._loops[transmitter] = MessageLoop(self.opts, self.kernel, transmitter=transmitter)
         return self._loops[transmitter]
 
-    def prepare(self, comm, size: int, peer: int, both: bool = False) -> None:
+    def prepare(self, comm, size: int, peer: int, both: bool = False, trials: int = 0) -> None:
         """Fill this size's buffers with this rank's pattern (the lower rank of a pair transmits; with
-        both directions each side transmits once and reflects once)."""
+        both directions each side transmits once and reflects once); `trials` this round's (0: the
+        map's)."""
         me = comm.Get_rank()
+        self.trials = trials or self.opts.trials
         for transmitter in (True, False) if both else (me < peer,):
             self.loop(transmitter).set_size(size, self.patterns, me)
 
@@ -111,9 +138,10 @@ class _Stepper:
 def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: float | None = None):
     """The transmitter's round: first contact, probe, iterations, warm-up, trials (until a stop), end.
 
-    Returns (int64[RESULT_FIELDS] result, float64[TIMES_ROWS, trials] the trials' times and both
-    sides' run-queue waits, NaN where not run or not known); the result's last field is the time from
-    `since` (time.monotonic() at the round's go) to the end."""
+    Returns (int64[RESULT_FIELDS] result, float64[TIMES_ROWS, side.trials] the trials' times and
+    both sides' run-queue waits, NaN where not run or not known); the result's last field is the time
+    from `since` (time.monotonic() at the round's go) to the end. The iterations per trial are the
+    map's rule's whatever the round's trials."""
     opts = side.opts
     loop = side.loop(True)
     steps = _Stepper(comm, peer, loop, stop)
@@ -131,8 +159,8 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: 
     steps.run(STEP_RUN, warm)
     untimed += warm
     last = warm
-    times = np.full((TIMES_ROWS, opts.trials), np.nan)
-    for k in range(opts.trials):
+    times = np.full((TIMES_ROWS, side.trials), np.nan)
+    for k in range(side.trials):
         if stop:
             break
         times[0, k] = steps.run(STEP_TRIAL, iterations)
@@ -140,7 +168,7 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: 
         last = iterations
     steps.step[:] = (STEP_END, last)
     comm.Send(steps.step, peer, MAP_PAIR_TAG)
-    check = np.zeros(2 + opts.trials, dtype=np.int64)
+    check = np.zeros(2 + side.trials, dtype=np.int64)
     comm.Recv(check, peer, MAP_PAIR_TAG)
     times[2] = np.where(check[2:] >= 0, check[2:] / 1e9, np.nan)
     ok = loop.received_ok(side.patterns, peer, 0, last) and bool(check[0])
@@ -155,8 +183,9 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
     loop = side.loop(False)
     link = MpiLink(comm, peer)  # the map measures MPI send/receive only
     step = np.zeros(2, dtype=np.int64)
-    answer = np.full(2 + side.opts.trials, -1, dtype=np.int64)
+    answer = np.full(2 + side.trials, -1, dtype=np.int64)
     trial = 0
+    delay_s = fault_trial_delay_s(comm.Get_rank(), peer)
     while True:
         comm.Recv(step, peer, MAP_PAIR_TAG)
         kind, n = int(step[0]), int(step[1])
@@ -169,9 +198,11 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
             continue
         before = runq_wait_ns()  # before the echo: the transmitter's timer starts after it
         comm.Send(step, peer, MAP_PAIR_TAG)
+        if delay_s:
+            time.sleep(delay_s)
         loop.run(link, n)
         after = runq_wait_ns()
-        if trial < side.opts.trials and before >= 0 and after >= before:
+        if trial < side.trials and before >= 0 and after >= before:
             answer[2 + trial] = after - before
         trial += 1
 
@@ -193,8 +224,9 @@ def serve_map(comm, side: PairSide, stop: StopFlag) -> int:
             continue
         if cmd != CMD_MAP_ROUND:
             raise RuntimeError(f"rank {me} got command {cmd} from rank 0, not a map's")
-        size, peer, both = int(ctrl[1]), int(ctrl[2]), bool(ctrl[3])
-        side.prepare(comm, size, peer, both)
+        size, peer = int(ctrl[1]), int(ctrl[2])
+        both, trials = read_round_word(int(ctrl[3]))
+        side.prepare(comm, size, peer, both, trials)
         sync[0] = 1
         comm.Send(sync, 0, SYNC_TAG)
         comm.Recv(sync, 0, SYNC_TAG)  # the round's start; everyone is ready within moments

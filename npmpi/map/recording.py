@@ -19,10 +19,10 @@ import numpy as np
 from npmpi.commands.filerecording import FileRecording, now_utc, power_collector
 from npmpi.core.errors import DataMismatch
 from npmpi.core.job import say
-from npmpi.core.protocol import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
+from npmpi.core.messages import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
 from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
-from npmpi.map.pair import RESULT_FIELDS, TIMES_ROWS, PairSide, reflect, transmit, wait_for
+from npmpi.map.pair import RESULT_FIELDS, TIMES_ROWS, PairSide, reflect, round_word, transmit, wait_for
 from npmpi.map.schedule import make_rounds, round_matrix
 from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
 from npmpi.runfile.format import KIND_MAP
@@ -91,15 +91,16 @@ class MapCoordinator:
         for rank in self.commanded:
             self.comm.Send(self.sync, rank, SYNC_TAG)
 
-    def measure_round(self, size: int, pairs: list[tuple[int, int]]):
+    def measure_round(self, size: int, pairs: list[tuple[int, int]], trials: int = 0):
         """One round of one size: ((window start, end), [PairResult]); None when a stop came first.
+        `trials`: each pair's (0: the map's; fewer for a suspect measured again within its budget).
         The stall watchdog watches its waits and is quiet once it returns (the file is written next)."""
         self.partner_of.clear()
         for i, j in pairs:
             if 0 not in (self.members[i], self.members[j]):
                 self.partner_of.update({self.members[i]: self.members[j], self.members[j]: self.members[i]})
         try:
-            measured = self._round(size, pairs)
+            measured = self._round(size, pairs, trials or self.mopts.run.trials)
         finally:
             self.progress.quiet()
         if measured is not None:
@@ -108,7 +109,7 @@ class MapCoordinator:
             self.progress.learn(size, end - start, times, [r.iterations for r in results])
         return measured
 
-    def _round(self, size: int, pairs: list[tuple[int, int]]):
+    def _round(self, size: int, pairs: list[tuple[int, int]], trials: int):
         members, progress = self.members, self.progress
         both = self.mopts.directions == DIRECTIONS_BOTH
         own = None
@@ -118,11 +119,11 @@ class MapCoordinator:
                 if me == 0:
                     own = (i, j, peer)
                     continue
-                self.ctrl[:] = (CMD_MAP_ROUND, size, peer, int(both))
+                self.ctrl[:] = (CMD_MAP_ROUND, size, peer, round_word(both, trials))
                 self.comm.Send(self.ctrl, me, CTRL_TAG)
                 self.commanded.append(me)
         if own is not None:
-            self.side.prepare(self.comm, size, own[2], both)
+            self.side.prepare(self.comm, size, own[2], both, trials)
         self.state = "ready"
         for rank in self.commanded:
             progress.wait(size, rank, WAIT_READY)
@@ -146,7 +147,7 @@ class MapCoordinator:
             for a, b in ((i, j), (j, i))[: 2 if both else 1]:
                 if members[a] == 0:  # the transmitter reports; rank 0's own is above
                     continue
-                times = np.zeros((TIMES_ROWS, self.mopts.run.trials), dtype=np.float64)
+                times = np.zeros((TIMES_ROWS, trials), dtype=np.float64)
                 progress.wait(size, members[a], WAIT_RESULTS)
                 wait_for(self.comm, result, members[a], RESULT_TAG)
                 wait_for(self.comm, times, members[a], TIMES_TAG)
@@ -366,7 +367,13 @@ class MapRecording(FileRecording):
         map_s = time.monotonic() - self.rounds_started
         m = self.mopts
         confirm_suspects(
-            self.coordinator, self.writer, m.confirm_repeats, m.confirm_budget, map_s, self.console
+            self.coordinator,
+            self.writer,
+            m.confirm_repeats,
+            m.confirm_budget,
+            map_s,
+            self.console,
+            list(self.agreed.names),
         )
         if self.stop:
             outcome.status = "interrupted"

@@ -23,12 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading
+from npmpi.meters.scope import scope_of, whole_node
 from npmpi.meters.survey import KIND_INFO, try_kind
 
 NODE_LEVEL = ("cray", "ipmi", "redfish")
 ORDER = ("cray", "ipmi", "redfish", "rapl", "perf", "hwmon")
 IPMI_DEVICES = ("/dev/ipmi0", "/dev/ipmi/0", "/dev/ipmidev/0")
 CHOSEN, EXTRA, NOT_OPENED, NOT_TRIED = "chosen", "extra", "does not open", "not tried"
+GIVEN = "given"  # the meter auto would choose is given with its own --meter: that one is kept
+IPMI_YES, IPMI_NO = ("yes", "true", "1"), ("no", "false", "0")
 
 
 class AutoSpec(Meter):
@@ -36,6 +39,16 @@ class AutoSpec(Meter):
 
     kind = "auto"
     parameters = ("cray_root", "rapl_root", "perf_root", "hwmon_root", "redfish", "ipmi")
+
+    def __init__(self, spec: MeterSpec) -> None:
+        super().__init__(spec)
+        for key in self.parameters[:-1]:
+            if key in spec.params and not spec.params[key].strip():
+                what = "the BMC's address" if key == "redfish" else "a directory"
+                raise MeterError.about(spec.text, f"{key}= is empty: give {what}, or leave {key} out")
+        wanted = spec.params.get("ipmi")
+        if wanted is not None and wanted.strip().lower() not in (*IPMI_YES, *IPMI_NO):
+            raise MeterError.about(spec.text, f"ipmi={wanted!r}: give ipmi=yes or ipmi=no")
 
     def open(self) -> None:
         raise MeterError.about(
@@ -51,7 +64,7 @@ class AutoSpec(Meter):
 class Step:
     kind: str
     spec: str
-    outcome: str  # CHOSEN, EXTRA, NOT_OPENED, NOT_TRIED
+    outcome: str  # CHOSEN, EXTRA, GIVEN, NOT_OPENED, NOT_TRIED
     reason: str = ""
 
 
@@ -73,8 +86,8 @@ class AutoChoice:
 
     def summary(self) -> str:
         """One line: what was chosen, and why the others were not."""
-        used = [f"{s.spec} ({s.outcome})" for s in self.steps if s.outcome in (CHOSEN, EXTRA)]
-        others = [f"{s.kind}: {s.reason}" for s in self.steps if s.outcome not in (CHOSEN, EXTRA)]
+        used = [f"{s.spec} ({s.outcome})" for s in self.steps if s.outcome in (CHOSEN, EXTRA, GIVEN)]
+        others = [f"{s.kind}: {s.reason}" for s in self.steps if s.outcome not in (CHOSEN, EXTRA, GIVEN)]
         return f"--meter {self.spec} chose {', '.join(used) or 'nothing'}; not used: " + "; ".join(others)
 
 
@@ -100,10 +113,10 @@ def _not_configured(kind: str, spec: MeterSpec) -> str:
     if kind == "redfish" and not spec.params.get("redfish"):
         return "not configured (name the BMC: --meter auto:redfish=HOST, credentials in the environment)"
     if kind == "ipmi":
-        wanted = spec.params.get("ipmi", "").lower()
-        if wanted in ("no", "false", "0"):
+        wanted = spec.params.get("ipmi", "").strip().lower()
+        if wanted in IPMI_NO:
             return "not wanted (ipmi=no)"
-        if wanted not in ("yes", "true", "1") and not any(Path(d).exists() for d in IPMI_DEVICES):
+        if wanted not in IPMI_YES and not any(Path(d).exists() for d in IPMI_DEVICES):
             return (
                 "not configured: no local BMC interface (/dev/ipmi0; modprobe ipmi_devintf ipmi_si, "
                 "or ipmi=yes)"
@@ -111,9 +124,11 @@ def _not_configured(kind: str, spec: MeterSpec) -> str:
     return ""
 
 
-def choose(spec: MeterSpec, given: tuple[str, ...] = ()) -> AutoChoice:
+def choose(spec: MeterSpec, given: tuple[str, ...] = (), given_meters: tuple[Meter, ...] = ()) -> AutoChoice:
     """Open this node's best meters (see the module docstring); MeterError only if none opens at all.
-    `given`: kinds the node also has from other --meter specs (auto then leaves the GPUs to them)."""
+    `given`: kinds the node also has from other --meter specs (auto then leaves the GPUs to them);
+    `given_meters`: those meters, open: where auto's choice reads what one of them reads, auto keeps
+    that one instead (counted once) and looks no further."""
     specs = kind_specs(spec)
     choice = AutoChoice(spec.text)
     chosen: Meter | None = None
@@ -129,6 +144,12 @@ def choose(spec: MeterSpec, given: tuple[str, ...] = ()) -> AutoChoice:
         finding, meter = try_kind(kind, specs.get(kind))
         if meter is None:
             choice.steps.append(Step(kind, text, NOT_OPENED, finding.reason))
+            continue
+        same = _same_as_given(meter, given_meters)
+        if same is not None:
+            meter.close()
+            chosen = same
+            choice.steps.append(Step(kind, same.spec.text, GIVEN, "given with its own --meter: counted once"))
             continue
         chosen = meter
         choice.meters.append(meter)
@@ -147,11 +168,17 @@ def choose(spec: MeterSpec, given: tuple[str, ...] = ()) -> AutoChoice:
     return choice
 
 
+def _same_as_given(meter: Meter, given_meters: tuple[Meter, ...]) -> Meter | None:
+    """The given meter reading what `meter` reads, or None."""
+    what = scope_of(meter).what
+    return next((g for g in given_meters if scope_of(g).what == what), None)
+
+
 def _add_gpus(choice: AutoChoice, chosen: Meter | None, given: bool) -> None:
     if given:
         choice.steps.append(Step("nvml", "nvml", NOT_TRIED, "given with its own --meter"))
         return
-    if chosen is not None and chosen.kind in NODE_LEVEL:
+    if chosen is not None and whole_node(chosen):  # an ACPI power meter (hwmon) too
         choice.steps.append(
             Step("nvml", "nvml", NOT_TRIED, f"{chosen.kind} measures the whole node, its GPUs included")
         )

@@ -98,9 +98,46 @@ class MeterFault(Exception):
     """A meter misbehaved during the run; sampling may resume when the device comes back."""
 
 
+# A counting domain (a CPU package, a node) always draws some power: a counter that stays still
+# this long while it is read is stuck, not measuring 0 W.
+STUCK_AFTER_S = 2.0
+
+
+@dataclass
+class StillCounter:
+    """When an energy counter last moved. A read that finds it still gives no sample (its span goes
+    on from the last movement, so the power is right when the counter moves again, and a stuck
+    counter never becomes 0 W); still for longer than `after_s` is a MeterFault."""
+
+    label: str  # what the messages call it: "the energy counter of intel-rapl:0 (package-0)"
+    after_s: float = STUCK_AFTER_S
+    last_change_t: float = 0.0  # the meter's monotonic clock
+
+    def restart(self, now_t: float) -> None:
+        """A new reference (open, or the first read after it): the counter counts as just moved."""
+        self.last_change_t = now_t
+
+    def moved(self, delta: float, now_t: float, while_: str = "") -> bool:
+        """True when the counter moved (`delta` != 0: a sample may be made; the watch restarts), False
+        while it is still; MeterFault once still for longer than `after_s` (`while_`: what else was
+        seen meanwhile, e.g. ' while its time stamps advanced')."""
+        if delta:
+            self.last_change_t = now_t
+            return True
+        still_s = now_t - self.last_change_t
+        if still_s > self.after_s:
+            raise MeterFault(
+                f"{self.label} has not moved for {still_s:.1f} s{while_}: the domain is not counting "
+                "(a stuck counter is not 0 W; no sample)"
+            )
+        return False
+
+
 @dataclass(frozen=True)
 class Reading:
-    """One sample, stamped with the host's wall clock when it was read (seconds since the epoch)."""
+    """One sample, stamped with the host's wall clock (seconds since the epoch) when it was read, or
+    where the meter can tell, when the device made it (a Redfish ReadingTime, a Cray controller's time
+    stamp put on the host's clock)."""
 
     time_unix_s: float
     power_w: float
@@ -112,7 +149,8 @@ class Reading:
     # a network meter's request: sent and answered (time_unix_s is their middle); NaN elsewhere
     request_start_unix_s: float = NAN
     request_end_unix_s: float = NAN
-    reading_time_unix_s: float = NAN  # the time the device gave its reading (Redfish ReadingTime)
+    # the time the device gave its reading (Redfish ReadingTime; cray: the controller stamp on the host clock)
+    reading_time_unix_s: float = NAN
 
 
 @dataclass(frozen=True)
@@ -299,6 +337,8 @@ def parse_meter_spec(text: str) -> MeterSpec:
                     f"unknown parameter {key!r} for {kind} (its value is not shown); "
                     f"known parameters: {', '.join(known) or 'none'}",
                 )
+            if key in params:  # the later would silently win: say so (values not shown)
+                raise MeterError.about(kind, f"{key}= is given twice (values not shown): give it once")
             params[key] = value
         elif target is None:
             target = item

@@ -12,6 +12,7 @@ averaged files where a channel has both.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ class HwmonMeter(Meter):
         self.devices: list[HwmonDevice] = []
         self.files: list[Path] = []
         self.natural_interval_s = type(self).natural_interval_s
+        self.averaging_source = ""
         self._opened = False
 
     def open(self) -> None:
@@ -145,7 +147,30 @@ class HwmonMeter(Meter):
         self.devices = with_power
         self.files = files
         self.natural_interval_s = self._update_interval_s()
+        self.averaging, self.averaging_s, self.averaging_source = self._averaging_of_files()
         self._opened = True
+
+    def _averaging_of_files(self) -> tuple[str, float, str]:
+        """(averaging, averaging_s, whence) of the files read, whichever `use=` asked for: instant for
+        `_input` files; for `_average` files (all an ACPI power meter may have) the mean over their
+        `_average_interval` (milliseconds, the longest of them), else over the refresh period."""
+        intervals_ms, averaged = [], False
+        for d in self.devices:
+            for f in d.power_files(self.use):
+                if not f.name.endswith("_average"):
+                    continue
+                averaged = True
+                with contextlib.suppress(OSError, ValueError):
+                    if (
+                        f.name + "_interval" in d.files
+                        and (ms := _read_int(d.attributes / (f.name + "_interval"))) > 0
+                    ):
+                        intervals_ms.append(ms)
+        if not averaged:
+            return "instant", 0.0, ""
+        if intervals_ms:
+            return "fixed", max(intervals_ms) / 1000.0, "powerM_average_interval"
+        return "fixed", self.natural_interval_s, "assumed: no powerM_average_interval, the refresh period"
 
     def _update_interval_s(self) -> float:
         """The chips' refresh period: update_interval, else the averaging interval, else 1 s."""
@@ -195,6 +220,6 @@ class HwmonMeter(Meter):
         d = super().describe()
         d.update({"root": str(self.root), "files": [str(f) for f in self.files], "use": self.use})
         d["power_resolution_w"] = 1e-6  # microwatts
-        if self.use == "average":  # power*_average: the mean over the sensor's averaging interval
-            d.update({"averaging": "fixed", "averaging_s": self.natural_interval_s})
+        if self.averaging_source:  # power*_average files: the mean over the sensor's averaging interval
+            d["averaging_s_source"] = self.averaging_source
         return d

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npmpi.meters import sysfs
-from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading
+from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading, StillCounter
 
 DEFAULT_ROOT = "/sys/class/powercap"
 TOP_ZONE = re.compile(r"^intel-rapl:(\d+)$")
@@ -44,8 +44,6 @@ DEFAULT_DOMAINS = ("package",)
 DEFAULT_MAX_W = 1000.0
 # RAPL counters update about every millisecond; a read may see one update more than its time span.
 UPDATE_SLACK_S = 0.01
-# A counting domain always draws some power: a counter that stays still this long is stuck.
-STUCK_AFTER_S = 2.0
 # A domain's power limits cap it, but only on average: short-term limits allow more (PL2 is about
 # twice PL1 on recent desktop parts, and max_power_uw is often PL1). The hard bound on its power is
 # this many times its largest constraint_*_max_power_uw.
@@ -89,7 +87,8 @@ class Zone:
     max_range_uj: int | None  # None: max_energy_range_uj unreadable, wraps cannot be counted
     bound_w: float = DEFAULT_MAX_W  # the most this domain can draw (max_w, or from its power limits)
     last_uj: int = 0
-    last_change_t: float = 0.0
+    # when its counter last moved: a read finding it still gives no sample, a stuck one is a fault
+    still: StillCounter = field(default_factory=lambda: StillCounter(""))
     recent: deque = field(default_factory=lambda: deque(maxlen=HISTORY))  # (monotonic t, watts)
 
     def recent_max_w(self, now_t: float) -> float | None:
@@ -212,7 +211,8 @@ class RaplMeter(Meter):
                 ) from None
             except (OSError, ValueError) as exc:
                 raise MeterError.about(self.spec.text, f"cannot read {zone.energy_file}: {exc}") from None
-            zone.last_change_t = now
+            zone.still = StillCounter(f"the energy counter of {zone.label}")
+            zone.still.restart(now)
             zones.append(zone)
         self._check_wrap_periods(zones)
         self.zones = zones
@@ -318,20 +318,16 @@ class RaplMeter(Meter):
         if not self._referenced:
             return self._take_reference(now_t)
         values = self._read_values()
-        deltas = []
-        for zone, value in zip(self.zones, values, strict=True):
-            delta = self._delta_uj(zone, value, dt_s, now_t)
-            if delta == 0 and now_t - zone.last_change_t > STUCK_AFTER_S:
-                raise MeterFault(
-                    f"the energy counter of {zone.label} has not moved for "
-                    f"{now_t - zone.last_change_t:.1f} s: the domain is not counting"
-                )
-            deltas.append(delta)
+        deltas = [
+            self._delta_uj(zone, value, dt_s, now_t) for zone, value in zip(self.zones, values, strict=True)
+        ]
+        # a counter still for STUCK_AFTER_S is a MeterFault; when none moved, no sample (not 0 W): the
+        # references stay, so the next sample's span starts where this one would have
+        if not any([zone.still.moved(delta, now_t) for zone, delta in zip(self.zones, deltas, strict=True)]):
+            return []
         # commit only once every zone gave a sound value, so a fault leaves no half-applied read
         for zone, value, delta in zip(self.zones, values, deltas, strict=True):
             zone.last_uj = value
-            if delta:
-                zone.last_change_t = now_t
             if dt_s > 0:
                 zone.recent.append((now_t, delta / 1e6 / dt_s))
         joules = sum(deltas) / 1e6
@@ -357,7 +353,7 @@ class RaplMeter(Meter):
         """The first read after open: the counters' values become the reference, no power yet."""
         for zone, value in zip(self.zones, self._read_values(), strict=True):
             zone.last_uj = value
-            zone.last_change_t = now_t
+            zone.still.restart(now_t)
         self._last_t = now_t
         self._referenced = True
         return []
@@ -367,6 +363,9 @@ class RaplMeter(Meter):
 
     def description(self) -> str:
         zones = ", ".join(z.label for z in self.zones) or f"domains={'+'.join(self.domains)}"
+        blind = [z.directory.name for z in self.zones if z.max_range_uj is None]
+        if blind:  # said where the choice of meter is shown (npmpi meters, the run file)
+            zones += f"; max_energy_range_uj unreadable in {', '.join(blind)}: a wrap is refused, not counted"
         return f"RAPL energy counters in {self.root}: {zones}"
 
     def describe(self) -> dict[str, object]:

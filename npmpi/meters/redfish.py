@@ -31,6 +31,7 @@ import time
 from dataclasses import replace
 
 from npmpi.core.inputfiles import read_regular_file
+from npmpi.core.periods import MAX_CHANGES, refresh_period_s
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, host_and_port, spec_error
 from npmpi.meters.credentials import credential_parameters, credentials_source, read_credentials
 from npmpi.meters.redfish_discovery import (
@@ -150,6 +151,11 @@ class RedfishMeter(Meter):
         self._energy0_kwh = self._last_kwh = None
         self._previous: tuple[float, float] | None = None  # (time, energy_j) of the last reading
         self.reading_times_used = self.reading_times_ignored = 0  # the service's ReadingTime as the stamp
+        self._seen: tuple[Values, float] | None = None  # the last answer and when its request began
+        self._changes: list[float] = []  # when the served value changed, over the whole run
+        self._changes_exact = True  # all of them from the service's ReadingTime
+        self._rates: list[float] = []  # the counter's rates, for _refreshed
+        self._run_period: tuple[int, float] = (0, math.nan)  # (changes, period) as of the last estimate
 
     # -- open: log in, discover once, measure the update period once --------------------------------
 
@@ -170,7 +176,7 @@ class RedfishMeter(Meter):
             raise MeterError.about(self.spec.text, f"{exc}") from None
         if math.isnan(self.update_period_s):
             self._learn_the_service(first)
-        self._previous = None
+        self._previous = self._seen = None  # a change is seen between two answers of one opening
         self._energy0_kwh = self._last_kwh = first.energy_kwh
 
     def _ca_file_for_open(self) -> str | None:
@@ -269,13 +275,14 @@ class RedfishMeter(Meter):
         changes on every request, so its changes say nothing of the refresh: counting them gave
         0.055 s for a BMC refreshing once a second). A refresh happened between the start of the
         poll before and the end of the poll that saw it: the middle of that span is taken as its
-        time, and the period is the mean spacing of up to four refreshes."""
+        time, and the period is their span over the periods it holds (npmpi.core.periods), from three to
+        five refreshes. The run's readings refine it (`measured_period_s`)."""
         seen, changes = [first], []
         before = time.monotonic()  # the start of the previous poll
         deadline = before + MEASURE_FOR_S
         rates: list[float] = []
         stamps = [before]
-        while time.monotonic() < deadline and len(changes) < 4:
+        while time.monotonic() < deadline and len(changes) < 5:
             time.sleep(MEASURE_POLL_S)
             asked = time.monotonic()
             try:
@@ -288,8 +295,7 @@ class RedfishMeter(Meter):
             seen.append(values)
             stamps.append(now)
             before = asked
-        period = (changes[-1] - changes[0]) / (len(changes) - 1) if len(changes) >= 2 else math.nan
-        return period, seen
+        return refresh_period_s(changes) if len(changes) >= 3 else math.nan, seen
 
     def _declare(self, samples: list[Values]) -> None:
         """Quantities, averaging and resolutions from the source and the digits the service sends."""
@@ -321,6 +327,7 @@ class RedfishMeter(Meter):
             raise MeterFault(f"{exc} (no reading taken)") from None
         assert self._service is not None
         start, end = self._service.last_request_unix_s  # the exchange, not the decoding after it
+        self._note_change(values, start, end)
         reading = self._reading(self._stamp(start, end, values.reading_time_unix_s), values)
         if reading is None:
             return []
@@ -333,13 +340,45 @@ class RedfishMeter(Meter):
             )
         ]
 
+    def _note_change(self, values: Values, start: float, end: float) -> None:
+        """Keep when the served value changed: at its ReadingTime where both answers have one, else
+        in the middle of the span between the previous request's start and this one's end."""
+        seen, self._seen = self._seen, (values, start)
+        if seen is None or len(self._changes) >= MAX_CHANGES:
+            return
+        last, last_start = seen
+        now, before = values.reading_time_unix_s, last.reading_time_unix_s
+        if math.isfinite(now) and math.isfinite(before):
+            if now != before:
+                self._changes.append(now)
+            return
+        if _refreshed(last, values, self._rates, end - last_start):
+            self._changes_exact = False
+            self._changes.append(0.5 * (last_start + end))
+        if len(self._rates) > 20:  # the recent rates, and whether the counter was seen to repeat
+            self._rates[:] = ([0.0] if 0.0 in self._rates else []) + self._rates[-10:]
+
+    def measured_period_s(self) -> float:
+        """The refresh period measured from the run's readings so far (NaN before three changes)."""
+        count = len(self._changes)
+        if count != self._run_period[0] and (count < 64 or count % 16 == 0):
+            changes = sorted(self._changes)
+            self._run_period = (count, refresh_period_s(changes, exact=self._changes_exact))
+        return self._run_period[1]
+
+    def period_s(self) -> float:
+        """The refresh period to reckon with: the run's measurement, else the one taken at open."""
+        measured = self.measured_period_s()
+        if math.isfinite(measured):
+            return measured
+        return self.update_period_s if math.isfinite(self.update_period_s) else DEFAULT_PERIOD_S
+
     def _stamp(self, start: float, end: float, reading_time: float) -> float:
         """A reading's time: the service's own ReadingTime where it is one this request can have
         answered with (after the refresh before the request began, not after its answer: a BMC
         clock that disagrees is not trusted), else the middle of the request. Stamping on return
         instead put samples up to 0.18 s late on a loaded host (docs/meters.md)."""
-        period = self.update_period_s if math.isfinite(self.update_period_s) else DEFAULT_PERIOD_S
-        earliest, latest = start - period - STAMP_SLACK_S, end + STAMP_SLACK_S
+        earliest, latest = start - self.period_s() - STAMP_SLACK_S, end + STAMP_SLACK_S
         if math.isfinite(reading_time) and earliest <= reading_time <= latest:
             self.reading_times_used += 1
             return reading_time
@@ -425,8 +464,11 @@ class RedfishMeter(Meter):
         )
         return d
 
-    def counters(self) -> dict[str, int]:
+    def counters(self) -> dict[str, int | float]:
         return {
             "reading_times_used": self.reading_times_used,
             "reading_times_ignored": self.reading_times_ignored,
+            # the refresh period measured over the run (NaN before three changes), and from how many
+            "update_period_measured_s": self.measured_period_s(),
+            "update_period_changes": len(self._changes),
         }

@@ -82,6 +82,11 @@ FIXES = {
     "estimate": ("read access to /proc/stat", "a Linux /proc"),
 }
 
+NOT_A_FILE_FIX = (
+    "a file of the tree was replaced by something else (never read: it could block); put the real "
+    "file back, or point the meter (root=, auto:*_root=) at the real tree"
+)
+
 
 @dataclass
 class Finding:
@@ -119,6 +124,8 @@ def fix_for(kind: str, reason: str) -> str:
         level = f" (perf_event_paranoid is {paranoid_level()} here)"
         permission, other = permission + level, other + level
     lowered = reason.lower()
+    if "not a regular file" in lowered:  # a FIFO, a device or a directory where a sysfs file should be
+        return NOT_A_FILE_FIX
     if "permission" in lowered or "paranoid" in lowered or "refused" in lowered:
         return permission
     return other

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.core.protocol import BASELINE_TAG, CMD_BASELINE, CTRL_TAG
+from npmpi.core.messages import BASELINE_TAG, CMD_BASELINE, CTRL_TAG
 
 PHASE_END = 0
 PHASE_START = 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.core.protocol import CLOCK_TAG
+from npmpi.core.messages import CLOCK_TAG
 
 DEFAULT_EXCHANGES = 32
 

@@ -57,7 +57,7 @@ def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -
         channels.append(d)
     roles.samplers = [*roles.samplers, *samplers]
     if roles.power_info is None:
-        from npmpi.power.ranks import machine_ids
+        from npmpi.power.nodemeters import machine_ids
 
         roles.power_info = {"specs": [], "channels": [], "skipped": [], **machine_ids()}
     roles.power_info["fabric"] = {

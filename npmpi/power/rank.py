@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npmpi.core.protocol import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
+from npmpi.core.messages import CMD_BASELINE, CMD_CLOCK, CMD_FLUSH, CMD_STOP, CTRL_TAG, POWER_DATA_TAG
 from npmpi.core.safetext import printable
 from npmpi.meters.base import (
     METER_OPTION,
@@ -36,6 +36,7 @@ from npmpi.meters.base import (
     make_meter,
     parse_meter_spec,
 )
+from npmpi.meters.scope import refuse_doubled
 from npmpi.power.baseline import take_part
 from npmpi.power.clocksync import ClockOffset, answer_pings, measure_offset
 from npmpi.runfile.faults import GAP_MIN_S, KIND_GAP, FaultLog, FaultRecord, Heartbeat
@@ -62,13 +63,11 @@ def node_meter_specs(default_specs) -> list[MeterSpec]:
     override = os.environ.get(METERS_ENV)
     if override is None or not override.strip():
         return list(default_specs)
-    specs = []
-    for text in override.split(";"):
-        if text.strip():
-            try:
-                specs.append(parse_meter_spec(text))
-            except MeterError as exc:
-                raise MeterError(exc.under(METERS_ENV)) from None
+    try:
+        specs = [parse_meter_spec(text) for text in override.split(";") if text.strip()]
+        refuse_doubled(specs)  # the same energy would count twice
+    except MeterError as exc:
+        raise MeterError(exc.under(METERS_ENV)) from None
     return specs
 
 

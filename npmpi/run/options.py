@@ -9,6 +9,7 @@ from npmpi.commands.checks import (  # noqa: F401  (default_output_name, meter_s
     check_stall_timeout,
     default_output_name,
     meter_specs,
+    shared_fields,
     trials_and_target,
 )
 from npmpi.commands.parser import parse_command_line
@@ -50,7 +51,7 @@ def parse_options(argv: list[str]) -> Options:
     _choose_buffers(ns)
     _check_choices(ns)
     protocol_fields = check_protocol_options(ns)
-    baseline = check_power_and_output(ns)
+    shared = shared_fields(ns)
     return Options(
         lower_bytes=ns.lower,
         upper_bytes=ns.upper,
@@ -62,14 +63,6 @@ def parse_options(argv: list[str]) -> Options:
         max_one_way_s=max_one_way,
         kernel=ns.kernel,
         integrity=ns.integrity,
-        output=ns.output,
-        force=ns.force,
-        quiet=ns.quiet,
-        meters=ns.meter,
-        sample_interval_s=ns.sample_interval,
-        baseline_s=baseline,
-        meter_optional=ns.meter_optional,
-        calibration=ns.calibration,
         mode=ns.mode,
         window=window,
         pairs=ns.pairs,
@@ -80,10 +73,8 @@ def parse_options(argv: list[str]) -> Options:
         huge_pages=ns.huge_pages,
         thread_level=ns.thread_level,
         np_out=ns.np_out,
-        fabric_meters=ns.fabric_meter,
-        fabric_rank=ns.fabric_rank,
         **protocol_fields,
-        stall_timeout_s=check_stall_timeout(ns.stall_timeout),
+        **shared,
     )
 
 

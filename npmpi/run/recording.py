@@ -35,8 +35,8 @@ class RunSetup:
     layout: Any
     kernel: Kernel
     output: str
-    stop: Any  # npmpi.core.protocol.StopFlag
-    power_nodes: list[dict]  # each power rank's meters (npmpi.power.ranks), in node order
+    stop: Any  # npmpi.core.messages.StopFlag
+    power_nodes: list[dict]  # each power rank's meters (npmpi.power.nodemeters), in node order
     calibration: dict | None
     thread_levels: list[tuple[int, bool]]  # (provided level, runs threads) of every rank
     reservation: Any  # the run file's temporary (npmpi.core.outpath.reserve_output)

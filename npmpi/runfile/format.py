@@ -11,22 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 FORMAT_NAME = "npmpi-run"
-# 1.1 added the /power group; 1.2 the mode attributes and pair_trial_s; 1.3 the buffer and thread
-# level attributes, /layout/thread_level and /pingpong/buffer_huge_page_bytes; 1.4 the baseline after
-# the sweep (/power baseline_after_* attributes), /layout/baseline_cpu_s, the nodes' baseline CPU
-# utilisation, the channels' reading attributes (averaging, resolutions, energy_from_counter), the
-# faults' last_time_unix_s, count and kind, and a Watts Up?'s time_spaced_unix_s; 1.5 the /map group
-# (npmpi map), /power/fabric (--fabric-meter) and the redfish and snmp channels' attributes; 1.6 the
-# nodes' --meter auto choice (meter_auto, meter_auto_summary), the cray and perf channels' attributes,
-# the Slurm context (slurm_* root attributes), the Fletcher-32 checksum of every numeric dataset
-# (CHECKSUM below), the channels' open_epoch (every reading's meter opening), a network meter's
-# request_start_unix_s, request_end_unix_s and reading_time_unix_s, and the nodes' boot_id and
-# machine_id attributes; the map's directions attribute, /map/pair_window_s and /map/confirm_*
-# (optional: 1.5 maps still read); 1.7 the protocol attributes (protocol, protocol_settings), the
-# sizes' CPU time (/pingpong/cpu_*_s) and the map's run-queue waits (/map/runq_wait_s,
-# /map/confirm_runq_wait_s, /map/confirm_trial_elapsed_s), all optional (1.6 files still read);
-# 1.8 the root attribute `kind` (run, map, or a registered kind's name) and a group kind's
-# /pingpong/member_trial_s, both optional (1.7 files still read: a /map group makes a map)
+# what each minor version added, and which readers read which files: docs/file-format.md (`format_version`)
 FORMAT_VERSION = (1, 8)
 KIND_RUN, KIND_MAP = "run", "map"
 # /layout datasets holding one row per rank and one column per baseline (before, after)
@@ -79,7 +64,7 @@ EXTRA_SAMPLE_FIELDS = (
     "open_epoch",  # OPEN_EPOCH: named by every channel of a run (format 1.6)
     "request_start_unix_s",  # a network meter: its request's start and end (time_unix_s: their middle)
     "request_end_unix_s",
-    "reading_time_unix_s",  # a network meter: the time the device itself gave its reading (NaN: none)
+    "reading_time_unix_s",  # the time the device itself gave its reading (NaN: none): redfish, cray
 )
 # per-sample dataset of every channel of a run (format 1.6): which opening of the meter took the
 # reading (0 the first, +1 at each reopening after a fault); a counter restarts at each, so no span

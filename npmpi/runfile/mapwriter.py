@@ -34,7 +34,7 @@ class PairResult:
     directed: bool = False  # one direction of the pair (a stream map's i -> j), not both
     elapsed_s: float = float("nan")  # from the round's go to the end of this transmitter's work
     runq_wait_s: np.ndarray | None = None  # [trials, 2] the transmitter's and the reflector's run-queue
-    # wait during each trial (npmpi/core/cpuwait.py); NaN where not run or not known
+    # wait during each trial (npmpi/sweep/cputime.py); NaN where not run or not known
 
 
 def _waits(res: PairResult, trials: int) -> np.ndarray:
@@ -98,6 +98,7 @@ class MapWriter(RunWriter):
         self.rounds_completed = 0
         self._best = np.full((len(sizes), n, n), np.nan)  # each pair's best one-way time, for the console
         self._pair_s = np.full((len(sizes), n, n), np.nan)  # each pair's own window, for the confirmations
+        self._trials_s = np.zeros((len(sizes), n, n))  # of which its trials' loops (both directions)
         super().__init__(path, attrs, layout_rows, trials, **kwargs)
 
     def _create(self, attrs, layout_rows, trials) -> None:
@@ -175,6 +176,8 @@ class MapWriter(RunWriter):
                 elapsed = float(np.fmax(self._pair_s[s, res.i, res.j], res.elapsed_s))
                 pair_ds[s, res.i, res.j] = pair_ds[s, res.j, res.i] = elapsed
                 self._pair_s[s, res.i, res.j] = self._pair_s[s, res.j, res.i] = elapsed
+                looped = self._trials_s[s, res.i, res.j] + float(np.nansum(res.trial_s))
+                self._trials_s[s, res.i, res.j] = self._trials_s[s, res.j, res.i] = looped
             waits = _waits(res, t)
             for a, b in ways:
                 trial_ds[s, a, b, :] = one_way
@@ -195,19 +198,33 @@ class MapWriter(RunWriter):
         """[S, N, N] each measured pair's best one-way time so far (NaN elsewhere)."""
         return self._best.copy()
 
-    def pair_seconds(self, size_index: int, i: int, j: int) -> float:
-        """Pair i, j's own window at a size (0 when not known)."""
-        v = float(self._pair_s[size_index, i, j])
+    def _windows_s(self, size_index: int, trials: int | None) -> np.ndarray:
+        """[N, N] each pair's own window at a size, or what it would be with `trials` trials: the
+        window's part outside the trials (first contact, probe, warm-up) and `trials` of its trials'
+        mean loop time (NaN where not known)."""
+        window, looped = self._pair_s[size_index], self._trials_s[size_index]
+        if trials is None:
+            return window
+        return np.fmax(window - looped, 0.0) + looped * (trials / self.trials)
+
+    def pair_seconds(self, size_index: int, i: int, j: int, trials: int | None = None) -> float:
+        """Pair i, j's own window at a size, with `trials` trials when given (0 when not known)."""
+        v = float(self._windows_s(size_index, trials)[i, j])
         return v if np.isfinite(v) else 0.0
 
-    def median_pair_seconds(self, size_index: int) -> float:
-        """The median pair's own window at a size (0 when none is known)."""
-        known = self._pair_s[size_index][np.isfinite(self._pair_s[size_index])]
+    def median_pair_seconds(self, size_index: int, trials: int | None = None) -> float:
+        """The median pair's own window at a size, with `trials` trials when given (0 when none is
+        known)."""
+        windows = self._windows_s(size_index, trials)
+        known = windows[np.isfinite(windows)]
         return float(np.median(known)) if known.size else 0.0
 
-    def store_confirmations(self, rows, repeats: int, budget: float, suspects: int, skipped: int) -> None:
+    def store_confirmations(
+        self, rows, repeats: int, budget: float, suspects: int, skipped: int, **facts
+    ) -> None:
         """The suspects measured again (npmpi/map/confirm.py): rows of (size index, (start, end),
-        [PairResult], role: 0 suspect, 1 reference), K results in all, into /map/confirm_*; a flush."""
+        [PairResult], role: 0 suspect, 1 reference), K results in all, into /map/confirm_*, with the
+        re-measurement's facts as /map's attributes (`facts`: confirm_<key>); a flush."""
         from npmpi.core.modes import mode_factors
 
         with self._checked("writing the suspects measured again"):
@@ -236,6 +253,7 @@ class MapWriter(RunWriter):
                 "confirm_budget": budget,
                 "confirm_suspects": suspects,
                 "confirm_skipped": skipped,
+                **{f"confirm_{key}": value for key, value in facts.items()},
             }.items():
                 g.attrs[key] = value
             self._pending_bytes += 8 * k * (4 * t + 5)

@@ -401,6 +401,17 @@ def _baseline_cpu_shape_ok(ds) -> bool:
     )
 
 
+def _per_trial_rows(g, name: str, p: Path, n: int, trials: int) -> np.ndarray | None:
+    """An optional [n, K, trials] float dataset of /pingpong (pair_trial_s, member_trial_s), its first
+    n rows; None when absent, RunFileError when its shape or type is wrong."""
+    ds = _member(g, name, p, f"/pingpong/{name}", dataset=True, required=False)
+    if ds is None:
+        return None
+    if len(ds.shape) != 3 or ds.dtype.kind != "f" or ds.shape[0] < n or ds.shape[2] != trials:
+        raise RunFileError(f"{p}: /pingpong/{name} has an unexpected shape {ds.shape} or type")
+    return np.asarray(_read_rows(ds, n, p, f"/pingpong/{name}"), dtype=np.float64)
+
+
 def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
     g = _member(f, "pingpong", p, "/pingpong", dataset=False)
     lengths, arrays = [], {}
@@ -435,26 +446,8 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
     except (OSError, ValueError, TypeError) as exc:
         raise RunFileError(f"{p}: /pingpong cannot be read ({exc}); the file may be corrupt") from None
     pp = PingPong(**data)
-    ds = _member(g, "pair_trial_s", p, "/pingpong/pair_trial_s", dataset=True, required=False)
-    if ds is not None:
-        if (
-            len(ds.shape) != 3
-            or ds.dtype.kind != "f"
-            or ds.shape[0] < n
-            or ds.shape[2] != pp.trial_s.shape[1]
-        ):
-            raise RunFileError(f"{p}: /pingpong/pair_trial_s has an unexpected shape {ds.shape} or type")
-        pp.pair_trial_s = np.asarray(_read_rows(ds, n, p, "/pingpong/pair_trial_s"), dtype=np.float64)
-    ds = _member(g, "member_trial_s", p, "/pingpong/member_trial_s", dataset=True, required=False)
-    if ds is not None:
-        if (
-            len(ds.shape) != 3
-            or ds.dtype.kind != "f"
-            or ds.shape[0] < n
-            or ds.shape[2] != pp.trial_s.shape[1]
-        ):
-            raise RunFileError(f"{p}: /pingpong/member_trial_s has an unexpected shape {ds.shape} or type")
-        pp.member_trial_s = np.asarray(_read_rows(ds, n, p, "/pingpong/member_trial_s"), dtype=np.float64)
+    pp.pair_trial_s = _per_trial_rows(g, "pair_trial_s", p, n, pp.trial_s.shape[1])
+    pp.member_trial_s = _per_trial_rows(g, "member_trial_s", p, n, pp.trial_s.shape[1])
     ds = _member(
         g, "buffer_huge_page_bytes", p, "/pingpong/buffer_huge_page_bytes", dataset=True, required=False
     )

@@ -23,7 +23,7 @@ from npmpi.core.layout import (
     compute_layout,
     with_pairs,
 )
-from npmpi.core.protocol import StopFlag
+from npmpi.core.messages import StopFlag
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep.kernels import Kernel, get_kernels
 from npmpi.sweep.links import open_pair_link

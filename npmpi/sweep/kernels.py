@@ -21,7 +21,7 @@ from time import perf_counter
 from typing import Any
 
 from npmpi.core.errors import KernelUnavailable
-from npmpi.core.protocol import ACK_TAG, DATA_TAG
+from npmpi.core.messages import ACK_TAG, DATA_TAG
 from npmpi.core.protocols import PROTOCOL_MPI
 from npmpi.sweep.transfer import TransferSettings
 

@@ -1,6 +1,6 @@
 """The ranks rank 0 commands: a pair's reflector, the ranks of the other pairs, the ranks with no role.
 
-Each waits for rank 0's commands (npmpi/core/protocol.py) between sizes in one loop, serve_commands;
+Each waits for rank 0's commands (npmpi/core/messages.py) between sizes in one loop, serve_commands;
 the per-size trials of a reflector and of a pair member differ (who starts a trial, who times it).
 """
 
@@ -15,19 +15,16 @@ import numpy as np
 from npmpi.core.config import Options
 from npmpi.core.errors import LinkLost
 from npmpi.core.layout import Layout
-from npmpi.core.protocol import (
+from npmpi.core.messages import (
     CMD_BASELINE,
     CMD_PROBE,
     CMD_STOP,
-    CPU_TAG,
     CTRL_TAG,
-    RESULT_TAG,
-    SYNC_TAG,
-    TIMES_TAG,
     StopFlag,
 )
 from npmpi.power.baseline import take_part
 from npmpi.sweep.cputime import CpuSpan
+from npmpi.sweep.driver import member_report, member_trials
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import Link, MpiLink
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
@@ -78,63 +75,13 @@ def serve_commands(
 def reflect(
     comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag, link: Link | None = None
 ) -> int:
-    """The reflector's side: echo every message; returns the exit code rank 0 sends at the end
-    (`link`: the protocol's link to rank 0, opened before the sweep; default MPI's)."""
-    if len(layout.pairs) > 1:
-        return pair_member(comm, layout, opts, kernel, stop, link)
+    """A pair rank other than rank 0 (the reflector of rank 0's pair, or either rank of another pair
+    with --pairs): rank 0 commands every size and starts every trial (npmpi/sweep/driver.py); another
+    pair's transmitter times its trials and sends the times to rank 0 after each size. Returns the exit
+    code rank 0 sends at the end (`link`: the protocol's link to the partner, opened before the sweep;
+    default MPI's)."""
     corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
     reset_at = _fault_size("LINK_RESET_SIZE")
-    peer = layout.pair[0]
-    link = link if link is not None else MpiLink(comm, peer)
-    patterns = Patterns(opts.largest_message_bytes)
-    loop = MessageLoop(opts, kernel, transmitter=False)
-    sync = np.zeros(1, dtype=np.int64)
-    result = np.zeros(2, dtype=np.int64)
-
-    def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
-        if size == raise_at:
-            raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
-        loop.run(link, warmup_iterations(iterations))
-        if size == reset_at:
-            link.reset()
-        if size == corrupt_at:
-            loop.corrupt(after_trials=False)
-        ok = True
-        abandoned = False
-        span = CpuSpan()  # this rank's CPU over the trials, sent to rank 0 after the result
-        for _ in range(trials):
-            comm.Recv(sync, peer, SYNC_TAG)
-            if sync[0] == 0:
-                abandoned = True
-                break
-            comm.Send(sync, peer, SYNC_TAG)
-            link.before_trial()
-            if integrity:
-                for k in range(iterations):
-                    loop.clear_received(k, 1)
-                    loop.run(link, 1, k)
-                    ok &= loop.received_ok(patterns, peer, k, 1)
-            else:
-                loop.run(link, iterations)
-        cpu = span.stop()
-        if abandoned:
-            return
-        if size == corrupt_at:
-            loop.corrupt(after_trials=True)
-        result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
-        result[1] = int(stop.signum or 0)
-        comm.Send(result, peer, RESULT_TAG)
-        comm.Send(cpu, peer, CPU_TAG)
-
-    return serve_commands(comm, peer, link, loop, patterns, measure, outlive_link=True)
-
-
-def pair_member(
-    comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag, link: Link | None = None
-) -> int:
-    """A rank of one of several pairs (other than rank 0): rank 0 commands and starts every trial;
-    a transmitter times its trials and sends the times to rank 0 after each size."""
-    corrupt_at, raise_at = _fault_size("CORRUPT_SIZE"), _fault_size("RAISE_SIZE")
     me = comm.Get_rank()
     pair = next(p for p in layout.pairs if me in p)
     transmitter = me == pair[0]
@@ -142,48 +89,37 @@ def pair_member(
     link = link if link is not None else MpiLink(comm, peer)
     patterns = Patterns(opts.largest_message_bytes)
     loop = MessageLoop(opts, kernel, transmitter=transmitter)
-    sync = np.zeros(1, dtype=np.int64)
-    result = np.zeros(2, dtype=np.int64)
+
+    def trial(iterations: int, integrity: bool) -> tuple[float, bool]:
+        link.before_trial()
+        if not integrity:
+            return loop.run(link, iterations), True
+        total, ok = 0.0, True
+        for k in range(iterations):
+            loop.clear_received(k, 1)
+            total += loop.run(link, 1, k)
+            ok &= loop.received_ok(patterns, peer, k, 1)
+        return total, ok
 
     def measure(size: int, iterations: int, trials: int, integrity: bool) -> None:
-        if size == raise_at and not transmitter:
+        faulty = not transmitter  # the fault injections act on a reflector
+        if faulty and size == raise_at:
             raise RuntimeError(f"fault injected at {size} B (NPMPI_FAULT_RAISE_SIZE)")
         loop.run(link, warmup_iterations(iterations))
-        faulty = size == corrupt_at and not transmitter
-        if faulty:
+        if faulty and size == reset_at:
+            link.reset()
+        if faulty and size == corrupt_at:
             loop.corrupt(after_trials=False)
-        ok = True
-        abandoned = False
-        times = np.full(trials, np.nan)
-        span = CpuSpan()
-        for t in range(trials):
-            sync[0] = 1
-            comm.Send(sync, 0, SYNC_TAG)
-            comm.Recv(sync, 0, SYNC_TAG)
-            if sync[0] == 0:
-                abandoned = True
-                break
-            link.before_trial()
-            if integrity:
-                total = 0.0
-                for k in range(iterations):
-                    loop.clear_received(k, 1)
-                    total += loop.run(link, 1, k)
-                    ok &= loop.received_ok(patterns, peer, k, 1)
-            else:
-                total = loop.run(link, iterations)
-            times[t] = total
+        span = CpuSpan()  # this rank's CPU over the trials, sent to rank 0 after the result
+        done = member_trials(comm, trials, lambda: trial(iterations, integrity))
         cpu = span.stop()
-        if abandoned:
+        if done is None:  # rank 0 abandoned the size
             return
-        if faulty:
+        if faulty and size == corrupt_at:
             loop.corrupt(after_trials=True)
-        result[0] = int(ok and loop.received_ok(patterns, peer, 0, iterations))
-        result[1] = int(stop.signum or 0)
-        comm.Send(result, 0, RESULT_TAG)
-        if transmitter:
-            comm.Send(times, 0, TIMES_TAG)
-        comm.Send(cpu, 0, CPU_TAG)
+        ok = all(good for _, good in done) and loop.received_ok(patterns, peer, 0, iterations)
+        times = [t for t, _ in done] if transmitter else None
+        member_report(comm, ok, stop, times, cpu)
 
     return serve_commands(comm, 0, link, loop, patterns, measure, outlive_link=peer == 0)
 

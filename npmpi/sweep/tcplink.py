@@ -23,7 +23,7 @@ from typing import Any
 
 from npmpi.core.config import Options
 from npmpi.core.errors import LinkError, LinkLost
-from npmpi.core.protocol import LINK_TAG
+from npmpi.core.messages import LINK_TAG
 from npmpi.core.protocols import PROTOCOL_TCP
 
 TOKEN_BYTES = 16

@@ -29,24 +29,20 @@ import numpy as np
 from npmpi.core.config import Options
 from npmpi.core.errors import DataMismatch, LinkLost
 from npmpi.core.layout import Layout
-from npmpi.core.protocol import (
+from npmpi.core.messages import (
     CMD_PROBE,
-    CMD_SIZE,
     CMD_STOP,
-    CPU_TAG,
     CTRL_TAG,
-    RESULT_TAG,
-    SYNC_TAG,
-    TIMES_TAG,
     StopFlag,
 )
 from npmpi.core.schedule import SizePoint, netpipe_repeats
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
+from npmpi.sweep.driver import SizeDriver
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import Link, MpiLink
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
-from npmpi.sweep.watchdog import PROBE, READY, RESULTS, WARMUP, Progress
+from npmpi.sweep.watchdog import PROBE, WARMUP, Progress
 
 PROBE_ROUND_TRIPS = 200
 PROBE_BUDGET_S = 0.5
@@ -92,7 +88,7 @@ class Transmitter:
         in_pairs = {r for pair in layout.pairs for r in pair}
         self.others = [r for r in range(layout.world_size) if r not in in_pairs]
         self.multi = len(layout.pairs) > 1
-        self.members = sorted(in_pairs - {0})  # every pair rank but rank 0 (several pairs only)
+        self.members = sorted(in_pairs - {0})  # every pair rank but rank 0
         self.pair_transmitters = [a for a, _ in layout.pairs[1:]]
         self.peer_of = {a: b for pair in layout.pairs for a, b in (pair, pair[::-1])}
         self.opts = opts
@@ -101,24 +97,14 @@ class Transmitter:
         self.on_row = on_row
         self.patterns = Patterns(opts.largest_message_bytes)
         self.loop = MessageLoop(opts, kernel, transmitter=True)
-        self.ctrl = np.zeros(4, dtype=np.int64)
-        self.sync = np.zeros(1, dtype=np.int64)
-        self.result = np.zeros(2, dtype=np.int64)
         # where the reflector is: "between" sizes (waiting for a command) or in "trials" (waiting for
         # a sync); inside a timed loop (self.stop.timing) only an abort can end it
         self.state = "between"
         self.progress = Progress(opts.trials)  # where rank 0 is, for the stall watchdog (watchdog.py)
+        # the per-size sequence with every other pair rank (one pair: the reflector alone)
+        self.driver = SizeDriver(comm, self.members, self.pair_transmitters, self.progress, stop)
 
     # -- protocol steps
-    def _command(self, cmd: int, a: int = 0, b: int = 0, c: int = 0) -> None:
-        self.ctrl[:] = (cmd, a, b, c)
-        for rank in self.members if self.multi else (self.peer,):
-            self.comm.Send(self.ctrl, rank, CTRL_TAG)
-
-    def _go(self, value: int) -> None:
-        self.sync[0] = value
-        for rank in self.members:
-            self.comm.Send(self.sync, rank, SYNC_TAG)
 
     def _run_kernel(self, iterations: int, first: int = 0) -> float:
         with self.stop.timed():
@@ -144,7 +130,7 @@ class Transmitter:
         """A warm-up chunk, then the fastest of PROBE_CHUNKS chunks (one scheduling hiccup must not
         shrink the first size's iterations): seconds per round trip."""
         self.progress.at(size, PROBE, self.peer, round_trips)
-        self._command(CMD_PROBE, size, round_trips)
+        self.driver.command(CMD_PROBE, size, round_trips)
         self._prepare(size)
         chunk = round_trips // PROBE_CHUNKS
         with self.stop.timed():
@@ -158,7 +144,7 @@ class Transmitter:
         opts = self.opts
         warm = warmup_iterations(iterations)
         self.progress.at(size, WARMUP, self.peer, warm)
-        self._command(CMD_SIZE, size, iterations, opts.trials | (int(opts.integrity) << 32))
+        self.driver.start_size(size, iterations, opts.trials, opts.integrity)
         self._prepare(size)
         with self.stop.timed():
             self.loop.run(self.link, warm)
@@ -166,55 +152,48 @@ class Transmitter:
         return warm
 
     def measure_size(self, size: int, iterations: int) -> SizeResult | None:
-        """All trials of one size; None when a stop request abandoned it."""
-        if self.multi:
-            return self._measure_size_pairs(size, iterations)
+        """All trials of one size (rank 0 runs pair 0 and starts every pair's trials together); None
+        when a stop request abandoned it."""
         opts = self.opts
         warm = self._start_size(size, iterations)
-        trial_s, starts, ends = [], [], []
-        verified = True
         span = cputime.CpuSpan()  # rank 0's CPU over the trials (the warm-up is done)
-        for t in range(opts.trials):
-            self.progress.at(size, t, self.peer, iterations)
-            if self.stop:
-                self.sync[0] = 0
-                self.comm.Send(self.sync, self.peer, SYNC_TAG)
-                self.state = "between"
-                return None
-            self.sync[0] = 1
-            self.comm.Send(self.sync, self.peer, SYNC_TAG)
-            self.comm.Recv(self.sync, self.peer, SYNC_TAG)
-            total, start, end, ok = self._trial(size, iterations)
-            verified &= ok
-            trial_s.append(total)
-            starts.append(start)
-            ends.append(end)
+        trials = self.driver.trials(
+            size, iterations, opts.trials, self.peer, lambda: self._trial(size, iterations)
+        )
+        if trials is None:
+            self.state = "between"
+            return None
         own_cpu = span.stop()
+        own, starts, ends, oks = (list(column) for column in zip(*trials, strict=True))
+        verified = all(oks) and self.loop.received_ok(self.patterns, self.peer, 0, iterations)
+        reports = self.driver.reports(size, iterations, opts.trials)
         self.state = "between"
-        verified &= self.loop.received_ok(self.patterns, self.peer, 0, iterations)
-        self.progress.at(size, RESULTS, self.peer)
-        self.comm.Recv(self.result, self.peer, RESULT_TAG)
-        cpu = cputime.row_fields([0, self.peer], [own_cpu, *cputime.receive(self.comm, [self.peer], CPU_TAG)])
-        peer_ok, peer_signal = bool(self.result[0]), int(self.result[1])
-        if peer_signal and not self.stop:
-            self.stop.set(peer_signal, f"signal {peer_signal} on rank {self.peer}")
-        if not (verified and peer_ok):
-            where = [] if verified else [f"rank 0 received wrong data from rank {self.peer}"]
-            where += [] if peer_ok else [f"rank {self.peer} received wrong data from rank 0"]
+        cpu = cputime.row_fields([0, *self.members], [own_cpu, *reports.cpu])
+        if reports.signal and not self.stop:
+            where = f"rank {self.peer}" if not self.multi else "a pair rank"
+            self.stop.set(reports.signal, f"signal {reports.signal} on {where}")
+        bad = [] if verified else [f"rank 0 received wrong data from rank {self.peer}"]
+        bad += [f"rank {rank} received wrong data from rank {self.peer_of[rank]}" for rank in reports.wrong]
+        if bad:
             raise DataMismatch(
-                f"data check failed at message size {size} B: {'; '.join(where)}. "
+                f"data check failed at message size {size} B: {'; '.join(bad)}. "
                 f"The transport (--protocol {self.opts.protocol}) corrupted or truncated a message; "
                 "the run file keeps every size "
                 "before this one"
             )
+        pair_times = None
+        if self.multi:  # the aggregate: all pairs' data moved by the slowest pair's end
+            pair_times = [own, *(reports.times[rank] for rank in self.pair_transmitters)]
+            own = np.max(np.array(pair_times), axis=0).tolist()
         return SizeResult(
             size,
             iterations,
             warm,
-            trial_s,
+            own,
             starts,
             ends,
             True,
+            pair_trial_s=pair_times,
             buffer_huge_page_bytes=self.loop.huge_page_bytes(),
             **cpu,
         )
@@ -236,70 +215,6 @@ class Transmitter:
             total = self._run_kernel(iterations)
             end = time.time()
         return total, start, end, verified
-
-    def _measure_size_pairs(self, size: int, iterations: int) -> SizeResult | None:
-        """All trials of one size with several pairs; rank 0 runs pair 0 and starts every trial."""
-        opts = self.opts
-        warm = self._start_size(size, iterations)
-        own, starts, ends = [], [], []
-        verified = True
-        span = cputime.CpuSpan()
-        for t in range(opts.trials):
-            for rank in self.members:  # everyone is ready: the previous trial ended everywhere
-                self.progress.at(size, READY, rank, iterations)
-                self.comm.Recv(self.sync, rank, SYNC_TAG)
-            if self.stop:
-                self._go(0)
-                self.state = "between"
-                return None
-            self._go(1)
-            self.progress.at(size, t, self.peer, iterations)
-            total, start, end, ok = self._trial(size, iterations)
-            verified &= ok
-            own.append(total)
-            starts.append(start)
-            ends.append(end)
-        own_cpu = span.stop()
-        verified &= self.loop.received_ok(self.patterns, self.peer, 0, iterations)
-        bad = [] if verified else [f"rank 0 received wrong data from rank {self.peer}"]
-        signal = 0
-        for rank in self.members:
-            self.progress.at(size, RESULTS, rank, iterations)  # a slower pair may still be in its trial
-            self.comm.Recv(self.result, rank, RESULT_TAG)
-            if not self.result[0]:
-                bad.append(f"rank {rank} received wrong data from rank {self.peer_of[rank]}")
-            signal = signal or int(self.result[1])
-        times = [own]
-        buf = np.zeros(opts.trials, dtype=np.float64)
-        for rank in self.pair_transmitters:
-            self.comm.Recv(buf, rank, TIMES_TAG)
-            times.append(buf.tolist())
-        cpu = cputime.row_fields(
-            [0, *self.members], [own_cpu, *cputime.receive(self.comm, self.members, CPU_TAG)]
-        )
-        self.state = "between"
-        if signal and not self.stop:
-            self.stop.set(signal, f"signal {signal} on a pair rank")
-        if bad:
-            raise DataMismatch(
-                f"data check failed at message size {size} B: {'; '.join(bad)}. "
-                f"The transport (--protocol {self.opts.protocol}) corrupted or truncated a message; "
-                "the run file keeps every size "
-                "before this one"
-            )
-        slowest = np.max(np.array(times), axis=0).tolist()  # the aggregate: all pairs' data moved
-        return SizeResult(
-            size,
-            iterations,
-            warm,
-            slowest,
-            starts,
-            ends,
-            True,
-            pair_trial_s=times,
-            buffer_huge_page_bytes=self.loop.huge_page_bytes(),
-            **cpu,
-        )
 
     def _iterations(self, point: SizePoint, prev_size: int, prev_t: float) -> int:
         """Iterations per trial of the next size: --repeats, or NetPIPE 3.7's nrepeat rule.
@@ -367,13 +282,9 @@ class Transmitter:
         if self.stop.timing:
             return False
         if self.state == "trials":
-            if self.multi:
-                self._go(0)
-            else:
-                self.sync[0] = 0
-                self.comm.Send(self.sync, self.peer, SYNC_TAG)
-        self._command(CMD_STOP, exit_code)
+            self.driver.go(0)
+        self.driver.command(CMD_STOP, exit_code)
         for rank in self.others:
-            self.comm.Send(self.ctrl, rank, CTRL_TAG)
+            self.comm.Send(self.driver.ctrl, rank, CTRL_TAG)
         self.state = "between"
         return True

@@ -5,6 +5,9 @@ directories under `devices/`, RAPL subzones live inside their package zone and a
 class directory too, old hwmon drivers keep their attributes in `hwmonN/device/`. Values are plain
 decimal text with a newline, like sysfs attributes.
 
+A FIFO in a tree: `make_fifo(path)` puts one in a file's place; `bounded(call, fifo)` runs a call that
+must not wait on it, and fails (after opening a writer on it to end the wait) if it does.
+
 Permission denial: `deny(path)` sets mode 0, which stops everyone but root. Tests running as root
 (`os.geteuid() == 0`) also call `enforce_denials(monkeypatch, module, tree)`, which makes the
 meter module's one file-reading function raise PermissionError (EACCES) for denied files.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -64,6 +68,35 @@ def enforce_denials(monkeypatch: pytest.MonkeyPatch, module: ModuleType, tree: _
         return original(path, max_chars)
 
     monkeypatch.setattr(sysfs, "read_text", guarded)
+
+
+def bounded(call, fifo: Path, seconds: float = 10.0):
+    """call() in a thread: its result, or its exception raised here; a failure if it has not returned
+    within `seconds` (then a writer opened on `fifo` ends the read it waits in, so no thread is left)."""
+    out: list = []
+
+    def run() -> None:
+        try:
+            out.append(("value", call()))
+        except BaseException as exc:
+            out.append(("raised", exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+        pytest.fail(f"waited more than {seconds:g} s on the FIFO {fifo}")
+    how, value = out[0]
+    if how == "raised":
+        raise value
+    return value
+
+
+def make_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
 
 
 # --- powercap ------------------------------------------------------------------------------------

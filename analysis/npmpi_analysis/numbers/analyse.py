@@ -343,6 +343,10 @@ def _node_rows(nodes, t0: float) -> list[dict[str, Any]]:
                     "power_method": c.method,
                     "power_resolution_w": _f(c.resolution_w),
                     "samples": c.samples,
+                    "refresh_period_s": _f(c.refresh[0]) if c.refresh[1] else None,  # a BMC's
+                    "refresh_period_source": c.refresh[1],
+                    "in_node_total": c.in_total,
+                    "node_total_note": c.total_note,
                     "faults": _fault_rows(c, t0),
                 }
                 for c in n.channels

@@ -3,11 +3,17 @@ extras of format 1.6 (the meter's opening of each reading, a network meter's req
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from npmpi.core.periods import MIN_CHANGES, change_times, refresh_period_s
+from npmpi_analysis.numbers import compute
 
 # No meter channel of one node (a wall meter, a PDU outlet, a BMC, RAPL, a GPU) reads a megawatt: such a
 # value is a corrupt sample or a unit mix-up (mW or µW stored as W), not power.
 MAX_PLAUSIBLE_CHANNEL_W = 1e6
+MAX_REFRESH_S = 3600.0  # a stored refresh period above this is not one
 
 
 def valid_samples(ch, where: str, problems: list[str]) -> tuple[np.ndarray, ...]:
@@ -58,3 +64,43 @@ def stamp_sigma_s(extra: dict[str, np.ndarray]) -> float:
     half = 0.5 * (end - start)
     half = half[np.isfinite(half) & (half >= 0)]
     return float(np.median(half)) if len(half) else 0.0
+
+
+def sample_interval(attrs: dict, t: np.ndarray) -> float:
+    """The channel's sample interval: as stored, else the meter's natural one, else the samples' median
+    spacing, else 1 s."""
+    interval = compute.float_attr(attrs, "sample_interval_s")
+    if interval is None or interval <= 0:
+        interval = compute.float_attr(attrs, "natural_interval_s")
+    if (interval is None or interval <= 0) and len(t) > 1:
+        interval = float(np.median(np.diff(np.sort(t))))
+    return interval if interval is not None and interval > 0 else 1.0
+
+
+def refresh_period(
+    attrs: dict, t: np.ndarray, p: np.ndarray, extra: dict[str, np.ndarray]
+) -> tuple[float, str]:
+    """(refresh period, whence) of a meter that serves a value until its device refreshes it (a
+    Redfish BMC: its channel has `update_period_s`): measured here from the distinct readings (their
+    ReadingTime where stored, else the times the power changed), else the meter's measurement over the
+    run, else the one taken at open; (0, '') for other channels. A reading is as old as one period."""
+    if "update_period_s" not in attrs:
+        return 0.0, ""
+    stamps = extra.get("reading_time_unix_s")
+    if stamps is not None and np.isfinite(stamps).sum() >= MIN_CHANGES:
+        period = refresh_period_s(change_times(stamps, stamps), exact=True)
+    else:
+        period = refresh_period_s(change_times(t, p))
+    if math.isfinite(period):
+        return period, "the readings (analysis)"
+    for key, whence in (
+        ("update_period_measured_s", "the meter, over the run"),
+        ("update_period_s", "at open"),
+    ):
+        value = compute.float_attr(attrs, key)
+        if value is not None and 0 < value <= MAX_REFRESH_S:  # a corrupt attribute is not a period
+            return (
+                value,
+                f"{whence} ({attrs.get('update_period_source', '')})" if key == "update_period_s" else whence,
+            )
+    return 0.0, ""

@@ -2,35 +2,13 @@
 npmpi/map/confirm.py: each suspect measured again, one pair at a time, several times).
 
 A link or direction is confirmed when its best re-measured value, divided by the median of the
-reference links measured again with it (the same way, interleaved; the map's median when there are
-none), is still beyond the rule (npmpi.map.stats.beyond with the map's spread); a node when every one
-of its re-measured links is, NODE_LINKS of them at least. A finding not measured again (the time
-budget ran out) is not confirmed: a node left out by the budget is not judged by the one link of it
-that another suspect had measured (a shaped link confirmed its whole node so, 0.63x, in 1 of 10 maps).
-A map without /map/confirm_* (older, or --confirm 0) confirms nothing and names its findings without
-a confirmation.
-
-The slowest reference window: each re-measurement of a pair is one window of the map's trials, and a
-healthy link can read slow for a whole window (on the test hosts under a CPU hog, 0.8-1.0 Gbit/s
-instead of 1.7 at 256 KiB, all its trials alike, its ranks waiting no more than in a fast one). A
-suspect slow in each of its three windows beside references fast in theirs was named so (a uniform
-map under a CPU hog, 0.55x). So a finding is also judged against the slowest window any
-reference had (that window's best trial): it is named only when its best is beyond the rule against
-that too ("not beyond the slowest reference window"). On an idle host the references' windows agree
-and this is the rule above; on a busy one it asks a link to be slower than anything the busy host did
-to a healthy link. A bandwidth-shaped link (tbf, htb) is slow in every window: 20 Mbit/s among 1
-Gbit/s links read 0.02-0.20x the slowest reference window in 204 maps under one or two CPU hogs.
-
-Waiting for a CPU (/map/confirm_runq_wait_s, each rank's run-queue wait during each re-measured
-trial; docs/clusters.md): each trial's wait fraction is the larger of its two ranks' waits over the
-trial's loop time, and the median of a suspect's is reported. It explains little on its own: Open
-MPI's ranks busy-poll in their receives, the map's idle ranks too, and the pair of a 20 Mbit/s link
-(100 ms a message) read as waiting 90-98 % of its trials beside healthy pairs at 50 %. At 1 B it
-decides: when every re-measured trial of a latency suspect waited at least CPU_BUSY of its time, the
-suspect was never measured free of the CPU and a waited trial reads the scheduler (1-byte round trips
-of 77-3020 us where the link reads 10 us), references and suspects alike: not confirmed. The older
-rule for latencies (STEADY: the best re-measured trial at least half the median trial, else not
-confirmed for its scatter) applies only to a map without the run-queue waits (older, or not Linux).
+reference links measured again with it (the map's median when there are none), is beyond the rule
+(npmpi.map.stats.beyond with the map's spread) and beyond it against the slowest window any
+reference had; a node when every one of its re-measured links is, NODE_LINKS of them at least; a
+latency whose every re-measured trial waited CPU_BUSY of its time for a CPU is not (maps without
+run-queue waits: the STEADY rule instead). A finding not measured again (the budget) is listed as
+such, never as confirmed nor as healthy; a map without /map/confirm_* confirms nothing. Why each
+rule, with the measurements behind it: docs/analysis.md, "Cluster map".
 """
 
 from __future__ import annotations
@@ -225,13 +203,80 @@ def confirm_findings(a, confirm: dict[str, np.ndarray] | None) -> None:
 
 
 def confirm_summary(a) -> dict | None:
-    """The re-measurement's facts for the summary: repeats, suspects, skipped (None without one)."""
+    """The re-measurement's facts for the summary: repeats (windows) and trials each, suspects,
+    skipped, the budget (fraction; seconds) and the budget that would have measured the most severe
+    suspect left out (NaN: none left out, or an older map that did not say; None without a
+    re-measurement)."""
     attrs = a.map_attrs
     if "confirm_repeats" not in attrs:
         return None
     return {
         "repeats": int(attrs.get("confirm_repeats", 0)),
+        "repeats_asked": int(attrs.get("confirm_repeats_asked", attrs.get("confirm_repeats", 0))),
+        "trials": int(attrs.get("confirm_trials", attrs.get("trials", 0))),
+        "map_trials": int(attrs.get("trials", 0)),
         "suspects": int(attrs.get("confirm_suspects", 0)),
         "skipped": int(attrs.get("confirm_skipped", 0)),
         "budget": float(attrs.get("confirm_budget", math.nan)),
+        "budget_s": float(attrs.get("confirm_budget_s", math.nan)),
+        "needed_budget": float(attrs.get("confirm_needed_budget", math.nan)),
     }
+
+
+def confirm_words(facts: dict) -> str:
+    """'one pair at a time, 4 times', with what the budget made smaller ('2 times of 1 trial (the
+    budget: --confirm 4, the map's 7 trials)')."""
+    words = f"one pair at a time, {facts['repeats']} times"
+    fewer = []
+    if facts["repeats"] < facts["repeats_asked"]:
+        fewer.append(f"--confirm {facts['repeats_asked']}")
+    if 0 < facts["trials"] < facts["map_trials"]:
+        words += f" of {facts['trials']} trial(s)"
+        fewer.append(f"the map's {facts['map_trials']} trials")
+    return words + (f" (made smaller for the budget: {', '.join(fewer)})" if fewer else "")
+
+
+def not_measured(f) -> bool:
+    """A finding the map could not measure again within its budget: neither healthy nor confirmed."""
+    return f.confirmed is False and f.confirm_reason == REASON_NOT_MEASURED
+
+
+def not_measured_words(facts: dict | None) -> str:
+    """Why a finding was not measured again, and the budget that would have measured it."""
+    budget = (facts or {}).get("budget", math.nan)
+    needed = (facts or {}).get("needed_budget", math.nan)
+    words = "the map's --confirm-budget"
+    if math.isfinite(budget):
+        words += f" {budget:g}"
+    if math.isfinite(needed):
+        return (
+            f"named by the map alone, not confirmed nor refuted: {words} did not pay for it "
+            f"(--confirm-budget {needed:g} would have measured the most severe)"
+        )
+    return f"named by the map alone, not confirmed nor refuted: {words} did not pay for it"
+
+
+def unconfirmed_words(f, facts: dict | None = None) -> str:
+    """Why a finding measured again (or not) is not named."""
+    if not_measured(f):
+        return not_measured_words(facts)
+    if f.confirm_reason == REASON_LATENCY_WAITED:
+        return (
+            f"waited {100 * f.confirm_wait_fraction:.0f} % of its trials for a CPU when measured again "
+            "(never measured free of it: a 1-byte round trip whose ranks wait measures the scheduler, not "
+            "the link)"
+        )
+    if f.confirm_reason == REASON_SLOWEST:
+        return (
+            f"measured again: {f.confirm_ratio:.2f}x the reference links measured with it, but "
+            f"{f.confirm_slowest_ratio:.2f}x their slowest window (a healthy link read as slowly there)"
+        )
+    if f.confirm_reason == REASON_SCATTER and f.confirm_scatter is not None:
+        low, high = f.confirm_scatter
+        return (
+            f"measured again its trials scattered {low * 1e6:.0f}-{high * 1e6:.0f} us, as when the ranks "
+            "wait for a CPU (a slow link's delay is steady)"
+        )
+    if math.isfinite(f.confirm_ratio):
+        return f"measured again: {f.confirm_ratio:.2f}x the reference links measured with it"
+    return not_measured_words(facts)

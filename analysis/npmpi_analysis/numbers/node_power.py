@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.runfile.format import OPEN_EPOCH
-from npmpi_analysis.numbers import baselines, compute
-from npmpi_analysis.numbers.channel_samples import sample_extras, stamp_sigma_s, valid_samples
+from npmpi_analysis.numbers import baselines, channel_samples, compute
 from npmpi_analysis.numbers.compute import FLAG_NONE, WindowStats
 from npmpi_analysis.numbers.energy_windows import (
     METHOD_AVERAGE,
@@ -59,6 +58,9 @@ class ChannelInfo:
     method: str = METHOD_INSTANT  # how a window's power is taken: counter, average or instant
     resolution_w: float = 0.0
     fault_records: list[FaultInfo] = field(default_factory=list)  # on rank 0's time line, with counts
+    in_total: bool = True  # summed into the node's power (not a part of a whole-node meter, nor a repeat)
+    total_note: str = ""  # why not
+    refresh: tuple[float, str] = (0.0, "")  # a BMC's refresh period, whence (channel_samples)
 
 
 @dataclass
@@ -174,15 +176,10 @@ def _channel_series(
     """One channel's readings on rank 0's time line (invalid samples dropped and reported), with
     their spans for windows, and what the summary says about the channel."""
     attrs = compute.checked_timing_attrs(ch.attrs, where, problems)
-    t, p, e, kept = valid_samples(ch, where, problems)
-    extra = sample_extras(ch, kept)
-    interval = compute.float_attr(attrs, "sample_interval_s")
-    if interval is None or interval <= 0:
-        interval = compute.float_attr(attrs, "natural_interval_s")
-    if (interval is None or interval <= 0) and len(t) > 1:
-        interval = float(np.median(np.diff(np.sort(t))))
-    if interval is None or interval <= 0:
-        interval = 1.0
+    t, p, e, kept = channel_samples.valid_samples(ch, where, problems)
+    extra = channel_samples.sample_extras(ch, kept)
+    interval = channel_samples.sample_interval(attrs, t)
+    refresh = channel_samples.refresh_period(attrs, t, p, extra)  # a reading may be this old
     stored = compute.float_attr(attrs, "meter_delay_s")
     if delay_override is not None:
         delay, source = delay_override, "--meter-delay"
@@ -214,7 +211,7 @@ def _channel_series(
         t=t,
         p=p,
         method=method,
-        interval_s=float(max(interval, averaging_s)),
+        interval_s=float(max(interval, averaging_s, refresh[0])),
         lo=lo,
         hi=hi,
         pw=pw,
@@ -222,7 +219,7 @@ def _channel_series(
         energy_resolution_j=abs(compute.float_attr(attrs, "energy_resolution_j") or 0.0),
         sigma_delay_s=abs(delay_sigma or 0.0),
         sigma_offset_s=offset_sigma_s,
-        sigma_stamp_s=stamp_sigma_s(extra),
+        sigma_stamp_s=channel_samples.stamp_sigma_s(extra),
     )
     info = ChannelInfo(
         index=0,
@@ -239,6 +236,9 @@ def _channel_series(
         method=method,
         resolution_w=readings.resolution_w,
         fault_records=records,
+        in_total=bool(attrs.get("in_node_total", True)),  # files before it: every channel
+        total_note=str(attrs.get("node_total_note", "")),
+        refresh=refresh,
     )
     return readings, info
 
@@ -279,7 +279,7 @@ def node_group_power(
         r, info = _channel_series(ch, f"{where}/channel{j}", delay_override, align, problems, offset_sigma)
         info.index = j
         infos.append(info)
-        if len(r.t):
+        if len(r.t) and info.in_total:  # a channel left out of the node's total: never summed
             readings.append(r)
             counted.append(info)
     if not node.channels:

@@ -35,7 +35,7 @@ CMD_PROBE = 2  # untimed round trips to estimate the time of one at this size
 CMD_FLUSH = 3  # a power rank sends its samples; second field: ms until the next flush
 CMD_CLOCK = 4  # a power rank answers that many clock pings
 CMD_BASELINE = 5  # an idle baseline's start or end (second field: the phase)
-CMD_MAP_ROUND = 6  # a map's round: measure one size with one peer (size, peer's rank) (npmpi.map.pair)
+CMD_MAP_ROUND = 6  # a map's round: one size with one peer (size, peer's rank, round_word) (npmpi.map.pair)
 
 
 class StopFlag:

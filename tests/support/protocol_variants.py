@@ -1,4 +1,4 @@
-"""Run under `mpirun -np 2 python tests/protocol_variants.py KERNEL` (tests/test_rma_memcpy.py):
+"""Run under `mpirun -np 2 python tests/support/protocol_variants.py KERNEL` (tests/test_rma_memcpy.py):
 every rma and memcpy variant swept in-process through npmpi.sweep.benchmark.sweep with --integrity
 (every message checked), and two with a message corrupted on purpose, which must fail. Rank 0
 prints one JSON line per variant: its name, status, sizes measured, iterations and message."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from npmpi.core.schedule import SizePoint
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def netpipe_reference_sizes() -> list[int]:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from launcher import local_mpi_env, npmpi_command
 
 from npmpi.core.schedule import netpipe_schedule
 from npmpi.runfile.reader import Run, load_run
+from support.launcher import local_mpi_env, npmpi_command
 
 ROW_LINE = re.compile(r"^\s*\d+:\s+\d+ bytes ")
 RANK_ENV = b"OMPI_COMM_WORLD_RANK="

@@ -1,0 +1,121 @@
+"""The per-size driver: one size's sequence between rank 0 and the other measuring ranks, written once
+for the run's pair, its several pairs (--pairs) and a group kind's members (npmpi/kinds/group.py).
+
+    rank 0                                   each other member
+    CMD_SIZE (size, iterations, trials)  ->  its buffers, the untimed warm-up
+    per trial:  <- ready (1) ................ sends ready, waits for the go
+                go (1: run, 0: abandon) ->    runs its trial (timed on its own clock)
+    after the trials: <- its data check and the stop signal it saw (RESULT_TAG),
+                      <- its trial times, if it times (TIMES_TAG), <- its CPU time (CPU_TAG)
+
+Rank 0 waits for every member's ready before each trial, so all start together and a stop request
+(looked at there) never leaves a member blocked: the go is 0 and every member leaves the size. Each
+wait is announced to the stall watchdog first (`Progress.at`: which rank rank 0 waits for, during
+what; npmpi/sweep/watchdog.py). Nothing here runs inside a timed loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npmpi.core.messages import CMD_SIZE, CPU_TAG, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG, StopFlag
+from npmpi.sweep import cputime
+from npmpi.sweep.watchdog import READY, RESULTS, Progress
+
+
+@dataclass
+class Reports:
+    """What the other members reported after a size."""
+
+    wrong: list[int] = field(default_factory=list)  # members whose received data or result was wrong
+    signal: int = 0  # the first stop signal a member saw during the size (0: none)
+    times: dict[int, list[float]] = field(default_factory=dict)  # a timing member's trial times
+    cpu: list[np.ndarray] = field(default_factory=list)  # each member's CPU figures, in member order
+
+
+class SizeDriver:
+    """Rank 0's side of the sequence with `members` (every other measuring rank); `timers` are the
+    members that send their trial times."""
+
+    def __init__(
+        self, comm, members: list[int], timers: list[int], progress: Progress, stop: StopFlag
+    ) -> None:
+        self.comm, self.members, self.timers, self.progress, self.stop = comm, members, timers, progress, stop
+        self.ctrl = np.zeros(4, dtype=np.int64)
+        self.sync = np.zeros(1, dtype=np.int64)
+        self.result = np.zeros(2, dtype=np.int64)
+
+    def command(self, cmd: int, a: int = 0, b: int = 0, c: int = 0) -> None:
+        """One command on CTRL_TAG to every member (CMD_SIZE: size, iterations, trials | integrity << 32)."""
+        self.ctrl[:] = (cmd, a, b, c)
+        for rank in self.members:
+            self.comm.Send(self.ctrl, rank, CTRL_TAG)
+
+    def start_size(self, size: int, iterations: int, trials: int, integrity: bool = False) -> None:
+        self.command(CMD_SIZE, size, iterations, trials | (int(integrity) << 32))
+
+    def go(self, value: int) -> None:
+        """Every member's go for the next trial: 1 run it, 0 leave the size."""
+        self.sync[0] = value
+        for rank in self.members:
+            self.comm.Send(self.sync, rank, SYNC_TAG)
+
+    def trials(
+        self, size: int, iterations: int, trials: int, watched: int, run_trial: Callable[[], Any]
+    ) -> list[Any] | None:
+        """Each trial: every member ready, then the go, then rank 0's own `run_trial()` (the watchdog
+        watching rank `watched` meanwhile); their results, or None when a stop abandoned the size."""
+        out = []
+        for t in range(trials):
+            for rank in self.members:  # everyone is ready: the previous trial ended everywhere
+                self.progress.at(size, READY, rank, iterations)
+                self.comm.Recv(self.sync, rank, SYNC_TAG)
+            if self.stop:
+                self.go(0)
+                return None
+            self.go(1)
+            self.progress.at(size, t, watched, iterations)
+            out.append(run_trial())
+        return out
+
+    def reports(self, size: int, iterations: int, trials: int) -> Reports:
+        """Every member's data check and stop signal, the timers' trial times and everyone's CPU time."""
+        rep = Reports()
+        for rank in self.members:
+            self.progress.at(size, RESULTS, rank, iterations)  # a slower member may still be in its trial
+            self.comm.Recv(self.result, rank, RESULT_TAG)
+            if not self.result[0]:
+                rep.wrong.append(rank)
+            rep.signal = rep.signal or int(self.result[1])
+        buf = np.zeros(trials, dtype=np.float64)
+        for rank in self.timers:
+            self.comm.Recv(buf, rank, TIMES_TAG)
+            rep.times[rank] = buf.tolist()
+        rep.cpu = cputime.receive(self.comm, self.members, CPU_TAG)
+        return rep
+
+
+def member_trials(comm, trials: int, run_trial: Callable[[], Any]) -> list[Any] | None:
+    """A member's trials: ready, the go, `run_trial()`; their results, or None when rank 0 said leave."""
+    sync = np.zeros(1, dtype=np.int64)
+    out = []
+    for _ in range(trials):
+        sync[0] = 1
+        comm.Send(sync, 0, SYNC_TAG)
+        comm.Recv(sync, 0, SYNC_TAG)
+        if sync[0] == 0:
+            return None
+        out.append(run_trial())
+    return out
+
+
+def member_report(comm, ok: bool, stop: StopFlag, times: list[float] | None, cpu: np.ndarray) -> None:
+    """A member's report after its trials: data check and stop signal, its times if it times, its CPU."""
+    comm.Send(np.array([int(ok), int(stop.signum or 0)], dtype=np.int64), 0, RESULT_TAG)
+    if times is not None:
+        comm.Send(np.asarray(times, dtype=np.float64), 0, TIMES_TAG)
+    comm.Send(cpu, 0, CPU_TAG)
