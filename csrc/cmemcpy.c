@@ -64,8 +64,11 @@ PyObject *np_memcpy_transfer(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "memcpy has no mode %s", mode);
         return NULL;
     }
-    if (nbytes < 0 || iterations < 0 || window < 1 || regions < 1 || stride < 0 || first < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative size, iterations, stride or first, or no window/region");
+    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
+    if (nbytes < 0 || iterations < 0 || window < 1 || (!stream && window != 1) || regions < 1 || stride < 0 ||
+        first < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "negative size, iterations, stride or first, no window/region, or a window outside a stream");
         return NULL;
     }
     Py_buffer sb, rb;
@@ -83,8 +86,7 @@ PyObject *np_memcpy_transfer(PyObject *self, PyObject *args)
                      sb.len, rb.len, regions, nbytes);
         return NULL;
     }
-    Py_ssize_t per = stream ? window : 1;
-    Py_ssize_t reg = (Py_ssize_t)(((unsigned long long)first * (unsigned long long)per) % (unsigned long long)regions);
+    Py_ssize_t reg = (Py_ssize_t)(((unsigned long long)first * (unsigned long long)window) % (unsigned long long)regions);
     double elapsed;
     Py_BEGIN_ALLOW_THREADS
     elapsed = copy_loops(sb.buf, rb.buf, (size_t)nbytes, iterations, stream, window, regions, stride, reg);

@@ -330,14 +330,15 @@ static int make_plan(struct plan *p, const char *mode, Py_ssize_t nbytes, Py_ssi
         PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
         return -1;
     }
+    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
     if (iterations < 0 || regions < 1 || stride < 0 || first < 0 || window < 1 || window > INT_MAX ||
-        (regions > 1 && stride < nbytes)) {
+        (p->mode != MODE_STREAM && window != 1) || (regions > 1 && stride < nbytes)) {
         PyErr_SetString(PyExc_ValueError, "bad iterations, window, regions, stride or first");
         return -1;
     }
     p->count = (np_count_t)nbytes;
     p->iterations = iterations;
-    p->window = p->mode == MODE_STREAM ? window : 1;
+    p->window = window;
     p->regions = regions;
     p->stride = stride;
     /* region of the first message: m = first (pingpong, bidir) or first * window (stream) */

@@ -167,9 +167,10 @@ PyObject *np_rma_transfer(PyObject *self, PyObject *args)
         return NULL;
     }
     struct rplan p = {*comm, *win, *fwin, NULL, peer, get, transmitter != get, m->turns, m->one_way, NULL,
-                      (np_count_t)nbytes, iters, m->one_way ? window : 1, regions, stride, 0};
-    if (nbytes < 0 || nbytes > NP_MAX_COUNT || iters < 0 || window < 1 || regions < 1 ||
-        stride < 0 || first < 0) {
+                      (np_count_t)nbytes, iters, window, regions, stride, 0};
+    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
+    if (nbytes < 0 || nbytes > NP_MAX_COUNT || iters < 0 || window < 1 || (!m->one_way && window != 1) ||
+        regions < 1 || stride < 0 || first < 0) {
         PyErr_SetString(PyExc_ValueError, "rma_transfer: bad mode, size, iterations, window or regions");
         return NULL;
     }

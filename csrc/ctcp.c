@@ -224,13 +224,12 @@ PyObject *np_tcp_transfer(PyObject *self, PyObject *args)
     p.mode = np_mode_code(mode);
     if (p.mode < 0)
         return NULL;
+    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
     if (p.fd < 0 || p.n < 0 || p.iterations < 0 || p.regions < 1 || p.stride < 0 || first < 0 || p.window < 1 ||
-        (p.regions > 1 && p.stride < p.n)) {
+        (p.mode != NP_MODE_STREAM && p.window != 1) || (p.regions > 1 && p.stride < p.n)) {
         PyErr_SetString(PyExc_ValueError, "bad descriptor, size, iterations, window, regions, stride or first");
         return NULL;
     }
-    if (p.mode != NP_MODE_STREAM)
-        p.window = 1;
     /* region of the first message: m = first (pingpong, bidir) or first * window (stream) */
     p.reg = (Py_ssize_t)(((unsigned long long)(first % p.regions) * (unsigned long long)(p.window % p.regions)) %
                          (unsigned long long)p.regions);

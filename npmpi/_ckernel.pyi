@@ -32,7 +32,7 @@ def transfer(
     iterations: int,
     transmitter: bool,
     mode: str,
-    window: int,
+    window: int,  # messages one way per iteration: 1 outside a stream (ValueError otherwise)
     async_: bool,
     regions: int,
     stride: int,
@@ -53,7 +53,7 @@ def rma_transfer(
     iterations: int,
     transmitter: bool,
     mode: str,
-    window: int,
+    window: int,  # messages one way per iteration: 1 outside a stream (ValueError otherwise)
     regions: int,
     stride: int,
     first: int,
@@ -69,7 +69,7 @@ def memcpy_transfer(
     nbytes: int,
     iterations: int,
     mode: str,
-    window: int,
+    window: int,  # messages one way per iteration: 1 outside a stream (ValueError otherwise)
     regions: int,
     stride: int,
     first: int,
@@ -90,7 +90,7 @@ def tcp_transfer(
     iterations: int,
     transmitter: bool,
     mode: str,
-    window: int,
+    window: int,  # messages one way per iteration: 1 outside a stream (ValueError otherwise)
     regions: int,
     stride: int,
     first: int,

@@ -16,10 +16,13 @@ import pytest
 
 from npmpi.core.errors import UsageError
 from npmpi.core.layout import LayoutError, compute_layout, pair_ranks, with_pairs
-from npmpi.core.modes import MAX_COLD_REGIONS, mode_factors, pool_bytes, regions_for
+from npmpi.core.modes import MAX_COLD_REGIONS, MODE_TABLE, mode_factors, pool_bytes, regions_for
 from npmpi.core.schedule import netpipe_schedule
 from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
+from npmpi.sweep.kernels import Kernel
+from npmpi.sweep.messageloop import MessageLoop, Patterns
+from npmpi.sweep.transfer import TransferSettings
 
 TINY = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6"]
 MPI_TIMEOUT = 60
@@ -85,6 +88,35 @@ def test_regions_cover_the_pool_without_overlap():
     sp = pool_bytes("stream", 64, False, 0, largest)
     regions, stride = regions_for("stream", 64, False, sp, 1000)
     assert regions == 64 and stride == 1024
+
+
+def test_modes_reach_the_loops_as_values_with_the_window_normalised_once():
+    """The options normalise the window (1 outside a stream); the loops' settings carry the Mode
+    value and that window, and refuse a window in a mode that has none."""
+    no_loops = Kernel("none", None, None, None, 0)
+    for argv, name, window in (
+        (["--mode", "bidir", "--cache-cold"], "bidir", 1),
+        (["--mode", "stream", "--window", "8"], "stream", 8),
+        (["--async"], "pingpong", 1),
+    ):
+        loop = MessageLoop(parse_options([*argv, "-u", "4K"]), no_loops, transmitter=True)
+        loop.set_size(100, Patterns(4096), 0)
+        assert loop.settings.mode is MODE_TABLE[name] and loop.settings.window == window
+    with pytest.raises(ValueError, match="one message each way, not a window of 4"):
+        TransferSettings(MODE_TABLE["pingpong"], 4)
+
+
+def test_the_c_entries_take_the_window_as_given_and_refuse_one_outside_a_stream():
+    import socket
+
+    ckernel = pytest.importorskip("npmpi._ckernel")
+    src, dst = np.zeros(4096, dtype=np.uint8), np.zeros(4096, dtype=np.uint8)
+    assert ckernel.memcpy_transfer(src, dst, 8, 3, "stream", 4, 4, 64, 0) >= 0
+    with pytest.raises(ValueError, match="a window outside a stream"):
+        ckernel.memcpy_transfer(src, dst, 8, 3, "pingpong", 4, 1, 0, 0)
+    a, b = socket.socketpair()
+    with a, b, pytest.raises(ValueError, match="window"):
+        ckernel.tcp_transfer(a.fileno(), src, dst, 8, 0, True, "bidir", 4, 1, 0, 0)
 
 
 def test_pair_ranks_netpipe_order_on_one_node():

@@ -27,8 +27,7 @@ class Console:
             print(printable(text), file=self.stream, flush=True)  # names, paths: never raw
 
     def header(self, attrs: dict, layout, opts, points, output: str) -> None:
-        from npmpi.core.modes import describe_mode
-        from npmpi.core.protocols import DEFAULT_PROTOCOL
+        from npmpi.protocols import protocol_named
 
         lib = str(attrs["mpi_library_version"]).splitlines()[0].split(",")[0]
         mode = opts.mode_value
@@ -37,14 +36,13 @@ class Console:
         self.one_way_factor = int(attrs.get("one_way_divisor", 2))
         self.bandwidth_label = mode.bandwidth_label + (f", aggregate of {pairs} pairs" if pairs > 1 else "")
         self.latency_label = mode.latency_label
-        mode_text = describe_mode(
-            mode.name,
+        mode_text = mode.describe(
             int(attrs.get("window", 1)),
             pairs,
             bool(attrs.get("async")),
             bool(attrs.get("cache_cold")),
         )
-        if opts.protocol != DEFAULT_PROTOCOL:  # the layer the timed loop goes through (MPI: control only)
+        if protocol_named(opts.protocol).in_header:  # the layer the timed loop goes through
             mode_text = f"{mode_text} over {opts.protocol}"
         self._print(
             f"npmpi {attrs['npmpi_version']}: {mode_text}, {opts.kernel} kernel, {lib} "

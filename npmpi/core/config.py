@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE, HUGE_PAGES_SYSTEM
 from npmpi.core.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG, Mode, mode_named
-from npmpi.core.protocols import DEFAULT_PROTOCOL
 
+DEFAULT_PROTOCOL = "mpi"  # --protocol's default: MPI two-sided (npmpi/protocols/mpi.py)
 DEFAULT_LOWER_BYTES = 1
 DEFAULT_UPPER_BYTES = 8 << 20
 DEFAULT_PERTURBATION = 3
@@ -102,8 +102,6 @@ class Options:
     @property
     def pool_bytes(self) -> int:
         """Bytes of each of a measuring rank's send and receive buffers (pools)."""
-        from npmpi.core.modes import pool_bytes
-
-        return pool_bytes(
-            self.mode, self.window, self.cache_cold, self.cache_pool_bytes, self.largest_message_bytes
+        return self.mode_value.pool_bytes(
+            self.window, self.cache_cold, self.cache_pool_bytes, self.largest_message_bytes
         )

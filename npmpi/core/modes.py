@@ -57,6 +57,9 @@ class Mode:
     analysis_label: str  # what the analysis calls the run's bandwidth
     repeats_unit: str  # what an iteration is called in the console's header
     help_note: str  # what it is, for --mode's help
+    # an iteration is the kernels' plain ping-pong (one message there and back): without --async and
+    # --cache-cold the message loop runs their ping-pong loop (NetPIPE's) instead of the transfer loop
+    plain_kernel: bool = False
 
     def factors(self, window: int = 1, pairs: int = 1) -> ModeFactors:
         """pingpong: 2 per pair, one way = t / (2 i); stream: window per pair, t / (window i);
@@ -68,6 +71,43 @@ class Mode:
     def messages_per_iteration(self, window: int) -> int:
         """Messages one way per iteration: NetPIPE's repeats are counted in messages."""
         return window if self.windowed else 1
+
+    def describe(self, window: int, pairs: int, async_: bool, cache_cold: bool) -> str:
+        """One phrase for the console header."""
+        text = self.header.format(window=window)
+        if pairs > 1:
+            text += f", {pairs} pairs at once (aggregate = slowest pair's time)"
+        if async_:
+            text += ", receives pre-posted (--async)"
+        if cache_cold:
+            text += ", cache-cold buffers"
+        return text
+
+    def pool_bytes(self, window: int, cache_cold: bool, cache_pool: int, largest: int) -> int:
+        """Bytes of each of a rank's send and receive pools."""
+        if cache_cold:
+            return max(cache_pool, 2 * _align(largest))
+        if self.windowed:
+            return max(largest, 1, min(window * _align(largest), STREAM_POOL_BYTES))
+        return max(largest, 1)
+
+    def regions(self, window: int, cache_cold: bool, pool: int, size: int) -> tuple[int, int]:
+        """(regions, stride in bytes) of the pools a size's messages cycle through.
+
+        Message m of a trial (m counts every message of the trial in order) uses region m % regions
+        on both sides. Without --cache-cold, pingpong and bidir use one region; stream one per
+        message of the window while they fit in the pool. With --cache-cold, up to MAX_COLD_REGIONS
+        regions spread over the whole pool, so consecutive messages never touch the same cache lines.
+        """
+        if cache_cold:
+            stride = max(_align(size), (pool // MAX_COLD_REGIONS) // REGION_ALIGN_BYTES * REGION_ALIGN_BYTES)
+            return max(1, min(MAX_COLD_REGIONS, pool // stride)), stride
+        if self.windowed and size > 0:
+            stride = _align(size)
+            regions = max(1, min(window, pool // stride))
+            if regions > 1:
+                return regions, stride
+        return 1, 0
 
 
 _PINGPONG = Mode(
@@ -83,6 +123,7 @@ _PINGPONG = Mode(
     analysis_label="ping-pong",
     repeats_unit="round trips",
     help_note="a message there and back, NetPIPE's default",
+    plain_kernel=True,
 )
 _STREAM = Mode(
     name=MODE_STREAM,
@@ -129,45 +170,15 @@ def mode_factors(mode: str, window: int = 1, pairs: int = 1) -> ModeFactors:
     return mode_named(mode).factors(window, pairs)
 
 
-def describe_mode(mode: str, window: int, pairs: int, async_: bool, cache_cold: bool) -> str:
-    """One phrase for the console header."""
-    text = mode_named(mode).header.format(window=window)
-    if pairs > 1:
-        text += f", {pairs} pairs at once (aggregate = slowest pair's time)"
-    if async_:
-        text += ", receives pre-posted (--async)"
-    if cache_cold:
-        text += ", cache-cold buffers"
-    return text
-
-
 def _align(n: int) -> int:
     return max(REGION_ALIGN_BYTES, -(-n // REGION_ALIGN_BYTES) * REGION_ALIGN_BYTES)
 
 
 def pool_bytes(mode: str, window: int, cache_cold: bool, cache_pool: int, largest: int) -> int:
-    """Bytes of each of a rank's send and receive pools."""
-    if cache_cold:
-        return max(cache_pool, 2 * _align(largest))
-    if mode == MODE_STREAM:
-        return max(largest, 1, min(window * _align(largest), STREAM_POOL_BYTES))
-    return max(largest, 1)
+    """Bytes of each of a rank's send and receive pools, for a mode given by name (Mode.pool_bytes)."""
+    return mode_named(mode).pool_bytes(window, cache_cold, cache_pool, largest)
 
 
 def regions_for(mode: str, window: int, cache_cold: bool, pool: int, size: int) -> tuple[int, int]:
-    """(regions, stride in bytes) of the pools a size's messages cycle through.
-
-    Message m of a trial (m counts every message of the trial in order) uses region m % regions
-    on both sides. Without --cache-cold, pingpong and bidir use one region; stream one per message
-    of the window while they fit in the pool. With --cache-cold, up to MAX_COLD_REGIONS regions
-    spread over the whole pool, so consecutive messages never touch the same cache lines.
-    """
-    if cache_cold:
-        stride = max(_align(size), (pool // MAX_COLD_REGIONS) // REGION_ALIGN_BYTES * REGION_ALIGN_BYTES)
-        return max(1, min(MAX_COLD_REGIONS, pool // stride)), stride
-    if mode == MODE_STREAM and size > 0:
-        stride = _align(size)
-        regions = max(1, min(window, pool // stride))
-        if regions > 1:
-            return regions, stride
-    return 1, 0
+    """(regions, stride) of the pools for a mode given by name (Mode.regions)."""
+    return mode_named(mode).regions(window, cache_cold, pool, size)

@@ -30,11 +30,11 @@ class RunKind(Kind):
         return parse_options(argv)
 
     def before_mpi(self, opts: Options) -> None:
-        """A one-sided run on a node without an RDMA device: Open MPI's declining osc/ucx kept quiet."""
-        if opts.protocol == "rma":
-            from npmpi.sweep.rmalink import quiet_declining_osc_ucx
+        """What the run's protocol sets up before MPI starts (rma: Open MPI's declining osc/ucx kept
+        quiet on a node without an RDMA device)."""
+        from npmpi.protocols import protocol_named
 
-            quiet_declining_osc_ucx()
+        protocol_named(opts.protocol).before_mpi()
 
     def groups(self, layout: Layout, opts: Options) -> Layout:
         try:

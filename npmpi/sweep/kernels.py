@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import cycle, islice
 from time import perf_counter
 from typing import Any
 
 from npmpi.core.errors import KernelUnavailable
 from npmpi.core.messages import ACK_TAG, DATA_TAG
-from npmpi.core.protocols import PROTOCOL_MPI
 from npmpi.sweep.transfer import TransferSettings
 
 KernelFn = Callable[[Any, int, Any, Any, int, int, bool], float]
@@ -109,19 +108,15 @@ def python_transfer(
     k * window + j (stream, j-th message of iteration k). Plain ping-pong has its own loop
     (python_pingpong); each variant here has its own loop too, chosen before the clock starts."""
     mode = settings.mode
-    if mode not in _LOOPS:
-        raise ValueError(f"unknown mode {mode!r}")
-    window = settings.window if mode == "stream" else 1
+    if mode.name not in _LOOPS:
+        raise ValueError(f"unknown mode {mode.name!r}")
     pairs, windows = _sequences(
-        sendbuf, recvbuf, nbytes, settings.regions, settings.stride, window, transmitter
+        sendbuf, recvbuf, nbytes, settings.regions, settings.stride, settings.window, transmitter
     )
     if iterations <= 0:
         return 0.0
-    if mode == "stream":
-        it = islice(cycle(_rotated(windows, first)), iterations)
-    else:
-        it = islice(cycle(_rotated(pairs, first)), iterations)
-    return _LOOPS[mode](comm, peer, it, transmitter, settings.async_)
+    it = islice(cycle(_rotated(windows if mode.windowed else pairs, first)), iterations)
+    return _LOOPS[mode.name](comm, peer, it, transmitter, settings.async_)
 
 
 def _stream_loop(comm, peer: int, it, transmitter: bool, async_: bool) -> float:
@@ -269,12 +264,12 @@ def c_kernel_status() -> tuple[bool, str]:
 @dataclass(frozen=True)
 class Kernel:
     """A kernel chosen by name, interpreted once: its two MPI loops, the clock they time with, the
-    largest message one call carries with this MPI, how it was built (for the run file), and the
-    loops of the other protocols (`other_loops`: protocol name -> (pingpong, transfer)).
+    largest message one call carries with this MPI and how it was built (for the run file).
 
-    Every protocol's loops take the link's endpoint (npmpi/sweep/links.py) as their first two
-    arguments and otherwise the MPI loops' contract: same buffers, sizes, iterations, settings,
-    the loop's elapsed seconds returned."""
+    Another protocol names its loops in each kernel itself (npmpi/protocols/, `Protocol.loops_in`):
+    they take the link's endpoint (npmpi/sweep/links.py) as their first two arguments and otherwise
+    the MPI loops' contract: same buffers, sizes, iterations, settings, the loop's elapsed seconds
+    returned."""
 
     name: str
     pingpong: KernelFn
@@ -282,16 +277,6 @@ class Kernel:
     measure_clock: Callable[[], Any]  # -> npmpi.sweep.clock.ClockInfo of the clock the loops read
     max_message_bytes: int
     note: str = ""
-    other_loops: dict[str, tuple[KernelFn, TransferFn]] = field(default_factory=dict)
-
-    def loops_for(self, protocol: str) -> tuple[KernelFn, TransferFn]:
-        """(pingpong, transfer) of a protocol; KernelUnavailable when this kernel has none."""
-        if protocol == PROTOCOL_MPI:
-            return self.pingpong, self.transfer
-        try:
-            return self.other_loops[protocol]
-        except KeyError:
-            raise KernelUnavailable(f"--kernel {self.name} has no loop for --protocol {protocol}") from None
 
 
 def get_kernels(name: str) -> Kernel:
@@ -310,7 +295,6 @@ def get_kernels(name: str) -> Kernel:
             python_transfer,
             clock.measure_python_clock,
             largest,
-            other_loops=_python_protocol_loops(),
         )
     if name == "c":
         ok, why = c_kernel_status()
@@ -326,7 +310,6 @@ def get_kernels(name: str) -> Kernel:
             clock.measure_c_clock,
             largest,
             why,
-            other_loops=_c_protocol_loops(),
         )
     raise KernelUnavailable(f"unknown kernel {name!r}; choose one of: {', '.join(KERNEL_NAMES)}")
 
@@ -355,36 +338,10 @@ def _c_transfer(
         nbytes,
         iterations,
         transmitter,
-        s.mode,
+        s.mode.name,
         s.window,
         s.async_,
         s.regions,
         s.stride,
         first,
     )
-
-
-def _python_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
-    """The Python kernel's loops of the protocols other than mpi (one entry per protocol)."""
-    from npmpi.sweep import tcploops
-    from npmpi.sweep.memcpy import memcpy_pingpong, memcpy_transfer
-    from npmpi.sweep.rmaloops import rma_pingpong, rma_transfer
-
-    return {
-        "tcp": (tcploops.tcp_pingpong, tcploops.tcp_transfer),
-        "rma": (rma_pingpong, rma_transfer),
-        "memcpy": (memcpy_pingpong, memcpy_transfer),
-    }
-
-
-def _c_protocol_loops() -> dict[str, tuple[KernelFn, TransferFn]]:
-    """The C kernel's loops of the protocols other than mpi (one entry per protocol)."""
-    from npmpi.sweep.memcpy import c_memcpy_pingpong, c_memcpy_transfer
-    from npmpi.sweep.rmaloops import c_rma_pingpong, c_rma_transfer
-    from npmpi.sweep.tcploops import c_tcp_pingpong, c_tcp_transfer
-
-    return {
-        "tcp": (c_tcp_pingpong, c_tcp_transfer),
-        "rma": (c_rma_pingpong, c_rma_transfer),
-        "memcpy": (c_memcpy_pingpong, c_memcpy_transfer),
-    }

@@ -18,11 +18,10 @@ commands, syncs and results travel on the communicator whatever the protocol.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from npmpi.core.config import Options
-from npmpi.core.protocols import PROTOCOL_MEMCPY, PROTOCOL_MPI, PROTOCOL_RMA, PROTOCOL_TCP
+from npmpi.protocols import protocol_named
 
 
 class Link:
@@ -49,48 +48,22 @@ class Link:
 class MpiLink(Link):
     """MPI two-sided send/receive: the communicator and the peer's rank."""
 
-    protocol = PROTOCOL_MPI
+    protocol = "mpi"
 
     def __init__(self, comm, peer: int) -> None:
         self.comm, self.peer = comm, peer
         self.endpoint = (comm, peer)
 
 
-def _open_mpi(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+def open_mpi_link(comm, opts: Options, peer: int, transmitter: bool) -> Link:
+    """--protocol mpi's opener (npmpi/protocols/mpi.py): nothing to open, the communicator is the link."""
     return MpiLink(comm, peer)
-
-
-def _open_tcp(comm, opts: Options, peer: int, transmitter: bool) -> Link:
-    from npmpi.sweep.tcplink import open_tcp_link
-
-    return open_tcp_link(comm, opts, peer, transmitter)
-
-
-def _open_rma(comm, opts: Options, peer: int, transmitter: bool) -> Link:
-    from npmpi.sweep.rmalink import open_rma_link
-
-    return open_rma_link(comm, opts, peer, transmitter)
-
-
-def _open_memcpy(comm, opts: Options, peer: int, transmitter: bool) -> Link:
-    from npmpi.sweep.memcpy import open_memcpy_link
-
-    return open_memcpy_link(comm, opts, peer, transmitter)
-
-
-# protocol name -> opener(comm, opts, peer, transmitter) -> Link; raises npmpi.core.errors.LinkError
-LINK_OPENERS: dict[str, Callable[[Any, Options, int, bool], Link]] = {
-    PROTOCOL_MPI: _open_mpi,
-    PROTOCOL_TCP: _open_tcp,
-    PROTOCOL_RMA: _open_rma,
-    PROTOCOL_MEMCPY: _open_memcpy,
-}
 
 
 def open_link(comm, opts: Options, peer: int, transmitter: bool) -> Link:
     """This rank's link to `peer` for the run's protocol (both ranks of the pair call it together;
     `transmitter`: this rank times, the other reflects). LinkError says why it could not be had."""
-    return LINK_OPENERS[opts.protocol](comm, opts, peer, transmitter)
+    return protocol_named(opts.protocol).open_link(comm, opts, peer, transmitter)
 
 
 def protocol_attrs(opts: Options, gathered: list[dict | None] | None, pairs) -> dict[str, str]:
@@ -102,27 +75,12 @@ def protocol_attrs(opts: Options, gathered: list[dict | None] | None, pairs) -> 
 def protocol_settings_json(opts: Options, gathered: list[dict | None], pairs) -> str:
     """The run file's protocol_settings: the protocol, what was asked, and per pair what each rank
     was granted (`gathered`: every rank's `Link.settings()`, None on ranks without a link)."""
-    fields = PROTOCOL_OPTION_FIELDS.get(opts.protocol, ())
+    fields = protocol_named(opts.protocol).option_fields
     asked = {k: v for k, v in opts.to_dict().items() if k in fields}
     per_pair = [
         {"ranks": [a, b], "transmitter": gathered[a] or {}, "reflector": gathered[b] or {}} for a, b in pairs
     ]
     return json.dumps({"protocol": opts.protocol, "requested": asked, "pairs": per_pair}, sort_keys=True)
-
-
-# each protocol's Options fields (stored as `requested` in protocol_settings)
-PROTOCOL_OPTION_FIELDS: dict[str, tuple[str, ...]] = {
-    PROTOCOL_MPI: (),
-    PROTOCOL_TCP: (
-        "tcp_address",
-        "tcp_port",
-        "socket_buffer_bytes",
-        "tcp_reconnect",
-        "tcp_connect_timeout_s",
-    ),
-    PROTOCOL_RMA: ("rma_op", "rma_sync"),
-    PROTOCOL_MEMCPY: ("buffers",),
-}
 
 
 def open_pair_link(comm, opts: Options, pairs) -> tuple[Link | None, str | None]:

@@ -25,7 +25,6 @@ import numpy as np
 
 from npmpi.core import buffers
 from npmpi.core.config import Options
-from npmpi.core.modes import mode_named
 from npmpi.sweep.transfer import PLAIN
 
 
@@ -114,14 +113,14 @@ def memcpy_transfer(
     regions: message m uses region m % regions, as in the MPI loops."""
     src, dst = _pair(link, sendbuf, recvbuf)
     pairs = _regions(src, dst, nbytes, settings.regions, settings.stride)
-    per = mode_named(settings.mode).messages_per_iteration(settings.window)
+    per = settings.window  # messages one way per iteration
     if per > 1:  # a stream: windows of one-way copies
         n = len(pairs)
         period = n // math.gcd(n, per)
         pairs = [[pairs[(k * per + j) % n] for j in range(per)] for k in range(period)]
     k0 = first % len(pairs)
     it = islice(cycle(pairs[k0:] + pairs[:k0]), iterations)
-    return _COPY_LOOPS[settings.mode](it)
+    return _COPY_LOOPS[settings.mode.name](it)
 
 
 def _there_and_back(it) -> float:
@@ -172,5 +171,6 @@ def c_memcpy_transfer(
 
     src, dst = _pair(link, sendbuf, recvbuf)
     s = settings
-    window = mode_named(s.mode).messages_per_iteration(s.window)
-    return _ckernel.memcpy_transfer(src, dst, nbytes, iterations, s.mode, window, s.regions, s.stride, first)
+    return _ckernel.memcpy_transfer(
+        src, dst, nbytes, iterations, s.mode.name, s.window, s.regions, s.stride, first
+    )

@@ -12,8 +12,7 @@ import numpy as np
 from npmpi.core import buffers
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE
 from npmpi.core.config import Options
-from npmpi.core.modes import MODE_PINGPONG, regions_for
-from npmpi.core.protocols import protocol_named
+from npmpi.protocols import protocol_named
 from npmpi.sweep.kernels import Kernel, TransferSettings
 
 PROBE_CHUNKS = 5  # the probe's chunks of round trips (rank 0 and its peers run the same number)
@@ -63,14 +62,16 @@ class MessageLoop:
     """
 
     def __init__(self, opts: Options, kernel: Kernel, transmitter: bool) -> None:
-        self.pingpong, self.transfer = kernel.loops_for(opts.protocol)
-        self.mode, self.window, self.async_ = opts.mode, opts.window, opts.async_
-        self.windowed = opts.mode_value.windowed
+        protocol = protocol_named(opts.protocol)
+        self.pingpong, self.transfer = protocol.loops_in(kernel)
+        # the mode as its value, and the messages one way per iteration (the options' window)
+        self.mode, self.window, self.async_ = opts.mode_value, opts.window, opts.async_
+        self.windowed = self.mode.windowed
         self.cache_cold = opts.cache_cold
         self.transmitter = transmitter
         # an unpaired protocol (memcpy): every rank moves its own pattern, and checks it
-        self.solo = not protocol_named(opts.protocol).paired
-        self.plain = opts.mode == MODE_PINGPONG and not opts.async_ and not opts.cache_cold
+        self.solo = not protocol.paired
+        self.plain = self.mode.plain_kernel and not opts.async_ and not opts.cache_cold
         self.pool = opts.pool_bytes
         self.huge_pages = opts.huge_pages
         self.one_buffer = opts.buffers == ARRANGEMENT_NETPIPE
@@ -89,7 +90,7 @@ class MessageLoop:
         return self.solo or not (self.windowed and self.transmitter)
 
     def per_iteration(self) -> int:
-        return self.window if self.windowed else 1
+        return self.window
 
     def set_size(self, size: int, patterns: Patterns, origin_rank: int) -> None:
         """Fill every region this size uses with this rank's pattern and clear the receive regions."""
@@ -104,7 +105,7 @@ class MessageLoop:
             if self.transmitter or self.solo:
                 self.sbuf[:size] = patterns.expected(origin_rank, size)
             return
-        self._set_regions(*regions_for(self.mode, self.window, self.cache_cold, self.pool, size))
+        self._set_regions(*self.mode.regions(self.window, self.cache_cold, self.pool, size))
         self._send_view()[:] = patterns.expected(origin_rank, size)
         self._recv_view()[:] = 0
 

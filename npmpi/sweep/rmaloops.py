@@ -26,7 +26,6 @@ import math
 from itertools import cycle, islice
 from time import perf_counter
 
-from npmpi.core.modes import mode_named
 from npmpi.sweep.transfer import PLAIN
 
 _cache: dict[tuple, tuple] = {}
@@ -92,8 +91,8 @@ def rma_transfer(
 ) -> float:
     """Every mode's one-sided loop (the window is made or reused before the clock starts)."""
     win = link.window_for(sendbuf if link.get else recvbuf)
-    mode = settings.mode
-    per = mode_named(mode).messages_per_iteration(settings.window)
+    mode = settings.mode.name
+    per = settings.window  # messages one way per iteration
     ops = _messages(link, sendbuf, recvbuf, nbytes, settings.regions, settings.stride)
     seq = _sequence(ops, first, max(iterations, 0), per)
     op = win.Get if link.get else win.Put
@@ -285,8 +284,8 @@ def c_rma_transfer(
         nbytes,
         iterations,
         transmitter,
-        s.mode,
-        mode_named(s.mode).messages_per_iteration(s.window),
+        s.mode.name,
+        s.window,
         s.regions,
         s.stride,
         first,

@@ -24,7 +24,6 @@ from typing import Any
 from npmpi.core.config import Options
 from npmpi.core.errors import LinkError, LinkLost
 from npmpi.core.messages import LINK_TAG
-from npmpi.core.protocols import PROTOCOL_TCP
 
 TOKEN_BYTES = 16
 ACCEPT_POLL_S = 0.05
@@ -75,7 +74,7 @@ class TcpLink:
     """One rank's end of its pair's TCP connection (`endpoint`: the socket and its descriptor).
     A link by the contract of npmpi.sweep.links.Link (not a subclass: links.py opens it)."""
 
-    protocol = PROTOCOL_TCP
+    protocol = "tcp"
 
     def __init__(self, opts: Options, me: int, peer: int, connector: bool) -> None:
         self.opts, self.me, self.peer, self.connector = opts, me, peer, connector

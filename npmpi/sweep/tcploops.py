@@ -22,7 +22,6 @@ from itertools import cycle, islice
 from time import perf_counter
 
 from npmpi.core.errors import LinkLost
-from npmpi.core.modes import mode_named
 
 WAITALL = socket.MSG_WAITALL
 
@@ -95,9 +94,8 @@ def tcp_transfer(
     (`settings`: npmpi.sweep.transfer.TransferSettings)."""
     if sock is None:
         raise _closed()
-    mode, regions = settings.mode, settings.regions
-    windowed = mode_named(mode).windowed
-    window = settings.window if windowed else 1
+    mode, regions, window = settings.mode, settings.regions, settings.window
+    windowed = mode.windowed
     smsgs = _regions(sendbuf, nbytes, regions, settings.stride)
     rmsgs = _regions(recvbuf, nbytes, regions, settings.stride)
     if iterations <= 0:
@@ -113,7 +111,7 @@ def tcp_transfer(
         pairs = list(zip(smsgs, rmsgs, strict=True))
         it = islice(cycle(pairs[k:] + pairs[:k]), iterations)
     try:
-        return _TCP_LOOPS[mode](sock, it, nbytes, transmitter)
+        return _TCP_LOOPS[mode.name](sock, it, nbytes, transmitter)
     except OSError as exc:
         raise _lost(exc) from None
 
@@ -247,7 +245,7 @@ def c_tcp_transfer(
             nbytes,
             iterations,
             transmitter,
-            s.mode,
+            s.mode.name,
             s.window,
             s.regions,
             s.stride,

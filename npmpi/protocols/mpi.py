@@ -1,0 +1,19 @@
+"""--protocol mpi: MPI two-sided send/receive, NetPIPE's NPmpi (the default)."""
+
+from __future__ import annotations
+
+from npmpi.core.config import DEFAULT_PROTOCOL
+from npmpi.core.modes import MODE_BIDIR, MODE_PINGPONG, MODE_STREAM
+from npmpi.protocols.base import Protocol
+
+PROTOCOL = Protocol(
+    name=DEFAULT_PROTOCOL,
+    help_note="MPI two-sided send/receive, NetPIPE's NPmpi",
+    modes=(MODE_PINGPONG, MODE_STREAM, MODE_BIDIR),
+    kernels=("python", "c"),
+    paired=True,
+    async_ok=True,
+    link="npmpi.sweep.links:open_mpi_link",
+    loops=None,  # each kernel's own loops: a kernel is MPI's send/receive loops
+    in_header=False,  # the job's control channel: the header names only another layer
+)
