@@ -7,7 +7,6 @@ ranks in both kernels without a job per case: tests/inprocess/test_coll_steps.py
 from __future__ import annotations
 
 import math
-import re
 
 import h5py
 import numpy as np
@@ -259,10 +258,13 @@ def test_a_member_frozen_mid_collective_ends_the_job_with_one_line_and_a_failed_
     args += ["--stall-timeout", "3", "-o", "frozen-coll.h5"]
     job = Job(args, 3, tmp_path, "frozen-coll.h5")
     took, errors = freeze_until_the_end(job, lambda: job.rows_printed() >= 3, 2, 60)
-    # rank 0 waits inside the collective for every member at once: it names them all, never one guess
-    assert len(errors) == 1 and "one of the measuring ranks 1, 2 (inside a step" in errors[0], errors
-    assert "stopped answering" in errors[0] and not re.search(r"npmpi: error: rank \d", errors[0])
-    assert "completed sizes are in" in errors[0] and took < 3 + 20 * 0.3 + 12
+    assert len(errors) == 1 and "stopped answering" in errors[0] and "completed sizes are in" in errors[0]
+    # inside the collective rank 0 waits for every member at once: it names them all, never one guess;
+    # stopped between trials, rank 2 is the one whose readiness or results rank 0 waits for
+    inside = "npmpi: error: one of the measuring ranks 1, 2 (inside a step of the whole group"
+    assert errors[0].startswith((inside, "npmpi: error: rank 2 (")), errors
+    assert not errors[0].startswith("npmpi: error: rank 1"), errors
     with h5py.File(tmp_path / "frozen-coll.h5", "r") as f:
         assert f.attrs["status"] == "failed" and "stopped answering" in str(f.attrs["status_message"])
         assert f["pingpong/size_bytes"].shape[0] == job.rows_printed() >= 3
+        assert took < f.attrs["stall_bound_s"] + 12, (took, f.attrs["stall_bound_s"])  # mpirun's abort, load
