@@ -77,9 +77,9 @@ def run(cmd: list[str], timeout: float) -> str:
 
 
 def osu_round(binary: Path, np_: int, op: str, sizes: list[int]) -> dict[int, float]:
-    cmd = [*mpirun(np_), str(binary), "-f", "-T", "mpi_char"]
-    if op != "barrier":
-        cmd += ["-m", f"{min(sizes)}:{max(sizes)}"]
+    cmd = [*mpirun(np_), str(binary), "-f"]
+    if op != "barrier":  # osu_barrier takes neither a datatype nor sizes
+        cmd += ["-T", "mpi_char", "-m", f"{min(sizes)}:{max(sizes)}"]
     got = parse_osu(run(cmd, 600))
     return {s: got[s] for s in (sizes if op != "barrier" else [0]) if s in got}
 
