@@ -26,6 +26,7 @@ from npmpi_analysis.numbers.energy_windows import (
 )
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
+from npmpi.runfile.attrseal import unseal_all
 from npmpi.runfile.format import FORMAT_VERSION
 from npmpi.runfile.reader import load_run
 
@@ -287,6 +288,7 @@ def test_baseline_cpu_is_stored_per_rank_and_format_1_3_files_still_read(tmp_pat
     with h5py.File(path, "r+") as f:
         assert f.attrs["format_version"] == f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}" == "1.8"
         f.attrs["format_version"] = "1.3"
+        unseal_all(f)  # a 1.3 file has no attribute checksums
     run = load_run(path)
     assert "baseline_cpu_s" not in run.layout and len(run.pingpong) == 1
     a = analyse_run(run, "v")

@@ -34,6 +34,7 @@ from test_reliability_files import write_base
 
 from npmpi.core.errors import RunFileWriteError
 from npmpi.core.outpath import reserve_output
+from npmpi.runfile.attrseal import seal_all
 from npmpi.runfile.mapwriter import MapWriter, PairResult
 from npmpi.runfile.writecheck import RESERVED_BYTES
 
@@ -316,6 +317,7 @@ def test_a_report_of_a_run_with_attributes_that_are_not_utf8(tmp_path, capsys):
         _not_utf8(f, "/", "mpi_library_version", b"Open \xc3MPI")
         _not_utf8(f, "power/node0/channel0", "description", b"\x9bmodel\xff")
         _not_utf8(f, "power/node0", "host", b"vm\xfe")
+        seal_all(f)  # a forger's own attribute checksums
     code, text, err = analyse_all_outputs(capsys, path, tmp_path / "out")
     assert code == 0 and "internal error" not in err, err
     html = (tmp_path / "out" / "m.html").read_text(encoding="utf-8")
@@ -344,6 +346,7 @@ def _damaged(base: Path, path: Path, owner: str, key: str, value) -> Path:
     shutil.copy(base, path)
     with h5py.File(path, "r+") as f:
         f[owner].attrs[key] = value
+        seal_all(f)  # a forger's own attribute checksums: the value reaches the analysis
     return path
 
 

@@ -248,6 +248,8 @@ def test_what_a_killed_run_left_is_removed_by_the_next_but_never_a_live_runs(tmp
     ]
     for p in stale:
         p.write_bytes(b"\0" * 100)
+    # issue 37: a file just left by a killed run goes too (it was kept for a minute): no process
+    # holds its lock, and a file being made is locked before its maker trusts it (_locked_temp)
     young = tmp_path / ".npmpi-young123.reserve"
     young.write_bytes(b"")
     other = tmp_path / ".npmpi-notes.txt"  # not a name npmpi makes
@@ -256,10 +258,10 @@ def test_what_a_killed_run_left_is_removed_by_the_next_but_never_a_live_runs(tmp
         os.utime(p, (old, old), follow_symlinks=False)
     second = reserve_output(tmp_path / "next.h5", False)
     try:
-        assert not any(p.exists() for p in stale)
-        assert young.exists() and other.exists()
+        assert not any(p.exists() for p in [*stale, young])
+        assert other.exists()
         assert live.temp.exists() and live.ballast.exists() and live.lock_path.exists()
     finally:
         release(second)
         release(live)
-    assert names(tmp_path) == sorted([young.name, other.name])
+    assert names(tmp_path) == [other.name]

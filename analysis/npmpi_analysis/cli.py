@@ -135,10 +135,21 @@ def _copy_without_power(src: Path, dst: Path) -> None:
 
 
 def load(path: Path):
-    """load_run, plus: a file whose power part is broken still gives its bandwidth and latency.
+    """load_run, then every text root attribute as one bounded printable line (npmpi.core.safetext:
+    a newline in a forged `command_line` is shown as \\x0a, never as a line or an HTML row of its
+    own), plus: a file whose power part is broken still gives its bandwidth and latency.
 
     Returns (run, problems); RunFileError when nothing can be read.
     """
+    from npmpi.core.safetext import shown_attrs
+    from npmpi.runfile.format import JSON_ATTRS
+
+    run, problems = _load(path)
+    run.attrs = shown_attrs(run.attrs, JSON_ATTRS)
+    return run, problems
+
+
+def _load(path: Path):
     from npmpi.runfile.reader import load_run
 
     try:
@@ -163,6 +174,13 @@ def load(path: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The exit status of analysing the files `argv` names (see the module docstring)."""
+    from npmpi.core.stdio import run_guarded
+
+    return run_guarded(lambda: _main_reporting(argv), PROG)
+
+
+def _main_reporting(argv: list[str] | None) -> int:
     import numpy as np
 
     try:
@@ -207,7 +225,7 @@ def _main(argv: list[str] | None) -> int:
     if args.compare_csv is not None and len(args.runs) < 2:
         raise UsageError("--compare-csv compares several runs: give two run files or more")
     files = [f for f in (args.csv, args.json, args.compare_csv, args.report) if f is not None]
-    np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
+    np_out = _checked_names(args, labels)
     outputs = files + np_out
     resolved = [_real(p) for p in outputs]
     if len(set(resolved)) < len(resolved):
@@ -252,13 +270,7 @@ def _main(argv: list[str] | None) -> int:
     relabel(analyses)  # runs of several protocols are named by protocol (the ladder)
     problems = [p for a in analyses for p in a.problems]
 
-    if not args.quiet:
-        try:
-            _print_text(analyses)
-        except BrokenPipeError:  # `| head`: stop printing, still write the outputs
-            _silence_stdout()
-            args.quiet = True
-
+    unprinted = _print_unless_quiet(args, analyses)
     plots = []
     if args.plots is not None or args.report is not None:
         from npmpi_analysis.figures.run import all_plots
@@ -271,7 +283,44 @@ def _main(argv: list[str] | None) -> int:
             for f in plot_files:
                 check_free(f, args.force)
     _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic)
+    if unprinted is not None:
+        raise unprinted
     return 1 if (failed or problems) else 0
+
+
+def _print_unless_quiet(args, analyses):
+    """Print the tables and summaries (not with -q); returns the StdoutError of a standard output
+    that could not be written (a full disk), raised once the outputs are written."""
+    from npmpi.core.stdio import StdoutError
+
+    if args.quiet:
+        return None
+    try:
+        _print_text(analyses)
+    except BrokenPipeError:  # `| head`: stop printing, still write the outputs
+        _silence_stdout()
+        args.quiet = True
+    except StdoutError as exc:  # a full disk: still write the outputs, then say so
+        _silence_stdout()
+        args.quiet = True
+        return exc
+    return None
+
+
+def _checked_names(args, labels: list[str]) -> list[Path]:
+    """UsageError for an output name the file system would refuse (npmpi_analysis.outfiles.check_name),
+    before any work; returns the np.out files' names."""
+    from npmpi_analysis.outfiles import check_name
+
+    named = {"--csv": args.csv, "--json": args.json, "--compare-csv": args.compare_csv}
+    named.update({"--report": args.report, "--np-out": args.np_out, "--plots": args.plots})
+    for what, path in named.items():
+        if path is not None:
+            check_name(path, what, directory=what == "--plots")
+    np_out = _np_out_paths(args.np_out, labels) if args.np_out else []
+    for path in np_out:
+        check_name(path, "--np-out")
+    return np_out
 
 
 def _real(p: Path) -> str:

@@ -26,6 +26,8 @@ def check_usage(args, kinds: list[bool]) -> None:
 
 def run(args, labels: list[str], sample_fields: tuple[str, ...], say, error) -> int:
     """Analyse, print and write the maps; `say` and `error` print a line (npmpi_analysis.cli's)."""
+    from npmpi.core.safetext import shown_attrs
+    from npmpi.runfile.format import JSON_ATTRS
     from npmpi_analysis.numbers.map_file import load_map
     from npmpi_analysis.numbers.map_outliers import compare_maps
     from npmpi_analysis.numbers.maps import analyse_map
@@ -40,6 +42,7 @@ def run(args, labels: list[str], sample_fields: tuple[str, ...], say, error) -> 
             error(str(exc))
             failed += 1
             continue
+        m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)
         a = analyse_map(m, label, args.meter_delay)
         del m
         for problem in summarise_alike(a.problems):

@@ -15,6 +15,28 @@ class OutputError(NpmpiError):
     """An output could not be written (disk full, permissions): exit status 1."""
 
 
+NAME_MAX_BYTES = 255  # what Linux file systems allow (ext4, xfs, btrfs, tmpfs, NFS)
+PATH_MAX_BYTES = 4095
+
+
+def check_name(path: Path, what: str, directory: bool = False) -> None:
+    """UsageError unless `path` names a file (a directory if `directory`) whose every part the file
+    system can take: checked before the analysis, so that a bad name never wastes it."""
+    if not directory and path.name in ("", ".", ".."):
+        raise UsageError(
+            f"{what} {str(path)!r}: names no file (an empty name, or a directory); give a file's name"
+        )
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX_BYTES:
+            raise UsageError(
+                f"{what} {path}: a name of {size} bytes is longer than the file system allows "
+                f"({NAME_MAX_BYTES}); choose a shorter name"
+            )
+    if len(os.fsencode(os.path.abspath(path))) > PATH_MAX_BYTES:
+        raise UsageError(f"{what} {path}: the path is longer than the system allows; choose a shorter one")
+
+
 def check_free(path: Path, force: bool, will_create: Path | None = None) -> None:
     """UsageError if `path` exists (and --force was not given) or cannot be a file.
 
@@ -46,7 +68,8 @@ def write_atomic(path: Path, data: bytes, force: bool) -> None:
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        # the name cut: beside a name of 255 bytes, a longer temporary would be refused
+        fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
     tmp = Path(tmp_name)

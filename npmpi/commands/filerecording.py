@@ -19,8 +19,8 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any
 
-from npmpi.core.errors import NpmpiError, RunFileGone
-from npmpi.core.job import abort, describe, error_line, say
+from npmpi.core.errors import NpmpiError, RankStalled, RunFileGone
+from npmpi.core.job import abort, await_ends, describe, end_bound_s, error_line, say
 from npmpi.core.slurmcontext import context_attrs
 
 
@@ -29,21 +29,24 @@ def now_utc() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def power_collector(comm, layout, power_nodes: list[dict]):
+def power_collector(comm, layout, power_nodes: list[dict], stall_timeout_s: float = 0.0):
     """Rank 0's side of the power ranks (npmpi.power.rank.PowerCollector), the fabric's channels
-    with their node's; None when no node measures power."""
+    with their node's; None when no node measures power. `stall_timeout_s` bounds rank 0's wait for
+    a rank other than a power rank at the end of an idle baseline (0: no bound)."""
     if not layout.power_ranks:
         return None
     from npmpi.power.fabric import fabric_info
     from npmpi.power.rank import PowerCollector
 
     fabric = fabric_info(power_nodes)
-    return PowerCollector(
+    collector = PowerCollector(
         comm,
         list(layout.power_ranks),
         [p["channels"] for p in power_nodes],
         (fabric[0], fabric[1]["channels"]) if fabric else None,
     )
+    collector.stall = (end_bound_s(stall_timeout_s), list(layout.hosts))
+    return collector
 
 
 def job_attrs(MPI, argv: list[str], layout, clock, kind: str) -> dict[str, Any]:
@@ -99,10 +102,13 @@ class FileRecording(ABC):
 
     FILE = "run"  # the file's name in messages: "the run file could not be closed"
 
-    comm = collector = output = reservation = writer = None
+    comm = collector = output = reservation = writer = layout = None
+    stall_timeout_s = 0.0  # --stall-timeout: bounds the wait for every rank's end (0: none)
 
     def __init__(self) -> None:
         self.started = time.monotonic()
+        self.released = False  # the other ranks were told to exit
+        self.ended = False  # and each of them reported its end
 
     @abstractmethod
     def _record(self) -> int:
@@ -147,13 +153,41 @@ class FileRecording(ABC):
         if not isinstance(exc, (NpmpiError, KeyboardInterrupt, OSError)):
             message = f"internal error, please report: {message}"
         released = False
-        with contextlib.suppress(Exception):
-            released = self._release(code)
+        if not isinstance(exc, RankStalled):  # a rank that stopped answering cannot be released
+            try:
+                released = self._release_all(code)
+            except RankStalled as late:
+                kept += f"; at the end, {late}"
+            except Exception:
+                released = False
         if released and not (self.collector is not None and self.collector.lost):
             say(error_line(message + kept), sys.stderr)
             return code
         abort(self.comm, message + kept, code)
         return code
+
+    def _release_all(self, code: int) -> bool:
+        """Release the other ranks (once) and wait, bounded by --stall-timeout, for each to report
+        its end before MPI_Finalize (npmpi.core.job.await_ends; RankStalled naming one that does
+        not); False when they cannot be released (a rank inside a timed loop)."""
+        if self.ended:
+            return True
+        if not self.released:
+            if not self._release(code):
+                return False
+            self.released = True
+        lost = set(self.collector.lost) if self.collector is not None else set()
+        power = list(self.collector.power_ranks) if self.collector is not None else []
+        bound = end_bound_s(self.stall_timeout_s)
+        bounds = {}
+        for rank in range(1, self.comm.Get_size()):
+            if rank in power and rank not in lost:  # a power rank stops its meters' threads first
+                bounds[rank] = max(bound, self.collector.lost_after_s(power.index(rank))) if bound else 0.0
+            elif rank not in lost:
+                bounds[rank] = bound
+        await_ends(self.comm, bounds, list(self.layout.hosts), f"the end of the {self.FILE}")
+        self.ended = True
+        return True
 
     def stalled(self, message: str, bound_s: float) -> None:
         """The stall watchdog's end (npmpi/sweep/watchdog.py; its thread, the lock held): the file
@@ -169,15 +203,48 @@ class FileRecording(ABC):
             extra = f" (and the {self.FILE} file could not be closed: {exc})"
         abort(self.comm, message + extra + self._kept(), 1, settle_s=0.3)
 
+    def _watched(self):
+        """The stall watchdog's Progress of the protocol in progress (its lock, `armed`), or None."""
+        return None
+
+    @abstractmethod
+    def mark_file(self, message: str) -> None:
+        """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
+
+    def abandon(self, signum: int, name: str, final: bool) -> None:
+        """A stop signal while rank 0's main thread is inside the C kernel's timed loop, from the
+        signal thread (npmpi.core.job.watch_signals_in_a_thread): mark the file interrupted, then
+        (`final`) close it interrupted and end the job as the Python kernel's abandon does. Only
+        while the protocol is armed: the main thread is not in the file, and cannot enter it while
+        this holds the lock (the stall watchdog's rule, npmpi/sweep/watchdog.py)."""
+        progress = self._watched()
+        if progress is None or self.writer is None:
+            return
+        with progress.lock:
+            if not progress.armed:
+                return
+            if not final:
+                self.mark_file(f"{name} received; the run was stopping")
+                return
+            message, extra = f"interrupted by {name} (the trial in progress was abandoned)", ""
+            try:
+                elapsed = time.monotonic() - self.started
+                self.writer.finish("interrupted", message, elapsed_s=elapsed, finished_utc=now_utc())
+            except Exception as exc:
+                extra = f" (and the {self.FILE} file could not be closed: {exc})"
+            abort(self.comm, message + extra + self._kept(), 128 + signum)
+
     def _close_after(self, exc: BaseException, status: str, message: str) -> str:
         """Keep the samples taken up to the failure and close the file; returns what to add to the message."""
         writer, collector = self.writer, self.collector
-        if collector is not None and writer is not None and self._quiet() and collector.writer is not None:
+        quiet = self._quiet() and not self.released
+        if collector is not None and writer is not None and quiet and collector.writer is not None:
             with contextlib.suppress(Exception):  # keep the samples taken up to the failure
                 collector.collect()
         if writer is not None:
             try:
-                writer.finish(status, message, elapsed_s=time.monotonic() - self.started)
+                bound = {"stall_bound_s": exc.bound_s} if isinstance(exc, RankStalled) else {}
+                writer.finish(status, message, elapsed_s=time.monotonic() - self.started, **bound)
             except Exception as werr:
                 if werr is not exc:
                     return f" (and the {self.FILE} file could not be closed: {werr})"

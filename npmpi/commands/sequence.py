@@ -1,14 +1,18 @@
 """The sequence every MPI command of npmpi follows (a run, a map, `calibrate`), written once.
 
-parse -> (environment) -> thread level -> MPI -> stop-signal handlers -> agree -> dispatch by role ->
-abort.
+parse -> (environment) -> [rank 0's start-up guard] thread level -> MPI -> stop-signal handlers ->
+agree [guard off] -> dispatch by role -> abort, or the end: every rank but 0 reports its end and
+waits for rank 0's leave, rank 0 waits for every report (bounded), then all call MPI_Finalize
+(rank 0's bounded by a guard: npmpi.core.job.KillGuard, as its start-up).
 
 Its guarantees are the commands' promise to the user: bad usage prints one line on rank 0 and every
 rank exits 2 without a file (`agree` raises UsageError on every rank at once: npmpi.core.job's
 collective check); a surprise on any rank while starting or serving its role ends the whole job with
 one line naming that rank (npmpi.core.job.abort), never leaving a rank blocked. Rank 0's recording is
 called outside that guard: it closes its file with a status whatever ends it, then releases or
-aborts the others itself.
+aborts the others itself. A rank stopped at any point (SIGSTOP, a debugger) ends the job within a
+bound of --stall-timeout: the sweep's watchdog, a baseline's and the end's bounded waits, the
+guards of MPI_Init and MPI_Finalize (where mpi4py holds the GIL and no Python code runs).
 """
 
 from __future__ import annotations
@@ -20,7 +24,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from npmpi.core.errors import UsageError
-from npmpi.core.job import abort, describe, error_line, install_signal_handlers, parse_or_exit_status, say
+from npmpi.core.job import (
+    abort,
+    describe,
+    error_line,
+    install_signal_handlers,
+    parse_or_exit_status,
+    say,
+    startup_guard,
+)
+
+FINALIZE_FLOOR_S = 10.0  # the least rank 0's MPI_Finalize is given (every rank has reported its end)
+POWER_END_S = 30.0  # the least a power rank is given to report its end (its meters' threads stop first)
 
 
 @dataclass(frozen=True)
@@ -48,12 +63,18 @@ class MpiCommand:
         opts = parse_or_exit_status(self.parse, argv)
         if isinstance(opts, int):
             return opts
+        if self.before_mpi is not None:
+            self.before_mpi(opts)
+        guard = startup_guard(opts)  # rank 0: a rank stopped before the checks end cannot hang the job
+        try:
+            return self._started(argv, opts, guard)
+        finally:
+            guard.cancel()
 
+    def _started(self, argv: list[str], opts, guard) -> int:
         from npmpi.core.job import load_mpi
         from npmpi.core.messages import StopFlag
 
-        if self.before_mpi is not None:
-            self.before_mpi(opts)
         MPI = load_mpi(self.thread_level(opts))
         if MPI is None:
             return 2
@@ -71,15 +92,50 @@ class MpiCommand:
         except BaseException as exc:  # any rank's surprise (a meter's open, start-up) ends the whole job
             abort(comm, f"{self.who(rank, MPI.Get_processor_name())} while starting: {describe(exc)}", 1)
             return 1
+        guard.cancel()
         if self.record is not None:
             status = self.record(MPI, comm, opts, argv, agreed, stop)
-            if status is not None:
-                return status
+            if status is not None:  # every other rank reported its end (else the job was aborted)
+                return leave(MPI, comm, opts, status)
         try:
-            return self.serve(MPI, comm, opts, agreed, stop)
+            status = self.serve(MPI, comm, opts, agreed, stop)
         except BaseException as exc:
             abort(comm, f"{self.who(rank, MPI.Get_processor_name())}: {describe(exc)}", 1)
             return 1
+        return end_of_role(MPI, comm, opts, agreed, status)
+
+
+def end_of_role(MPI, comm, opts, agreed, status: int) -> int:
+    """After a rank's role: a rank other than 0 reports its end to rank 0; rank 0 (when it served
+    rather than recorded: calibrate) waits for every rank's report, bounded by --stall-timeout, and
+    names one that does not come instead of hanging in MPI_Finalize (npmpi.core.job.await_ends)."""
+    from npmpi.core.errors import RankStalled
+    from npmpi.core.job import await_ends, end_bound_s, finalize_within, report_end, stall_timeout_of
+
+    if comm.Get_rank() != 0:
+        report_end(comm)
+        finalize_within(MPI, 0.0, guard=False)
+        return status
+    layout = agreed.roles.layout
+    bound = end_bound_s(stall_timeout_of(opts))
+    power_bound = max(bound, POWER_END_S) if bound else 0.0  # a power rank stops its meters first
+    bounds = {r: power_bound if r in layout.power_ranks else bound for r in range(1, comm.Get_size())}
+    try:
+        await_ends(comm, bounds, list(layout.hosts), "the end of the job")
+    except RankStalled as exc:
+        abort(comm, str(exc), 1)
+        return 1
+    return leave(MPI, comm, opts, status)
+
+
+def leave(MPI, comm, opts, status: int) -> int:
+    """Rank 0, every other rank's end reported: let them go and end MPI, bounded (npmpi.core.job)."""
+    from npmpi.core.job import end_bound_s, finalize_within, say_leave, stall_timeout_of
+
+    say_leave(comm)
+    bound = end_bound_s(stall_timeout_of(opts))
+    finalize_within(MPI, max(bound, FINALIZE_FLOOR_S) if bound else 0.0, guard=True)
+    return status
 
 
 def meters_thread_level(opts) -> str:

@@ -25,6 +25,15 @@ class DataMismatch(NpmpiError):
     """Received data differ from what was sent."""
 
 
+class RankStalled(NpmpiError):
+    """A rank stopped answering where rank 0 waits for it outside the sweep's steps (an idle
+    baseline, the end of the job): it cannot be released, only the job aborted."""
+
+    def __init__(self, message: str, bound_s: float) -> None:
+        super().__init__(message)
+        self.bound_s = bound_s  # the bound that ran out (the file's stall_bound_s)
+
+
 class RunFileError(NpmpiError):
     """A run file is missing, unreadable, of another format or of a newer version."""
 

@@ -7,6 +7,7 @@ never leaving a rank blocked; a stop signal ends the current trial (the stop han
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -138,6 +139,61 @@ def install_signal_handlers(stop, writer_rank: bool) -> None:
         signal.signal(sig, handler)
     if writer_rank:
         signal.signal(signal.SIGALRM, abandon)
+        watch_signals_in_a_thread(stop)
+
+
+_WAKEUP: list = []
+HANDLER_GRACE_S = 0.02  # how long the signal thread leaves the main thread to run its handler
+
+
+def watch_signals_in_a_thread(stop) -> None:
+    """Rank 0: a stop signal seen by a thread too. The C kernel runs a whole trial without returning
+    to Python (its loops retry on EINTR), so the handlers above, which run in the main thread only,
+    wait for the trial's end, and mpirun kills the rank first (SIGKILL 0.25 s after its SIGTERM):
+    the file was left `running`. Python's own C handler writes each signal's number to a wakeup
+    socket at once, in whatever thread; this thread reads it and, when the main thread has not run
+    its handler within HANDLER_GRACE_S and is inside a timed loop, marks the file and abandons the
+    trial at ABANDON_TRIAL_AFTER_S as the main thread's handlers would (`stop.abandon`, under the
+    stall watchdog's lock: never while the main thread writes the file)."""
+    import socket
+    import threading
+
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    try:
+        signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except (ValueError, OSError):  # not the main thread (an in-process test): the handlers alone
+        reader.close()
+        writer.close()
+        return
+    _WAKEUP[:] = [reader, writer]  # kept open for the process's life
+
+    def watch() -> None:
+        while True:
+            try:
+                data = reader.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum in (signal.SIGINT, signal.SIGTERM):
+                    _signal_in_timed_loop(stop, signum)
+
+    threading.Thread(target=watch, name="npmpi-signal-watch", daemon=True).start()
+
+
+def _signal_in_timed_loop(stop, signum: int) -> None:
+    import time
+
+    time.sleep(HANDLER_GRACE_S)
+    if stop or not stop.timing or stop.abandon is None:
+        return  # the main thread ran its handler (or will: it is not inside a timed loop)
+    name = signal.Signals(signum).name
+    stop.abandon(signum, name, False)
+    time.sleep(ABANDON_TRIAL_AFTER_S - HANDLER_GRACE_S)
+    if not stop and stop.timing:
+        stop.abandon(signum, name, True)
 
 
 def describe(exc: BaseException) -> str:
@@ -160,3 +216,180 @@ def abort(comm, message: str, code: int, settle_s: float = 0.0) -> None:
 
         time.sleep(settle_s)
     comm.Abort(code)
+
+
+END_POLL_S = 0.01
+END_FLOOR_S = 2.0  # the least a rank is given to report its end, whatever --stall-timeout
+
+
+def stalled_message(rank: int, hosts, waited_s: float, bound_s: float, during: str) -> str:
+    """The one line of a rank that stopped answering where rank 0 waits for it outside the sweep's
+    steps (the stall watchdog's words, npmpi/sweep/watchdog.py)."""
+    host = hosts[rank] if 0 <= rank < len(hosts) else "?"
+    return (
+        f"rank {rank} ({host}) stopped answering: nothing from it for {waited_s:.1f} s (the stall "
+        f"bound: {bound_s:.1f} s, --stall-timeout) during {during}; check that process: stopped "
+        "(SIGSTOP, a debugger attached) or stuck (swapping, a hung file system, its node down)"
+    )
+
+
+def stall_timeout_of(opts) -> float:
+    """--stall-timeout of a run's, a map's or calibrate's options (0: no bound)."""
+    for holder in (opts, getattr(opts, "run", None)):
+        for name in ("stall_timeout_s", "stall_timeout"):
+            value = getattr(holder, name, None)
+            if isinstance(value, (int, float)):
+                return float(value)
+    return 0.0
+
+
+def end_bound_s(stall_timeout_s: float) -> float:
+    """How long rank 0 waits for a rank's end report: --stall-timeout, at least END_FLOOR_S; 0 (no
+    bound) when the stall watchdog is off."""
+    return max(stall_timeout_s, END_FLOOR_S) if stall_timeout_s > 0 else 0.0
+
+
+def report_end(comm) -> None:
+    """A rank other than 0 whose role is over (rank 0 released it): tell rank 0, so that a rank
+    stopped at the end is named instead of hanging the job in MPI_Finalize; then wait, asleep, for
+    rank 0's leave (`say_leave`), sent once its file is closed, and go straight to MPI_Finalize."""
+    import time
+
+    import numpy as np
+
+    from npmpi.core.messages import END_TAG
+
+    _frozen_for_a_test("end", comm.Get_rank())
+    comm.Send(np.ones(1, dtype=np.int64), 0, END_TAG)
+    leave = np.zeros(1, dtype=np.int64)
+    req = comm.Irecv(leave, 0, END_TAG)
+    while not req.Test():
+        time.sleep(END_POLL_S)
+    _frozen_for_a_test("leave", comm.Get_rank())
+
+
+def _frozen_for_a_test(where: str, rank: int) -> None:
+    """Fault injection for the test suite: NPMPI_FAULT_FREEZE=WHERE:RANK stops that rank (SIGSTOP)
+    at that point of its end, where a test's own SIGSTOP could not be timed."""
+    if os.environ.get("NPMPI_FAULT_FREEZE") == f"{where}:{rank}":
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def say_leave(comm) -> None:
+    """Rank 0, every rank's end reported and its file closed: let them go to MPI_Finalize."""
+    import numpy as np
+
+    from npmpi.core.messages import END_TAG
+
+    for rank in range(1, comm.Get_size()):
+        comm.Send(np.ones(1, dtype=np.int64), rank, END_TAG)
+
+
+class KillGuard:
+    """A bound on a wait no Python code can bound: MPI_Init and MPI_Finalize hold the GIL (mpi4py),
+    so neither a thread nor a signal handler of this process runs while they wait for a rank that
+    was stopped. A shell started beforehand (vfork'ed by subprocess: nothing of MPI's memory is
+    copied) prints `line` and kills this process after `bound_s`, so that mpirun ends every rank;
+    `cancel()` once the wait is over. Nothing when `bound_s` is 0 or no shell can be started."""
+
+    SCRIPT = (
+        'sleep "$1" </dev/null >/dev/null 2>&1; kill -0 "$2" 2>/dev/null || exit 0; '
+        'printf "%s\\n" "$3" >&2; kill -KILL "$2"'
+    )
+
+    def __init__(self, bound_s: float, line: str) -> None:
+        import math
+        import subprocess
+
+        self.shell = None
+        if bound_s <= 0:
+            return
+        argv = ["/bin/sh", "-c", self.SCRIPT, "npmpi-guard", str(math.ceil(bound_s)), str(os.getpid()), line]
+        sys.stderr.flush()
+        try:
+            self.shell = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                close_fds=True,
+                start_new_session=True,
+            )
+        except OSError:
+            self.shell = None
+
+    def cancel(self) -> None:
+        """The shell and its sleep killed (its own session: neither is left holding rank 0's stderr,
+        which mpirun would wait for)."""
+        if self.shell is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.shell.pid, signal.SIGKILL)
+            self.shell.wait()
+            self.shell = None
+
+
+def finalize_within(MPI, bound_s: float, guard: bool) -> None:
+    """MPI_Finalize now (not at the interpreter's exit); on rank 0 (`guard`) bounded by a KillGuard:
+    a rank stopped between rank 0's leave and its own MPI_Finalize would hold rank 0 there for ever."""
+    import math
+
+    if MPI.Is_finalized():
+        return
+    line = error_line(
+        f"the job did not end within {math.ceil(bound_s)} s of its last message (--stall-timeout): a "
+        "rank was stopped (SIGSTOP, a debugger attached) or is stuck in MPI_Finalize; everything "
+        "measured is in the file — aborting all ranks"
+    )
+    watcher = KillGuard(bound_s if guard else 0.0, line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        MPI.Finalize()
+    finally:
+        watcher.cancel()
+
+
+STARTUP_FLOOR_S = 30.0  # the least the start-up is given (MPI_Init, the meters opened, the checks)
+
+
+def startup_guard(opts) -> KillGuard:
+    """Rank 0's bound on the start-up, from before MPI_Init to the last start-up check: a rank
+    stopped then would hold rank 0 in MPI_Init (the GIL held) or a collective for ever. At least
+    STARTUP_FLOOR_S (a slow meter's opening is no stall), --stall-timeout when longer; none with
+    --stall-timeout 0 or on other ranks (rank 0 ending ends the job)."""
+    stall = stall_timeout_of(opts)
+    bound = max(stall, STARTUP_FLOOR_S) if stall > 0 and launcher_rank() == 0 else 0.0
+    line = error_line(
+        f"the job's start-up did not end within {bound:g} s (--stall-timeout, at least "
+        f"{STARTUP_FLOOR_S:g} s at start-up): a rank was stopped (SIGSTOP, a debugger attached) or "
+        "is stuck (its node down, a hung file system) before every rank had joined; nothing was "
+        "measured — aborting all ranks"
+    )
+    return KillGuard(bound, line)
+
+
+def await_ends(comm, bounds: dict[int, float], hosts, during: str) -> None:
+    """Rank 0: wait, asleep, for each rank of `bounds` (rank -> seconds, 0: no bound) to report its
+    end (report_end); RankStalled naming the first that has not within its bound."""
+    import time
+
+    import numpy as np
+
+    from npmpi.core.errors import RankStalled
+    from npmpi.core.messages import END_TAG
+
+    started = time.monotonic()
+    pending = {}
+    for rank in bounds:
+        buf = np.zeros(1, dtype=np.int64)
+        pending[rank] = (comm.Irecv(buf, rank, END_TAG), buf)
+    while True:
+        for rank in [r for r, (req, _buf) in pending.items() if req.Test()]:
+            del pending[rank]
+        if not pending:
+            return
+        waited = time.monotonic() - started
+        late = [r for r in pending if 0 < bounds[r] < waited]
+        if late:
+            bound = bounds[late[0]]
+            raise RankStalled(stalled_message(late[0], hosts, waited, bound, during), bound)
+        time.sleep(END_POLL_S)

@@ -138,9 +138,7 @@ def _lock_name(directory: Path, name: str, target: Path, what: str) -> tuple[Pat
     path = directory / f"{LOCK_PREFIX}{digest}"
     for _ in range(100):
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644 & ~_umask())
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _flock_unless_held(fd, path):
             os.close(fd)
             raise UsageError(
                 f"{what} {target}: another npmpi run is writing this file; wait for it to end or "
@@ -154,6 +152,29 @@ def _lock_name(directory: Path, name: str, target: Path, what: str) -> tuple[Pat
             return path, fd
         os.close(fd)
     raise UsageError(f"{what} {target}: cannot take the lock on its name; try again")
+
+
+SWEEP_HOLD_S = 0.5  # a sweep (below) holds a lock for microseconds: a lock held longer is a live run's
+
+
+def _flock_unless_held(fd: int, path: Path) -> bool:
+    """Take the exclusive lock of `fd` (True), or False when a live run holds it. Another run's
+    start-up sweep may hold it for a moment to remove the file: then the lock comes, or the name
+    stops leading to the file, within SWEEP_HOLD_S (the caller checks the name again)."""
+    deadline = time.monotonic() + SWEEP_HOLD_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            try:
+                if not os.path.samestat(os.fstat(fd), os.lstat(path)):
+                    return True  # removed meanwhile: the caller's check of the name starts again
+            except FileNotFoundError:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
 
 DEFAULT_DIRECTORY = "runs"  # where a run or map goes without -o
@@ -202,16 +223,14 @@ def reserve_output(
         raise UsageError(f"{what} {target}: directory {directory} does not exist; create it first")
     _sweep(directory)
     try:
-        fd, temp_name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=".tmp")
+        fd, temp = _locked_temp(directory, ".tmp")
     except OSError as exc:
         raise UsageError(
             f"{what} {target}: cannot create a file in {directory} ({_why(exc)}); choose another location"
         ) from None
-    temp = Path(temp_name)
     lock_fd = -1
     try:
         os.fchmod(fd, 0o644 & ~_umask())
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
             lock_path, lock_fd = _lock_name(directory, target.name, target, what)
         except OSError as exc:
@@ -235,6 +254,23 @@ def reserve_output(
         raise
 
 
+def _locked_temp(directory: Path, suffix: str) -> tuple[int, Path]:
+    """A new hidden file (mkstemp) with its exclusive lock taken: (descriptor, path). Another run's
+    sweep may remove it between its creation and its lock (it is not locked yet): made again then."""
+    for _ in range(100):
+        fd, name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=suffix)
+        try:
+            if _flock_unless_held(fd, Path(name)) and os.path.samestat(os.fstat(fd), os.lstat(name)):
+                return fd, Path(name)
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(errno.EAGAIN, "its hidden files kept being removed by other runs' start-up")
+
+
 def _check_room(directory: Path, room: int, ballast: int, target: Path, what: str) -> None:
     """UsageError when fewer than `room` bytes are free in `directory` beside the ballast to be made."""
     if room <= 0:
@@ -254,9 +290,9 @@ def _check_room(directory: Path, room: int, ballast: int, target: Path, what: st
 
 def _make_ballast(directory: Path, size: int, target: Path, what: str) -> tuple[Path, int]:
     """A hidden file holding `size` bytes of disk space, locked while the run lives (see _sweep)."""
-    fd, name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=BALLAST_SUFFIX)
+    fd, path = _locked_temp(directory, BALLAST_SUFFIX)
+    name = str(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
             os.posix_fallocate(fd, 0, size)
         except OSError as exc:
@@ -288,21 +324,20 @@ def free_ballast(res: Reservation) -> bool:
     return True
 
 
-STALE_AFTER_S = 60.0
-
-
 def _sweep(directory: Path) -> None:
-    """Remove what runs killed outright (SIGKILL, a node crash) left here: npmpi's hidden temporary,
-    reserve and lock files that no live run holds locked and that are older than a minute."""
+    """Remove what runs and calibrations killed outright (SIGKILL, a node crash) left here: npmpi's
+    hidden temporary, reserve and lock files that no live process holds locked. Its lock is how a
+    file shows its owner alive, on this node or another sharing the file system (a pid would name a
+    process of one node only); a file made but not yet locked is made again by its owner
+    (`_locked_temp`, `_lock_name`), so none needs to be spared for its age."""
     try:
         entries = [e for e in os.scandir(directory) if e.name.startswith(TEMP_PREFIX)]
     except OSError:
         return
-    now = time.time()
     for entry in entries:
         stale_kind = entry.name.endswith((".tmp", BALLAST_SUFFIX)) or entry.name.startswith(LOCK_PREFIX)
         with contextlib.suppress(OSError):
-            if not stale_kind or now - entry.stat(follow_symlinks=False).st_mtime < STALE_AFTER_S:
+            if not stale_kind or not stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
                 continue
             fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             try:

@@ -43,3 +43,29 @@ def csv_cell(value: object) -> object:
     """A CSV cell: text with every control character escaped (a CR would split the row, an ESC
     reach the terminal of whoever prints the file); numbers as they are."""
     return printable(value) if isinstance(value, str) else value
+
+
+MAX_SHOWN_CHARS = 2000  # a command line of a few hundred characters is whole; a forged attribute is cut
+
+
+def shown(text: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`text` as printable (one line), cut to `limit` characters with the count of those left out:
+    a forged attribute of megabytes neither floods a terminal nor slows the figures down."""
+    line = printable(text)
+    if len(line) <= limit:
+        return line
+    return f"{line[:limit]}… ({len(line) - limit} more characters)"
+
+
+def shown_attrs(attrs: dict, parsed: tuple[str, ...] = ()) -> dict:
+    """`attrs` (a file's attributes, as npmpi.runfile.opening.attr_value gives them) with every text
+    value, in lists too, as `shown` makes it; the attributes named in `parsed` (JSON) as they are."""
+
+    def one(value):
+        if isinstance(value, str):
+            return shown(value)
+        if isinstance(value, list):
+            return [one(v) for v in value]
+        return value
+
+    return {k: v if k in parsed else one(v) for k, v in attrs.items()}

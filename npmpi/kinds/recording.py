@@ -113,7 +113,8 @@ class GroupRecording(FileRecording):
         self.layout = agreed.roles.layout
         self.comm, self.output, self.reservation = comm, agreed.output, agreed.reservation
         self.power_nodes = [agreed.gathered_power[r] for r in self.layout.power_ranks]
-        self.collector = power_collector(comm, self.layout, self.power_nodes)
+        self.stall_timeout_s = opts.stall_timeout_s
+        self.collector = power_collector(comm, self.layout, self.power_nodes, opts.stall_timeout_s)
         self.console = Console(quiet=opts.quiet)
         self.coordinator: GroupCoordinator | None = None
         super().__init__()
@@ -210,13 +211,18 @@ class GroupRecording(FileRecording):
                 console,
                 self.stop,
             )
+        # every rank released and its end reported before the file says how the run ended
+        # (FileRecording._release_all: a rank stopped now is named, the file failed)
+        self._release_all(outcome.exit_code)
         elapsed = time.monotonic() - self.started
         self.writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=now_utc())
-        self.coordinator.release(outcome.exit_code)
         console.summary(outcome, self.output, elapsed, self.collector)
         if self.collector is not None:
             self.collector.end_job_if_lost(outcome.exit_code)
         return outcome.exit_code
+
+    def _watched(self):
+        return self.coordinator.progress if self.coordinator is not None else None
 
     def _quiet(self) -> bool:
         return self.coordinator is not None and not self.stop.timing

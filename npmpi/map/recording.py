@@ -218,7 +218,8 @@ class MapRecording(FileRecording):
         self.power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
         self.console = Console(quiet=opts.quiet)
         self.output, self.reservation = agreed.output, agreed.reservation
-        self.collector = power_collector(comm, layout, self.power_nodes)
+        self.stall_timeout_s = opts.stall_timeout_s
+        self.collector = power_collector(comm, layout, self.power_nodes, opts.stall_timeout_s)
         self.coordinator = None
         super().__init__()  # the clock of the map's elapsed time starts here
         self.last_collect = self.last_progress = self.rounds_started = self.started
@@ -256,6 +257,8 @@ class MapRecording(FileRecording):
             reservation=a.reservation,
         )
         self.stop.mark_file = self.mark_file
+        if opts.kernel == "c":  # a trial in one call: the handlers wait for its end (job.py's thread)
+            self.stop.abandon = self.abandon
 
     def mark_file(self, message: str) -> None:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
@@ -344,9 +347,9 @@ class MapRecording(FileRecording):
                 console,
                 self.stop,
             )
+        self._release_all(outcome.exit_code)  # every rank's end reported before the file is closed
         elapsed = time.monotonic() - self.started
         writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=now_utc())
-        self.coordinator.release(outcome.exit_code)
         console.note(
             f"{outcome.rounds} rounds in {elapsed:.1f} s, status {outcome.status}: {self.agreed.output}"
         )
@@ -379,6 +382,9 @@ class MapRecording(FileRecording):
             outcome.status = "interrupted"
             outcome.message = f"{self.stop.name} received while suspects were measured again"
             outcome.exit_code = 128 + int(self.stop.signum or 0)
+
+    def _watched(self):
+        return self.coordinator.progress if self.coordinator is not None else None
 
     def _quiet(self) -> bool:
         c = self.coordinator

@@ -112,12 +112,20 @@ def settle_s(power_nodes) -> float:
 
 
 def run_baseline(
-    comm, seconds: float, stop=None, settle: float = 0.0, skip=(), patience: dict | None = None
+    comm,
+    seconds: float,
+    stop=None,
+    settle: float = 0.0,
+    skip=(),
+    patience: dict | None = None,
+    stall: tuple[float, list, str] = (0.0, [], "an idle baseline"),
 ) -> BaselineWindow:
     """Rank 0: hold every other rank quiet for `settle` + `seconds` (less if a stop request comes);
     the baseline's window is the last `seconds` of it. Ranks in `skip` (power ranks given up on) take
     no part; a rank in `patience` (rank -> seconds) that does not reply within its patience after the
-    end is left out and named in the window's `silent`."""
+    end is left out and named in the window's `silent`. Any other rank that does not reply within
+    `stall` (seconds, 0: no bound; every rank's host; what the baseline is) raises RankStalled: a
+    measuring rank stopped now would otherwise hang the job here."""
     size = comm.Get_size()
     others = [r for r in range(1, size) if r not in skip]
     patience = patience or {}
@@ -144,17 +152,33 @@ def run_baseline(
         ended = time.monotonic()
         for rank in others:
             reply = np.zeros(2, dtype=np.float64)
-            req = comm.Irecv(reply, rank, BASELINE_TAG)
-            while not req.Test():  # asleep, not spinning, should a rank be slow to answer
-                time.sleep(POLL_S / 10)
-                if time.monotonic() - ended > patience.get(rank, math.inf):
-                    silent.append(rank)  # a frozen power rank: not waited for any longer
-                    req.Cancel()
-                    req.Wait()
-                    break
-            else:
+            if _reply(comm, rank, reply, ended, patience, stall):
                 cpu[rank], busy[rank] = reply
+            else:
+                silent.append(rank)  # a frozen power rank: not waited for any longer
     return BaselineWindow(start, end, cpu, busy, tuple(silent))
+
+
+def _reply(comm, rank: int, reply: np.ndarray, ended: float, patience: dict, stall) -> bool:
+    """Wait asleep for `rank`'s report after a baseline's end: True once it came, False when a power
+    rank's patience ran out; RankStalled when another rank's stall bound did."""
+    bound_s, hosts, during = stall
+    limit = patience.get(rank, bound_s if bound_s > 0 else math.inf)
+    req = comm.Irecv(reply, rank, BASELINE_TAG)
+    while not req.Test():  # asleep, not spinning, should a rank be slow to answer
+        time.sleep(POLL_S / 10)
+        waited = time.monotonic() - ended
+        if waited > limit:
+            if rank not in patience:
+                from npmpi.core.errors import RankStalled
+                from npmpi.core.job import stalled_message
+
+                message = stalled_message(rank, hosts, waited, bound_s, f"the end of {during}")
+                raise RankStalled(message, bound_s)
+            req.Cancel()
+            req.Wait()
+            return False
+    return True
 
 
 def after_baseline_s(baseline_s: float, power_nodes, largest_delay_s: float) -> float:

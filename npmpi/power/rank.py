@@ -302,6 +302,7 @@ class PowerCollector:
         self.writer = None
         self.kept: dict[tuple[int, int], list] = {}
         self.lost: dict[int, tuple[float, str]] = {}  # power rank given up on -> (since, why)
+        self.stall: tuple[float, list[str]] = (0.0, [])  # (bound s, hosts): baseline.run_baseline's
         self._offsets: dict[int, ClockOffset] = {}  # each power rank's last measured clock offset
         self.heartbeats = {
             (node, j): Heartbeat(
@@ -482,15 +483,16 @@ class PowerCollector:
             print(printable(f"npmpi: {g.message}"), file=sys.stderr, flush=True)
         return gaps
 
-    def baseline(self, seconds: float, stop=None):
+    def baseline(self, seconds: float, stop=None, during: str = "an idle baseline"):
         """Hold every rank quiet (npmpi.power.baseline) while the power ranks sample the idle nodes, then
-        collect; returns the BaselineWindow (its span on rank 0's clock and each rank's CPU use)."""
+        collect: the BaselineWindow (its span, each rank's CPU use); RankStalled past `self.stall`."""
         from npmpi.power.baseline import run_baseline, settle_s
 
         channels = [*self.channel_attrs, self.fabric[1] if self.fabric else []]
         patience = {r: self.lost_after_s(n) for n, r in enumerate(self.power_ranks)}
         settle = settle_s([{"channels": c} for c in channels])
-        window = run_baseline(self.comm, seconds, stop, settle, skip=set(self.lost), patience=patience)
+        stall = (*self.stall, during)
+        window = run_baseline(self.comm, seconds, stop, settle, set(self.lost), patience, stall)
         for rank in window.silent:
             self.give_up(self.power_ranks.index(rank), rank, patience[rank])
         self.collect()

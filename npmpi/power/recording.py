@@ -50,7 +50,8 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
         console.fabric_header(fabric[1])
     if baseline_s > 0:
         console.note(f"recording {baseline_s:g} s of idle baseline power")
-        store_baseline(writer, layout, collector.baseline(baseline_s, stop), after=False)
+        window = collector.baseline(baseline_s, stop, "the idle baseline before the measurements")
+        store_baseline(writer, layout, window, after=False)
     return baseline_s
 
 
@@ -75,7 +76,8 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
         seconds = after_baseline_s(baseline_s, power_nodes, largest_delay_s(calibration, layout, power_nodes))
         if seconds > 0:
             console.note(f"recording {seconds:g} s of idle power after the sweep")
-            store_baseline(writer, layout, collector.baseline(seconds, stop), after=True)
+            window = collector.baseline(seconds, stop, "the idle baseline after the measurements")
+            store_baseline(writer, layout, window, after=True)
         if collector.lost and outcome.status == "complete":  # a frozen power rank, gone on without
             outcome.message = collector.lost_message()
         if stop:  # a stop signal during that baseline: the file says so, though every size was measured

@@ -63,7 +63,8 @@ def check_tcp_options(ns) -> dict:
         except ValueError:
             raise UsageError(f"--tcp-address {ns.tcp_address!r}: not an IPv4 or IPv6 address") from None
     if ns.tcp_port is not None:
-        fields["tcp_port"] = _bounded_whole("--tcp-port", ns.tcp_port, 1, MAX_TCP_PORT, "a port number")
+        # 0 is the default, any free port (the kernel's choice), as the help says: given, it means the same
+        fields["tcp_port"] = _bounded_whole("--tcp-port", ns.tcp_port, 0, MAX_TCP_PORT, "a port number")
     if ns.socket_buffer is not None:
         fields["socket_buffer_bytes"] = _socket_buffer(ns.socket_buffer)
     if ns.tcp_connect_timeout is not None:

@@ -121,7 +121,8 @@ class Recording(FileRecording):
         self.np_out = None  # --np-out: npmpi.core.npout.NpOutWriter
         self.transmitter = None
         self.comm, self.output, self.reservation = s.comm, s.output, s.reservation
-        self.collector = power_collector(s.comm, s.layout, s.power_nodes)
+        self.layout, self.stall_timeout_s = s.layout, opts.stall_timeout_s
+        self.collector = power_collector(s.comm, s.layout, s.power_nodes, opts.stall_timeout_s)
         # the analysis flags a size 'short' when its window (first trial start to last trial end) is
         # shorter than a channel's interval (its sample interval, or the span its readings average)
         self.longest_interval = max(
@@ -171,6 +172,8 @@ class Recording(FileRecording):
             reservation=s.reservation,
         )
         s.stop.mark_file = self.mark_file
+        if opts.kernel == "c":  # a trial in one call: the handlers wait for its end (job.py's thread)
+            s.stop.abandon = self.abandon
         if opts.np_out is not None:
             from npmpi.core.npout import NpOutWriter
 
@@ -207,9 +210,12 @@ class Recording(FileRecording):
             )
         if not s.stop:  # Slurm's own count of the step's energy, beside npmpi's (absent: said why)
             writer.set_attrs(**consumed_energy_attrs(os.environ))
-        elapsed = time.monotonic() - self.started
         if self.np_out is not None:
             self.np_out.close()
+        # every rank released and its end reported before the file says how the run ended: a rank
+        # stopped now is named, the file failed (RankStalled), not a job hung in MPI_Finalize
+        self._release_all(outcome.exit_code)
+        elapsed = time.monotonic() - self.started
         writer.finish(
             outcome.status,
             outcome.message,
@@ -217,7 +223,6 @@ class Recording(FileRecording):
             elapsed_s=elapsed,
             finished_utc=now_utc(),
         )
-        self.transmitter.release(outcome.exit_code)
         console.summary(outcome, s.output, elapsed, collector)
         if collector is not None:
             collector.end_job_if_lost(outcome.exit_code)
@@ -225,13 +230,17 @@ class Recording(FileRecording):
 
     def _watchdog(self):
         """Rank 0's stall watchdog around the sweep (npmpi/sweep/watchdog.py), its bound's rule stored."""
-        from npmpi.sweep.watchdog import STALL_FACTOR, StallWatchdog
+        from npmpi.sweep.watchdog import INTEGRITY_CHECK_S, STALL_FACTOR, StallWatchdog
 
         s = self.setup
+        self.transmitter.progress.check_s = INTEGRITY_CHECK_S if s.opts.integrity else 0.0
         self.writer.set_attrs(stall_timeout_s=s.opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
         partner_of = {a: b for pair in s.layout.pairs[1:] for a, b in (pair, pair[::-1])}
         progress = self.transmitter.progress
         return StallWatchdog(progress, s.opts.stall_timeout_s, list(s.layout.hosts), partner_of, self.stalled)
+
+    def _watched(self):
+        return self.transmitter.progress if self.transmitter is not None else None
 
     def _quiet(self) -> bool:
         return self.transmitter is not None and not self.transmitter.stop.timing

@@ -18,6 +18,9 @@ KIND_RUN, KIND_MAP = "run", "map"
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
 BASELINE_COLUMNS = ("before", "after")
 
+# root attributes holding JSON: parsed by readers, never shown as text
+JSON_ATTRS = ("options_json", "protocol_settings")
+
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
 STATUS_INTERRUPTED = "interrupted"

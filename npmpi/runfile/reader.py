@@ -158,6 +158,7 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
             f"{p}: written by a newer npmpi (format {major}.{minor}; this reader knows "
             f"{FORMAT_VERSION[0]}.x): upgrade npmpi to read it"
         )
+    from npmpi.runfile.attrseal import check_seals
     from npmpi.runfile.checks import check_root_attrs
 
     check_root_attrs(attrs, p)
@@ -174,6 +175,9 @@ def _read_run(f, p: Path, sample_fields: tuple[str, ...] = SAMPLE_FIELDS) -> Run
     layout = _read_layout(f, p)
     pingpong = _read_pingpong(f, p, attrs, notices)
     power_attrs, power, fabric = _read_power(f, p, notices, sample_fields)
+    # a changed attribute (npmpi/runfile/attrseal.py), once the structure has been read whole: its
+    # damage is named first, in its own words
+    check_seals(f, p, notices)
     return Run(
         path=p,
         attrs=attrs,

@@ -84,6 +84,7 @@ def salvage(f, res, error: RunFileWriteError, rows: int, shrink: list[tuple]) ->
     import h5py
 
     from npmpi.core.outpath import free_ballast
+    from npmpi.runfile.attrseal import seal_all
 
     free_ballast(res)
     message = str(error)
@@ -95,6 +96,8 @@ def salvage(f, res, error: RunFileWriteError, rows: int, shrink: list[tuple]) ->
             f.attrs["sizes_completed"] = rows
             f.attrs["status"] = "failed"
             f.attrs["status_message"] = message
+            with contextlib.suppress(Exception):
+                seal_all(f)
             f.flush()
     with contextlib.suppress(Exception):
         f.close()
@@ -105,6 +108,7 @@ def salvage(f, res, error: RunFileWriteError, rows: int, shrink: list[tuple]) ->
                 g.attrs["sizes_completed"] = rows
                 g.attrs["status"] = "failed"
                 g.attrs["status_message"] = message
+            seal_all(g)
     return rows
 
 

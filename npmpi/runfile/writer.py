@@ -18,6 +18,7 @@ import numpy as np
 
 from npmpi.core.errors import RunFileGone, RunFileWriteError
 from npmpi.runfile import faults as faultlog
+from npmpi.runfile.attrseal import seal, seal_all
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
     CHECKSUM,
@@ -206,6 +207,7 @@ class RunWriter:
         from npmpi.runfile.writecheck import check_space
 
         check_space(self._res.target, self._pending_bytes, len(self._unflushed))
+        seal(self._file)  # the root's attributes change at every size (npmpi/runfile/attrseal.py)
         self._file.flush()
         self._unflushed.clear()
         self._pending_bytes = 0
@@ -370,6 +372,7 @@ class RunWriter:
             with contextlib.suppress(RunFileWriteError):
                 self.set_attrs(status=status, status_message=message, **attrs)
                 with self._checked("closing it"):
+                    seal_all(self._file)
                     self._file.close()  # closes every open group and dataset first
                 self._handles.clear()
         if self._error is not None:

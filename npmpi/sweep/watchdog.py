@@ -5,9 +5,15 @@ Why a thread. When the reflector, or a rank of another pair, is stopped (SIGSTOP
 attached) or stuck (a swap storm, a hung file system), rank 0 waits in a blocking MPI call or in
 the C kernel. Both release the GIL (mpi4py around its blocking calls; csrc/cmpi.c, ctcp.c and
 crma.c with Py_BEGIN_ALLOW_THREADS; a socket's recv) and never return to Python, so a Python
-signal handler (the SIGALRM of a stop signal) never runs; a daemon thread does. It sleeps until
-the deadline of the step in progress and, when the main thread has not moved on by then, ends the
-run for it.
+signal handler (the SIGALRM of a stop signal) never runs; a daemon thread does. It sleeps towards
+the deadline of the step in progress (TICK_S at a time) and, when the main thread has not moved on
+by then, ends the run for it. Rank 0 itself paused (SIGSTOP and SIGCONT, a debugger, a paused VM)
+pauses this thread too, which then wakes later than it asked: that time is rank 0's, not a silent
+peer's, and is not counted (StallWatchdog._run).
+
+--integrity checks every message of a trial in Python, which the warm-up does not: a trial's
+expected time adds INTEGRITY_CHECK_S per iteration (`Progress.check_s`), so the first trial of a
+size is not bounded by the warm-up's much faster rate.
 
 What counts as progress. The transmitter calls `Progress.at(size, step, rank, iterations)` when a
 step of the protocol starts: the probe, a size's warm-up, each trial (with its sync), the wait for
@@ -49,6 +55,12 @@ from typing import NamedTuple
 
 STALL_FACTOR = 20.0  # times what a step is expected to take
 IDLE_CHECK_S = 1.0  # how often the thread looks while nothing is armed
+TICK_S = 0.25  # the longest the thread sleeps while a step is armed: how it sees rank 0 paused
+PAUSE_SLACK_S = 0.1  # a wake this much later than asked is rank 0 paused (or not run), not a slow peer
+# --integrity: each iteration of a trial is followed by Python's check of the received message,
+# which the warm-up (the rate the first trial's bound is learned from) does not do; a generous
+# cost of that check, added to each trial iteration's expected time
+INTEGRITY_CHECK_S = 2e-4
 
 # steps other than a trial (whose step is its index from 0)
 PROBE, WARMUP, READY, RESULTS = -1, -2, -3, -4
@@ -91,6 +103,7 @@ class Progress:
         self.armed = False
         self.current: Step | None = None
         self.rate: tuple[int, float] = (0, 0.0)  # (size, seconds per iteration) of the last measured step
+        self.check_s = 0.0  # per trial iteration, beyond the loop's rate: INTEGRITY_CHECK_S with --integrity
 
     def at(self, size: int, step: int, rank: int, iterations: int = 0) -> None:
         """A step starts; the previous one has ended: if it ran rank 0's loop (a trial, the warm-up,
@@ -117,6 +130,8 @@ class Progress:
             return stall_bound_s(floor_s, 0.0)
         measured_size, per_iteration = self.rate
         expected = expected_step_s(step.iterations, per_iteration, measured_size, step.size)
+        if step.step >= 0:  # a trial: with --integrity, every iteration's check too
+            expected += step.iterations * self.check_s
         return stall_bound_s(floor_s, expected)
 
     def describe(self, step: Step) -> str:
@@ -152,6 +167,7 @@ class StallWatchdog:
         self.end = end
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="npmpi-stall-watchdog", daemon=True)
+        self._paused: tuple[Step | None, float] = (None, 0.0)  # (the step, seconds rank 0 was paused in it)
 
     def __enter__(self) -> StallWatchdog:
         if self.floor_s > 0:
@@ -170,17 +186,37 @@ class StallWatchdog:
         step = p.current
         if not p.armed or step is None:
             return IDLE_CHECK_S
-        return max(0.05, step.started + p.bound_s(self.floor_s) - time.monotonic())
+        left = step.started + self.paused_s(step) + p.bound_s(self.floor_s) - time.monotonic()
+        return min(max(0.05, left), TICK_S)
+
+    def paused_s(self, step: Step) -> float:
+        """How long rank 0 itself was paused during `step` (see `_run`)."""
+        paused_step, seconds = self._paused
+        return seconds if paused_step is step else 0.0
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._sleep_s()):
+        """Rank 0 paused as a whole (SIGSTOP and SIGCONT, a debugger, a paused VM) stops this thread
+        too: it wakes later than it asked (by more than PAUSE_SLACK_S). The main thread was not
+        running either, so that lateness is no peer's silence: it is taken off the step's wait
+        (`paused_s`), and the peer is blamed only for a bound's worth of time that rank 0 itself was
+        running. Only the lateness: a pause that began during the sleep costs at most TICK_S of the
+        bound (the thread sleeps no longer while a step is armed), and a machine so loaded that the
+        thread is always late still sees a silent peer's wait grow by every sleep it asked for."""
+        while True:
+            asked = self._sleep_s()
+            slept_from = time.monotonic()
+            if self._stopped.wait(asked):
+                return
+            late = time.monotonic() - slept_from - asked
             p = self.progress
             with p.lock:
                 step = p.current
+                if late > PAUSE_SLACK_S and step is not None:
+                    self._paused = (step, self.paused_s(step) + late)
                 if self._stopped.is_set() or not p.armed or step is None:
                     continue
                 bound = p.bound_s(self.floor_s)
-                waited = time.monotonic() - step.started
+                waited = time.monotonic() - step.started - self.paused_s(step)
                 if waited >= bound:
                     self.end(self.message(step, waited, bound), bound)
                     return

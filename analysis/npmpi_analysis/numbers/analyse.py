@@ -73,9 +73,12 @@ class RunAnalysis:
         return summarise(self)
 
 
+MAX_LABEL_CHARS = 60  # figure and np.out file names take the label: far below a name's 255 bytes
+
+
 def run_label(path_name: str, taken: set[str]) -> str:
     """A short unique label for legends and file names: the file's stem, made unique."""
-    stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", path_name.rsplit(".", 1)[0]) or "run"
+    stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", path_name.rsplit(".", 1)[0])[:MAX_LABEL_CHARS] or "run"
     label, k = stem, 2
     while label in taken:
         label = f"{stem}-{k}"
@@ -139,6 +142,9 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             low, bound = compute.not_above_idle(b, dyn_w, dyn_sigma_w)
         corr = compute.correlation(b, rate.rate_bit_j)
     fabric = analyse_fabric(run, power, bw, starts, ends, meter_delay_s, notices, problems)
+    cpu = analyse_cpu(run, bw.trials_run)
+    if cpu is not None:
+        notices.extend(cpu.impossible)
     return RunAnalysis(
         label=label,
         path=str(run.path),
@@ -161,7 +167,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
         fabric=fabric,
         dynamic_not_above_idle=low,
         dynamic_bound_pj_bit=bound,
-        cpu=analyse_cpu(run, bw.trials_run),
+        cpu=cpu,
         coll=collectives.analyse_coll(run, bw, power),
     )
 

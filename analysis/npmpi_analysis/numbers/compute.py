@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi.core.modes import MODE_TABLE
+from npmpi.core.safetext import printable, shown
+from npmpi.protocols import PROTOCOLS
 
 BITS_PER_BYTE = 8
 PJ_PER_J = 1e12
@@ -96,8 +98,9 @@ def run_mode_factors(attrs: dict) -> tuple[int, int]:
 
 
 def protocol_of(attrs: dict) -> str:
-    """The run's protocol (format 1.7); a file from before protocols measured MPI send/receive."""
-    return str(attrs.get("protocol", "") or "").strip() or "mpi"
+    """The run's protocol (1.7; before: MPI send/receive); an unknown one cut short (a forged file)."""
+    name = str(attrs.get("protocol", "") or "").strip() or "mpi"
+    return name if name in PROTOCOLS else printable(name)[:16] + ("…" if len(printable(name)) > 16 else "")
 
 
 def protocol_label(attrs: dict) -> str:
@@ -128,7 +131,7 @@ def protocol_label(attrs: dict) -> str:
         notes.append(f"{first.get('local_address')} -> {first.get('peer_address', '?')}")
     if isinstance(first, dict) and name in ("rma", "memcpy"):
         notes += _one_sided_or_copy_notes(name, first)
-    return name + (f" ({'; '.join(notes)})" if notes else "")
+    return shown(name + (f" ({'; '.join(notes)})" if notes else ""), 300)
 
 
 def _one_sided_or_copy_notes(name: str, granted: dict) -> list[str]:

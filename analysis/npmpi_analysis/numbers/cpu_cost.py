@@ -12,8 +12,9 @@ a rank that blocks in the kernel shows less. docs/analysis.md, "CPU cost per byt
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,11 @@ from npmpi_analysis.numbers.compute import run_mode_factors
 
 KIB = 1024
 MAX_RANK_LINES = 4  # ranks the text summary names one by one
+# A process cannot use more CPU seconds than wall seconds times its host's cores, nor its main thread
+# wait for a CPU longer than the wall time. The file does not record the cores: this bound is above
+# any node's, so that what exceeds it is impossible, not merely a large machine.
+MAX_CORES = 4096
+SLACK_S = 0.01  # clock reads at slightly different moments: a wait may exceed the wall by this
 
 
 @dataclass
@@ -39,6 +45,7 @@ class CpuCost:
     us_per_kib: np.ndarray
     core_percent: np.ndarray
     wait_percent: np.ndarray
+    impossible: list[str] = field(default_factory=list)  # what was left out as impossible, one line each
 
     @property
     def mean_us_per_kib(self) -> np.ndarray:
@@ -95,21 +102,64 @@ def analyse_cpu(run, trials_run: np.ndarray) -> CpuCost | None:
     pp = run.pingpong
     roles = list(run.layout.get("role", []))
     ranks = [int(r) for r in cpu.ranks]
-    total = cpu.cpu_user_s + cpu.cpu_system_s
+    user, system, wall, wait, impossible = _possible(cpu, ranks)
+    total = user + system
     moved = bytes_per_rank(run.attrs, pp.size_bytes, pp.iterations, trials_run)
     return CpuCost(
         ranks=ranks,
         roles=[str(roles[r]) if 0 <= r < len(roles) else "?" for r in ranks],
         cpu_s=total,
-        user_s=cpu.cpu_user_s,
-        system_s=cpu.cpu_system_s,
-        wall_s=cpu.cpu_wall_s,
-        wait_s=cpu.cpu_runqueue_wait_s,
+        user_s=user,
+        system_s=system,
+        wall_s=wall,
+        wait_s=wait,
         bytes_per_rank=moved,
         us_per_kib=us_per_kib(total, moved[:, None]),
-        core_percent=percent_of(total, cpu.cpu_wall_s),
-        wait_percent=percent_of(cpu.cpu_runqueue_wait_s, cpu.cpu_wall_s),
+        core_percent=percent_of(total, wall),
+        wait_percent=percent_of(wait, wall),
+        impossible=impossible,
     )
+
+
+def _possible(cpu, ranks: list[int]):
+    """The CPU times with the impossible ones NaN (a damaged or forged file), and one line per kind
+    left out: user or system time negative or not finite where the wall time is known, a wall time
+    not positive, CPU time above wall time × MAX_CORES, a run-queue wait below 0 or above the wall."""
+    f = functools.partial(np.asarray, dtype=float)
+    user, system, wall, wait = (
+        f(x).copy() for x in (cpu.cpu_user_s, cpu.cpu_system_s, cpu.cpu_wall_s, cpu.cpu_runqueue_wait_s)
+    )
+    with np.errstate(invalid="ignore", over="ignore"):
+        recorded = ~(np.isnan(user) & np.isnan(system) & np.isnan(wall))  # a size not measured: all NaN
+        bad_wall = recorded & ~(np.isfinite(wall) & (wall > 0))
+        bad_cpu = (
+            recorded
+            & ~bad_wall
+            & ~(
+                np.isfinite(user)
+                & np.isfinite(system)
+                & (user >= 0)
+                & (system >= 0)
+                & (user + system <= wall * MAX_CORES + SLACK_S)
+            )
+        )
+        bad_wait = ~bad_wall & ~np.isnan(wait) & ~(np.isfinite(wait) & (wait >= 0) & (wait <= wall + SLACK_S))
+    notes = []
+    for mask, what in (
+        (bad_wall, "a wall time that is not a positive number"),
+        (bad_cpu, f"CPU time negative, not finite or above the wall time × {MAX_CORES} cores"),
+        (bad_wait, "a wait for a CPU negative, not finite or longer than the wall time"),
+    ):
+        if mask.any():
+            cols = sorted({ranks[j] for j in np.nonzero(mask.any(axis=0))[0] if j < len(ranks)})
+            notes.append(
+                f"{int(mask.sum())} CPU figure(s) of rank(s) {', '.join(map(str, cols))} left out as "
+                f"impossible ({what}): the file is damaged or forged"
+            )
+    cut = bad_wall | bad_cpu
+    user[cut] = system[cut] = wall[cut] = wait[cut] = np.nan
+    wait[bad_wait] = np.nan
+    return user, system, wall, wait, notes
 
 
 def size_columns(c: CpuCost, k: int) -> dict[str, Any]:
@@ -147,6 +197,8 @@ def summary(c: CpuCost, size_bytes: np.ndarray, peak_k: int | None) -> dict[str,
     finite = np.isfinite(mean)
     least = int(np.nanargmin(np.where(finite, mean, np.nan))) if finite.any() else None
     return {
+        "cpu_recorded": bool(np.isfinite(c.cpu_s).any() and np.isfinite(c.wall_s).any()),
+        "cpu_impossible": list(c.impossible),
         "cpu_us_per_kib_at_peak_bandwidth": _f(mean[peak_k]) if peak_k is not None else None,
         "min_cpu_us_per_kib": _f(mean[least]) if least is not None else None,
         "min_cpu_size_bytes": int(size_bytes[least]) if least is not None else None,
@@ -169,6 +221,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     """The text summary's CPU lines ('' for a run without CPU figures)."""
     if not s.get("cpu_ranks"):
         return []
+    if not s.get("cpu_recorded", True):  # what was impossible is among the run's notices
+        return ["  CPU time: not recorded (no size has both a CPU and a wall time)"]
 
     def g(x, unit: str) -> str:
         return f"{x:.3g} {unit}" if x is not None else "-"
@@ -184,8 +238,9 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     )
     if len(s["cpu_ranks"]) > len(shown):  # many pairs: the rest in the JSON, not one endless line
         ranks += f"; {len(s['cpu_ranks']) - len(shown)} more rank(s): see --json"
+    where = f" at {s['min_cpu_size_bytes']} B" if s.get("min_cpu_size_bytes") is not None else ""
     return [
         f"  CPU per KiB moved (mean of the measuring ranks): {at_peak} at the peak bandwidth's size, "
-        f"least {least} at {s.get('min_cpu_size_bytes')} B",
+        f"least {least}{where}",
         f"  % of a core over the trials: {ranks}",
     ]

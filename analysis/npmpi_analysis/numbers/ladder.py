@@ -11,10 +11,12 @@ import re
 
 from npmpi_analysis.numbers.compute import protocol_of
 
+MAX_PART_CHARS = 24
+
 
 def _part(text: str) -> str:
-    """A label part safe in file names (figures, np.out names take the label)."""
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "x"
+    """A label part safe in file names (figures, np.out names take the label), and short."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_")[:MAX_PART_CHARS].strip("_") or "x"
 
 
 def ladder_labels(attrs_list: list[dict]) -> list[str] | None:

@@ -192,6 +192,9 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     except RunFileError as exc:
         m.problems.append(f"{exc}: the layout is not used")
     _read_power(f, p, m, sample_fields)
+    from npmpi.runfile.attrseal import check_seals
+
+    check_seals(f, p, m.notices)  # a changed attribute (npmpi/runfile/attrseal.py), the rest read
     return m
 
 
