@@ -269,13 +269,3 @@ def test_a_member_frozen_mid_collective_ends_the_job_with_one_line_and_a_failed_
         assert f["pingpong/size_bytes"].shape[0] == job.rows_printed() >= 3
         assert took < f.attrs["stall_bound_s"] + 12, (took, f.attrs["stall_bound_s"])  # mpirun's abort, load
 
-
-def test_a_sparse_size_list_scales_the_next_size_s_iterations_by_its_bytes():
-    """NetPIPE's rule takes the last size's time per step for the next size: right for neighbouring
-    sizes, but 4 B then 64 KiB made trials 16384 x --target-time (the stall watchdog fired on a live
-    measurement of OSU's comparison)."""
-    from npmpi.kinds.group import growth
-
-    assert growth(1024, 2048) == 1 and growth(1024, 4096) == 1  # neighbours: NetPIPE's rule
-    assert growth(4, 65536) == 16384 and growth(65536, 1 << 20) == 16
-    assert growth(0, 4) == 1  # after a barrier's 0 B, nothing to scale by

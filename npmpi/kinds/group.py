@@ -29,18 +29,6 @@ MAX_ITERATIONS = 1_000_000_000
 PROBE_ITERATIONS = 20  # the first size's iterations come from this many untimed-then-timed steps
 
 
-SPARSE_JUMP = 4  # a size more than this many times the last one: its step's time scaled by the bytes
-
-
-def growth(prev_size: int, size: int) -> float:
-    """How many times longer a step of `size` bytes is taken to be than one of `prev_size`: 1 for
-    neighbouring sizes (NetPIPE's rule), the ratio of the bytes for a jump of more than SPARSE_JUMP
-    times (a sparse --sizes such as 4,64K,1M: the last size's iterations made trials 64 times
-    --target-time, longer than the stall bound on a loaded host)."""
-    ratio = size / prev_size if prev_size > 0 else 1.0
-    return ratio if ratio > SPARSE_JUMP else 1.0
-
-
 class GroupStep:
     """What a group kind's members do: one instance per member, built by the kind."""
 
@@ -96,19 +84,17 @@ class GroupCoordinator:
     def run(self) -> GroupOutcome:
         """Every size until done or stopped."""
         outcome = GroupOutcome()
-        prev_s, prev_size = 0.0, 0
+        prev_s = 0.0
         for index, size in enumerate(self.opts.sizes_bytes):
             if self.stop:
                 break
-            iterations = (
-                PROBE_ITERATIONS if prev_s == 0.0 else self._iterations(prev_s * growth(prev_size, size))
-            )
+            iterations = PROBE_ITERATIONS if prev_s == 0.0 else self._iterations(prev_s)
             row = self.measure_size(size, iterations)
             if row is None:
                 break
             outcome.rows.append(row)
             self.on_row(index, row)
-            prev_s, prev_size = min(row.trial_s) / iterations, size
+            prev_s = min(row.trial_s) / iterations
         if self.stop:
             outcome.status = "interrupted"
             outcome.message = f"{self.stop.name} received; stopped after {len(outcome.rows)} sizes"
