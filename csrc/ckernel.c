@@ -50,6 +50,9 @@ static PyMethodDef methods[] = {
     {"memcpy_transfer", np_memcpy_transfer, METH_VARARGS,
      "memcpy_transfer(src, dst, nbytes, iterations, mode, window, regions, stride, first) -> elapsed "
      "seconds (npmpi.sweep.memcpy)"},
+    {"collective", np_collective, METH_VARARGS,
+     "collective(comm, op_code, sendbuf, recvbuf, count, datatype, mpi_op, iterations) -> elapsed seconds "
+     "(npmpi.coll.step)"},
     {"library_version", library_version, METH_NOARGS, "MPI_Get_library_version of the linked MPI"},
     {"clock_info", clock_info, METH_VARARGS, "clock_info(reads=100000) -> (resolution_s, read_cost_s)"},
     {NULL, NULL, 0, NULL}};
@@ -60,7 +63,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__ckernel(void)
 {
-    if (np_mpi_import() < 0 || np_rma_import() < 0)
+    if (np_mpi_import() < 0 || np_rma_import() < 0 || np_coll_import() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

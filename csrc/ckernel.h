@@ -71,4 +71,8 @@ int np_rma_import(void);
 PyObject *np_rma_transfer(PyObject *self, PyObject *args);
 PyObject *np_memcpy_transfer(PyObject *self, PyObject *args);
 
+/* MPI collectives (csrc/ccoll.c), `npmpi coll --kernel c` */
+int np_coll_import(void);
+PyObject *np_collective(PyObject *self, PyObject *args);
+
 #endif

@@ -103,3 +103,17 @@ def library_version() -> str:
 
 def clock_info(reads: int = 100000, /) -> tuple[float, float]:
     """(resolution_s of CLOCK_MONOTONIC, mean read_cost_s of one clock read)."""
+
+def collective(
+    comm: Any,
+    op_code: int,
+    sendbuf: Any,
+    recvbuf: Any,
+    count: int,
+    datatype: Any,
+    mpi_op: Any,
+    iterations: int,
+    /,
+) -> float:
+    """`iterations` calls of one collective (npmpi.coll.step.C_CODES) back to back, `count` items per
+    block; elapsed seconds."""

@@ -22,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = REPO / "jobs"
-SCRIPTS = ("one-node", "two-nodes", "sweep", "map", "protocol_ladder")
+SCRIPTS = ("one-node", "two-nodes", "sweep", "map", "protocol_ladder", "collectives")
 
 EXPECTED_DIRECTIVES = {
     "one-node": {
@@ -53,6 +53,14 @@ EXPECTED_DIRECTIVES = {
         "job-name": "npmpi-protocol-ladder",
         "nodes": "2",
         "ntasks-per-node": "2",
+        "time": "00:30:00",
+        "signal": "B:TERM@90",
+        "output": "%x-%j.out",
+    },
+    "collectives": {
+        "job-name": "npmpi-collectives",
+        "nodes": "2",
+        "ntasks-per-node": "5",
         "time": "00:30:00",
         "signal": "B:TERM@90",
         "output": "%x-%j.out",
@@ -135,6 +143,7 @@ def test_the_machinery_is_the_same_in_every_script():
     assert blocks["sweep"] == blocks["one-node"]
     assert blocks["map"] == blocks["one-node"]
     assert blocks["protocol_ladder"] == blocks["one-node"]
+    assert blocks["collectives"] == blocks["one-node"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -451,6 +460,29 @@ def test_protocol_ladder_runs_every_protocol_then_the_side_by_side_analysis(fake
     assert f"no {stem}-compare.csv (npmpi-analyze said why above)" in proc.stderr
     bad = run_script("protocol_ladder", job_env(fakes, PROTOCOLS="mpi tcp;rm"), fakes)
     assert bad.returncode == 2 and "PROTOCOLS: 'tcp;rm' is not a protocol name" in bad.stderr
+
+
+def test_collectives_run_every_op_checked_then_one_analysis(fakes):
+    env = job_env(fakes, NPMPI_ARGS="--quick", SLURM_NTASKS="10", SIZES="8,1M", FAKE_HOSTS="n1 n2")
+    proc = run_script("collectives", env, fakes)
+    assert proc.returncode == 0, proc.stderr
+    launches = records(fakes, "launch")
+    stem = f"{fakes}/runs/npmpi-collectives-4242"
+    ops = []
+    for launch in launches:
+        argv = launch["argv"]
+        assert argv[1:3] == ["-np", "10"]
+        at = argv.index("npmpi")
+        ops.append(argv[argv.index("--op") + 1])
+        tail = ["--op", ops[-1], "--dtype", "char", "--kernel", "c", "--check"]
+        tail += [] if ops[-1] == "barrier" else ["--sizes", "8,1M"]  # a barrier moves no data
+        assert argv[at + 1 :] == ["coll", "--meter", "rapl", "--quick", *tail, "-o", f"{stem}-{ops[-1]}.h5"]
+    assert ops == ["allreduce", "allgather", "alltoall", "bcast", "reduce", "reduce_scatter", "barrier"]
+    (analyze,) = records(fakes, "analyze")
+    assert analyze["argv"][: len(ops) + 1] == [*(f"{stem}-{op}.h5" for op in ops), "--plots"]
+    bad = run_script("collectives", job_env(fakes, OPS="allreduce gather"), fakes)
+    assert bad.returncode == 2 and "OPS: 'gather' is not a collective" in bad.stderr
+    assert len(records(fakes, "launch")) == len(ops)  # nothing more started
 
 
 def test_unknown_launcher_is_refused(fakes):

@@ -353,6 +353,11 @@ def _print_text(analyses) -> None:
     for a in analyses:
         _say(report.size_table(a))
         _say("")
+        if a.coll is not None:
+            from npmpi_analysis.coll_report import coll_cells, coll_heading
+
+            _say(coll_heading(a) + "\n" + report.render_table(*coll_cells(a)))
+            _say("")
         _say(report.summary_text(a))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:

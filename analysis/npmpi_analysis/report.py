@@ -14,6 +14,7 @@ import numpy as np
 from npmpi.core.modes import MODE_TABLE
 from npmpi.core.npout import np_out_line
 from npmpi.core.safetext import csv_cell
+from npmpi_analysis.coll_report import coll_cells, coll_heading
 from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
 from npmpi_analysis.numbers.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.numbers.compute import (
@@ -483,5 +484,7 @@ def html_report(
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         headers, rows = table_cells(a, "±", "µs")
         parts.append(html_table(headers, rows, left=0))
+        if a.coll is not None:  # a coll file: OSU's and nccl-tests' columns, energy per operation
+            parts.append(f"<p>{_e(coll_heading(a))}</p>" + html_table(*coll_cells(a, "±", "µs"), left=0))
     parts.append("</body></html>\n")
     return "".join(parts).encode()

@@ -19,6 +19,7 @@ BUILTIN_KINDS = {
     RUN: "npmpi.run.kind:KIND",
     "map": "npmpi.map.kind:KIND",
     "calibrate": "npmpi.calibrate.command:KIND",
+    "coll": "npmpi.coll.kind:KIND",
 }
 COMMANDS = {"meters": "npmpi.commands.meters:main"}  # no MPI
 KINDS_ENV = "NPMPI_KINDS"

@@ -32,6 +32,8 @@ PROBE_ITERATIONS = 20  # the first size's iterations come from this many untimed
 class GroupStep:
     """What a group kind's members do: one instance per member, built by the kind."""
 
+    verifies = True  # whether check() compares the results (the rows' data_verified)
+
     def set_size(self, size: int) -> None:
         """Prepare the buffers of `size` bytes (untimed)."""
         raise NotImplementedError
@@ -139,7 +141,15 @@ class GroupCoordinator:
         slowest = np.max(np.array(member_times), axis=0).tolist()
         cpu = cputime.row_fields([0, *self.others], [own_cpu, *reports.cpu])
         return SizeResult(
-            size, iterations, warm, slowest, starts, ends, True, member_trial_s=member_times, **cpu
+            size,
+            iterations,
+            warm,
+            slowest,
+            starts,
+            ends,
+            self.step.verifies,
+            member_trial_s=member_times,
+            **cpu,
         )
 
     def release(self, exit_code: int) -> bool:

@@ -191,7 +191,12 @@ class GroupRecording(FileRecording):
                     console.note(line)
         self.writer.set_attrs(stall_timeout_s=opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
         with StallWatchdog(
-            self.coordinator.progress, opts.stall_timeout_s, list(layout.hosts), {}, self.stalled
+            self.coordinator.progress,
+            opts.stall_timeout_s,
+            list(layout.hosts),
+            {},
+            self.stalled,
+            tuple(members),
         ):
             outcome = self.coordinator.run()
         if self.collector is not None:

@@ -40,6 +40,7 @@ from npmpi.sweep.watchdog import STALL_FACTOR
 # What `--help` lists after the options: the subcommands, given first on the command line.
 SUBCOMMANDS = (
     ("map", "measure every pair of nodes: latency, bandwidth, energy per bit per link"),
+    ("coll", "MPI collectives across every rank: latency, algbw/busbw, joules per operation"),
     ("calibrate", "measure each meter's reporting delay, for --calibration"),
     ("meters", "which power meters work on this node and why not (no MPI needed)"),
 )

@@ -471,7 +471,9 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
 def _check_values(p: Path, pp: PingPong) -> None:
     if len(pp) == 0:
         return
-    if np.any(pp.size_bytes[1:] < 1) or pp.size_bytes[0] < (1 if len(pp) == 1 else 0):
+    # 0 B: a run's first size with -l 0, or a group kind's step that moves no data (a barrier)
+    lone_zero = len(pp) == 1 and pp.member_trial_s is None
+    if np.any(pp.size_bytes[1:] < 1) or pp.size_bytes[0] < (1 if lone_zero else 0):
         raise RunFileError(f"{p}: /pingpong/size_bytes holds sizes below 1 byte (0 B only first, with -l 0)")
     if np.any(pp.iterations < 1):
         raise RunFileError(f"{p}: /pingpong/iterations holds values below 1")

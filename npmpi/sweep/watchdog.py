@@ -157,11 +157,13 @@ class StallWatchdog:
         hosts: list[str],
         partner_of: dict[int, int],
         end: Callable[[str, float], None],
+        group: tuple[int, ...] = (),
     ) -> None:
         self.progress = progress
         self.floor_s = floor_s
         self.hosts = hosts
         self.partner_of = partner_of  # rank -> its pair's other rank (pairs other than rank 0's)
+        self.group = group  # a group kind's members: inside its step each waits for all the others
         self.end = end
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="npmpi-stall-watchdog", daemon=True)
@@ -225,8 +227,12 @@ class StallWatchdog:
         host = self.hosts[rank] if 0 <= rank < len(self.hosts) else "?"
         partner = self.partner_of.get(rank)
         also = f" (or its partner rank {partner}, whose messages it waits for)" if partner is not None else ""
+        who = f"rank {rank} ({host}){also}"
+        if self.group and (step.step >= 0 or step.step == WARMUP):  # rank 0 inside the group's step
+            others = ", ".join(str(r) for r in self.group if r != 0)
+            who = f"one of the measuring ranks {others} (inside a step of the whole group each waits for all)"
         return (
-            f"rank {rank} ({host}){also} stopped answering: nothing from it for {waited_s:.1f} s "
+            f"{who} stopped answering: nothing from it for {waited_s:.1f} s "
             f"(the stall bound: {bound_s:.1f} s, --stall-timeout) during {self.progress.describe(step)}; "
             "check that process: stopped (SIGSTOP, a debugger attached) or stuck (swapping, a hung "
             f"file system, its node down); {self.progress.lost}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from npmpi.core.units import format_size_bytes
+from npmpi_analysis.figures.coll import plot_collectives, plot_energy_vs_ranks
 from npmpi_analysis.figures.cpu import plot_cpu_cost
 from npmpi_analysis.figures.fabric import plot_energy_parts
 from npmpi_analysis.figures.render import FIGSIZE, Plot
@@ -458,6 +459,8 @@ def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
         plot_energy_rate(runs),
         plot_energy_per_bit(runs),
         plot_cpu_cost(runs),
+        plot_collectives(runs),
+        plot_energy_vs_ranks(runs),
     ]
     for a in runs:
         out += [

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers import collectives, compute
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
 from npmpi_analysis.numbers.cpu_cost import CpuCost, analyse_cpu
 from npmpi_analysis.numbers.cpu_cost import size_columns as cpu_columns
@@ -54,6 +54,7 @@ class RunAnalysis:
     dynamic_not_above_idle: np.ndarray | None = None
     dynamic_bound_pj_bit: np.ndarray | None = None
     cpu: CpuCost | None = None  # CPU per KiB and % of a core per size and rank (format 1.7), else None
+    coll: collectives.CollFigures | None = None  # a coll file's OSU/nccl-tests columns and J/op, else None
 
     @property
     def sizes(self) -> int:
@@ -167,6 +168,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
         dynamic_not_above_idle=low,
         dynamic_bound_pj_bit=bound,
         cpu=cpu,
+        coll=collectives.analyse_coll(run, bw, power),
     )
 
 
@@ -201,6 +203,8 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     _add_bandwidth_figures(out, a)
     if a.cpu is not None:
         out.update(cpu_summary(a.cpu, a.bw.size_bytes, _argmax(a.bw.peak_bit_s)))
+    if a.coll is not None:
+        out.update(collectives.summary(a.coll))
     out["has_power"] = a.power is not None
     if a.power is None:
         return out
@@ -436,6 +440,8 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
                 row.update(size_columns(a.fabric, k))
         if a.cpu is not None:
             row.update(cpu_columns(a.cpu, k))
+        if a.coll is not None:
+            row.update(collectives.size_columns(a.coll, k))
         rows.append(row)
     return rows
 

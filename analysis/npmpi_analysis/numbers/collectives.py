@@ -1,0 +1,184 @@
+"""A `coll` file's own figures beside the rows' (docs/collectives.md): OSU's latency across ranks,
+nccl-tests' algbw and busbw, and the energy of one operation.
+
+Per size, with i iterations per trial and every member's own trial times (/pingpong/member_trial_s):
+- OSU's latency: each rank's mean time per operation over the trials, t_r = mean(trial_r) / i;
+  avg = the mean of t_r over the ranks, min and max = their least and largest (osu_* -f).
+- the time of one operation, t = the mean trial of the slowest member / i (the operation is done
+  when every rank is), sigma_t = the sigma of that mean / i.
+- algbw = S / t with S = coll_algbw_bytes_factor x m (the rows' mean bandwidth: the file's
+  bytes_per_iteration_factor is that factor); busbw = algbw x coll_bus_factor.
+- energy per operation E = P t, P the summed power of every node over the size's trials, sigma_E =
+  sqrt((sigma_P t)^2 + (P sigma_t)^2); dynamic: (P - P_idle) t with sigma_P and the idle's sigma
+  combined (where that power is not above its own sigma, only its 2-sigma bound is shown); per node:
+  that node's P t. pJ per bus bit = P / busbw (pJ per algorithm bit: the rows' energy_pj_bit).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from npmpi_analysis.numbers.compute import PJ_PER_J, Bandwidth, float_attr
+
+KIND_COLL = "coll"
+
+
+@dataclass
+class CollFigures:
+    """The collective's figures per size (one element per message size)."""
+
+    attrs: dict
+    latency_avg_s: np.ndarray
+    latency_min_s: np.ndarray
+    latency_max_s: np.ndarray
+    op_s: np.ndarray  # the time of one operation: the slowest member's mean trial / i
+    op_sigma_s: np.ndarray
+    algbw_bit_s: np.ndarray
+    busbw_bit_s: np.ndarray
+    energy_per_op_j: np.ndarray | None = None
+    energy_per_op_sigma_j: np.ndarray | None = None
+    dynamic_energy_per_op_j: np.ndarray | None = None
+    dynamic_energy_per_op_sigma_j: np.ndarray | None = None
+    energy_pj_bus_bit: np.ndarray | None = None
+    energy_sigma_pj_bus_bit: np.ndarray | None = None
+    node_energy_per_op_j: dict[int, np.ndarray] | None = None
+    # where the power above idle is not above its sigma: the dynamic energy is only bounded (2 sigma)
+    dynamic_not_above_idle: np.ndarray | None = None
+    dynamic_energy_per_op_bound_j: np.ndarray | None = None
+
+    @property
+    def bus_factor(self) -> float:
+        value = float_attr(self.attrs, "coll_bus_factor")
+        return value if value is not None else math.nan
+
+
+def is_coll(attrs: dict) -> bool:
+    return str(attrs.get("kind", "")) == KIND_COLL
+
+
+def osu_latency_s(member_trial_s: np.ndarray | None, iterations: np.ndarray, n: int):
+    """(avg, min, max) across ranks of each rank's mean time per operation; NaN without member times."""
+    if member_trial_s is None or member_trial_s.ndim != 3 or member_trial_s.shape[0] != n:
+        nan = np.full(n, np.nan)
+        return nan, nan, nan
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a size where no trial ran: NaN
+        per_rank = np.nanmean(member_trial_s, axis=2) / np.asarray(iterations, dtype=float)[:, None]
+        return np.nanmean(per_rank, axis=1), np.nanmin(per_rank, axis=1), np.nanmax(per_rank, axis=1)
+
+
+def analyse_coll(run, bw: Bandwidth, power) -> CollFigures | None:
+    """A coll file's figures (None for any other kind)."""
+    attrs = run.attrs
+    if not is_coll(attrs):
+        return None
+    n = len(bw.size_bytes)
+    avg, least, most = osu_latency_s(run.pingpong.member_trial_s, bw.iterations, n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        op_s = bw.trial_mean_s / bw.iterations
+        op_sigma_s = bw.trial_sigma_s / bw.iterations
+    factor = float_attr(attrs, "coll_bus_factor")
+    c = CollFigures(
+        attrs=attrs,
+        latency_avg_s=avg,
+        latency_min_s=least,
+        latency_max_s=most,
+        op_s=op_s,
+        op_sigma_s=op_sigma_s,
+        algbw_bit_s=bw.mean_bit_s,
+        busbw_bit_s=bw.mean_bit_s * (factor if factor is not None else math.nan),
+    )
+    if power is not None:
+        _add_energy(c, power, bw)
+    return c
+
+
+def energy_per_op_j(p, sigma_p, t, sigma_t) -> tuple[np.ndarray, np.ndarray]:
+    """E = P t and sigma_E = sqrt((sigma_P t)^2 + (P sigma_t)^2)."""
+    p, sigma_p, t, sigma_t = (np.asarray(x, dtype=float) for x in (p, sigma_p, t, sigma_t))
+    return p * t, np.sqrt((sigma_p * t) ** 2 + (p * sigma_t) ** 2)
+
+
+def _add_energy(c: CollFigures, power, bw: Bandwidth) -> None:
+    c.energy_per_op_j, c.energy_per_op_sigma_j = energy_per_op_j(
+        power.job_w, power.job_sigma_w, c.op_s, c.op_sigma_s
+    )
+    if math.isfinite(power.idle_w):
+        dyn_w = power.job_w - power.idle_w
+        dyn_sigma_w = np.sqrt(power.job_sigma_w**2 + power.idle_sigma_w**2)
+        c.dynamic_energy_per_op_j, c.dynamic_energy_per_op_sigma_j = energy_per_op_j(
+            dyn_w, dyn_sigma_w, c.op_s, c.op_sigma_s
+        )
+        with np.errstate(invalid="ignore"):
+            low = np.isfinite(dyn_w) & ~(dyn_w > dyn_sigma_w)
+        c.dynamic_not_above_idle = low
+        c.dynamic_energy_per_op_bound_j = np.where(
+            low, (np.maximum(dyn_w, 0) + 2 * dyn_sigma_w) * c.op_s, np.nan
+        )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bus = np.where(c.busbw_bit_s > 0, c.busbw_bit_s, np.nan)
+        rel_b = bw.sigma_bit_s / bw.mean_bit_s
+        c.energy_pj_bus_bit = PJ_PER_J * power.job_w / bus
+        c.energy_sigma_pj_bus_bit = c.energy_pj_bus_bit * np.sqrt(
+            (power.job_sigma_w / power.job_w) ** 2 + rel_b**2
+        )
+    c.node_energy_per_op_j = {
+        node.index: np.asarray(node.sizes.mean, dtype=float) * c.op_s for node in power.nodes
+    }
+
+
+def size_columns(c: CollFigures, k: int) -> dict:
+    """A size's coll columns (CSV/JSON): OSU's latencies replace the rows' trial-based ones."""
+    row = {
+        "latency_avg_s": float(c.latency_avg_s[k]),
+        "latency_min_s": float(c.latency_min_s[k]),
+        "latency_max_s": float(c.latency_max_s[k]),
+        "time_per_op_s": float(c.op_s[k]),
+        "time_per_op_sigma_s": float(c.op_sigma_s[k]),
+        "algbw_bit_s": float(c.algbw_bit_s[k]),
+        "busbw_bit_s": float(c.busbw_bit_s[k]),
+        "bus_factor": c.bus_factor,
+    }
+    if c.energy_per_op_j is not None:
+        row["energy_per_op_j"] = float(c.energy_per_op_j[k])
+        row["energy_per_op_sigma_j"] = float(c.energy_per_op_sigma_j[k])
+        dyn, dyn_sigma = c.dynamic_energy_per_op_j, c.dynamic_energy_per_op_sigma_j
+        row["dynamic_energy_per_op_j"] = float(dyn[k]) if dyn is not None else math.nan
+        row["dynamic_energy_per_op_sigma_j"] = float(dyn_sigma[k]) if dyn_sigma is not None else math.nan
+        low = c.dynamic_not_above_idle is not None and bool(c.dynamic_not_above_idle[k])
+        row["dynamic_energy_per_op_bound_j"] = float(c.dynamic_energy_per_op_bound_j[k]) if low else math.nan
+        row["energy_pj_bus_bit"] = float(c.energy_pj_bus_bit[k])
+        row["energy_sigma_pj_bus_bit"] = float(c.energy_sigma_pj_bus_bit[k])
+        for index, values in (c.node_energy_per_op_j or {}).items():
+            row[f"node{index}_energy_per_op_j"] = float(values[k])
+    return row
+
+
+SUMMARY_ATTRS = (
+    "coll_op",
+    "coll_mpi_function",
+    "coll_ranks",
+    "coll_dtype",
+    "coll_mpi_datatype",
+    "coll_reduce_op",
+    "coll_size_meaning",
+    "coll_algbw_bytes_factor",
+    "coll_bus_factor",
+    "coll_bus_factor_formula",
+    "coll_checked",
+)
+
+
+def summary(c: CollFigures) -> dict:
+    """The collective's description for the JSON summary: what was run, how the columns are made."""
+    out = {}
+    for key in SUMMARY_ATTRS:
+        value = c.attrs.get(key)
+        if isinstance(value, np.generic):
+            value = value.item()
+        out[key.removeprefix("coll_")] = value
+    return {"collective": out}

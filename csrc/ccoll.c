@@ -1,0 +1,105 @@
+/*
+ * MPI collectives, `python -m npmpi coll --kernel c` (npmpi/coll/step.py): `iterations` calls of one
+ * collective back to back on the group's communicator, timed as a whole, with the same buffers,
+ * datatype, reduction and counts as the Python kernel's mpi4py calls. The communicator, datatype and
+ * MPI_Op come from mpi4py through its C API, so both kernels use one MPI library.
+ */
+#include "ckernel.h"
+
+#include <mpi4py/mpi4py.h>
+
+int np_coll_import(void)
+{
+    return import_mpi4py();
+}
+
+/* the op codes of npmpi/coll/step.py's C_CODES */
+enum { NP_ALLREDUCE, NP_ALLGATHER, NP_ALLTOALL, NP_BCAST, NP_REDUCE, NP_REDUCE_SCATTER, NP_BARRIER };
+
+static const char *const coll_names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Alltoall", "MPI_Bcast",
+                                         "MPI_Reduce", "MPI_Reduce_scatter_block", "MPI_Barrier"};
+
+/* One call of the op (count items per block; reduce_scatter: count / ranks items each). */
+static inline int coll_once(int code, void *s, void *r, int count, int share, MPI_Datatype t, MPI_Op op,
+                            MPI_Comm c)
+{
+    switch (code) {
+    case NP_ALLREDUCE: return MPI_Allreduce(s, r, count, t, op, c);
+    case NP_ALLGATHER: return MPI_Allgather(s, count, t, r, count, t, c);
+    case NP_ALLTOALL: return MPI_Alltoall(s, count, t, r, count, t, c);
+    case NP_BCAST: return MPI_Bcast(r, count, t, 0, c);
+    case NP_REDUCE: return MPI_Reduce(s, r, count, t, op, 0, c);
+    case NP_REDUCE_SCATTER: return MPI_Reduce_scatter_block(s, r, share, t, op, c);
+    default: return MPI_Barrier(c);
+    }
+}
+
+/* The bytes each buffer must hold: blocks of count items (send, receive). */
+static void coll_needs(int code, Py_ssize_t block, int ranks, Py_ssize_t *send, Py_ssize_t *recv)
+{
+    *send = code == NP_ALLTOALL ? block * ranks : code == NP_BARRIER || code == NP_BCAST ? 0 : block;
+    *recv = code == NP_ALLGATHER || code == NP_ALLTOALL ? block * ranks
+            : code == NP_REDUCE_SCATTER                 ? block / ranks
+            : code == NP_BARRIER                        ? 0
+                                                        : block;
+}
+
+PyObject *np_collective(PyObject *self, PyObject *args)
+{
+    PyObject *comm_obj, *send_obj, *recv_obj, *type_obj, *op_obj;
+    int code, ranks = 0, item = 0;
+    Py_ssize_t count, iterations, send_need, recv_need;
+    if (!PyArg_ParseTuple(args, "OiOOnOOn", &comm_obj, &code, &send_obj, &recv_obj, &count, &type_obj, &op_obj,
+                          &iterations))
+        return NULL;
+    MPI_Comm *comm = PyMPIComm_Get(comm_obj);
+    MPI_Datatype *type = comm ? PyMPIDatatype_Get(type_obj) : NULL;
+    MPI_Op *op = type ? PyMPIOp_Get(op_obj) : NULL;
+    if (op == NULL)
+        return NULL;
+    if (code < NP_ALLREDUCE || code > NP_BARRIER || count < 0 || count > INT_MAX || iterations < 0) {
+        PyErr_Format(PyExc_ValueError, "collective: op %d, count %zd or iterations %zd out of range", code, count,
+                     iterations);
+        return NULL;
+    }
+    MPI_Comm_size(*comm, &ranks);
+    MPI_Type_size(*type, &item);
+    coll_needs(code, count * item, ranks, &send_need, &recv_need);
+    Py_buffer sbuf, rbuf;
+    if (PyObject_GetBuffer(send_obj, &sbuf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(recv_obj, &rbuf, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&sbuf);
+        return NULL;
+    }
+    if (sbuf.len < send_need || rbuf.len < recv_need) {
+        PyErr_Format(PyExc_ValueError, "%s: buffers of %zd and %zd bytes, %zd and %zd needed", coll_names[code],
+                     sbuf.len, rbuf.len, send_need, recv_need);
+        PyBuffer_Release(&sbuf);
+        PyBuffer_Release(&rbuf);
+        return NULL;
+    }
+    void *s = sbuf.buf, *r = rbuf.buf;
+    const int n = (int)count, share = (int)(count / ranks);
+    MPI_Datatype t = *type;
+    MPI_Op o = *op;
+    MPI_Comm c = *comm;
+    int rc = MPI_SUCCESS;
+    double t0, t1;
+    Py_BEGIN_ALLOW_THREADS
+    t0 = now_s();
+    for (Py_ssize_t i = 0; i < iterations && rc == MPI_SUCCESS; i++)
+        rc = coll_once(code, s, r, n, share, t, o, c);
+    t1 = now_s();
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&sbuf);
+    PyBuffer_Release(&rbuf);
+    if (rc != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        PyErr_Format(PyExc_RuntimeError, "%s failed: %s", coll_names[code], text);
+        return NULL;
+    }
+    return PyFloat_FromDouble(t1 - t0);
+}

@@ -1,0 +1,271 @@
+"""`python -m npmpi coll`: every op under mpirun with a power rank, its file and the analysis's
+columns (OSU's latency across ranks, algbw/busbw, energy per operation) against the formulas and
+against known power (a meter replaying constant watts; a synthetic file of two nodes of known
+watts), a wrong result as a failed size, and bad input as one line and exit 2. Each op on 2 and 4
+ranks in both kernels without a job per case: tests/inprocess/test_coll_steps.py."""
+
+from __future__ import annotations
+
+import math
+
+import h5py
+import numpy as np
+import pytest
+from conftest import run_mpi
+from npmpi_analysis.coll_report import coll_cells, coll_heading
+from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+from npmpi_analysis.report import html_report
+from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
+
+from npmpi.coll.kind import KIND
+from npmpi.coll.ops import OPS, check_choice, default_sizes, expected, pattern, size_problem
+from npmpi.core.errors import UsageError
+from npmpi.core.layout import node_layout
+from npmpi.core.units import parse_size_bytes
+from npmpi.runfile.reader import load_run
+
+QUICK = ["--quick", "--baseline", "0", "--check", "-q", "--meter", "estimate"]
+WATTS = 77.0  # the replayed node's constant power
+
+
+def rows_of(path):
+    run = load_run(path)
+    a = analyse_run(run, "c")
+    return run, a, size_rows(a)
+
+
+def osu_latency(member_trial_s, iterations):
+    """Each rank's mean time per operation; (avg, min, max) over the ranks, by hand."""
+    out = []
+    for k, i in enumerate(iterations):
+        per_rank = [np.mean(member_trial_s[k, r]) / i for r in range(member_trial_s.shape[1])]
+        out.append((sum(per_rank) / len(per_rank), min(per_rank), max(per_rank)))
+    return out
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "op, np_, sizes, kernel",
+    [
+        ("alltoall", 5, "4,4K", "python"),
+        ("reduce_scatter", 5, "16,4K", "c"),
+        ("bcast", 3, "1,4K", "c"),
+        ("reduce", 3, "1,4K", "python"),
+        ("allgather", 3, "1,4K", "c"),
+        ("barrier", 3, None, "python"),
+    ],
+)
+def test_every_op_runs_checked_with_a_power_rank(tmp_path, op, np_, sizes, kernel):
+    args = ["coll", "--op", op, "--kernel", kernel, *QUICK, "-o", "c.h5"] + (
+        ["--sizes", sizes] if sizes else []
+    )
+    proc = run_mpi(args, np=np_, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    n = np_ - 1
+    with h5py.File(tmp_path / "c.h5", "r") as f:
+        a = f.attrs
+        assert (
+            a["kind"] == "coll" and a["status"] == "complete" and a["coll_op"] == op and a["kernel"] == kernel
+        )
+        assert a["coll_ranks"] == n and len(a["member_ranks"]) == n and 0 in a["member_ranks"]
+        assert a["coll_checked"] and f["pingpong/data_verified"][:].all()
+        assert a["bytes_per_iteration_factor"] == (n if op in ("allgather", "alltoall") else 1)
+        assert a["coll_bus_factor"] == pytest.approx(OPS[op].bus_factor(n))
+        want = [0] if op == "barrier" else [parse_size_bytes(s) for s in sizes.split(",")]
+        assert list(f["pingpong/size_bytes"][:]) == want
+        assert f["pingpong/member_trial_s"].shape == (len(want), n, 3)
+    run, _, rows = rows_of(tmp_path / "c.h5")
+    for row, (avg, least, most) in zip(
+        rows, osu_latency(run.pingpong.member_trial_s, run.pingpong.iterations), strict=True
+    ):
+        assert row["latency_avg_s"] == pytest.approx(avg, rel=1e-9)
+        assert (row["latency_min_s"], row["latency_max_s"]) == pytest.approx((least, most), rel=1e-9)
+        assert row["busbw_bit_s"] == pytest.approx(row["algbw_bit_s"] * OPS[op].bus_factor(n), rel=1e-12)
+        assert row["energy_per_op_j"] == pytest.approx(row["power_w"] * row["time_per_op_s"], rel=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_energy_per_operation_is_the_known_power_times_the_time_of_one(tmp_path):
+    """A node replaying a constant 77 W: J/op = 77 W x t / ops exactly, t the slowest rank's mean
+    trial; pJ per bus bit = 77 W / busbw with allreduce's 2(n-1)/n; the power above idle is zero."""
+    (tmp_path / "trace.csv").write_text(f"time_s,power_w\n0,{WATTS}\n100000,{WATTS}\n")
+    args = ["coll", "--op", "allreduce", "--dtype", "float32", "--sizes", "4,64K", "--quick", "--check"]
+    args += ["--meter", "replay:trace.csv,interval=0.02", "--baseline", "0.3", "-q", "-o", "c.h5"]
+    proc = run_mpi(args, np=5, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run, a, rows = rows_of(tmp_path / "c.h5")
+    pp = run.pingpong
+    assert a.coll is not None and a.power is not None and run.attrs["coll_bus_factor"] == 1.5
+    for k, row in enumerate(rows):
+        trials = pp.trial_s[k]
+        assert np.allclose(trials, pp.member_trial_s[k].max(axis=0))  # the slowest member's trial
+        t = np.mean(trials) / pp.iterations[k]
+        sigma_t = np.std(trials, ddof=1) / math.sqrt(len(trials)) / pp.iterations[k]
+        assert row["power_w"] == pytest.approx(WATTS, rel=1e-9)
+        assert row["energy_per_op_j"] == pytest.approx(WATTS * t, rel=1e-9)
+        assert row["energy_per_op_sigma_j"] == pytest.approx(WATTS * sigma_t, rel=1e-6, abs=1e-15)
+        algbw = 8 * pp.size_bytes[k] / t
+        assert row["algbw_bit_s"] == pytest.approx(algbw, rel=1e-9)
+        assert row["busbw_bit_s"] == pytest.approx(1.5 * algbw, rel=1e-9)
+        assert row["energy_pj_bus_bit"] == pytest.approx(1e12 * WATTS / (1.5 * algbw), rel=1e-9)
+        assert row["node0_energy_per_op_j"] == pytest.approx(row["energy_per_op_j"], rel=1e-12)
+        assert abs(row["dynamic_energy_per_op_j"]) <= max(
+            row["dynamic_energy_per_op_sigma_j"], 1e-12 * WATTS * t
+        )
+
+
+T0 = 1_000.0
+TRIALS = [[0.10, 0.11, 0.12], [0.20, 0.22, 0.21]]
+
+
+def synthetic_coll(path, ranks: int = 2, scale: float = 1.0):
+    """A coll file of allreduce on `ranks` ranks, two nodes of 60 W and 90 W while it runs (idle 40 W
+    and 50 W before), trials TRIALS x `scale` of 1000 and 500 iterations at 1 KiB and 4 KiB."""
+    stamps = np.arange(T0 - 4, T0 + 8, 0.01)
+    nodes = [
+        SynthNode([SynthChannel(stamps, np.where(stamps < T0 - 1, idle, busy), sample_interval_s=0.01)])
+        for idle, busy in ((40.0, 60.0), (50.0, 90.0))
+    ]
+    trials = [[t * scale for t in row] for row in TRIALS]
+    starts = [[T0, T0 + 0.5, T0 + 1.0], [T0 + 2, T0 + 2.5, T0 + 3.0]]
+    ends = [[s + d for s, d in zip(ss, dd, strict=True)] for ss, dd in zip(starts, trials, strict=True)]
+    attrs = {"kind": "coll", "mode": "coll", "bytes_per_iteration_factor": 1, "one_way_divisor": 1}
+    attrs |= {"coll_op": "allreduce", "coll_ranks": ranks, "coll_bus_factor": 2 * (ranks - 1) / ranks}
+    attrs |= {"coll_bus_factor_formula": "2(n-1)/n"}
+    return write_run(
+        path, [1024, 4096], [1000, 500], trials, starts, ends, nodes=nodes, baseline=(T0 - 3.5, T0 - 1.5),
+        attrs=attrs,
+    )  # fmt: skip
+
+
+def test_energy_per_operation_sums_every_node_s_known_power(tmp_path):
+    """Two nodes of 60 W and 90 W while the op runs (idle 40 W and 50 W before): J/op = 150 W x t,
+    the dynamic part 60 W x t, each node its own; sigma from the trials' spread alone."""
+    trials = TRIALS
+    path = synthetic_coll(tmp_path / "c.h5")
+    _, a, rows = rows_of(path)
+    for k, (row, i) in enumerate(zip(rows, [1000, 500], strict=True)):
+        t, sigma_t = np.mean(trials[k]) / i, np.std(trials[k], ddof=1) / math.sqrt(3) / i
+        assert row["power_w"] == pytest.approx(150.0)
+        assert row["energy_per_op_j"] == pytest.approx(150.0 * t, rel=1e-9)
+        assert row["energy_per_op_sigma_j"] == pytest.approx(150.0 * sigma_t, rel=1e-6)
+        assert row["dynamic_energy_per_op_j"] == pytest.approx(60.0 * t, rel=1e-9)
+        assert (row["node0_energy_per_op_j"], row["node1_energy_per_op_j"]) == pytest.approx((60 * t, 90 * t))
+        assert row["energy_pj_bus_bit"] == pytest.approx(1e12 * 150.0 * t / (8 * [1024, 4096][k]), rel=1e-9)
+        assert math.isnan(row["latency_avg_s"])  # no member times in this file: no OSU latency, never a guess
+        assert math.isnan(row["dynamic_energy_per_op_bound_j"])  # 60 W above idle: a figure
+    assert a.summary()["collective"]["op"] == "allreduce"
+    heading = coll_heading(a)
+    assert "allreduce on 2 ranks" in heading and "busbw = algbw x 2(n-1)/n = 1" in heading
+    headers, cells = coll_cells(a, pm="+-")
+    assert cells[0][:2] == ["1024", "1000"] and "uJ/op +- σ" in headers
+    assert cells[0][headers.index("uJ/op +- σ")].startswith(f"{150 * 0.11 / 1000 * 1e6:.4g} +- ")
+    page = html_report([a], [], []).decode()
+    assert "busbw = algbw x 2(n-1)/n" in page and "pJ/bus bit" in page
+
+
+def test_the_figures_of_collectives_and_of_energy_against_ranks(tmp_path):
+    from npmpi_analysis.figures.run import all_plots
+
+    runs = [
+        analyse_run(load_run(synthetic_coll(tmp_path / f"r{n}.h5", n, n / 2)), f"r{n}") for n in (2, 4, 8)
+    ]
+    plots = {p.name: p for p in all_plots(runs)}
+    assert "collectives" in plots and "simulated" in plots["collectives"].caveat.lower()
+    (ax,) = plots["collectives_energy_vs_ranks"].figure.axes
+    lines = {label: bars.lines[0] for bars, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    assert sorted(lines) == ["allreduce 1024 B", "allreduce 4096 B"]
+    x, y = lines["allreduce 1024 B"].get_data()
+    # 150 W x the mean trial / 1000 iterations, the trials scaled by n / 2
+    assert list(x) == [2, 4, 8] and np.allclose(y, [150 * 0.11 * n / 2 / 1000 * 1e6 for n in (2, 4, 8)])
+    assert all_plots(runs[:1]) and "collectives_energy_vs_ranks" not in {p.name for p in all_plots(runs[:1])}
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_wrong_result_fails_its_size_and_keeps_the_ones_before(tmp_path):
+    args = ["coll", "--op", "allreduce", "--dtype", "int32", "--sizes", "16,1K,64K", *QUICK, "-o", "c.h5"]
+    proc = run_mpi(args, np=3, cwd=tmp_path, env={"NPMPI_FAULT_CORRUPT_SIZE": "1024"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("npmpi: error: result check failed at message size 1024 B on rank ") == 1
+    with h5py.File(tmp_path / "c.h5", "r") as f:
+        assert f.attrs["status"] == "failed" and list(f["pingpong/size_bytes"][:]) == [16]
+
+
+@pytest.mark.mpi
+def test_too_few_ranks_and_an_unequal_share_are_one_line_on_every_rank(tmp_path):
+    proc = run_mpi(["coll", "--meter", "estimate"], np=2, cwd=tmp_path)
+    assert proc.returncode == 2 and "coll needs 2 measuring ranks" in proc.stderr
+    proc = run_mpi(["coll", "--op", "reduce_scatter", "--sizes", "8"], np=3, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("8 B does not split into 3 equal shares") == 1
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--op", "gather"], "--op 'gather': unknown; choose one of allreduce"),
+        (["--dtype", "half"], "--dtype 'half': unknown"),
+        (["--reduce-op", "avg"], "--reduce-op 'avg': unknown"),
+        (["--reduce-op", "bxor", "--dtype", "float64"], "MPI defines it on integers only"),
+        (["--dtype", "float64", "--sizes", "12"], "12 B is not a whole number of 8-byte items"),
+        (["--op", "barrier", "--sizes", "64"], "--op barrier moves no data"),
+        (["--sizes", "0"], "0 B is no collective"),
+        (["--kernel", "fortran"], "--kernel 'fortran': choose python or c"),
+    ],
+)
+def test_bad_input_is_one_line(argv, words):
+    with pytest.raises(UsageError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        KIND.parse(["--quick", *argv])
+
+
+def test_a_share_per_rank_is_checked_once_the_ranks_are_known():
+    opts = KIND.parse(["--op", "reduce_scatter", "--sizes", "18,48"])
+    layout = node_layout(["h"] * 4, ["h"] * 4, power=False)
+    with pytest.raises(UsageError, match="18 B does not split into 4 equal shares"):
+        KIND.groups(layout, opts)
+    assert KIND.groups(node_layout(["h"] * 3, ["h"] * 3, power=False), opts).groups == ((0, 1, 2),)
+
+
+def test_osu_sizes_and_the_table():
+    assert default_sizes(OPS["allreduce"], 1, 4) == tuple(1 << k for k in range(21))  # 1 B to 1 MiB
+    assert default_sizes(OPS["allreduce"], 4, 4)[0] == 4 and default_sizes(OPS["barrier"], 4, 4) == (0,)
+    assert default_sizes(OPS["reduce_scatter"], 4, 4)[0] == 16
+    assert size_problem(OPS["alltoall"], 4, 3, [4, 8]) is None
+    assert [OPS[o].bus_factor(4) for o in OPS] == [1.5, 0.75, 0.75, 1, 1, 0.75, 0]
+    check_choice("allreduce", "int32", "band")
+    # allgather: rank r's block lands at r everywhere; alltoall: block s of rank r comes from rank s
+    dt = np.dtype("i4")
+    got = expected(OPS["allgather"], None, 1, 3, 2, dt)
+    assert list(got) == [*pattern(0, 2, dt), *pattern(1, 2, dt), *pattern(2, 2, dt)]
+    got = expected(OPS["alltoall"], None, 1, 3, 2, dt)
+    assert list(got) == [*pattern(0, 6, dt)[2:4], *pattern(1, 6, dt)[2:4], *pattern(2, 6, dt)[2:4]]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_member_frozen_mid_collective_ends_the_job_with_one_line_and_a_failed_file(tmp_path):
+    """SIGSTOP a member (C kernel: the others wait inside MPI_Allreduce with the GIL released): rank
+    0's stall watchdog ends the job within the bound, one line naming the rank, every size before
+    kept (tests/test_reliability_stall.py for the run)."""
+    from support.reliability import Job, freeze_until_the_end
+
+    args = ["coll", "--op", "allreduce", "--kernel", "c", "--trials", "3", "--target-time", "0.1"]
+    args += ["--sizes", "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M"]
+    args += ["--stall-timeout", "3", "-o", "frozen-coll.h5"]
+    job = Job(args, 3, tmp_path, "frozen-coll.h5")
+    took, errors = freeze_until_the_end(job, lambda: job.rows_printed() >= 3, 2, 60)
+    assert len(errors) == 1 and "stopped answering" in errors[0] and "completed sizes are in" in errors[0]
+    # inside the collective rank 0 waits for every member at once: it names them all, never one guess;
+    # stopped between trials, rank 2 is the one whose readiness or results rank 0 waits for
+    inside = "npmpi: error: one of the measuring ranks 1, 2 (inside a step of the whole group"
+    assert errors[0].startswith((inside, "npmpi: error: rank 2 (")), errors
+    assert not errors[0].startswith("npmpi: error: rank 1"), errors
+    with h5py.File(tmp_path / "frozen-coll.h5", "r") as f:
+        assert f.attrs["status"] == "failed" and "stopped answering" in str(f.attrs["status_message"])
+        assert f["pingpong/size_bytes"].shape[0] == job.rows_printed() >= 3
+        assert took < f.attrs["stall_bound_s"] + 12, (took, f.attrs["stall_bound_s"])  # mpirun's abort, load
+
