@@ -268,4 +268,3 @@ def test_a_member_frozen_mid_collective_ends_the_job_with_one_line_and_a_failed_
         assert f.attrs["status"] == "failed" and "stopped answering" in str(f.attrs["status_message"])
         assert f["pingpong/size_bytes"].shape[0] == job.rows_printed() >= 3
         assert took < f.attrs["stall_bound_s"] + 12, (took, f.attrs["stall_bound_s"])  # mpirun's abort, load
-
