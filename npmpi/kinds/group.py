@@ -156,11 +156,7 @@ class GroupCoordinator:
         """Tell every other rank to exit; False while the members are in a step (only an abort ends it)."""
         if self.stop.timing:
             return False
-        if self.state == "trials":
-            self.driver.go(0)
-        self.driver.command(CMD_STOP, exit_code)
-        for rank in self.idle:
-            self.comm.Send(self.driver.ctrl, rank, CTRL_TAG)
+        self.driver.release(exit_code, self.state == "trials", self.idle)
         self.state = "between"
         return True
 

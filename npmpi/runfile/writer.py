@@ -239,20 +239,20 @@ class RunWriter:
         ds, _ = self._grow("pingpong/buffer_huge_page_bytes", 1)
         ds[n] = result.buffer_huge_page_bytes
         if self.pairs > 1:
-            ds, _ = self._grow("pingpong/pair_trial_s", 1)
-            block = np.full((self.pairs, self.trials), np.nan)
-            for i, times in enumerate(result.pair_trial_s or []):
-                block[i, : len(times)] = times
-            ds[n] = block
+            self._append_per_trial(n, "pair_trial_s", self.pairs, result.pair_trial_s)
         if self.members > 0:
-            ds, _ = self._grow("pingpong/member_trial_s", 1)
-            block = np.full((self.members, self.trials), np.nan)
-            for i, times in enumerate(result.member_trial_s or []):
-                block[i, : len(times)] = times
-            ds[n] = block
+            self._append_per_trial(n, "member_trial_s", self.members, result.member_trial_s)
         if result.cpu_ranks is not None:
             self._append_cpu(n, result)
         self._file.attrs["sizes_completed"] = n + 1
+
+    def _append_per_trial(self, n: int, name: str, count: int, rows: list[list[float]] | None) -> None:
+        """Row n of a [size, K, trial] dataset of /pingpong (NaN where a trial did not run)."""
+        ds, _ = self._grow(f"pingpong/{name}", 1)
+        block = np.full((count, self.trials), np.nan)
+        for i, times in enumerate(rows or []):
+            block[i, : len(times)] = times
+        ds[n] = block
 
     def _append_cpu(self, n: int, result: SizeResult) -> None:
         """Row n of the CPU datasets, created at the first row that has them (earlier rows NaN)."""

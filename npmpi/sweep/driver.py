@@ -22,7 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.core.messages import CMD_SIZE, CPU_TAG, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG, StopFlag
+from npmpi.core.messages import (
+    CMD_SIZE,
+    CMD_STOP,
+    CPU_TAG,
+    CTRL_TAG,
+    RESULT_TAG,
+    SYNC_TAG,
+    TIMES_TAG,
+    StopFlag,
+)
 from npmpi.sweep import cputime
 from npmpi.sweep.watchdog import READY, RESULTS, Progress
 
@@ -53,6 +62,15 @@ class SizeDriver:
         """One command on CTRL_TAG to every member (CMD_SIZE: size, iterations, trials | integrity << 32)."""
         self.ctrl[:] = (cmd, a, b, c)
         for rank in self.members:
+            self.comm.Send(self.ctrl, rank, CTRL_TAG)
+
+    def release(self, exit_code: int, abandon: bool, others: list[int]) -> None:
+        """The end: every member's go 0 when they wait for one (`abandon`: rank 0 left a size between
+        trials), then CMD_STOP with the exit code to every member and to the `others` (idle ranks)."""
+        if abandon:
+            self.go(0)
+        self.command(CMD_STOP, exit_code)
+        for rank in others:
             self.comm.Send(self.ctrl, rank, CTRL_TAG)
 
     def start_size(self, size: int, iterations: int, trials: int, integrity: bool = False) -> None:

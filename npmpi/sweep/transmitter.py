@@ -31,8 +31,6 @@ from npmpi.core.errors import DataMismatch, LinkLost
 from npmpi.core.layout import Layout
 from npmpi.core.messages import (
     CMD_PROBE,
-    CMD_STOP,
-    CTRL_TAG,
     StopFlag,
 )
 from npmpi.core.schedule import SizePoint, netpipe_repeats
@@ -281,10 +279,6 @@ class Transmitter:
         """Tell the reflector and the waiting ranks to exit; False if the reflector is mid-loop."""
         if self.stop.timing:
             return False
-        if self.state == "trials":
-            self.driver.go(0)
-        self.driver.command(CMD_STOP, exit_code)
-        for rank in self.others:
-            self.comm.Send(self.driver.ctrl, rank, CTRL_TAG)
+        self.driver.release(exit_code, self.state == "trials", self.others)
         self.state = "between"
         return True
