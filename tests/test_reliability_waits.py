@@ -116,7 +116,7 @@ class _Collector:
     def collect(self, *_):
         return 0
 
-    def baseline(self, seconds, stop):
+    def baseline(self, seconds, stop, during=""):
         self.baselines.append(seconds)
         if self.stop is not None:
             self.stop.set(signal.SIGINT, "SIGINT")

@@ -176,6 +176,7 @@ class FileRecording(ABC):
             if not self._release(code):
                 return False
             self.released = True
+            self._after_release()
         lost = set(self.collector.lost) if self.collector is not None else set()
         power = list(self.collector.power_ranks) if self.collector is not None else []
         bound = end_bound_s(self.stall_timeout_s)
@@ -202,6 +203,10 @@ class FileRecording(ABC):
         except Exception as exc:
             extra = f" (and the {self.FILE} file could not be closed: {exc})"
         abort(self.comm, message + extra + self._kept(), 1, settle_s=0.3)
+
+    def _after_release(self) -> None:  # noqa: B027  (a hook: nothing by default)
+        """Rank 0's part of what its released partners do before they report their end (a run's
+        protocol link: an rma window is freed by both sides of the pair together)."""
 
     def _watched(self):
         """The stall watchdog's Progress of the protocol in progress (its lock, `armed`), or None."""

@@ -242,6 +242,10 @@ class Recording(FileRecording):
     def _watched(self):
         return self.transmitter.progress if self.transmitter is not None else None
 
+    def _after_release(self) -> None:
+        if self.setup.link is not None:
+            self.setup.link.close()
+
     def _quiet(self) -> bool:
         return self.transmitter is not None and not self.transmitter.stop.timing
 
