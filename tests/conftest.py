@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.launcher import local_mpi_env, npmpi_command
+from support.launcher import local_mpi_env, npmpi_command, sweep_stale_session_dirs
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -35,6 +35,13 @@ def run_mpi(
         )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"mpirun hung for more than {timeout} s: {' '.join(cmd)}\n{exc.stdout}\n{exc.stderr}")
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_open_mpi_session_dirs():
+    """Before every test: the session directories of killed mpiruns removed (a later mpirun given the
+    same process id would fail to start: support.launcher.sweep_stale_session_dirs)."""
+    sweep_stale_session_dirs()
 
 
 @pytest.fixture

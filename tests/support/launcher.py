@@ -32,6 +32,35 @@ def local_mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def sweep_stale_session_dirs(bases: tuple[str, ...] = ()) -> list[str]:
+    """Remove Open MPI 5's session directories (TMPDIR/ompi.PID, /tmp/ompi.PID) whose mpirun (PRRTE's
+    prterun, process PID) is gone; the removed paths.
+
+    A prterun that is killed (a test's timeout, a killed job) leaves its directory with PMIx's
+    rendezvous files. Process ids come round again (pid_max is 32768 on many machines), and a later
+    prterun that gets the same id finds them and stops at once: "The PMIx server's listener thread
+    failed to start" (exit 213), before npmpi runs. Only this user's directories are touched, in
+    `bases` (default: TMPDIR and /tmp)."""
+    removed = []
+    for base in set(bases or (os.environ.get("TMPDIR", "/tmp"), "/tmp")):
+        try:
+            entries = list(Path(base).glob("ompi.*"))
+        except OSError:
+            continue
+        for path in entries:
+            pid = path.name.removeprefix("ompi.")
+            if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+                continue
+            try:
+                if path.stat().st_uid != os.geteuid() or not path.is_dir():
+                    continue
+            except OSError:
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
+
+
 def npmpi_command(np: int, args: list[str], mpirun: str | None = None) -> list[str]:
     """mpirun -np N --oversubscribe --bind-to none python -m npmpi ARGS."""
     launcher = mpirun or mpirun_path()
