@@ -133,3 +133,6 @@ class SizeResult:
     cpu_system_s: list[float] | None = None
     cpu_wall_s: list[float] | None = None
     cpu_runqueue_wait_s: list[float] | None = None
+    # a kind's own per-row integers (/pingpong/NAME, int64, -1 in rows before the first that has it),
+    # such as a coll file's series index
+    row_columns: dict[str, int] | None = None
