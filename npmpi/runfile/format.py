@@ -19,7 +19,7 @@ LAYOUT_BASELINE_CPU = "baseline_cpu_s"
 BASELINE_COLUMNS = ("before", "after")
 
 # root attributes holding JSON: parsed by readers, never shown as text
-JSON_ATTRS = ("options_json", "protocol_settings")
+JSON_ATTRS = ("options_json", "protocol_settings", "coll_series_json")
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"

@@ -1,6 +1,7 @@
 """The figures of coll files (numbers/collectives.py): OSU's latency, nccl-tests' busbw and the energy
 of one operation against message size, one line per file (an op, a rank count); and the energy of
-one operation against the rank count, one line per op and size measured at several rank counts."""
+one operation against the rank count, one line per op and size measured at several rank counts (the smallest, a middle and the largest "
+        "size they share)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,23 @@ COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:b
 def _name(a) -> str:
     attrs = a.attrs
     return f"{a.label}: {attrs.get('coll_op', '?')}, {attrs.get('coll_ranks', '?')} ranks"
+
+
+def collective_plots(runs: list) -> list[Plot | None]:
+    """The `collectives` figure; when the files hold several ops at several rank counts, one such
+    figure per rank count (collectives_Nranks), one line per op."""
+    coll = [a for a in runs if a.coll is not None]
+    ops = {str(a.attrs.get("coll_op", "")) for a in coll}
+    counts = sorted({int(a.attrs.get("coll_ranks", 0)) for a in coll})
+    if len(ops) < 2 or len(counts) < 2:
+        return [plot_collectives(runs)]
+    out = []
+    for n in counts:
+        plot = plot_collectives([a for a in coll if int(a.attrs.get("coll_ranks", 0)) == n])
+        if plot is not None:
+            plot.name = f"collectives_{n}ranks"
+        out.append(plot)
+    return out
 
 
 def plot_collectives(runs: list) -> Plot | None:
@@ -68,7 +86,7 @@ def plot_collectives(runs: list) -> Plot | None:
 
 def plot_energy_vs_ranks(runs: list) -> Plot | None:
     """Energy per operation against the rank count: for each op measured at two rank counts or more,
-    one line per size they share. None otherwise."""
+    one line per size they share (the smallest, a middle and the largest). None otherwise."""
     by_op: dict[str, list] = {}
     for a in runs:
         if a.coll is not None and a.coll.energy_per_op_j is not None:
@@ -78,8 +96,9 @@ def plot_energy_vs_ranks(runs: list) -> Plot | None:
         files = sorted(files, key=lambda a: int(a.attrs.get("coll_ranks", 0)))
         if len({int(a.attrs.get("coll_ranks", 0)) for a in files}) < 2:
             continue
-        shared = set.intersection(*(set(a.bw.size_bytes.tolist()) for a in files))
-        for size in sorted(shared):
+        shared = sorted(set.intersection(*(set(a.bw.size_bytes.tolist()) for a in files)))
+        # the smallest, a middle and the largest size: every size would hide the lines
+        for size in sorted({shared[0], shared[len(shared) // 2], shared[-1]} if shared else set()):
             ranks, joules, sigma = [], [], []
             for a in files:
                 k = int(np.flatnonzero(a.bw.size_bytes == size)[0])

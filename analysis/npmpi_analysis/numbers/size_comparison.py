@@ -41,6 +41,21 @@ FIGURES = (
         "us/KiB",
         "cpu_us_per_kib",
     ),
+    # coll files (several ops, rank counts or files): OSU's latency and the energy of one operation
+    Figure(
+        "OSU avg latency",
+        lambda a: a.coll.latency_avg_s if a.coll is not None else None,
+        1e6,
+        "us",
+        "latency_avg_s",
+    ),
+    Figure(
+        "energy per operation",
+        lambda a: a.coll.energy_per_op_j if a.coll is not None else None,
+        1e6,
+        "uJ",
+        "energy_per_op_j",
+    ),
 )
 
 
