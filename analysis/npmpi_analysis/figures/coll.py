@@ -1,7 +1,6 @@
 """The figures of coll files (numbers/collectives.py): OSU's latency, nccl-tests' busbw and the energy
 of one operation against message size, one line per file (an op, a rank count); and the energy of
-one operation against the rank count, one line per op and size measured at several rank counts (the smallest, a middle and the largest "
-        "size they share)."""
+one operation against the rank count, one line per op and size measured at several rank counts."""
 
 from __future__ import annotations
 

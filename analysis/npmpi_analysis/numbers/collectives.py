@@ -126,7 +126,7 @@ def _rows(pp, keep: np.ndarray, ranks):
         value = getattr(pp, f.name)
         if isinstance(value, np.ndarray) and value.ndim >= 1 and len(value) == len(keep):
             out[f.name] = value[keep]
-    if pp.member_trial_s is not None and isinstance(ranks, int) and 0 < ranks:
+    if pp.member_trial_s is not None and isinstance(ranks, int) and ranks > 0:
         out["member_trial_s"] = pp.member_trial_s[keep][:, :ranks]
     if pp.cpu is not None:
         cpu = pp.cpu
