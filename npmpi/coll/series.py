@@ -115,5 +115,5 @@ def table_json(series: list[Series]) -> str:
 
 def osu_counts(size: int) -> tuple[int, int]:
     """OSU 7.4's (timed iterations, skipped warm-up) of a collective at `size` bytes."""
-    large = size > OSU_LARGE_MESSAGE_SIZE
+    large = int(size > OSU_LARGE_MESSAGE_SIZE)
     return OSU_LOOP[large], OSU_SKIP[large]
