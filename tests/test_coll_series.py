@@ -90,7 +90,7 @@ def test_osu_iteration_counts_each_call_timed_on_the_ranks_per_node_asked(tmp_pa
     after it: a trial's time is the calls' sum, below its wall-clock span."""
     args = ["coll", "--op", "allreduce,barrier", "--per-node", "2", "--iterations", "osu", "--kernel", "c"]
     args += ["--sizes", "4,16K", "--trials", "2", "--check", "--meter", "estimate", "--baseline", "0"]
-    proc = run_mpi(args + ["-q", "-o", "o.h5"], np=4, cwd=tmp_path)
+    proc = run_mpi([*args, "-q", "-o", "o.h5"], np=4, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     with h5py.File(tmp_path / "o.h5", "r") as f:
         a = f.attrs
@@ -193,7 +193,7 @@ TWO_NODES = node_layout(["a", "a", "a", "b", "b", "b"], ["a", "a", "a", "b", "b"
             ["--op", "all", "--ranks", "2,3", "--sizes", "16"],
             FOUR,
             "reduce_scatter: --sizes: 16 B does not split into 3 equal shares",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_bad_input_of_series_is_one_line(argv, layout, words):

@@ -463,8 +463,7 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
 
 
 def _row_ints(g, name: str, p: Path, n: int) -> np.ndarray | None:
-    """An optional per-row integer dataset of /pingpong (buffer_huge_page_bytes, a coll file's
-    coll_series), its first n rows; None when absent, RunFileError when its shape or type is wrong."""
+    """An optional per-row integer dataset of /pingpong, its first n rows (None: absent)."""
     where = f"/pingpong/{name}"
     ds = _member(g, name, p, where, dataset=True, required=False)
     if ds is None:
