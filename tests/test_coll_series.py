@@ -206,3 +206,25 @@ def test_per_node_chooses_each_node_s_lowest_ranks():
     opts = KIND.parse(["--per-node", "1"])
     layout = KIND.groups(TWO_NODES, opts)
     assert layout.groups == ((0, 3),) and layout.roles[1] == "idle" and layout.roles[2] == "power"
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_member_frozen_in_a_series_of_two_is_the_one_named(tmp_path):
+    """--ranks 2,4: rank 1 stopped during the 2-rank series (ranks 2 and 3 waiting outside it) ends
+    the job through the stall watchdog with one line naming rank 1 only, every size before kept."""
+    from support.reliability import Job, freeze_until_the_end
+
+    args = ["coll", "--op", "allreduce", "--ranks", "2,4", "--kernel", "c", "--trials", "3"]
+    args += ["--target-time", "0.1", "--sizes", "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M"]
+    args += ["--stall-timeout", "3", "-o", "frozen-series.h5"]
+    job = Job(args, 4, tmp_path, "frozen-series.h5")
+    _, errors = freeze_until_the_end(job, lambda: job.rows_printed() >= 3, 1, 60)
+    assert len(errors) == 1 and "stopped answering" in errors[0], errors
+    assert errors[0].startswith(("npmpi: error: one of the measuring ranks 1 (", "npmpi: error: rank 1 (")), (
+        errors
+    )
+    with h5py.File(tmp_path / "frozen-series.h5", "r") as f:
+        assert f.attrs["status"] == "failed" and f["pingpong/size_bytes"].shape[0] >= 3
+        assert set(f["pingpong/coll_series"][:]) == {0}

@@ -37,6 +37,8 @@ class CollCoordinator(GroupCoordinator):
         self.idle = self.all_idle + self.all_members[series.ranks :]
         self.driver = SizeDriver(self.comm, self.others, self.others, self.progress, self.stop)
         self.watched = self.others[0]
+        if self.watchdog is not None:  # inside a step rank 0 waits for this series' members only
+            self.watchdog.group = tuple(self.members)
         self.console.factor = series.table_row()["algbw_bytes_factor"]
         if len(self.plan) > 1:
             self.console.note(f"{series.op} on {series.ranks} ranks: {len(series.sizes)} sizes")

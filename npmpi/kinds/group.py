@@ -81,6 +81,7 @@ class GroupCoordinator:
         self.watched = self.others[0] if self.others else 0  # the rank named while rank 0 is in a trial
         self.state = "between"  # "trials" while the members wait for a go: release() abandons the size
         self.series = 0  # the series measured (a kind with several: npmpi/coll/series.py)
+        self.watchdog = None  # the recording's StallWatchdog, once it has one
         stop.transmitter = self
 
     def _iterations(self, prev_s: float) -> int:

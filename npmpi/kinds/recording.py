@@ -193,14 +193,16 @@ class GroupRecording(FileRecording):
                 ):
                     console.note(line)
         self.writer.set_attrs(stall_timeout_s=opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
-        with StallWatchdog(
+        watchdog = StallWatchdog(
             self.coordinator.progress,
             opts.stall_timeout_s,
             list(layout.hosts),
             {},
             self.stalled,
             tuple(members),
-        ):
+        )
+        self.coordinator.watchdog = watchdog  # a kind's series may narrow the group it names
+        with watchdog:
             outcome = self.coordinator.run()
         if self.collector is not None:
             final_power(
