@@ -228,3 +228,19 @@ def test_a_member_frozen_in_a_series_of_two_is_the_one_named(tmp_path):
     with h5py.File(tmp_path / "frozen-series.h5", "r") as f:
         assert f.attrs["status"] == "failed" and f["pingpong/size_bytes"].shape[0] >= 3
         assert set(f["pingpong/coll_series"][:]) == {0}
+
+
+def test_a_two_rank_allreduce_beside_a_pair_s_round_trip(tmp_path):
+    """A coll file and a ping-pong run given together: per shared size, the pair's round trip (twice
+    its one-way time) beside the time of one operation, best trial each; shown only for such a mix."""
+    from npmpi_analysis.numbers.size_comparison import comparison_blocks
+
+    path, _ = synthetic_series(tmp_path / "s.h5")
+    (_, coll, _), _ = analysed(path)
+    pair = analyse_run(
+        load_run(write_run(tmp_path / "p.h5", [1024], [100], [[0.004, 0.003]], [[10.0, 11.0]])), "pair"
+    )
+    blocks = {title: rows for title, _, rows in comparison_blocks([pair, coll])}
+    (row,) = blocks["round trip or operation (us)"]
+    assert row[:3] == ["1024", f"{0.003 / 100 * 1e6:.5g}", f"{0.10 / 1000 * 1e6:.5g}"]
+    assert "round trip or operation (us)" not in {t for t, _, _ in comparison_blocks([coll, coll])}
