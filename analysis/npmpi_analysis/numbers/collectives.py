@@ -248,6 +248,8 @@ SUMMARY_ATTRS = (
     "coll_bus_factor",
     "coll_bus_factor_formula",
     "coll_checked",
+    "coll_iterations",
+    "coll_per_node",
 )
 
 
