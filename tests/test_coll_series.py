@@ -244,3 +244,13 @@ def test_a_two_rank_allreduce_beside_a_pair_s_round_trip(tmp_path):
     (row,) = blocks["round trip or operation (us)"]
     assert row[:3] == ["1024", f"{0.003 / 100 * 1e6:.5g}", f"{0.10 / 1000 * 1e6:.5g}"]
     assert "round trip or operation (us)" not in {t for t, _, _ in comparison_blocks([coll, coll])}
+
+
+def test_a_c_kernel_that_cannot_time_each_call_is_refused_for_osu_iterations(monkeypatch):
+    """--iterations osu with a C kernel built before its per-call loop: one line saying to rebuild."""
+    from npmpi import _ckernel
+
+    monkeypatch.delattr(_ckernel, "COLLECTIVE_PER_CALL")
+    osu = KIND.parse(["--kernel", "c", "--iterations", "osu"])
+    assert "cannot time each call as --iterations osu needs" in KIND.member_problem(None, osu, None)
+    assert KIND.member_problem(None, KIND.parse(["--kernel", "c"]), None) is None
