@@ -62,6 +62,9 @@ def test_every_op_at_two_rank_counts_in_one_file_with_known_power(tmp_path, kern
     assert np.isfinite(members[~two]).all()  # a 4-rank series: every member's times
     parts = analysed(tmp_path / "c.h5")
     assert [label for label, _, _ in parts] == [f"c-{op}-{n}" for op in OPS for n in (2, 4)]
+    for part, _ in series_runs(load_run(tmp_path / "c.h5"), "c"):  # each series' own ranks' CPU time
+        n = part.attrs["coll_ranks"]
+        assert list(part.pingpong.cpu.ranks) == list(range(n)) and part.pingpong.member_trial_s.shape[1] == n
     for label, a, rows in parts:
         op, n = a.attrs["coll_op"], a.attrs["coll_ranks"]
         pp = load_run(tmp_path / "c.h5").pingpong

@@ -128,10 +128,13 @@ def _rows(pp, keep: np.ndarray, ranks):
             out[f.name] = value[keep]
     if pp.member_trial_s is not None and isinstance(ranks, int) and ranks > 0:
         out["member_trial_s"] = pp.member_trial_s[keep][:, :ranks]
-    if pp.cpu is not None:
+    if pp.cpu is not None:  # its columns in member order (npmpi/coll/coordinator.py): the first `ranks`
         cpu = pp.cpu
+        cols = slice(ranks) if isinstance(ranks, int) and 0 < ranks <= len(cpu.ranks) else slice(None)
         out["cpu"] = replace(
-            cpu, **{f.name: getattr(cpu, f.name)[keep] for f in fields(cpu) if f.name != "ranks"}
+            cpu,
+            ranks=cpu.ranks[cols],
+            **{f.name: getattr(cpu, f.name)[keep][:, cols] for f in fields(cpu) if f.name != "ranks"},
         )
     return replace(pp, **out)
 
