@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi_analysis.numbers.analyse import RunAnalysis
+from npmpi_analysis.numbers.compute import PINGPONG_FACTORS, run_mode_factors
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,7 @@ def _round_trip_or_op(a: RunAnalysis) -> np.ndarray | None:
     None for a run of another mode."""
     if a.coll is not None:
         return a.bw.one_way_s
-    pingpong = (
-        str(a.attrs.get("mode", "pingpong")) == "pingpong" and int(a.attrs.get("one_way_divisor", 2)) == 2
-    )
-    return 2 * a.bw.one_way_s if pingpong else None
+    return 2 * a.bw.one_way_s if run_mode_factors(a.attrs) == PINGPONG_FACTORS else None
 
 
 FIGURES = (
