@@ -8,17 +8,20 @@ osu_reduce_scatter_block or osu_reduce_scatter, osu_barrier):
 
     python bench/osu_coll_compare.py --osu /path/to/libexec/osu-micro-benchmarks/mpi/collective
 
-For each rank count and op, --rounds times in turn (OSU, then npmpi, so both see the same load):
+For each op, --rounds times in turn (OSU, then npmpi, so both see the same load):
 
-    mpirun -np N osu_OP -f -T mpi_char -m MIN:MAX      OSU's avg/min/max latency across ranks
-    mpirun -np N python -m npmpi coll --op OP --kernel c --dtype char --sizes SIZES
-                                                       the file's latency_avg_s (npmpi-analyze)
+    mpirun -np N osu_OP -f -T mpi_char -m MIN:MAX      OSU's avg/min/max latency across ranks, for
+                                                       each N of --ranks
+    mpirun -np MAX python -m npmpi coll --op OP --ranks LIST --kernel c --dtype char --sizes SIZES
+           --iterations osu                           the file's latency_avg_s per series (npmpi-analyze)
 
-both over the same MPI library and ranks (no power rank: every rank measures). Prints per op and
-size the median of OSU's and of npmpi's average latency over the rounds and their ratio; --json
-writes every round. What differs by method (docs/collectives.md): OSU times each call alone with a
-barrier after it, npmpi times its calls back to back; OSU runs 1000 (100 above 8 KiB) iterations,
-npmpi as many as --target-time allows.
+both over the same MPI library (no power rank: every rank measures). npmpi measures every rank count
+in one job, on the first N of MAX ranks (the others wait, polling every millisecond); with --separate
+each count is a job of its own, as OSU's. With --method osu (the default) npmpi times each call alone
+with a barrier after it and runs OSU's iteration counts, as OSU's loop does; --method target-time
+compares npmpi's default (calls back to back, as many as --target-time allows). Prints per rank
+count, op and size the median of OSU's and of npmpi's average latency over the rounds and their
+ratio; --json writes every round. docs/collectives.md explains what differs by method.
 """
 
 from __future__ import annotations
@@ -84,57 +87,77 @@ def osu_round(binary: Path, np_: int, op: str, sizes: list[int]) -> dict[int, fl
     return {s: got[s] for s in (sizes if op != "barrier" else [0]) if s in got}
 
 
-def npmpi_round(np_: int, op: str, sizes: list[int], args: list[str]) -> dict[int, float]:
+def npmpi_round(
+    counts: list[int], op: str, sizes: list[int], args: list[str]
+) -> dict[tuple[int, int], float]:
+    """One npmpi job on max(counts) ranks, every count as a series: (ranks, size) -> avg latency."""
     from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+    from npmpi_analysis.numbers.collectives import series_runs
 
     from npmpi.runfile.reader import load_run
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "c.h5"
-        cmd = [*mpirun(np_), str(VENV / "bin" / "python"), "-m", "npmpi", "coll", "--op", op, "--kernel", "c"]
-        cmd += ["--dtype", "char", "-q", "-o", str(out), *args]
+        cmd = [*mpirun(max(counts)), str(VENV / "bin" / "python"), "-m", "npmpi", "coll", "--op", op]
+        cmd += ["--kernel", "c", "--dtype", "char", "-q", "-o", str(out), *args]
+        cmd += ["--ranks", ",".join(map(str, counts))] if len(counts) > 1 or counts[0] != max(counts) else []
         cmd += [] if op == "barrier" else ["--sizes", ",".join(map(str, sizes))]
-        run(cmd, 600)
-        rows = size_rows(analyse_run(load_run(out), "c"))
-    return {int(r["size_bytes"]): float(r["latency_avg_s"]) for r in rows}
+        run(cmd, 1200)
+        rows = [
+            r for part, label in series_runs(load_run(out), "c") for r in size_rows(analyse_run(part, label))
+        ]
+    return {(int(r["coll_ranks"]), int(r["size_bytes"])): float(r["latency_avg_s"]) for r in rows}
 
 
 def compare(args) -> list[dict]:
     results = []
-    for np_ in args.np:
-        for op in args.ops:
-            binary = osu_binary(args.osu, op)
-            sizes = [s for s in args.sizes if op != "reduce_scatter" or s % np_ == 0]
-            osu, ours = [], []
-            for _ in range(args.rounds):
-                osu.append(osu_round(binary, np_, op, sizes))
-                ours.append(npmpi_round(np_, op, sizes, args.npmpi_args))
-            for size in sorted(set(osu[0]) & set(ours[0])):
-                o = float(np.median([r[size] for r in osu if size in r]))
-                n = float(np.median([r[size] for r in ours if size in r]))
-                results.append({"ranks": np_, "op": op, "size_bytes": size, "osu_avg_s": o, "npmpi_avg_s": n,
-                                "ratio": n / o, "osu_rounds_s": [r.get(size) for r in osu],
-                                "npmpi_rounds_s": [r.get(size) for r in ours]})  # fmt: skip
-                print(
-                    f"{np_:>5} {op:>15} {size:>8} {o * 1e6:>10.3f} {n * 1e6:>10.3f} {n / o:>7.3f}", flush=True
+    for op in args.ops:
+        binary = osu_binary(args.osu, op)
+        sizes = [s for s in args.sizes if op != "reduce_scatter" or all(s % n == 0 for n in args.ranks)]
+        osu, ours = [], []
+        for _ in range(args.rounds):
+            osu.append({(n, s): t for n in args.ranks for s, t in osu_round(binary, n, op, sizes).items()})
+            if args.separate:
+                ours.append(
+                    {
+                        k: t
+                        for n in args.ranks
+                        for k, t in npmpi_round([n], op, sizes, args.npmpi_args).items()
+                    }
                 )
+            else:
+                ours.append(npmpi_round(args.ranks, op, sizes, args.npmpi_args))
+        for key in sorted(set(osu[0]) & set(ours[0])):
+            o = float(np.median([r[key] for r in osu if key in r]))
+            n = float(np.median([r[key] for r in ours if key in r]))
+            np_, size = key
+            results.append({"ranks": np_, "op": op, "size_bytes": size, "osu_avg_s": o, "npmpi_avg_s": n,
+                            "ratio": n / o, "osu_rounds_s": [r.get(key) for r in osu],
+                            "npmpi_rounds_s": [r.get(key) for r in ours]})  # fmt: skip
+            print(f"{np_:>5} {op:>15} {size:>8} {o * 1e6:>10.3f} {n * 1e6:>10.3f} {n / o:>7.3f}", flush=True)
     return results
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--osu", type=Path, required=True, help="folder of OSU's collective binaries")
-    p.add_argument("--np", default="2,4", help="rank counts, comma-separated (default 2,4)")
+    p.add_argument("--ranks", "--np", default="2,4", help="rank counts, comma-separated (default 2,4)")
+    p.add_argument(
+        "--separate", action="store_true", help="one npmpi job per rank count (default: one job, --ranks)"
+    )
+    p.add_argument(
+        "--method", choices=("osu", "target-time"), default="osu", help="npmpi's --iterations (default osu)"
+    )
     p.add_argument("--ops", default=",".join(OPS), help="ops, comma-separated (default: all seven)")
     p.add_argument("--sizes", default="4,64,1024,16384,262144,1048576", help="bytes per rank")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each tool (default 3)")
     p.add_argument("--npmpi-args", default="--trials 5", help="more npmpi coll options (default --trials 5)")
     p.add_argument("--json", type=Path, help="write every round here")
     args = p.parse_args()
-    args.np = [int(x) for x in args.np.split(",")]
+    args.ranks = sorted(int(x) for x in args.ranks.split(","))
     args.ops = [x for x in args.ops.split(",") if x]
     args.sizes = [int(x) for x in args.sizes.split(",")]
-    args.npmpi_args = args.npmpi_args.split()
+    args.npmpi_args = ["--iterations", args.method, *args.npmpi_args.split()]
     bad = [op for op in args.ops if op not in OPS]
     if bad:
         raise SystemExit(f"osu_coll_compare: unknown op {bad[0]}")

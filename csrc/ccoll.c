@@ -1,6 +1,7 @@
 /*
  * MPI collectives, `python -m npmpi coll --kernel c` (npmpi/coll/step.py): `iterations` calls of one
- * collective back to back on the group's communicator, timed as a whole, with the same buffers,
+ * collective back to back on the group's communicator, timed as a whole (or, per_call, each call timed
+ * on its own with an untimed MPI_Barrier after it, as OSU 7.4's loops), with the same buffers,
  * datatype, reduction and counts as the Python kernel's mpi4py calls. The communicator, datatype and
  * MPI_Op come from mpi4py through its C API, so both kernels use one MPI library.
  */
@@ -47,10 +48,10 @@ static void coll_needs(int code, Py_ssize_t block, int ranks, Py_ssize_t *send, 
 PyObject *np_collective(PyObject *self, PyObject *args)
 {
     PyObject *comm_obj, *send_obj, *recv_obj, *type_obj, *op_obj;
-    int code, ranks = 0, item = 0;
+    int code, ranks = 0, item = 0, per_call = 0;
     Py_ssize_t count, iterations, send_need, recv_need;
-    if (!PyArg_ParseTuple(args, "OiOOnOOn", &comm_obj, &code, &send_obj, &recv_obj, &count, &type_obj, &op_obj,
-                          &iterations))
+    if (!PyArg_ParseTuple(args, "OiOOnOOn|i", &comm_obj, &code, &send_obj, &recv_obj, &count, &type_obj, &op_obj,
+                          &iterations, &per_call))
         return NULL;
     MPI_Comm *comm = PyMPIComm_Get(comm_obj);
     MPI_Datatype *type = comm ? PyMPIDatatype_Get(type_obj) : NULL;
@@ -85,12 +86,24 @@ PyObject *np_collective(PyObject *self, PyObject *args)
     MPI_Op o = *op;
     MPI_Comm c = *comm;
     int rc = MPI_SUCCESS;
-    double t0, t1;
+    double t0, t1, elapsed = 0.0;
     Py_BEGIN_ALLOW_THREADS
-    t0 = now_s();
-    for (Py_ssize_t i = 0; i < iterations && rc == MPI_SUCCESS; i++)
-        rc = coll_once(code, s, r, n, share, t, o, c);
-    t1 = now_s();
+    if (per_call) {
+        for (Py_ssize_t i = 0; i < iterations && rc == MPI_SUCCESS; i++) {
+            t0 = now_s();
+            rc = coll_once(code, s, r, n, share, t, o, c);
+            t1 = now_s();
+            elapsed += t1 - t0;
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Barrier(c);
+        }
+    } else {
+        t0 = now_s();
+        for (Py_ssize_t i = 0; i < iterations && rc == MPI_SUCCESS; i++)
+            rc = coll_once(code, s, r, n, share, t, o, c);
+        t1 = now_s();
+        elapsed = t1 - t0;
+    }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&sbuf);
     PyBuffer_Release(&rbuf);
@@ -101,5 +114,5 @@ PyObject *np_collective(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_RuntimeError, "%s failed: %s", coll_names[code], text);
         return NULL;
     }
-    return PyFloat_FromDouble(t1 - t0);
+    return PyFloat_FromDouble(elapsed);
 }

@@ -51,8 +51,8 @@ static PyMethodDef methods[] = {
      "memcpy_transfer(src, dst, nbytes, iterations, mode, window, regions, stride, first) -> elapsed "
      "seconds (npmpi.sweep.memcpy)"},
     {"collective", np_collective, METH_VARARGS,
-     "collective(comm, op_code, sendbuf, recvbuf, count, datatype, mpi_op, iterations) -> elapsed seconds "
-     "(npmpi.coll.step)"},
+     "collective(comm, op_code, sendbuf, recvbuf, count, datatype, mpi_op, iterations, per_call=0) -> "
+     "elapsed seconds (npmpi.coll.step; per_call: each call timed, a barrier after it, as OSU's)"},
     {"library_version", library_version, METH_NOARGS, "MPI_Get_library_version of the linked MPI"},
     {"clock_info", clock_info, METH_VARARGS, "clock_info(reads=100000) -> (resolution_s, read_cost_s)"},
     {NULL, NULL, 0, NULL}};
@@ -70,6 +70,7 @@ PyMODINIT_FUNC PyInit__ckernel(void)
         return NULL;
     if (PyModule_AddIntConstant(m, "MPI_VERSION", MPI_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "MPI_SUBVERSION", MPI_SUBVERSION) < 0 ||
+        PyModule_AddIntConstant(m, "COLLECTIVE_PER_CALL", 1) < 0 ||
         PyModule_AddObject(m, "MAX_COUNT", PyLong_FromSsize_t(NP_MAX_COUNT)) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -113,7 +113,9 @@ def collective(
     datatype: Any,
     mpi_op: Any,
     iterations: int,
+    per_call: int = 0,
     /,
 ) -> float:
     """`iterations` calls of one collective (npmpi.coll.step.C_CODES) back to back, `count` items per
-    block; elapsed seconds."""
+    block; elapsed seconds. per_call: each call timed on its own and an untimed MPI_Barrier after
+    it, as OSU's loops; the sum of the calls' times."""

@@ -485,6 +485,17 @@ def test_collectives_run_every_op_checked_then_one_analysis(fakes):
     assert len(records(fakes, "launch")) == len(ops)  # nothing more started
 
 
+def test_collectives_at_several_rank_counts_and_tasks_per_node(fakes):
+    env = job_env(fakes, NPMPI_ARGS="--quick", SLURM_NTASKS="10", OPS="allreduce", RANKS="2,4", PER_NODE="4")
+    proc = run_script("collectives", env | {"FAKE_HOSTS": "n1 n2"}, fakes)
+    assert proc.returncode == 0, proc.stderr
+    (launch,) = records(fakes, "launch")
+    argv = launch["argv"]
+    assert argv[argv.index("--check") + 1 : argv.index("-o")] == ["--ranks", "2,4", "--per-node", "4"]
+    bad = run_script("collectives", job_env(fakes, RANKS="2;rm"), fakes)
+    assert bad.returncode == 2 and "RANKS: '2;rm' is not a list of rank counts" in bad.stderr
+
+
 def test_unknown_launcher_is_refused(fakes):
     proc = run_script("one-node", job_env(fakes, LAUNCHER="aprun"), fakes)
     assert proc.returncode == 2

@@ -213,6 +213,7 @@ def _main_reporting(argv: list[str] | None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from npmpi_analysis.numbers.analyse import analyse_run, run_label
+    from npmpi_analysis.numbers.collectives import series_runs
     from npmpi_analysis.outfiles import check_free, write_atomic
     from npmpi_analysis.report import summarise_alike
 
@@ -254,15 +255,16 @@ def _main(argv: list[str] | None) -> int:
             _error(str(exc))
             failed += 1
             continue
-        a = analyse_run(run, label, args.meter_delay)
+        for part, name in series_runs(run, label):  # a coll file: each op at each rank count
+            a = analyse_run(part, name, args.meter_delay)
+            a.problems[:0] = load_problems
+            for problem in summarise_alike(a.problems):
+                _error(problem)
+            if a.sizes == 0:
+                failed += 1
+                continue
+            analyses.append(a)
         del run
-        a.problems[:0] = load_problems
-        for problem in summarise_alike(a.problems):
-            _error(problem)
-        if a.sizes == 0:
-            failed += 1
-            continue
-        analyses.append(a)
     if not analyses:
         return 1
     from npmpi_analysis.numbers.ladder import relabel
@@ -361,9 +363,11 @@ def _print_text(analyses) -> None:
         _say(report.summary_text(a))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:
-        from npmpi_analysis.numbers.size_comparison import comparison_blocks
+        from npmpi_analysis.numbers.size_comparison import common_sizes, comparison_blocks
 
         _say(report.comparison_text(analyses))
+        if not common_sizes(analyses):  # a barrier's 0 B beside the others' sizes: nothing shared
+            return
         _say("\nper message size (sizes every run measured; ratios to the first run):")
         for k, (_title, headers, rows) in enumerate(comparison_blocks(analyses)):
             _say(("\n" if k else "") + report.render_table(headers, rows))

@@ -136,6 +136,15 @@ OPS = {
         CollOp("barrier", "Barrier", bus_factor=lambda n: 0.0, bus_factor_text="0 (no data)"),
     )
 }
+SIZE_MEANING = {
+    "allreduce": "bytes of the vector each rank gives (and receives)",
+    "reduce": "bytes of the vector each rank gives (root 0 receives the result)",
+    "bcast": "bytes root 0 sends to every rank",
+    "allgather": "bytes each rank gives (each receives ranks x size)",
+    "alltoall": "bytes each rank sends to each rank (each sends and receives ranks x size)",
+    "reduce_scatter": "bytes of the vector each rank gives (each receives size / ranks)",
+    "barrier": "none (a barrier moves no data)",
+}
 MAX_DEFAULT_SIZE = 1 << 20  # OSU's collectives: up to 1 MiB
 
 

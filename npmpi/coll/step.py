@@ -44,21 +44,53 @@ def _fault_size() -> int | None:
 
 
 class CollStep(GroupStep):
-    """One member's collective: `extra` is the kind's options (op, dtype, reduce_op, check, kernel)."""
+    """One member's collective: `extra` is the kind's options (op or ops, dtype, reduce_op, check,
+    kernel, iterations); `series` the (op, ranks) of each series (npmpi/coll/series.py), None: one,
+    extra["op"] on every rank of `comm`. Each rank count has its sub-communicator of the first ranks
+    of `comm` (built here: every rank of `comm` constructs its step)."""
 
-    def __init__(self, comm, extra: dict) -> None:
+    def __init__(self, comm, extra: dict, series: list[tuple[str, int]] | None = None) -> None:
         from mpi4py import MPI
 
-        self.comm, self.n, self.rank = comm, comm.Get_size(), comm.Get_rank()
-        self.op, self.reduce_op = OPS[extra["op"]], REDUCE_OPS[extra["reduce_op"]]
-        self.dtype = np.dtype(DTYPES[extra["dtype"]].numpy)
-        self.mpi_type = mpi_datatype(MPI, extra["dtype"], self.op.reduction)
+        self.whole = comm
+        self.series = series or [(extra["op"], comm.Get_size())]
+        self.subs = {}
+        for n in sorted({ranks for _, ranks in self.series}):
+            if n == comm.Get_size():
+                self.subs[n] = comm
+                continue
+            sub = comm.Split(0 if comm.Get_rank() < n else MPI.UNDEFINED, comm.Get_rank())
+            self.subs[n] = None if sub == MPI.COMM_NULL else sub
+        self.reduce_op = REDUCE_OPS[extra["reduce_op"]]
+        self.dtype_name, self.dtype = extra["dtype"], np.dtype(DTYPES[extra["dtype"]].numpy)
         self.mpi_op = getattr(MPI, self.reduce_op.mpi)
         self.verifies = bool(extra["check"])
         self.kernel = extra.get("kernel", "python")
+        self.osu = extra.get("iterations", "target-time") == "osu"
         self.corrupt_at = _fault_size()
+        mine = [i for i, (_, ranks) in enumerate(self.series) if self.subs[ranks] is not None]
+        if mine:  # a rank beyond every count of --ranks only waits
+            self.select(mine[0])
+
+    def select(self, series: int) -> None:
+        """Series `series`: its op on its rank count's communicator (this rank is one of its ranks)."""
+        from mpi4py import MPI
+
+        op, ranks = self.series[series]
+        self.comm = self.subs[ranks]
+        self.n, self.rank = self.comm.Get_size(), self.comm.Get_rank()
+        self.op = OPS[op]
+        self.mpi_type = mpi_datatype(MPI, self.dtype_name, self.op.reduction)
         self.size = 0
         self.set_size(0)
+
+    def warmup(self, size: int, iterations: int) -> int:
+        """OSU's skipped calls with --iterations osu, else a tenth of a trial."""
+        if self.osu:
+            from npmpi.coll.series import osu_counts
+
+            return osu_counts(size)[1]
+        return super().warmup(size, iterations)
 
     def set_size(self, size: int) -> None:
         op, n, dt = self.op, self.n, self.dtype
@@ -102,8 +134,17 @@ class CollStep(GroupStep):
                 self.mpi_type,
                 self.mpi_op,
                 iterations,
+                int(self.osu),
             )
         call = self.call
+        if self.osu:  # as OSU: each call timed on its own, a barrier after it, untimed
+            barrier, clock, total = self.comm.Barrier, time.perf_counter, 0.0
+            for _ in range(iterations):
+                start = clock()
+                call()
+                total += clock() - start
+                barrier()
+            return total
         start = time.perf_counter()
         for _ in range(iterations):
             call()

@@ -27,6 +27,8 @@ from npmpi.sweep.watchdog import WARMUP, Progress
 
 MAX_ITERATIONS = 1_000_000_000
 PROBE_ITERATIONS = 20  # the first size's iterations come from this many untimed-then-timed steps
+COMMAND_POLL_S = 0.001  # serve_group(quiet=True)'s sleep between looks for rank 0's next command
+SERIES_SHIFT = 40  # a kind's series index rides in CMD_SIZE's trials field, above the integrity bit
 
 
 class GroupStep:
@@ -45,6 +47,13 @@ class GroupStep:
     def check(self) -> bool:
         """Whether the last step's results are right (after the trials, untimed)."""
         return True
+
+    def select(self, series: int) -> None:
+        """Measure series `series` of a kind that has several (npmpi/coll/series.py); by default one."""
+
+    def warmup(self, size: int, iterations: int) -> int:
+        """Untimed steps before a size's trials."""
+        return warmup_iterations(iterations)
 
 
 @dataclass
@@ -71,6 +80,8 @@ class GroupCoordinator:
         self.driver = SizeDriver(comm, self.others, self.others, self.progress, stop)
         self.watched = self.others[0] if self.others else 0  # the rank named while rank 0 is in a trial
         self.state = "between"  # "trials" while the members wait for a go: release() abandons the size
+        self.series = 0  # the series measured (a kind with several: npmpi/coll/series.py)
+        self.watchdog = None  # the recording's StallWatchdog, once it has one
         stop.transmitter = self
 
     def _iterations(self, prev_s: float) -> int:
@@ -110,9 +121,9 @@ class GroupCoordinator:
     def measure_size(self, size: int, iterations: int) -> SizeResult | None:
         """All trials of one size; None when a stop request abandoned it."""
         opts = self.opts
-        warm = warmup_iterations(iterations)
+        warm = self.step.warmup(size, iterations)
         self.progress.at(size, WARMUP, self.watched, warm)
-        self.driver.start_size(size, iterations, opts.trials)
+        self.driver.start_size(size, iterations, opts.trials | self.series << SERIES_SHIFT)
         self.step.set_size(size)
         with self.stop.timed():
             self.step.run(warm)
@@ -161,14 +172,20 @@ class GroupCoordinator:
         return True
 
 
-def serve_group(comm, step: GroupStep, stop: StopFlag) -> int:
+def serve_group(comm, step: GroupStep, stop: StopFlag, quiet: bool = False) -> int:
     """A member other than rank 0: each size's trials as rank 0 commands them, the idle baselines,
-    until the stop; returns the exit code rank 0 sends."""
+    until the stop; returns the exit code rank 0 sends. `quiet`: wait for each command without
+    spinning a core in a blocking receive (a member that sits out a series of a coll run)."""
     from npmpi.power.baseline import take_part
 
     ctrl = np.zeros(4, dtype=np.int64)
     while True:
-        comm.Recv(ctrl, 0, CTRL_TAG)
+        if quiet:
+            req = comm.Irecv(ctrl, 0, CTRL_TAG)
+            while not req.Test():
+                time.sleep(COMMAND_POLL_S)
+        else:
+            comm.Recv(ctrl, 0, CTRL_TAG)
         cmd, size, iterations, trials = (int(x) for x in ctrl)
         if cmd == CMD_STOP:
             return size  # the exit code travels in the size field
@@ -177,8 +194,9 @@ def serve_group(comm, step: GroupStep, stop: StopFlag) -> int:
             if code is not None:
                 return code
             continue
+        step.select(trials >> SERIES_SHIFT)
         step.set_size(size)
-        step.run(warmup_iterations(iterations))
+        step.run(step.warmup(size, iterations))
         span = cputime.CpuSpan()
         times = member_trials(comm, trials & 0xFFFFFFFF, lambda: step.run(iterations))  # noqa: B023
         cpu = span.stop()

@@ -89,6 +89,11 @@ class GroupKind(Kind):
         """The kind's root attributes besides the shared ones (none by default)."""
         return {}
 
+    def coordinator(self, recording: GroupRecording, step: GroupStep) -> GroupCoordinator:
+        """Rank 0's side of the sizes (a kind with series of its own gives its own)."""
+        r = recording
+        return GroupCoordinator(r.comm, list(r.layout.groups[0]), step, r.opts, r.stop, r.on_row)
+
     def record(self, MPI, comm, opts: GroupOptions, argv: list[str], agreed, stop) -> int:
         return GroupRecording(self, MPI, comm, opts, argv, agreed, stop).run()
 
@@ -160,9 +165,7 @@ class GroupRecording(FileRecording):
         opts, layout, console = self.opts, self.layout, self.console
         attrs = self.file_attrs()
         members = list(layout.groups[0])
-        self.coordinator = GroupCoordinator(
-            self.comm, members, self.kind.step(opts, self.agreed), opts, self.stop, self.on_row
-        )
+        self.coordinator = self.kind.coordinator(self, self.kind.step(opts, self.agreed))
         self.writer = RunWriter(
             self.output,
             attrs,
@@ -190,14 +193,16 @@ class GroupRecording(FileRecording):
                 ):
                     console.note(line)
         self.writer.set_attrs(stall_timeout_s=opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
-        with StallWatchdog(
+        watchdog = StallWatchdog(
             self.coordinator.progress,
             opts.stall_timeout_s,
             list(layout.hosts),
             {},
             self.stalled,
             tuple(members),
-        ):
+        )
+        self.coordinator.watchdog = watchdog  # a kind's series may narrow the group it names
+        with watchdog:
             outcome = self.coordinator.run()
         if self.collector is not None:
             final_power(

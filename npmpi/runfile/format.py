@@ -19,7 +19,7 @@ LAYOUT_BASELINE_CPU = "baseline_cpu_s"
 BASELINE_COLUMNS = ("before", "after")
 
 # root attributes holding JSON: parsed by readers, never shown as text
-JSON_ATTRS = ("options_json", "protocol_settings")
+JSON_ATTRS = ("options_json", "protocol_settings", "coll_series_json")
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
@@ -133,3 +133,6 @@ class SizeResult:
     cpu_system_s: list[float] | None = None
     cpu_wall_s: list[float] | None = None
     cpu_runqueue_wait_s: list[float] | None = None
+    # a kind's own per-row integers (/pingpong/NAME, int64, -1 in rows before the first that has it),
+    # such as a coll file's series index
+    row_columns: dict[str, int] | None = None

@@ -57,6 +57,9 @@ class PingPong:
     buffer_huge_page_bytes: np.ndarray | None = None  # [n] (format 1.3; -1 unknown), else None
     cpu: CpuTimes | None = None  # each measuring rank's CPU time per size (1.7's cpu_*_s), else None
     member_trial_s: np.ndarray | None = None  # [n, members, trials]: a group kind's (format 1.8), else None
+    coll_series: np.ndarray | None = (
+        None  # [n]: a coll file's series index (root coll_series_json), else None
+    )
 
     def __len__(self) -> int:
         return len(self.size_bytes)
@@ -452,28 +455,34 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
     pp = PingPong(**data)
     pp.pair_trial_s = _per_trial_rows(g, "pair_trial_s", p, n, pp.trial_s.shape[1])
     pp.member_trial_s = _per_trial_rows(g, "member_trial_s", p, n, pp.trial_s.shape[1])
-    ds = _member(
-        g, "buffer_huge_page_bytes", p, "/pingpong/buffer_huge_page_bytes", dataset=True, required=False
-    )
-    if ds is not None:
-        if len(ds.shape) != 1 or ds.dtype.kind not in "iu" or ds.shape[0] < n:
-            raise RunFileError(
-                f"{p}: /pingpong/buffer_huge_page_bytes has an unexpected shape {ds.shape} or type"
-            )
-        pp.buffer_huge_page_bytes = np.asarray(
-            _read_rows(ds, n, p, "/pingpong/buffer_huge_page_bytes"), dtype=np.int64
-        )
+    pp.buffer_huge_page_bytes = _row_ints(g, "buffer_huge_page_bytes", p, n)
+    pp.coll_series = _row_ints(g, "coll_series", p, n)
     _check_values(p, pp)
     pp.cpu = read_cpu(g, p, n, notices, _read_rows)
     return pp
 
 
+def _row_ints(g, name: str, p: Path, n: int) -> np.ndarray | None:
+    """An optional per-row integer dataset of /pingpong, its first n rows (None: absent)."""
+    where = f"/pingpong/{name}"
+    ds = _member(g, name, p, where, dataset=True, required=False)
+    if ds is None:
+        return None
+    if len(ds.shape) != 1 or ds.dtype.kind not in "iu" or ds.shape[0] < n:
+        raise RunFileError(f"{p}: {where} has an unexpected shape {ds.shape} or type")
+    return np.asarray(_read_rows(ds, n, p, where), dtype=np.int64)
+
+
 def _check_values(p: Path, pp: PingPong) -> None:
     if len(pp) == 0:
         return
-    # 0 B: a run's first size with -l 0, or a group kind's step that moves no data (a barrier)
+    # 0 B: a run's first size with -l 0, or a group kind's step that moves no data (a barrier: in a
+    # coll file of several series, any series' only size)
     lone_zero = len(pp) == 1 and pp.member_trial_s is None
-    if np.any(pp.size_bytes[1:] < 1) or pp.size_bytes[0] < (1 if lone_zero else 0):
+    if pp.coll_series is not None:
+        if np.any(pp.size_bytes < 0):
+            raise RunFileError(f"{p}: /pingpong/size_bytes holds negative sizes")
+    elif np.any(pp.size_bytes[1:] < 1) or pp.size_bytes[0] < (1 if lone_zero else 0):
         raise RunFileError(f"{p}: /pingpong/size_bytes holds sizes below 1 byte (0 B only first, with -l 0)")
     if np.any(pp.iterations < 1):
         raise RunFileError(f"{p}: /pingpong/iterations holds values below 1")

@@ -244,7 +244,19 @@ class RunWriter:
             self._append_per_trial(n, "member_trial_s", self.members, result.member_trial_s)
         if result.cpu_ranks is not None:
             self._append_cpu(n, result)
+        for name, value in (result.row_columns or {}).items():
+            self._append_row_column(n, name, value)
         self._file.attrs["sizes_completed"] = n + 1
+
+    def _append_row_column(self, n: int, name: str, value: int) -> None:
+        """Row n of a kind's per-row int64 dataset /pingpong/NAME, created at its first row (-1 before)."""
+        pp = self._h("pingpong")
+        if name not in pp:
+            pp.create_dataset(
+                name, data=np.full(n, -1, dtype=np.int64), maxshape=(None,), chunks=(256,), **CHECKSUM
+            )
+        ds, _ = self._grow(f"pingpong/{name}", 1)
+        ds[n] = value
 
     def _append_per_trial(self, n: int, name: str, count: int, rows: list[list[float]] | None) -> None:
         """Row n of a [size, K, trial] dataset of /pingpong (NaN where a trial did not run)."""

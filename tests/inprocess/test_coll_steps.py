@@ -87,3 +87,28 @@ def test_without_check_nothing_is_compared(monkeypatch):
         OPS["allreduce"], REDUCE_OPS["sum"], WORLD.Get_rank(), WORLD.Get_size(), 16, np.dtype("i4")
     )
     assert np.array_equal(step.recv, want)  # and left as the op gave it
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_series_run_on_the_first_ranks_each_call_timed_as_osu(kernel):
+    """A step of three series (allreduce on the first 2 ranks, then on 4, alltoall on 2): each
+    rank selects only the series it is in, its result right on its sub-communicator; with
+    --iterations osu every call is timed with a barrier after it, so a trial's time is below its
+    wall-clock span, and the warm-up is OSU's skip."""
+    import time
+
+    series = [("allreduce", 2), ("allreduce", 4), ("alltoall", 2)]
+    extra = {"op": "allreduce", "dtype": "int32", "reduce_op": "sum", "kernel": kernel, "check": True}
+    step = CollStep(WORLD, {**extra, "iterations": "osu"}, series)
+    verdicts = []
+    for index, (_, n) in enumerate(series):
+        ok = True
+        if WORLD.Get_rank() < n:
+            step.select(index)
+            assert step.n == n and step.warmup(64, 1000) == 100 and step.warmup(16384, 100) == 10
+            step.set_size(64)
+            start = time.perf_counter()
+            seconds = step.run(20)
+            ok = step.check() and 0 < seconds < time.perf_counter() - start
+        verdicts.append(all(WORLD.allgather(ok)))
+    assert verdicts == [True, True, True]

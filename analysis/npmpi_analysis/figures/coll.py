@@ -16,16 +16,33 @@ def _name(a) -> str:
     return f"{a.label}: {attrs.get('coll_op', '?')}, {attrs.get('coll_ranks', '?')} ranks"
 
 
+def collective_plots(runs: list) -> list[Plot | None]:
+    """The `collectives` figure; when the files hold several ops at several rank counts, one such
+    figure per rank count (collectives_Nranks), one line per op."""
+    coll = [a for a in runs if a.coll is not None]
+    ops = {str(a.attrs.get("coll_op", "")) for a in coll}
+    counts = sorted({int(a.attrs.get("coll_ranks", 0)) for a in coll})
+    if len(ops) < 2 or len(counts) < 2:
+        return [plot_collectives(runs)]
+    out = []
+    for n in counts:
+        plot = plot_collectives([a for a in coll if int(a.attrs.get("coll_ranks", 0)) == n])
+        if plot is not None:
+            plot.name = f"collectives_{n}ranks"
+        out.append(plot)
+    return out
+
+
 def plot_collectives(runs: list) -> Plot | None:
-    """Top: OSU's average latency across ranks (the band: least to largest rank's). Middle: busbw.
-    Bottom: energy per operation ± σ. None without a coll file that has a size above 0 B."""
+    """From the top: OSU's average latency across ranks (the band: least to largest rank's), busbw,
+    energy per operation ± σ, pJ per bus bit ± σ. None without a coll file that has a size above 0 B."""
     runs = [a for a in runs if a.coll is not None and np.any(a.bw.size_bytes > 0)]
     if not runs:
         return None
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(FIGSIZE[0], FIGSIZE[1] * 1.8))
-    top, middle, bottom = fig.subplots(3, 1, sharex=True)
+    fig = Figure(figsize=(FIGSIZE[0], FIGSIZE[1] * 2.3))
+    top, middle, bottom, per_bit = fig.subplots(4, 1, sharex=True)
     fig.subplots_adjust(left=0.12, right=0.95, bottom=0.06, top=0.93, hspace=0.08)
     caveats = set()
     for i, a in enumerate(runs):
@@ -40,6 +57,9 @@ def plot_collectives(runs: list) -> Plot | None:
         if c.energy_per_op_j is not None:
             bottom.errorbar(x[keep], c.energy_per_op_j[keep] * 1e6, yerr=c.energy_per_op_sigma_j[keep] * 1e6,
                             fmt="o-", ms=3, capsize=2, color=color, label=_name(a))  # fmt: skip
+            bus = keep & np.isfinite(c.energy_pj_bus_bit)
+            per_bit.errorbar(x[bus], c.energy_pj_bus_bit[bus], yerr=c.energy_sigma_pj_bus_bit[bus],
+                             fmt="o-", ms=3, capsize=2, color=color, label=_name(a))  # fmt: skip
             caveats.add(a.caveat)
     top.set_yscale("log")
     top.set_ylabel("avg latency (µs)")
@@ -47,12 +67,14 @@ def plot_collectives(runs: list) -> Plot | None:
     middle.set_ylabel("busbw (Gbit/s)")
     bottom.set_yscale("log")
     bottom.set_ylabel("energy per operation (µJ)")
-    size_axis(bottom, [a.bw.size_bytes for a in runs])
-    bottom.set_xlabel("message size per rank (bytes)")
+    per_bit.set_yscale("log")
+    per_bit.set_ylabel("energy per bus bit (pJ)")
+    size_axis(per_bit, [a.bw.size_bytes for a in runs])
+    per_bit.set_xlabel("message size per rank (bytes)")
     top.set_title(
         "Collectives: OSU's latency across ranks, nccl-tests' busbw, energy of one operation", fontsize=10
     )
-    for ax in (top, middle, bottom):
+    for ax in (top, middle, bottom, per_bit):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="best")
     return Plot(
@@ -60,15 +82,15 @@ def plot_collectives(runs: list) -> Plot | None:
         fig,
         "Per message size: the mean over the ranks of each rank's time per operation (band: the least "
         "and largest rank's), the bus bandwidth (algbw x the op's factor), and the energy of one "
-        "operation (every node's power x the slowest rank's time per operation) ± σ. A barrier (0 B) "
-        "is not drawn here.",
+        "operation (every node's power x the slowest rank's time per operation) ± σ, and the energy per "
+        "bit each rank's link carries (every node's power / busbw) ± σ. A barrier (0 B) is not drawn here.",
         "; ".join(sorted(c for c in caveats if c)),
     )
 
 
 def plot_energy_vs_ranks(runs: list) -> Plot | None:
     """Energy per operation against the rank count: for each op measured at two rank counts or more,
-    one line per size they share. None otherwise."""
+    one line per size they share (the smallest, a middle and the largest). None otherwise."""
     by_op: dict[str, list] = {}
     for a in runs:
         if a.coll is not None and a.coll.energy_per_op_j is not None:
@@ -78,8 +100,9 @@ def plot_energy_vs_ranks(runs: list) -> Plot | None:
         files = sorted(files, key=lambda a: int(a.attrs.get("coll_ranks", 0)))
         if len({int(a.attrs.get("coll_ranks", 0)) for a in files}) < 2:
             continue
-        shared = set.intersection(*(set(a.bw.size_bytes.tolist()) for a in files))
-        for size in sorted(shared):
+        shared = sorted(set.intersection(*(set(a.bw.size_bytes.tolist()) for a in files)))
+        # the smallest, a middle and the largest size: every size would hide the lines
+        for size in sorted({shared[0], shared[len(shared) // 2], shared[-1]} if shared else set()):
             ranks, joules, sigma = [], [], []
             for a in files:
                 k = int(np.flatnonzero(a.bw.size_bytes == size)[0])

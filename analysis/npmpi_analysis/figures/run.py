@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from npmpi.core.units import format_size_bytes
-from npmpi_analysis.figures.coll import plot_collectives, plot_energy_vs_ranks
+from npmpi_analysis.figures.coll import collective_plots, plot_energy_vs_ranks
 from npmpi_analysis.figures.cpu import plot_cpu_cost
 from npmpi_analysis.figures.fabric import plot_energy_parts
 from npmpi_analysis.figures.render import FIGSIZE, Plot
@@ -459,12 +459,12 @@ def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
         plot_energy_rate(runs),
         plot_energy_per_bit(runs),
         plot_cpu_cost(runs),
-        plot_collectives(runs),
+        *collective_plots(runs),
         plot_energy_vs_ranks(runs),
     ]
     for a in runs:
         out += [
-            plot_scaled(a, several),
+            plot_scaled(a, several) if np.any(a.bw.size_bytes > 0) else None,
             plot_iterations(a, several),
             plot_power_time(a, several),
             plot_power_nodes(a, several),

@@ -60,6 +60,85 @@ def is_coll(attrs: dict) -> bool:
     return str(attrs.get("kind", "")) == KIND_COLL
 
 
+SERIES_ATTRS = {  # coll_series_json's keys -> the attributes of a file of that one series
+    "op": "coll_op",
+    "ranks": "coll_ranks",
+    "mpi_function": "coll_mpi_function",
+    "algbw_bytes_factor": "coll_algbw_bytes_factor",
+    "bus_factor": "coll_bus_factor",
+    "bus_factor_formula": "coll_bus_factor_formula",
+    "size_meaning": "coll_size_meaning",
+}
+
+
+def series_table(attrs: dict) -> list[dict] | None:
+    """A coll file's series (root coll_series_json), None without one or when it is not a list of
+    objects."""
+    import json
+
+    text = attrs.get("coll_series_json")
+    if not isinstance(text, str):
+        return None
+    try:
+        table = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    ok = isinstance(table, list) and all(isinstance(row, dict) for row in table)
+    return table if ok and table else None
+
+
+def series_runs(run, label: str) -> list[tuple]:
+    """A coll file as one (run, label) per series (each op at each rank count), every row of a series
+    with its own factors, the members beyond its ranks left out; the file itself when it has one
+    series or none. A series' power is every node's over its own rows' trials (numbers/node_power)."""
+    from dataclasses import replace
+
+    from npmpi.core.safetext import shown_attrs
+
+    pp = run.pingpong
+    table = series_table(run.attrs) if is_coll(run.attrs) else None
+    if table is None or pp.coll_series is None:
+        return [(run, label)]
+    out = []
+    for index, row in enumerate(table):
+        keep = pp.coll_series == index
+        if not keep.any():
+            continue
+        extra = {SERIES_ATTRS[k]: v for k, v in row.items() if k in SERIES_ATTRS}
+        extra["bytes_per_iteration_factor"] = extra.get("coll_algbw_bytes_factor", 1)
+        attrs = {**run.attrs, **shown_attrs(extra), "coll_series": index}
+        part = replace(run, attrs=attrs, pingpong=_rows(pp, keep, row.get("ranks")))
+        name = (
+            label
+            if len(table) == 1
+            else f"{label}-{attrs.get('coll_op', index)}-{attrs.get('coll_ranks', '')}"
+        )
+        out.append((part, name))
+    return out or [(run, label)]
+
+
+def _rows(pp, keep: np.ndarray, ranks):
+    """The rows `keep` of /pingpong, the per-member times of the series' first `ranks` members."""
+    from dataclasses import fields, replace
+
+    out = {}
+    for f in fields(pp):
+        value = getattr(pp, f.name)
+        if isinstance(value, np.ndarray) and value.ndim >= 1 and len(value) == len(keep):
+            out[f.name] = value[keep]
+    if pp.member_trial_s is not None and isinstance(ranks, int) and ranks > 0:
+        out["member_trial_s"] = pp.member_trial_s[keep][:, :ranks]
+    if pp.cpu is not None:  # its columns in member order (npmpi/coll/coordinator.py): the first `ranks`
+        cpu = pp.cpu
+        cols = slice(ranks) if isinstance(ranks, int) and 0 < ranks <= len(cpu.ranks) else slice(None)
+        out["cpu"] = replace(
+            cpu,
+            ranks=cpu.ranks[cols],
+            **{f.name: getattr(cpu, f.name)[keep][:, cols] for f in fields(cpu) if f.name != "ranks"},
+        )
+    return replace(pp, **out)
+
+
 def osu_latency_s(member_trial_s: np.ndarray | None, iterations: np.ndarray, n: int):
     """(avg, min, max) across ranks of each rank's mean time per operation; NaN without member times."""
     if member_trial_s is None or member_trial_s.ndim != 3 or member_trial_s.shape[0] != n:
@@ -134,6 +213,8 @@ def _add_energy(c: CollFigures, power, bw: Bandwidth) -> None:
 def size_columns(c: CollFigures, k: int) -> dict:
     """A size's coll columns (CSV/JSON): OSU's latencies replace the rows' trial-based ones."""
     row = {
+        "coll_op": str(c.attrs.get("coll_op", "")),
+        "coll_ranks": int(c.attrs.get("coll_ranks", 0) or 0),
         "latency_avg_s": float(c.latency_avg_s[k]),
         "latency_min_s": float(c.latency_min_s[k]),
         "latency_max_s": float(c.latency_max_s[k]),
@@ -170,6 +251,8 @@ SUMMARY_ATTRS = (
     "coll_bus_factor",
     "coll_bus_factor_formula",
     "coll_checked",
+    "coll_iterations",
+    "coll_per_node",
 )
 
 

@@ -1,0 +1,87 @@
+"""Rank 0's side of a coll run: every series (npmpi/coll/series.py) in turn, each size as a group
+kind's (npmpi/kinds/group.py), on the first N measuring ranks of the series.
+
+The members of a series receive its sizes' commands, with the series' index (they select its op and
+sub-communicator); the other members wait for rank 0's next command, taking no part. Each row is
+stored with its series' index (/pingpong/coll_series) and with every member's place in the per-member
+datasets (NaN for a member not in the series), so a row's columns always name the same ranks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from npmpi.coll.series import Series, osu_counts
+from npmpi.kinds.group import PROBE_ITERATIONS, GroupCoordinator, GroupOutcome
+from npmpi.runfile.format import CPU_DATASETS
+from npmpi.sweep.driver import SizeDriver
+
+
+class CollCoordinator(GroupCoordinator):
+    """GroupCoordinator over the series; `recording` is rank 0's GroupRecording."""
+
+    def __init__(self, recording, step, series: list[Series]) -> None:
+        r = recording
+        members = sorted(r.layout.groups[0])  # the group communicator's order: world ranks
+        super().__init__(r.comm, members, step, r.opts, r.stop, r.on_row)
+        self.all_members, self.all_idle = list(members), list(self.idle)
+        self.plan, self.console = series, r.console
+        self.osu = r.opts.extra.get("iterations") == "osu"
+
+    def enter(self, index: int, series: Series) -> None:
+        """Series `index` from its first size: its members, the others idle until the next."""
+        self.series = index
+        self.step.select(index)
+        self.members = self.all_members[: series.ranks]
+        self.others = self.members[1:]
+        self.idle = self.all_idle + self.all_members[series.ranks :]
+        self.driver = SizeDriver(self.comm, self.others, self.others, self.progress, self.stop)
+        self.watched = self.others[0]
+        if self.watchdog is not None:  # inside a step rank 0 waits for this series' members only
+            self.watchdog.group = tuple(self.members)
+        self.console.factor = series.table_row()["algbw_bytes_factor"]
+        if len(self.plan) > 1:
+            self.console.note(f"{series.op} on {series.ranks} ranks: {len(series.sizes)} sizes")
+
+    def size_iterations(self, size: int, prev_s: float) -> int:
+        if self.osu:
+            return osu_counts(size)[0]
+        return PROBE_ITERATIONS if prev_s == 0.0 else self._iterations(prev_s)
+
+    def run(self) -> GroupOutcome:
+        """Every series' sizes until done or stopped."""
+        outcome = GroupOutcome()
+        abandoned = False
+        for index, series in enumerate(self.plan):
+            if self.stop or abandoned:
+                break
+            self.enter(index, series)
+            prev_s = 0.0
+            for size in series.sizes:
+                if self.stop:
+                    break
+                iterations = self.size_iterations(size, prev_s)
+                row = self.measure_size(size, iterations)
+                if row is None:
+                    abandoned = True
+                    break
+                self.spread(row, index)
+                self.on_row(len(outcome.rows), row)
+                outcome.rows.append(row)
+                prev_s = min(row.trial_s) / iterations
+        if self.stop:
+            outcome.status = "interrupted"
+            outcome.message = f"{self.stop.name} received; stopped after {len(outcome.rows)} sizes"
+            outcome.exit_code = 128 + int(self.stop.signum or 0)
+        return outcome
+
+    def spread(self, row, index: int) -> None:
+        """The row's series, and its CPU figures in every member's place (NaN: not in the series)."""
+        row.row_columns = {"coll_series": index}
+        if row.cpu_ranks is None:
+            return
+        where = {rank: i for i, rank in enumerate(row.cpu_ranks)}
+        for name in CPU_DATASETS:
+            values = getattr(row, name) or []
+            setattr(row, name, [values[where[r]] if r in where else math.nan for r in self.all_members])
+        row.cpu_ranks = list(self.all_members)
