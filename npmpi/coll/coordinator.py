@@ -70,9 +70,7 @@ class CollCoordinator(GroupCoordinator):
                 outcome.rows.append(row)
                 prev_s = min(row.trial_s) / iterations
         if self.stop:
-            outcome.status = "interrupted"
-            outcome.message = f"{self.stop.name} received; stopped after {len(outcome.rows)} sizes"
-            outcome.exit_code = 128 + int(self.stop.signum or 0)
+            self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome
 
     def spread(self, row, index: int) -> None:

@@ -67,6 +67,13 @@ class StopFlag:
         yield
         self.timing = False
 
+    def mark_interrupted(self, outcome, said: str) -> None:
+        """An outcome that a stop signal ended: status `interrupted`, message "SIGNAL received" and
+        `said`, exit code 128 + the signal's number."""
+        outcome.status = "interrupted"
+        outcome.message = f"{self.name} received{said}"
+        outcome.exit_code = 128 + int(self.signum or 0)
+
     def set(self, signum: int, name: str) -> None:
         """Record the first stop signal."""
         self.signum, self.name = signum, name

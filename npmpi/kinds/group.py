@@ -107,9 +107,7 @@ class GroupCoordinator:
             self.on_row(index, row)
             prev_s = min(row.trial_s) / iterations
         if self.stop:
-            outcome.status = "interrupted"
-            outcome.message = f"{self.stop.name} received; stopped after {len(outcome.rows)} sizes"
-            outcome.exit_code = 128 + int(self.stop.signum or 0)
+            self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome
 
     def _trial(self, iterations: int) -> tuple[float, float, float]:

@@ -81,9 +81,7 @@ class MapCoordinator:
                 break
         self.progress.label = "a suspect's re-measurement (--confirm)"
         if self.stop:
-            outcome.status = "interrupted"
-            outcome.message = f"{self.stop.name} received; stopped after {outcome.rounds} rounds"
-            outcome.exit_code = 128 + int(self.stop.signum or 0)
+            self.stop.mark_interrupted(outcome, f"; stopped after {outcome.rounds} rounds")
         return outcome
 
     def measure_round(self, size: int, pairs: list[tuple[int, int]], trials: int = 0):
@@ -372,9 +370,7 @@ class MapRecording(FileRecording):
             list(self.agreed.extra["names"]),
         )
         if self.stop:
-            outcome.status = "interrupted"
-            outcome.message = f"{self.stop.name} received while suspects were measured again"
-            outcome.exit_code = 128 + int(self.stop.signum or 0)
+            self.stop.mark_interrupted(outcome, " while suspects were measured again")
 
     def _watched(self):
         return self.coordinator.progress if self.coordinator is not None else None

@@ -81,9 +81,7 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
         if collector.lost and outcome.status == "complete":  # a frozen power rank, gone on without
             outcome.message = collector.lost_message()
         if stop:  # a stop signal during that baseline: the file says so, though every size was measured
-            outcome.status = "interrupted"
-            outcome.message = f"{stop.name} received during the idle baseline after the sweep"
-            outcome.exit_code = 128 + int(stop.signum or 0)
+            stop.mark_interrupted(outcome, " during the idle baseline after the sweep")
     fabric = fabric_info(power_nodes)
     store_offsets(writer, collector.clock_offsets(), "end", fabric[0] if fabric else None)
 

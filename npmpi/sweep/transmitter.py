@@ -270,9 +270,7 @@ class Transmitter:
                 )
                 break
         if self.stop:
-            outcome.status = "interrupted"
-            outcome.message = f"{self.stop.name} received; stopped after {len(outcome.rows)} sizes"
-            outcome.exit_code = 128 + int(self.stop.signum or 0)
+            self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome
 
     def release(self, exit_code: int) -> bool:
