@@ -17,6 +17,7 @@ import numpy as np
 
 from npmpi.core.errors import RunFileError
 from npmpi.runfile import faults as faultlog
+from npmpi.runfile.conditions import Conditions, read_conditions
 from npmpi.runfile.cputimes import CpuTimes, read_cpu
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
@@ -57,6 +58,7 @@ class PingPong:
     buffer_huge_page_bytes: np.ndarray | None = None  # [n] (format 1.3; -1 unknown), else None
     cpu: CpuTimes | None = None  # each measuring rank's CPU time per size (1.7's cpu_*_s), else None
     member_trial_s: np.ndarray | None = None  # [n, members, trials]: a group kind's (format 1.8), else None
+    conditions: Conditions | None = None  # each measuring rank's frequency, throttling, NIC bytes per size
 
     def __len__(self) -> int:
         return len(self.size_bytes)
@@ -465,6 +467,7 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
         )
     _check_values(p, pp)
     pp.cpu = read_cpu(g, p, n, notices, _read_rows)
+    pp.conditions = read_conditions(g, p, n, notices, _read_rows)
     return pp
 
 
