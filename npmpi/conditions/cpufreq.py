@@ -24,16 +24,23 @@ MAX_IDLE_STATES = 32
 MAX_ZONES = 64
 
 
-def rank_cpu(root: Root) -> int:
-    """The core this thread runs on: its only one when bound to one, else the one it last ran on
-    (field 39 of /proc/thread-self/stat, under the root); -1 when neither says."""
+def pinned_cpu() -> int:
+    """The core this thread is bound to, -1 when it may run on several."""
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
         allowed = set()
-    if len(allowed) == 1:
-        return next(iter(allowed))
-    text = root.text("proc/thread-self/stat", 2048)
+    return next(iter(allowed)) if len(allowed) == 1 else -1
+
+
+def rank_cpu(stat: str = "/proc/thread-self/stat") -> int:
+    """The core this thread runs on: its only one when bound to one, else the one it last ran on
+    (field 39 of the thread's own stat: never under the root prefix, it is this process's); -1 when
+    neither says."""
+    pinned = pinned_cpu()
+    if pinned >= 0:
+        return pinned
+    text = Root("/").text(stat, 2048)
     if text and ")" in text:
         fields = text.rsplit(")", 1)[1].split()
         try:

@@ -29,21 +29,26 @@ class Probe:
 
     def __init__(self, root: Root | None = None, opener=None) -> None:
         self.root = root or Root()
-        self.cpu = cpufreq.rank_cpu(self.root)
+        self.cpu = cpufreq.pinned_cpu()  # -1: not bound to one core, each read asks where it runs
         found = cycles.open_cycles(self.root) if opener is None else cycles.open_cycles(self.root, *opener)
         self.cycles = found if isinstance(found, cycles.Cycles) else None
         self.no_cycles = found if isinstance(found, str) else ""
         self.counters = nic.find_counters(self.root)
         self.first_settings: dict | None = None
 
+    def core(self) -> int:
+        """The rank's core now: its bound one, else where it last ran (-1: not known)."""
+        return self.cpu if self.cpu >= 0 else cpufreq.rank_cpu()
+
     def source(self) -> tuple[str, str]:
         """(source of the frequency, reason when unknown)."""
         if self.cycles is not None:
             return self.cycles.source, ""
-        if cpufreq.cur_freq_hz(self.root, self.cpu) is not None:
+        core = self.core()
+        if cpufreq.cur_freq_hz(self.root, core) is not None:
             return SOURCE_CPUFREQ, ""
         why = "cpufreq gives no scaling_cur_freq for its core"
-        if self.cpu < 0:
+        if core < 0:
             why = "the rank's core is not known"
         return "unknown", f"unknown, because {self.no_cycles or 'no cycles counter was opened'} and {why}"
 
@@ -73,9 +78,9 @@ class ConditionSpan:
 
     def __init__(self, p: Probe | None = None) -> None:
         self.p = p if p is not None else probe()
+        self.cpu0 = self.p.core()
         if self.p.first_settings is None:
-            self.p.first_settings = cpufreq.settings(self.p.root, self.p.cpu)
-        self.cpu0 = cpufreq.rank_cpu(self.p.root) if self.p.cpu < 0 else self.p.cpu
+            self.p.first_settings = cpufreq.settings(self.p.root, self.cpu0)
         self.throttle0 = cpufreq.throttle_counts(self.p.root, self.cpu0)
         self.nic0 = nic.read_all(self.p.root, self.p.counters)
         self.marks = [_read_cycles(self.p)]
@@ -86,7 +91,7 @@ class ConditionSpan:
         if self.p.cycles is not None:
             self.marks.append(_read_cycles(self.p))
         else:
-            self.sampled.append(cpufreq.cur_freq_hz(self.p.root, self.cpu0))
+            self.sampled.append(cpufreq.cur_freq_hz(self.p.root, self.p.core()))  # an unbound rank moves
         return value
 
     def _frequency(self) -> tuple[float, float, float]:
@@ -107,7 +112,7 @@ class ConditionSpan:
     def stop(self) -> tuple[np.ndarray, dict]:
         """(COND_DATASETS' values, the rank's text: core, source, reason, counters, settings)."""
         self.lap()
-        cpu1 = cpufreq.rank_cpu(self.p.root) if self.p.cpu < 0 else self.p.cpu
+        cpu1 = self.p.core()
         throttle1 = cpufreq.throttle_counts(self.p.root, cpu1)
         same_core = cpu1 == self.cpu0
         throttled = [
