@@ -203,3 +203,28 @@ def test_the_root_prefix_comes_from_the_environment(tree, monkeypatch):
     assert Root().prefix == tree.root
     monkeypatch.delenv(paths.ROOT_ENV)
     assert str(Root().prefix) == "/"
+
+
+def test_a_reader_that_fails_is_a_recorded_unknown_not_the_end(tree, monkeypatch):
+    """A surprise in a reader (a bug, a kernel's odd file) leaves the size measured with its CPU time
+    and its conditions unknown, with the reason; the member still sends both."""
+    from npmpi.sweep import span as trialspan
+
+    def broken(*_a, **_k):
+        raise ValueError("odd sysfs")
+
+    monkeypatch.setattr(trialspan, "ConditionSpan", broken)
+    figures = trialspan.TrialSpan()
+    figures.lap()
+    got = figures.stop()
+    assert got.cpu.shape == (4,) and np.all(np.isnan(got.cond))
+    assert got.info["cpu_freq_reason"] == "unknown, because reading the conditions failed: odd sysfs"
+
+    class Halfway:
+        def lap(self):
+            raise OSError("gone")
+
+    monkeypatch.setattr(trialspan, "ConditionSpan", Halfway)
+    figures = trialspan.TrialSpan()
+    assert figures.lap("trial") == "trial"  # the trial's result passes through
+    assert "failed: gone" in figures.stop().info["cpu_freq_reason"]
