@@ -26,12 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from npmpi.core.safetext import shown
 from npmpi_analysis.numbers.compute import run_mode_factors
 
 FREQ_MOVED_FRACTION = 0.05  # 5 %: a core whose frequency moved more within one size is flagged
 WIRE_LOW = 0.5  # a crossing pair's NICs moved less than half its payload: it did not cross them
 WIRE_HIGH = 4.0  # more than 4 bytes on the wire per payload byte: far more than headers
 MOVED, THROTTLED = "frequency moved", "throttled"
+MAX_NODE_LINES = 4  # nodes the text summary names one by one (the rest in the JSON)
 SETTING_KEYS = (
     "governor",
     "scaling_min_freq_hz",
@@ -234,20 +236,22 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     if not cond:
         return []
     out = []
-    for node in cond["nodes"][:4]:
+    for node in cond["nodes"][:MAX_NODE_LINES]:
         out.append(f"  conditions on {node['host']}: {_setting_text(node['settings'])}")
         if node["changed"]:
             out.append(f"  conditions changed on {node['host']} during the run: {'; '.join(node['changed'])}")
         sources = sorted({(r["cpu_freq_source"], r["cpu_freq_reason"]) for r in node["ranks"]})
         for source, reason in sources:
             out.append(f"  core frequency on {node['host']}: {reason or source}")
+    if len(cond["nodes"]) > MAX_NODE_LINES:
+        out.append(f"  conditions of {len(cond['nodes']) - MAX_NODE_LINES} more node(s): see --json")
     flagged = cond["flagged_sizes"]
     if any(flagged.values()):
         out.append(
             f"  conditions flag: {flagged[MOVED]} size(s) whose core frequency moved more than "
             f"{cond['freq_moved_threshold_fraction']:.0%} within them, {flagged[THROTTLED]} that throttled"
         )
-    return out
+    return [shown(line) for line in out]  # the file's text: bounded, one printable line each
 
 
 TABLE_HEADERS = ["GHz", "conditions"]
