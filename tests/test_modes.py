@@ -47,7 +47,9 @@ def test_mode_options_defaults_and_values():
     [
         (["--mode", "ring"], "unknown mode"),
         (["--window", "8"], "only applies to --mode stream"),
-        (["--mode", "bidir", "--window", "8"], "only applies to --mode stream"),
+        (["--mode", "bidir", "--window", "8", "--async"], "--async does not combine with --mode bidir"),
+        (["--mode", "bidir", "--window", "8", "--protocol", "tcp"], "no windowed --mode bidir"),
+        (["--mode", "stream", "--buffers", "osu", "--cache-cold"], "--buffers osu does not combine"),
         (["--mode", "stream", "--window", "0"], "--window 0"),
         (["--mode", "stream", "--window", "x"], "invalid count"),
         (["--pairs", "0"], "at least 1 pair"),
@@ -71,6 +73,11 @@ def test_mode_factors():
     f = mode_factors("bidir", 1, 3)
     assert (f.bytes_per_iteration_factor, f.one_way_divisor(10)) == (6, 10)
     assert mode_factors("stream", 8, 2).bytes_per_iteration_factor == 16
+    # a window each way (osu_bibw): 2 w per pair, one way = t / (w i)
+    f = mode_factors("bidir", 64, 2)
+    assert (f.bytes_per_iteration_factor, f.one_way_divisor(10)) == (256, 640)
+    # a ping-pong has no window: the factors ignore one
+    assert mode_factors("pingpong", 8) == mode_factors("pingpong")
 
 
 def test_regions_cover_the_pool_without_overlap():
@@ -88,6 +95,13 @@ def test_regions_cover_the_pool_without_overlap():
     sp = pool_bytes("stream", 64, False, 0, largest)
     regions, stride = regions_for("stream", 64, False, sp, 1000)
     assert regions == 64 and stride == 1024
+    # a window each way: a region per message of the window too
+    assert regions_for("bidir", 64, False, pool_bytes("bidir", 64, False, 0, largest), 1000) == (64, 1024)
+    assert pool_bytes("bidir", 1, False, 0, largest) == largest
+    # --buffers osu: one region for the whole window, a pool of one message
+    assert pool_bytes("stream", 64, False, 0, largest, one_region=True) == largest
+    assert regions_for("stream", 64, False, largest, 1000, one_region=True) == (1, 0)
+    assert regions_for("bidir", 64, False, largest, 1000, one_region=True) == (1, 0)
 
 
 def test_modes_reach_the_loops_as_values_with_the_window_normalised_once():
@@ -97,6 +111,8 @@ def test_modes_reach_the_loops_as_values_with_the_window_normalised_once():
     for argv, name, window in (
         (["--mode", "bidir", "--cache-cold"], "bidir", 1),
         (["--mode", "stream", "--window", "8"], "stream", 8),
+        (["--mode", "bidir", "--window", "8"], "bidir", 8),
+        (["--mode", "bidir"], "bidir", 1),
         (["--async"], "pingpong", 1),
     ):
         loop = MessageLoop(parse_options([*argv, "-u", "4K"]), no_loops, transmitter=True)
@@ -104,6 +120,8 @@ def test_modes_reach_the_loops_as_values_with_the_window_normalised_once():
         assert loop.settings.mode is MODE_TABLE[name] and loop.settings.window == window
     with pytest.raises(ValueError, match="one message each way, not a window of 4"):
         TransferSettings(MODE_TABLE["pingpong"], 4)
+    with pytest.raises(ValueError, match="no --async variant"):
+        TransferSettings(MODE_TABLE["bidir"], 4, async_=True)
 
 
 def test_the_c_entries_take_the_window_as_given_and_refuse_one_outside_a_stream():
@@ -114,6 +132,9 @@ def test_the_c_entries_take_the_window_as_given_and_refuse_one_outside_a_stream(
     assert ckernel.memcpy_transfer(src, dst, 8, 3, "stream", 4, 4, 64, 0) >= 0
     with pytest.raises(ValueError, match="a window outside a stream"):
         ckernel.memcpy_transfer(src, dst, 8, 3, "pingpong", 4, 1, 0, 0)
+    comm = pytest.importorskip("mpi4py.MPI").COMM_SELF
+    with pytest.raises(ValueError, match="window"):
+        ckernel.transfer(comm, 0, src, dst, 8, 0, True, "pingpong", 4, False, 1, 0, 0)
     a, b = socket.socketpair()
     with a, b, pytest.raises(ValueError, match="window"):
         ckernel.tcp_transfer(a.fileno(), src, dst, 8, 0, True, "bidir", 4, 1, 0, 0)
@@ -203,6 +224,32 @@ def test_each_mode_with_two_ranks(npmpi_run, tmp_path, mode, kernel):
     assert not run.attrs["async"] and not run.attrs["cache_cold"]
     label = {"pingpong": "peak bandwidth", "stream": "one-way stream", "bidir": "both directions"}[mode]
     assert label in proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(MPI_TIMEOUT)
+def test_osu_bibw_window_and_buffers_in_a_launched_job(npmpi_run, tmp_path):
+    """--mode bidir --window 8 --buffers osu (osu_bibw as OSU runs it by default): the factors
+    (2 w bytes per iteration, one way t / (w i)) in the file and the console's figures, and the
+    arrangement said to be outside MPI's rules in the console, the file and the analysis."""
+    from npmpi_analysis.numbers.compute import mode_label
+
+    args = [*TINY, "--mode", "bidir", "--window", "8", "--buffers", "osu", "--kernel", "c"]
+    proc = npmpi_run([*args, "-o", "r.h5"], timeout=MPI_TIMEOUT)
+    run = load_run(tmp_path / "r.h5")
+    a = run.attrs
+    assert (a["bytes_per_iteration_factor"], a["one_way_divisor"], a["buffers"]) == (16, 8, "osu")
+    assert "outside MPI's rules" in a["buffers_note"] and "outside MPI's rules" in proc.stdout
+    assert "window 8 each way" in proc.stdout
+    label = mode_label(a)
+    assert "window 8 each way" in label and "OSU's -b single" in label
+    pp = run.pingpong
+    assert np.all(pp.data_verified) and set(pp.iterations.tolist()) == {6}  # windows
+    rows = [ln for ln in proc.stdout.splitlines() if " times --> " in ln]
+    for line, size, trials in zip(rows, pp.size_bytes, pp.trial_s, strict=True):
+        m = re.search(r"(\d+) bytes +(\d+) times --> +([\d.]+) Mbps in +([\d.]+) usec", line)
+        assert float(m[3]) == pytest.approx(16 * 6 * size * 8 / trials.min() / 2**20, rel=1e-3, abs=0.01)
+        assert float(m[4]) == pytest.approx(trials.min() / (8 * 6) * 1e6, rel=1e-3, abs=0.01)
 
 
 # every mode and kernel in two pairs: tests/inprocess/test_comm_sweeps.py::test_two_pairs_on_the_world;

@@ -83,11 +83,14 @@ def test_a_frozen_map_member_ends_the_map_with_one_line_and_a_failed_file(tmp_pa
 @pytest.mark.mpi
 @pytest.mark.timeout(90)
 def test_a_round_longer_than_the_stall_timeout_does_not_trip_it(tmp_path):
-    """One round of 2 trials of 0.6 s (about 2 s with its probe and warm-up) with --stall-timeout 1:
-    the bound follows the round (20 x its expected 3 s), not the floor."""
+    """One round of 2 trials of 0.6 s with --stall-timeout 1: the bound follows the round (20 x its
+    expected 3 s), not the floor. The reflector starts each trial 0.4 s late (fault injection), so
+    the round outlasts the floor whatever the probe made of a loaded machine (it may pick fewer
+    iterations than 0.6 s of an idle one)."""
     name = "slow-live-map.h5"
     args = ["map", "--per-rank", "--sizes", "1", "--trials", "2", "--target-time", "0.6", "--confirm", "0"]
-    with run_without_tripping([*args, "--stall-timeout", "1"], tmp_path, name, 60, 1.0) as f:
+    late = {"NPMPI_FAULT_MAP_TRIAL_DELAY": "1:0.4"}
+    with run_without_tripping([*args, "--stall-timeout", "1"], tmp_path, name, 60, 1.0, late) as f:
         assert float(np.nanmax(f["map/pair_window_s"][()])) > 1.0  # the round outlasted the floor
 
 

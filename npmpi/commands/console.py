@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from npmpi.core.buffers import OSU_NOTE
 from npmpi.core.safetext import printable
 from npmpi.core.units import format_size_iec, mbps_netpipe
 from npmpi.runfile.format import SizeResult
@@ -34,10 +35,13 @@ class Console:
         pairs = int(attrs.get("pairs", 1))
         self.factor = int(attrs.get("bytes_per_iteration_factor", 2))
         self.one_way_factor = int(attrs.get("one_way_divisor", 2))
-        self.bandwidth_label = mode.bandwidth_label + (f", aggregate of {pairs} pairs" if pairs > 1 else "")
-        self.latency_label = mode.latency_label
+        window = int(attrs.get("window", 1))
+        self.bandwidth_label = mode.labelled(mode.bandwidth_label, window) + (
+            f", aggregate of {pairs} pairs" if pairs > 1 else ""
+        )
+        self.latency_label = mode.labelled(mode.latency_label, window)
         mode_text = mode.describe(
-            int(attrs.get("window", 1)),
+            window,
             pairs,
             bool(attrs.get("async")),
             bool(attrs.get("cache_cold")),
@@ -75,6 +79,8 @@ class Console:
             f"{opts.trials} trials each, {reps}"
             + ("; --integrity: every message verified, timings not comparable" if opts.integrity else "")
         )
+        if opts.one_region and opts.messages_per_iteration > 1:
+            self._print(f"buffers: osu: {OSU_NOTE}")
         self._print(
             f"clock: {attrs['clock_name']}, resolution {attrs['clock_resolution_s']:.3g} s, "
             f"read cost {attrs['clock_read_cost_s'] * 1e9:.0f} ns"

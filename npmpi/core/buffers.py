@@ -8,7 +8,12 @@ so neither is left to an allocator's heuristics:
   from one long-lived buffer and receives into another, both sized for the largest message;
 - arrangement "netpipe" (NetPIPE's default "cache" mode): one buffer per message size, exactly as
   large as the message and 16 KiB-aligned, that the rank both sends from and receives into, so
-  the reflector sends back what it has just received.
+  the reflector sends back what it has just received;
+- arrangement "osu" (osu_bw's, osu_bibw's and osu_mbw_mr's default, their `-b single`): as
+  "separate", but every message of a window is sent from the one send buffer and received into
+  the one receive buffer, where "separate" gives each message of a window its own region (OSU's
+  `-b multiple`). Several receives pending into one buffer are outside MPI's rules; the window
+  then stays in cache, which is why OSU's published bandwidths are higher at mid sizes.
 
 Buffers are anonymous memory maps, as malloc gives for large blocks. Huge pages: "system" gives
 no advice (the kernel's transparent-huge-page policy decides, as for any application's buffers),
@@ -27,7 +32,13 @@ import numpy as np
 
 ARRANGEMENT_SEPARATE = "separate"
 ARRANGEMENT_NETPIPE = "netpipe"
-ARRANGEMENTS = (ARRANGEMENT_SEPARATE, ARRANGEMENT_NETPIPE)
+ARRANGEMENT_OSU = "osu"
+ARRANGEMENTS = (ARRANGEMENT_SEPARATE, ARRANGEMENT_NETPIPE, ARRANGEMENT_OSU)
+# what a run with --buffers osu says of itself (console, file, report)
+OSU_NOTE = (
+    "every message of a window sent from one buffer and received into one (OSU's -b single): "
+    "receives pending into one buffer are outside MPI's rules; for comparison with OSU's figures"
+)
 
 HUGE_PAGES_SYSTEM = "system"
 HUGE_PAGES_ON = "on"

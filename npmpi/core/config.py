@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from npmpi.core.buffers import ARRANGEMENT_NETPIPE, HUGE_PAGES_SYSTEM
+from npmpi.core.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_OSU, HUGE_PAGES_SYSTEM
 from npmpi.core.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG, Mode, mode_named
 
 DEFAULT_PROTOCOL = "mpi"  # --protocol's default: MPI two-sided (npmpi/protocols/mpi.py)
@@ -54,7 +54,7 @@ class Options:
     meter_optional: bool = False
     calibration: str | None = None
     mode: str = MODE_PINGPONG
-    window: int = 1  # messages per iteration and direction: --window in stream mode, else 1
+    window: int = 1  # messages per iteration and direction: --window in stream/bidir mode, else 1
     pairs: int | str = 1  # a number of pairs, or "all"
     async_: bool = False
     cache_cold: bool = False
@@ -92,7 +92,7 @@ class Options:
 
     @property
     def messages_per_iteration(self) -> int:
-        """Messages one way per iteration of the timed loop (a stream's window, else 1)."""
+        """Messages one way per iteration of the timed loop (a stream's or bidir's window, else 1)."""
         return self.mode_value.messages_per_iteration(self.window)
 
     @property
@@ -103,5 +103,10 @@ class Options:
     def pool_bytes(self) -> int:
         """Bytes of each of a measuring rank's send and receive buffers (pools)."""
         return self.mode_value.pool_bytes(
-            self.window, self.cache_cold, self.cache_pool_bytes, self.largest_message_bytes
+            self.window, self.cache_cold, self.cache_pool_bytes, self.largest_message_bytes, self.one_region
         )
+
+    @property
+    def one_region(self) -> bool:
+        """Every message of a window from one send buffer and into one receive buffer (--buffers osu)."""
+        return self.buffers == ARRANGEMENT_OSU

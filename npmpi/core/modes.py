@@ -3,7 +3,8 @@
 - pingpong: one message there and back per iteration (NetPIPE's default).
 - stream: a window of messages one way per iteration, then a small acknowledgement (NetPIPE -s,
   osu_bw): one-way throughput.
-- bidir: both sides send one message to each other at once per iteration (NetPIPE -2, osu_bibw).
+- bidir: both sides send one message to each other at once per iteration (NetPIPE -2); with
+  --window N, a window of N messages each way at once per iteration (osu_bibw).
 
 For every mode, `bytes_per_iteration_factor` times the message size is what one iteration moves
 (both directions counted; times the number of pairs for the aggregate), and a trial's time divided
@@ -47,8 +48,8 @@ class Mode:
 
     name: str
     windowed: bool  # an iteration is a window of messages one way, then an acknowledgement
-    bytes_factor: int  # bytes moved per iteration and pair / message size, when not windowed
-    one_way_factor: int  # iteration time / one message's time, when not windowed
+    bytes_factor: int  # bytes moved per iteration, pair and message of the window / message size
+    one_way_factor: int  # iteration time / (window x one message's time)
     round_trip: bool  # both directions in every iteration: a slow direction is not told apart
     np_out_bytes_factor: int  # NetPIPE's np.out bytes column / message size (NetPIPE -2 doubles it)
     header: str  # the console's header phrase
@@ -60,21 +61,38 @@ class Mode:
     # an iteration is the kernels' plain ping-pong (one message there and back): without --async and
     # --cache-cold the message loop runs their ping-pong loop (NetPIPE's) instead of the transfer loop
     plain_kernel: bool = False
+    # --window may give it a window of messages each way per iteration (bidir: osu_bibw); its
+    # default window is 1 (NetPIPE -2). A windowed mode's default is DEFAULT_WINDOW.
+    window_optional: bool = False
+    windowed_text: str = ""  # what the header, labels and help add when its window is over 1
+
+    def takes_window(self) -> bool:
+        """Whether --window applies to it."""
+        return self.windowed or self.window_optional
+
+    def default_window(self) -> int:
+        return DEFAULT_WINDOW if self.windowed else 1
 
     def factors(self, window: int = 1, pairs: int = 1) -> ModeFactors:
         """pingpong: 2 per pair, one way = t / (2 i); stream: window per pair, t / (window i);
-        bidir: 2 per pair (both directions), t / i."""
-        if self.windowed:
-            return ModeFactors(window * pairs, window)
-        return ModeFactors(self.bytes_factor * pairs, self.one_way_factor)
+        bidir: 2 window per pair (both directions), t / (window i)."""
+        window = self.messages_per_iteration(window)
+        return ModeFactors(self.bytes_factor * window * pairs, self.one_way_factor * window)
 
     def messages_per_iteration(self, window: int) -> int:
         """Messages one way per iteration: NetPIPE's repeats are counted in messages."""
-        return window if self.windowed else 1
+        return window if self.takes_window() else 1
+
+    def labelled(self, text: str, window: int | str) -> str:
+        """A header or label of this mode, with the window's words when it has one over 1."""
+        text = text.format(window=window)
+        if self.window_optional and isinstance(window, int) and window > 1:
+            text += self.windowed_text.format(window=window)
+        return text
 
     def describe(self, window: int, pairs: int, async_: bool, cache_cold: bool) -> str:
         """One phrase for the console header."""
-        text = self.header.format(window=window)
+        text = self.labelled(self.header, window)
         if pairs > 1:
             text += f", {pairs} pairs at once (aggregate = slowest pair's time)"
         if async_:
@@ -83,26 +101,33 @@ class Mode:
             text += ", cache-cold buffers"
         return text
 
-    def pool_bytes(self, window: int, cache_cold: bool, cache_pool: int, largest: int) -> int:
-        """Bytes of each of a rank's send and receive pools."""
+    def pool_bytes(
+        self, window: int, cache_cold: bool, cache_pool: int, largest: int, one_region: bool = False
+    ) -> int:
+        """Bytes of each of a rank's send and receive pools (`one_region`: --buffers osu, every
+        message of a window in one buffer)."""
         if cache_cold:
             return max(cache_pool, 2 * _align(largest))
-        if self.windowed:
+        if self.messages_per_iteration(window) > 1 and not one_region:
             return max(largest, 1, min(window * _align(largest), STREAM_POOL_BYTES))
         return max(largest, 1)
 
-    def regions(self, window: int, cache_cold: bool, pool: int, size: int) -> tuple[int, int]:
+    def regions(
+        self, window: int, cache_cold: bool, pool: int, size: int, one_region: bool = False
+    ) -> tuple[int, int]:
         """(regions, stride in bytes) of the pools a size's messages cycle through.
 
         Message m of a trial (m counts every message of the trial in order) uses region m % regions
-        on both sides. Without --cache-cold, pingpong and bidir use one region; stream one per
-        message of the window while they fit in the pool. With --cache-cold, up to MAX_COLD_REGIONS
-        regions spread over the whole pool, so consecutive messages never touch the same cache lines.
+        on both sides. Without --cache-cold, pingpong and bidir use one region; a window (stream,
+        windowed bidir) one per message of the window while they fit in the pool, unless
+        `one_region` (--buffers osu: every message of a window from one buffer and into one, as
+        osu_bw). With --cache-cold, up to MAX_COLD_REGIONS regions spread over the whole pool, so
+        consecutive messages never touch the same cache lines.
         """
         if cache_cold:
             stride = max(_align(size), (pool // MAX_COLD_REGIONS) // REGION_ALIGN_BYTES * REGION_ALIGN_BYTES)
             return max(1, min(MAX_COLD_REGIONS, pool // stride)), stride
-        if self.windowed and size > 0:
+        if self.messages_per_iteration(window) > 1 and size > 0 and not one_region:
             stride = _align(size)
             regions = max(1, min(window, pool // stride))
             if regions > 1:
@@ -128,8 +153,8 @@ _PINGPONG = Mode(
 _STREAM = Mode(
     name=MODE_STREAM,
     windowed=True,
-    bytes_factor=0,
-    one_way_factor=0,
+    bytes_factor=1,
+    one_way_factor=1,
     round_trip=False,
     np_out_bytes_factor=1,
     header="stream (one way, window {window}, acknowledged)",
@@ -151,7 +176,10 @@ _BIDIR = Mode(
     latency_label="latency (one exchange, both ways at once)",
     analysis_label="bidirectional (both directions)",
     repeats_unit="iterations",
-    help_note="both sides send at once, both directions counted: NetPIPE -2, osu_bibw",
+    help_note="both sides send at once, both directions counted: NetPIPE -2; with --window N, N "
+    "messages each way per iteration as osu_bibw",
+    window_optional=True,
+    windowed_text=", window {window} each way",
 )
 MODE_TABLE = {m.name: m for m in (_PINGPONG, _STREAM, _BIDIR)}
 MODES = tuple(MODE_TABLE)
@@ -174,11 +202,15 @@ def _align(n: int) -> int:
     return max(REGION_ALIGN_BYTES, -(-n // REGION_ALIGN_BYTES) * REGION_ALIGN_BYTES)
 
 
-def pool_bytes(mode: str, window: int, cache_cold: bool, cache_pool: int, largest: int) -> int:
+def pool_bytes(
+    mode: str, window: int, cache_cold: bool, cache_pool: int, largest: int, one_region: bool = False
+) -> int:
     """Bytes of each of a rank's send and receive pools, for a mode given by name (Mode.pool_bytes)."""
-    return mode_named(mode).pool_bytes(window, cache_cold, cache_pool, largest)
+    return mode_named(mode).pool_bytes(window, cache_cold, cache_pool, largest, one_region)
 
 
-def regions_for(mode: str, window: int, cache_cold: bool, pool: int, size: int) -> tuple[int, int]:
+def regions_for(
+    mode: str, window: int, cache_cold: bool, pool: int, size: int, one_region: bool = False
+) -> tuple[int, int]:
     """(regions, stride) of the pools for a mode given by name (Mode.regions)."""
-    return mode_named(mode).regions(window, cache_cold, pool, size)
+    return mode_named(mode).regions(window, cache_cold, pool, size, one_region)

@@ -31,13 +31,13 @@ from npmpi.core.messages import (
     CTRL_TAG,
     MAP_PAIR_TAG,
     RESULT_TAG,
-    SYNC_TAG,
     TIMES_TAG,
     StopFlag,
 )
 from npmpi.core.schedule import netpipe_repeats
 from npmpi.power.baseline import take_part
 from npmpi.sweep.cputime import runq_wait_ns, waited_s
+from npmpi.sweep.driver import member_ready
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import MpiLink
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
@@ -227,10 +227,7 @@ def serve_map(comm, side: PairSide, stop: StopFlag) -> int:
         size, peer = int(ctrl[1]), int(ctrl[2])
         both, trials = read_round_word(int(ctrl[3]))
         side.prepare(comm, size, peer, both, trials)
-        sync[0] = 1
-        comm.Send(sync, 0, SYNC_TAG)
-        comm.Recv(sync, 0, SYNC_TAG)  # the round's start; everyone is ready within moments
-        if sync[0] == 0:
+        if not member_ready(comm, sync):  # the round's start; everyone is ready within moments
             continue
         measure_pair(comm, peer, side, size, stop, both, time.monotonic())
 

@@ -19,7 +19,7 @@ import numpy as np
 from npmpi.commands.filerecording import FileRecording, now_utc, power_collector
 from npmpi.core.errors import DataMismatch
 from npmpi.core.job import say
-from npmpi.core.messages import CMD_MAP_ROUND, CMD_STOP, CTRL_TAG, RESULT_TAG, SYNC_TAG, TIMES_TAG
+from npmpi.core.messages import CMD_MAP_ROUND, RESULT_TAG, TIMES_TAG
 from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
 from npmpi.map.pair import RESULT_FIELDS, TIMES_ROWS, PairSide, reflect, round_word, transmit, wait_for
@@ -27,6 +27,7 @@ from npmpi.map.schedule import make_rounds, round_matrix
 from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
 from npmpi.runfile.format import KIND_MAP
 from npmpi.runfile.mapwriter import MapWriter, PairResult
+from npmpi.sweep.driver import SizeDriver
 
 COLLECT_EVERY_S = (
     2.0  # power samples reach the file at least this often (between rounds), and after each size
@@ -55,8 +56,7 @@ class MapCoordinator:
         self.on_round = on_round  # (size index, round index, (start, end), [PairResult])
         self.state = "between"
         self.commanded: list[int] = []
-        self.ctrl = np.zeros(4, dtype=np.int64)
-        self.sync = np.zeros(1, dtype=np.int64)
+        self.driver = SizeDriver(comm, [], [], None, stop)  # a round's start: command, ready, go
         run = mopts.run
         self.progress = RoundProgress(run.trials, run.target_time_s, mopts.directions == DIRECTIONS_BOTH)
         self.partner_of: dict[int, int] = {}  # this round's pairs without rank 0, for the watchdog's line
@@ -86,11 +86,6 @@ class MapCoordinator:
             outcome.exit_code = 128 + int(self.stop.signum or 0)
         return outcome
 
-    def _go(self, value: int) -> None:
-        self.sync[0] = value
-        for rank in self.commanded:
-            self.comm.Send(self.sync, rank, SYNC_TAG)
-
     def measure_round(self, size: int, pairs: list[tuple[int, int]], trials: int = 0):
         """One round of one size: ((window start, end), [PairResult]); None when a stop came first.
         `trials`: each pair's (0: the map's; fewer for a suspect measured again within its budget).
@@ -119,21 +114,21 @@ class MapCoordinator:
                 if me == 0:
                     own = (i, j, peer)
                     continue
-                self.ctrl[:] = (CMD_MAP_ROUND, size, peer, round_word(both, trials))
-                self.comm.Send(self.ctrl, me, CTRL_TAG)
+                self.driver.command_to(me, CMD_MAP_ROUND, size, peer, round_word(both, trials))
                 self.commanded.append(me)
         if own is not None:
             self.side.prepare(self.comm, size, own[2], both, trials)
         self.state = "ready"
-        for rank in self.commanded:
-            progress.wait(size, rank, WAIT_READY)
-            wait_for(self.comm, self.sync, rank, SYNC_TAG)
-        if self.stop:
-            self._go(0)
+        at_go: list[float] = []  # the round's start: the go's moment (wall clock, monotonic)
+        if not self.driver.ready_then_go(
+            self.commanded,
+            lambda rank: progress.wait(size, rank, WAIT_READY),
+            wait_for,
+            lambda: at_go.extend((time.time(), time.monotonic())),
+        ):
             self.state = "between"
             return None
-        start, since = time.time(), time.monotonic()
-        self._go(1)
+        start, since = at_go
         self.state = "trials"
         results, bad = [], []
         if own is not None:
@@ -185,10 +180,8 @@ class MapCoordinator:
         if self.stop.timing or self.state == "trials":
             return False
         if self.state == "ready":
-            self._go(0)
-        self.ctrl[:] = (CMD_STOP, exit_code, 0, 0)
-        for rank in range(1, self.comm.Get_size()):
-            self.comm.Send(self.ctrl, rank, CTRL_TAG)
+            self.driver.go(0, self.commanded)
+        self.driver.release(exit_code, False, list(range(1, self.comm.Get_size())))
         self.state = "between"
         return True
 

@@ -37,9 +37,9 @@ def protocol_named(name: str) -> Protocol:
 
 
 def protocol_problem(
-    name: str, mode: str, kernel: str, async_: bool, cache_cold: bool, lower_bytes: int = 1
+    name: str, mode: str, kernel: str, async_: bool, cache_cold: bool, lower_bytes: int = 1, window: int = 1
 ) -> str | None:
     """Why --protocol NAME cannot run with these options (one line), or None."""
     if name not in PROTOCOL_TABLE:
         return f"--protocol {name!r}: unknown protocol; choose one of: {', '.join(PROTOCOLS)}"
-    return PROTOCOL_TABLE[name].problem(mode, kernel, async_, cache_cold, lower_bytes)
+    return PROTOCOL_TABLE[name].problem(mode, kernel, async_, cache_cold, lower_bytes, window)

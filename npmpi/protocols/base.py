@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npmpi.core.errors import KernelUnavailable
+from npmpi.core.modes import mode_named
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Protocol:
     async_ok: bool  # --async (receives posted before the peer sends) has a meaning here
     cache_cold_ok: bool = True  # --cache-cold's pool regions are supported
     zero_bytes_ok: bool = True  # a 0-byte message exists (-l 0); not on a TCP stream
+    bidir_window_ok: bool = False  # its bidir loops take a window each way (--mode bidir --window N)
     options: tuple[ProtocolOption, ...] = ()  # its own options, in --help's order
     # its options checked -> {Options field: value}; called with the parsed command line (argparse's
     # namespace, --mode already checked) only when this protocol is the run's; UsageError: one line
@@ -68,11 +70,16 @@ class Protocol:
     in_header: bool = True  # the console's header says "over NAME" (not for MPI itself)
 
     def problem(
-        self, mode: str, kernel: str, async_: bool, cache_cold: bool, lower_bytes: int = 1
+        self, mode: str, kernel: str, async_: bool, cache_cold: bool, lower_bytes: int = 1, window: int = 1
     ) -> str | None:
         """Why this protocol cannot run these options (one line), or None."""
         if mode not in self.modes:
             return f"--protocol {self.name} cannot run --mode {mode}; it supports: {', '.join(self.modes)}"
+        if window > 1 and not mode_named(mode).windowed and not self.bidir_window_ok:
+            return (
+                f"--protocol {self.name} has no windowed --mode {mode} (--window {window}); drop --window "
+                "or use --protocol mpi"
+            )
         if kernel not in self.kernels:
             return (
                 f"--protocol {self.name} has no loop in --kernel {kernel}; use --kernel "

@@ -13,6 +13,7 @@ PROTOCOL = Protocol(
     kernels=("python", "c"),
     paired=True,
     async_ok=True,
+    bidir_window_ok=True,
     link="npmpi.sweep.links:open_mpi_link",
     loops=None,  # each kernel's own loops: a kernel is MPI's send/receive loops
     in_header=False,  # the job's control channel: the header names only another layer

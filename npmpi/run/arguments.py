@@ -160,7 +160,8 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
         g,
         "--window",
         f"stream mode: messages per iteration before the acknowledgement (default: {DEFAULT_WINDOW}, "
-        "as osu_bw)",
+        "as osu_bw); bidir mode: messages each way per iteration (default: 1, NetPIPE -2; 64 as "
+        "osu_bibw)",
     )
     g.add_argument(
         "--pairs",
@@ -197,11 +198,14 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
         metavar="ARRANGEMENT",
         help="'netpipe': one buffer per size, 16 KiB-aligned, sent from and received into, so the "
         "reflector returns what it received (NetPIPE's default); 'separate': send from one buffer, "
-        "receive into another, both kept for the whole run (as OSU and IMB do). Over single-copy "
-        "shared memory the two differ by up to 2-3x (docs/netpipe-comparison.md) (default: netpipe "
-        "for a plain ping-pong; separate with --mode stream or bidir, --async or --cache-cold, where "
-        "one buffer would be sent from while a receive into it is pending, which MPI forbids, or "
-        "where NetPIPE too uses separate buffers)",
+        "receive into another, both kept for the whole run, each message of a window in its own "
+        "region (as IMB, and OSU's -b multiple); 'osu': as separate, but every message of a window "
+        "sent from one region and received into one (osu_bw's and osu_bibw's default, -b single: "
+        "receives pending into one buffer are outside MPI's rules; for comparison with OSU's "
+        "figures). Over single-copy shared memory they differ by up to 2-3x "
+        "(docs/netpipe-comparison.md) (default: netpipe for a plain ping-pong; separate with --mode "
+        "stream or bidir, --async or --cache-cold, where one buffer would be sent from while a "
+        "receive into it is pending, which MPI forbids, or where NetPIPE too uses separate buffers)",
     )
     g.add_argument(
         "--huge-pages",

@@ -15,6 +15,7 @@ from npmpi.commands.checks import (  # noqa: F401  (default_output_name, meter_s
 from npmpi.commands.parser import parse_command_line
 from npmpi.core.buffers import (
     ARRANGEMENT_NETPIPE,
+    ARRANGEMENT_OSU,
     ARRANGEMENT_SEPARATE,
     ARRANGEMENTS,
     HUGE_PAGE_CHOICES,
@@ -29,7 +30,6 @@ from npmpi.core.config import (
 from npmpi.core.errors import UsageError
 from npmpi.core.modes import (
     DEFAULT_CACHE_POOL_BYTES,
-    DEFAULT_WINDOW,
     MAX_WINDOW,
     MODE_PINGPONG,
     MODES,
@@ -118,18 +118,24 @@ def _check_mode(ns: argparse.Namespace) -> int:
 
 
 def check_mode_and_window(ns: argparse.Namespace) -> int:
-    """Check --mode and --window (a run's, a map's); returns the window (1 outside stream mode)."""
+    """Check --mode and --window (a run's, a map's); returns the window (a stream's default 64, a
+    bidir's 1: NetPIPE -2; 1 in every other mode)."""
     if ns.mode not in MODES:
         raise UsageError(f"--mode {ns.mode!r}: unknown mode; choose one of: {', '.join(MODES)}")
-    windowed = mode_named(ns.mode).windowed
-    if ns.window is not None and not windowed:
+    mode = mode_named(ns.mode)
+    if ns.window is not None and not mode.takes_window():
         raise UsageError(
-            f"--window {ns.window} only applies to --mode stream (mode {ns.mode} sends one message per "
-            "iteration and direction): drop --window or add --mode stream"
+            f"--window {ns.window} only applies to --mode stream or bidir (mode {ns.mode} sends one "
+            "message per iteration and direction): drop --window or add --mode stream"
         )
-    window = (ns.window if ns.window is not None else DEFAULT_WINDOW) if windowed else 1
+    window = ns.window if ns.window is not None else mode.default_window()
     if not 1 <= window <= MAX_WINDOW:
         raise UsageError(f"--window {window}: give between 1 and {MAX_WINDOW} messages per iteration")
+    if window > 1 and mode.window_optional and getattr(ns, "async_", False):
+        raise UsageError(
+            f"--async does not combine with --mode {ns.mode} --window {window}: a window's receives are "
+            "already posted before its sends (as osu_bibw); drop --async or --window"
+        )
     return window
 
 
@@ -141,6 +147,11 @@ def _choose_buffers(ns: argparse.Namespace) -> None:
     if ns.buffers not in ARRANGEMENTS:
         raise UsageError(
             f"--buffers {ns.buffers!r}: unknown arrangement; choose one of: {', '.join(ARRANGEMENTS)}"
+        )
+    if ns.buffers == ARRANGEMENT_OSU and ns.cache_cold:
+        raise UsageError(
+            "--buffers osu does not combine with --cache-cold: OSU's arrangement keeps a window in one "
+            "buffer, --cache-cold spreads messages over a pool; drop one of them"
         )
     if ns.buffers == ARRANGEMENT_NETPIPE:
         clash = (

@@ -39,7 +39,9 @@ def add_protocol_options(p: argparse.ArgumentParser) -> None:
 
 def check_protocol_options(ns: argparse.Namespace) -> dict:
     """Check --protocol against the mode and kernel, and its own options; the Options fields."""
-    problem = protocol_problem(ns.protocol, ns.mode, ns.kernel, ns.async_, ns.cache_cold, ns.lower)
+    problem = protocol_problem(
+        ns.protocol, ns.mode, ns.kernel, ns.async_, ns.cache_cold, ns.lower, ns.window or 1
+    )
     if problem:
         raise UsageError(problem)
     for other in PROTOCOL_TABLE.values():

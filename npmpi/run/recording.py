@@ -84,7 +84,7 @@ def thread_attrs(opts: Options, layout, thread_levels: list[tuple[int, bool]]) -
 
 def mode_attrs(opts: Options, layout) -> dict[str, Any]:
     """The mode's root attributes (docs/file-format.md), with the number of pairs actually run."""
-    from npmpi.core.buffers import thp_policy
+    from npmpi.core.buffers import OSU_NOTE, thp_policy
 
     pairs = len(layout.pairs)
     factors = opts.mode_value.factors(opts.window, pairs)
@@ -96,6 +96,7 @@ def mode_attrs(opts: Options, layout) -> dict[str, Any]:
         "cache_cold": bool(opts.cache_cold),
         "cache_pool_bytes": opts.pool_bytes if opts.cache_cold else 0,
         "buffers": opts.buffers,
+        "buffers_note": OSU_NOTE if opts.one_region and opts.messages_per_iteration > 1 else "",
         "huge_pages": opts.huge_pages,
         "thp_policy": thp_policy(),
         "bytes_per_iteration_factor": factors.bytes_per_iteration_factor,

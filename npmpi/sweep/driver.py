@@ -1,5 +1,6 @@
 """The per-size driver: one size's sequence between rank 0 and the other measuring ranks, written once
-for the run's pair, its several pairs (--pairs) and a group kind's members (npmpi/kinds/group.py).
+for the run's pair, its several pairs (--pairs), a group kind's members (npmpi/kinds/group.py) and
+the start of a map's round (npmpi/map/recording.py: its command per member, ready, go).
 
     rank 0                                   each other member
     CMD_SIZE (size, iterations, trials)  ->  its buffers, the untimed warm-up
@@ -13,6 +14,12 @@ Rank 0 waits for every member's ready before each trial, so all start together a
 (looked at there) never leaves a member blocked: the go is 0 and every member leaves the size. Each
 wait is announced to the stall watchdog first (`Progress.at`: which rank rank 0 waits for, during
 what; npmpi/sweep/watchdog.py). Nothing here runs inside a timed loop.
+
+A map's round takes only the start (each member its own command, every member ready, the go):
+its pairs then run on their own, each with its own probe, iterations and trials driven by the pair's
+lower rank (npmpi/map/pair.py), and report when done. A go per trial from rank 0, as here, would
+start every pair's trial together, gating the round's pairs by the slowest one and putting rank 0's
+messages into every trial of every pair: a different measurement (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -78,11 +85,39 @@ class SizeDriver:
     def start_size(self, size: int, iterations: int, trials: int, integrity: bool = False) -> None:
         self.command(CMD_SIZE, size, iterations, trials | (int(integrity) << 32))
 
-    def go(self, value: int) -> None:
-        """Every member's go for the next trial: 1 run it, 0 leave the size."""
+    def command_to(self, rank: int, cmd: int, a: int = 0, b: int = 0, c: int = 0) -> None:
+        """One command on CTRL_TAG to one rank (a map's round: each member its own peer)."""
+        self.ctrl[:] = (cmd, a, b, c)
+        self.comm.Send(self.ctrl, rank, CTRL_TAG)
+
+    def go(self, value: int, ranks: list[int] | None = None) -> None:
+        """Every member's (or `ranks`') go for the next trial or round: 1 run it, 0 leave it."""
         self.sync[0] = value
-        for rank in self.members:
+        for rank in self.members if ranks is None else ranks:
             self.comm.Send(self.sync, rank, SYNC_TAG)
+
+    def ready_then_go(
+        self,
+        ranks: list[int],
+        announce: Callable[[int], Any],
+        receive: Callable[..., Any] | None = None,
+        before_go: Callable[[], Any] | None = None,
+    ) -> bool:
+        """Every rank's ready, each wait announced first (`announce(rank)`, for the stall watchdog) and
+        received by `receive(comm, buf, rank, tag)` (default a blocking Recv; the map's sleeps between
+        tests); then `before_go()` and the go to all of them: 1, or 0 when a stop came meanwhile
+        (without `before_go`). True when they go."""
+        for rank in ranks:  # everyone is ready: the previous trial or round ended everywhere
+            announce(rank)
+            if receive is None:
+                self.comm.Recv(self.sync, rank, SYNC_TAG)
+            else:
+                receive(self.comm, self.sync, rank, SYNC_TAG)
+        going = not self.stop
+        if going and before_go is not None:
+            before_go()
+        self.go(int(going), ranks)
+        return going
 
     def trials(
         self, size: int, iterations: int, trials: int, watched: int, run_trial: Callable[[], Any]
@@ -91,13 +126,10 @@ class SizeDriver:
         watching rank `watched` meanwhile); their results, or None when a stop abandoned the size."""
         out = []
         for t in range(trials):
-            for rank in self.members:  # everyone is ready: the previous trial ended everywhere
-                self.progress.at(size, READY, rank, iterations)
-                self.comm.Recv(self.sync, rank, SYNC_TAG)
-            if self.stop:
-                self.go(0)
+            if not self.ready_then_go(
+                self.members, lambda rank: self.progress.at(size, READY, rank, iterations)
+            ):
                 return None
-            self.go(1)
             self.progress.at(size, t, watched, iterations)
             out.append(run_trial())
         return out
@@ -120,15 +152,21 @@ class SizeDriver:
         return rep
 
 
+def member_ready(comm, sync: np.ndarray | None = None) -> bool:
+    """A member's ready to rank 0, then its go: True to run the trial or round, False to leave it."""
+    sync = np.zeros(1, dtype=np.int64) if sync is None else sync
+    sync[0] = 1
+    comm.Send(sync, 0, SYNC_TAG)
+    comm.Recv(sync, 0, SYNC_TAG)
+    return bool(sync[0])
+
+
 def member_trials(comm, trials: int, run_trial: Callable[[], Any]) -> list[Any] | None:
     """A member's trials: ready, the go, `run_trial()`; their results, or None when rank 0 said leave."""
     sync = np.zeros(1, dtype=np.int64)
     out = []
     for _ in range(trials):
-        sync[0] = 1
-        comm.Send(sync, 0, SYNC_TAG)
-        comm.Recv(sync, 0, SYNC_TAG)
-        if sync[0] == 0:
+        if not member_ready(comm, sync):
             return None
         out.append(run_trial())
     return out

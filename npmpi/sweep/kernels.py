@@ -70,8 +70,9 @@ _messages_cache: dict[tuple, tuple] = {}
 
 def _sequences(sendbuf, recvbuf, nbytes: int, regions: int, stride: int, window: int, transmitter: bool):
     """Per iteration, what it sends and receives ([buf, MPI.BYTE] specs of the pools' regions):
-    (send, receive) pairs, or for a stream the window's messages of this side. Built once per size
-    and kept, so no trial's start is delayed by building them."""
+    (send, receive) pairs, for a stream the window's messages of this side, for a windowed bidir
+    the window's (send, receive) pairs. Built once per size and kept, so no trial's start is
+    delayed by building them."""
     key = (id(sendbuf), id(recvbuf), nbytes, regions, stride, window, transmitter)
     found = _messages_cache.get(key)
     if found is None or found[0] is not sendbuf or found[1] is not recvbuf:
@@ -80,11 +81,13 @@ def _sequences(sendbuf, recvbuf, nbytes: int, regions: int, stride: int, window:
         pairs = list(zip(smsgs, rmsgs, strict=True))
         period = regions // math.gcd(regions, window)
         msgs = smsgs if transmitter else rmsgs
-        windows = [[msgs[(k * window + j) % regions] for j in range(window)] for k in range(period)]
+        at = [[(k * window + j) % regions for j in range(window)] for k in range(period)]
+        windows = [[msgs[m] for m in ms] for ms in at]
+        pair_windows = [[pairs[m] for m in ms] for ms in at]
         _messages_cache.clear()
-        found = (sendbuf, recvbuf, pairs, windows)
+        found = (sendbuf, recvbuf, pairs, windows, pair_windows)
         _messages_cache[key] = found
-    return found[2], found[3]
+    return found[2:]
 
 
 def _rotated(items: list, first: int) -> list:
@@ -110,13 +113,16 @@ def python_transfer(
     mode = settings.mode
     if mode.name not in _LOOPS:
         raise ValueError(f"unknown mode {mode.name!r}")
-    pairs, windows = _sequences(
+    pairs, windows, pair_windows = _sequences(
         sendbuf, recvbuf, nbytes, settings.regions, settings.stride, settings.window, transmitter
     )
     if iterations <= 0:
         return 0.0
-    it = islice(cycle(_rotated(windows if mode.windowed else pairs, first)), iterations)
-    return _LOOPS[mode.name](comm, peer, it, transmitter, settings.async_)
+    loop, seq = _LOOPS[mode.name], windows if mode.windowed else pairs
+    if settings.window > 1 and not mode.windowed:  # bidir with a window each way (osu_bibw)
+        loop, seq = _bidir_window_loop, pair_windows
+    it = islice(cycle(_rotated(seq, first)), iterations)
+    return loop(comm, peer, it, transmitter, settings.async_)
 
 
 def _stream_loop(comm, peer: int, it, transmitter: bool, async_: bool) -> float:
@@ -184,6 +190,22 @@ def _bidir_loop(comm, peer: int, it, transmitter: bool, async_: bool) -> float:
             send(s, peer, tag)
             q.Wait()
         t1 = perf_counter()
+    return t1 - t0
+
+
+def _bidir_window_loop(comm, peer: int, it, transmitter: bool, async_: bool) -> float:
+    """Both sides post a window of receives, then a window of sends, then wait for all, as
+    osu_bibw (`it`: each iteration's window of (send, receive) regions; --async is refused)."""
+    from mpi4py import MPI
+
+    tag = DATA_TAG
+    isend, irecv, waitall = comm.Isend, comm.Irecv, MPI.Request.Waitall
+    t0 = perf_counter()
+    for win in it:
+        recvs = [irecv(r, peer, tag) for _, r in win]
+        waitall([isend(s, peer, tag) for s, _ in win])
+        waitall(recvs)
+    t1 = perf_counter()
     return t1 - t0
 
 

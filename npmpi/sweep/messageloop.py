@@ -75,6 +75,7 @@ class MessageLoop:
         self.pool = opts.pool_bytes
         self.huge_pages = opts.huge_pages
         self.one_buffer = opts.buffers == ARRANGEMENT_NETPIPE
+        self.one_region = opts.one_region  # --buffers osu: a window's messages share one region
         if self.one_buffer:  # NetPIPE's: allocated per size (set_size), sent from and received into
             self.sbuf = self.rbuf = np.zeros(1, dtype=np.uint8)
         else:
@@ -105,7 +106,7 @@ class MessageLoop:
             if self.transmitter or self.solo:
                 self.sbuf[:size] = patterns.expected(origin_rank, size)
             return
-        self._set_regions(*self.mode.regions(self.window, self.cache_cold, self.pool, size))
+        self._set_regions(*self.mode.regions(self.window, self.cache_cold, self.pool, size, self.one_region))
         self._send_view()[:] = patterns.expected(origin_rank, size)
         self._recv_view()[:] = 0
 

@@ -11,7 +11,7 @@ from npmpi.core.modes import MODE_PINGPONG, Mode, mode_named
 @dataclass(frozen=True)
 class TransferSettings:
     """What one iteration of the transfer kernel does besides a plain ping-pong: the mode (its
-    value), the messages one way per iteration (a stream's window; 1 in every other mode, as the
+    value), the messages one way per iteration (a stream's or bidir's window; 1 in pingpong, as the
     options normalised it: the loops take it as it is), pre-posted receives, and the pool regions
     messages cycle through (`stride` bytes apart)."""
 
@@ -26,6 +26,8 @@ class TransferSettings:
             raise ValueError(
                 f"a {self.mode.name} iteration has one message each way, not a window of {self.window}"
             )
+        if self.async_ and self.window > 1 and not self.mode.windowed:
+            raise ValueError(f"a {self.mode.name} window posts its receives first: no --async variant")
 
 
 PLAIN = TransferSettings(mode_named(MODE_PINGPONG))  # a plain ping-pong, one region

@@ -69,6 +69,33 @@ def test_async_cache_cold_and_integrity_on_both_halves_at_once(halves, mode, ker
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--mode", "bidir", "--window", "8"],  # osu_bibw's loop, a region per message
+        ["--mode", "bidir", "--window", "8", "--buffers", "osu"],  # osu_bibw -b single
+        ["--mode", "stream", "--window", "8", "--buffers", "osu"],  # osu_bw -b single
+    ],
+    ids=["bidir-window", "bidir-window-osu", "stream-osu"],
+)
+def test_windows_each_way_and_osu_buffers_on_both_halves_at_once(halves, args, kernel):
+    """A window each way (osu_bibw) and OSU's one buffer per side through both kernels, every
+    message checked (--integrity), on two 2-rank communicators at once (--repeats counts windows)."""
+    opts = parse_options([*TINY, *args, "--kernel", kernel, "--integrity"])
+    assert opts.window == 8 and opts.messages_per_iteration == 8
+    outcome = sweep(halves, opts)
+    for status, message, rows in all_ranks(
+        (
+            outcome.status,
+            outcome.message,
+            [(r.size_bytes, r.data_verified, r.iterations) for r in outcome.rows],
+        )
+    ):
+        assert status == "complete", message
+        assert rows == [(s, True, 6) for s in TINY_SIZES]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("mode", MODES)
 def test_tcp_on_both_halves_at_once(halves, mode, kernel):
     """--protocol tcp through benchmark.sweep: each 2-rank communicator's pair opens its own

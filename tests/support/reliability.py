@@ -251,13 +251,20 @@ def freeze_until_the_end(job: Job, ready, rank: int, within_s: float) -> tuple[f
     return ended - frozen_at, errors
 
 
-def run_without_tripping(args: list[str], tmp_path: Path, name: str, within_s: float, stall_timeout_s: float):
+def run_without_tripping(
+    args: list[str],
+    tmp_path: Path,
+    name: str,
+    within_s: float,
+    stall_timeout_s: float,
+    env: dict | None = None,
+):
     """A job that must outlast --stall-timeout without the watchdog firing: it ends by itself, exit 0,
     nothing said of a stall; its file `complete` with the timeout stored and no bound fired. The
     file, open for the caller's own checks (closed by the caller)."""
     import h5py
 
-    job = Job([*args, "-o", name], 2, tmp_path, name)
+    job = Job([*args, "-o", name], 2, tmp_path, name, env)
     try:
         job.wait(within_s)
     finally:

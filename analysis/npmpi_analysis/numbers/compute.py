@@ -160,7 +160,8 @@ def mode_label(attrs: dict) -> str:
     directions), aggregate of 2 pairs'; a protocol other than MPI's comes first ('tcp ping-pong')."""
     name = str(attrs.get("mode", "pingpong") or "pingpong")
     mode = MODE_TABLE.get(name)
-    text = mode.analysis_label.format(window=attrs.get("window", "?")) if mode else name
+    window = int(attrs["window"]) if isinstance(attrs.get("window"), (int, np.integer)) else "?"
+    text = mode.labelled(mode.analysis_label, window) if mode else name
     if protocol_of(attrs) != "mpi":
         text = f"{protocol_of(attrs)} {text}"
     pairs = attrs.get("pairs", 1)
@@ -168,6 +169,8 @@ def mode_label(attrs: dict) -> str:
         text += f", aggregate of {int(pairs)} pairs"
     if attrs.get("buffers") == "netpipe":
         text += ", one buffer per size (NetPIPE's)"
+    elif attrs.get("buffers") == "osu" and window != 1:
+        text += ", every message of a window in one buffer (OSU's -b single, outside MPI's rules)"
     return text
 
 
