@@ -22,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = REPO / "jobs"
-SCRIPTS = ("one-node", "two-nodes", "sweep", "map", "protocol_ladder", "collectives")
+SCRIPTS = ("one-node", "two-nodes", "sweep", "map", "protocol_ladder", "collectives", "cpufreq_sweep")
 
 EXPECTED_DIRECTIVES = {
     "one-node": {
@@ -61,6 +61,14 @@ EXPECTED_DIRECTIVES = {
         "job-name": "npmpi-collectives",
         "nodes": "2",
         "ntasks-per-node": "5",
+        "time": "00:30:00",
+        "signal": "B:TERM@90",
+        "output": "%x-%j.out",
+    },
+    "cpufreq_sweep": {
+        "job-name": "npmpi-cpufreq-sweep",
+        "nodes": "2",
+        "ntasks-per-node": "2",
         "time": "00:30:00",
         "signal": "B:TERM@90",
         "output": "%x-%j.out",
@@ -144,6 +152,7 @@ def test_the_machinery_is_the_same_in_every_script():
     assert blocks["map"] == blocks["one-node"]
     assert blocks["protocol_ladder"] == blocks["one-node"]
     assert blocks["collectives"] == blocks["one-node"]
+    assert blocks["cpufreq_sweep"] == blocks["one-node"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -158,7 +167,8 @@ import json, os, signal, subprocess, sys, time
 log = os.environ["FAKE_LOG"]
 argv = sys.argv
 with open(log, "a") as f:
-    env = {k: v for k, v in os.environ.items() if k.startswith(("OMPI_", "NPMPI_NODE", "NPMPI_METERS"))}
+    kept = ("OMPI_", "NPMPI_NODE", "NPMPI_METERS", "SLURM_CPU_FREQ")
+    env = {k: v for k, v in os.environ.items() if k.startswith(kept)}
     f.write(json.dumps({"what": "launch", "argv": argv, "env": env}) + "\n")
 i = argv.index("sh")
 ranks = []
@@ -437,6 +447,21 @@ def test_sweep_runs_every_configuration_then_one_analysis(fakes):
     files = analyze["argv"][: analyze["argv"].index("--plots")]
     assert files == [launch["argv"][-1] for launch in launches]
     assert analyze["argv"][analyze["argv"].index("--report") + 1] == f"{fakes}/runs/npmpi-sweep-4242.html"
+
+
+def test_cpufreq_sweep_runs_every_frequency_then_one_analysis(fakes):
+    proc = run_script("cpufreq_sweep", job_env(fakes, FREQS="low 2000000 performance"), fakes)
+    assert proc.returncode == 0, proc.stderr
+    launches = records(fakes, "launch")
+    assert [launch["env"]["SLURM_CPU_FREQ_REQ"] for launch in launches] == ["low", "2000000", "performance"]
+    outs = [launch["argv"][-1] for launch in launches]
+    assert outs == [
+        f"{fakes}/runs/npmpi-cpufreq_sweep-4242-{f}.h5" for f in ("low", "2000000", "performance")
+    ]
+    (analyze,) = records(fakes, "analyze")
+    assert analyze["argv"][: analyze["argv"].index("--plots")] == outs
+    bad = run_script("cpufreq_sweep", job_env(fakes, FREQS="low;rm"), fakes)
+    assert bad.returncode == 2 and "FREQS: low;rm is not a --cpu-freq value" in bad.stderr
 
 
 def test_protocol_ladder_runs_every_protocol_then_the_side_by_side_analysis(fakes):

@@ -1,8 +1,9 @@
 """The batch scripts of jobs/ under a real single-node Slurm (Debian's slurm-wlm), submitted with sbatch.
 
 One cluster serves the module: the one-node job under mpirun (pip's Open MPI), the sweep of four
-configurations, the two-nodes script under `srun --mpi=pmix` with Debian's Open MPI, and a job
-whose time limit comes mid-sweep. The cluster is stopped by PID at the end, whatever happened.
+configurations, the CPU-frequency sweep, the two-nodes script under `srun --mpi=pmix` with Debian's
+Open MPI, and a job whose time limit comes mid-sweep. The cluster is stopped by PID at the end,
+whatever happened.
 """
 
 from __future__ import annotations
@@ -147,6 +148,30 @@ def test_sweep_job_compares_kernels_and_transports(cluster, workdir):
     data = check_analysis(workdir / "runs", name, 2 * len(kernels.split()))
     labels = {r["summary"]["label"] for r in data["runs"]}
     assert len(labels) == 2 * len(kernels.split())
+
+
+@pytest.mark.timeout(240)
+def test_cpufreq_sweep_records_what_was_requested_and_what_was_measured(cluster, workdir):
+    """Each run's step gets its --cpu-freq (SLURM_CPU_FREQ_REQ, read by the srun that starts
+    mpirun's daemons, and by the ranks); this cluster's VM may not apply it: the file says what was
+    requested, and what the cores ran at or why that is unknown, and the table says the same."""
+    env = job_env(WHEEL_VENV, FREQS="low high", NPMPI_ARGS="--quick -u 1K --baseline 0.3")
+    job = submit(cluster, "cpufreq_sweep.sbatch", workdir, ["--nodes=1", "--ntasks-per-node=3"], env, 200)
+    check_finished(job)
+    name = f"npmpi-cpufreq_sweep-{job.job_id}"
+    for freq in ("low", "high"):
+        run = load_run(workdir / "runs" / f"{name}-{freq}.h5")
+        assert run.status == "complete"
+        c = run.pingpong.conditions
+        for r in c.ranks:
+            info = c.rank_info(int(r))
+            assert info["settings_before"]["slurm_cpu_freq_req"] == freq, info
+            known = np.isfinite(c.values["cpu_freq_hz"][:, list(c.ranks).index(r)]).any()
+            assert known or info["cpu_freq_reason"].startswith("unknown, because"), info
+    check_analysis(workdir / "runs", name, 2)
+    table = (workdir / "runs" / f"{name}-freq.csv").read_text().splitlines()
+    assert table[0].startswith("run,cpu_freq_requested,cpu_freq_ghz_measured,min_energy_pj_bit")
+    assert [line.split(",")[1] for line in table[1:]] == ["low", "high"]
 
 
 def debian_venv() -> Path:

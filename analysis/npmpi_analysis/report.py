@@ -16,6 +16,7 @@ from npmpi.core.npout import np_out_line
 from npmpi.core.safetext import csv_cell
 from npmpi_analysis.coll_report import coll_cells, coll_heading
 from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
+from npmpi_analysis.numbers import conditions
 from npmpi_analysis.numbers.analyse import RunAnalysis, compare, size_rows
 from npmpi_analysis.numbers.compute import (
     FLAG_NAMES,
@@ -74,7 +75,8 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
     headers += [f"latency {micro}", f"avg {micro}", f"max {micro}"] + (["msg/s"] if rate is not None else [])
     if a.power is not None:
         headers += [f"power W {pm} σ", f"Mbit/J {pm} σ", f"pJ/bit {pm} σ", f"dyn pJ/bit {pm} σ", "flag"]
-    headers = _beside_energy(a, headers, [f"CPU {micro}/KiB", "% core"])
+    cond_headers = conditions.TABLE_HEADERS if a.conditions is not None else []
+    headers = _beside_energy(a, headers, [f"CPU {micro}/KiB", "% core"] * (a.cpu is not None) + cond_headers)
     flags = a.flag_names()
     rows = []
     for k in range(a.sizes):
@@ -96,16 +98,15 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
                 dynamic_text(a, k, pm),
                 flags[k],
             ]
-        if a.cpu is not None:
-            row = _beside_energy(a, row, [_g(a.cpu.mean_us_per_kib[k]), _g(a.cpu.mean_core_percent[k], 3)])
-        rows.append(row)
+        cpu = [_g(a.cpu.mean_us_per_kib[k]), _g(a.cpu.mean_core_percent[k], 3)] if a.cpu is not None else []
+        rows.append(_beside_energy(a, row, cpu + conditions.table_cells(a.conditions, k)))
     return headers, rows
 
 
 def _beside_energy(a: RunAnalysis, cells: list[str], cpu: list[str]) -> list[str]:
-    """The CPU cells (format 1.7; mean of the measuring ranks) after pJ/bit, before the flag (or at the
-    end without power); the cells as they are for a run without CPU figures."""
-    if a.cpu is None:
+    """The CPU cells (format 1.7; mean of the measuring ranks) and the conditions' (GHz, flag) after
+    pJ/bit, before the power flag (or at the end without power); the cells as they are without them."""
+    if not cpu:
         return cells
     return [*cells[:-1], *cpu, cells[-1]] if a.power is not None else [*cells, *cpu]
 
@@ -171,7 +172,7 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
             f"  latency: {s['latency_s'] * 1e6:.4g} us one-way at {s['latency_size_bytes']} B "
             f"(lowest {s['min_latency_s'] * 1e6:.4g} us)"
         )
-    out += cpu_summary_lines(s)
+    out += cpu_summary_lines(s) + conditions.summary_lines(s)
     if not s["has_power"]:
         out.append(f"  power: {NO_POWER}")
     else:

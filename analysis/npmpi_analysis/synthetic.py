@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npmpi.runfile.format import CPU_DATASETS, FABRIC_GROUP, OPEN_EPOCH, SizeResult
+from npmpi.runfile.format import COND_DATASETS, CPU_DATASETS, FABRIC_GROUP, OPEN_EPOCH, SizeResult
 from npmpi.runfile.writer import RunWriter
 
 
@@ -60,12 +60,14 @@ def write_run(
     overwrite: bool = False,
     fabric: SynthNode | None = None,
     cpu: dict | None = None,
+    conditions: dict | None = None,
 ) -> Path:
     """Write a run file with these rows and, if `nodes` is given, a /power group; `fabric` (its
     channels, stamped by node 0's clock) adds /power/fabric as node 0's power rank samples it.
     `cpu` (format 1.7) gives the measuring ranks' CPU time: {"ranks": [0, 1], "cpu_user_s":
     [per size: one value per rank], "cpu_system_s": …, "cpu_wall_s": …, optionally
-    "cpu_runqueue_wait_s": …}."""
+    "cpu_runqueue_wait_s": …}. `conditions` (with `cpu`) gives their conditions: per name of
+    COND_DATASETS [per size: one value per rank] (missing: NaN), and "info": each rank's text."""
     path = Path(path)
     trials = max(len(t) for t in trial_s) if trial_s else 1
     nnodes = len(nodes) if nodes else 1
@@ -114,6 +116,7 @@ def write_run(
                 trial_start_unix_s=starts,
                 trial_end_unix_s=ends,
                 **_cpu_fields(cpu, k),
+                **_cond_fields(conditions, cpu, k),
             )
         )
     w.finish(status, "" if status == "complete" else f"synthetic {status} run")
@@ -130,6 +133,15 @@ def _cpu_fields(cpu: dict | None, k: int) -> dict:
         rows = cpu.get(name)
         out[name] = list(rows[k]) if rows is not None else [float("nan")] * len(ranks)
     return out
+
+
+def _cond_fields(cond: dict | None, cpu: dict | None, k: int) -> dict:
+    """SizeResult's condition fields of row k (none without `cond`)."""
+    if cond is None or cpu is None:
+        return {}
+    nan = [float("nan")] * len(cpu["ranks"])
+    values = {name: list(cond[name][k]) if name in cond else nan for name in COND_DATASETS}
+    return {"conditions": values, "condition_info": cond.get("info")}
 
 
 def _power_attrs(baseline: tuple[float, float] | None, baseline_after: tuple[float, float] | None) -> dict:

@@ -74,12 +74,22 @@ class CollCoordinator(GroupCoordinator):
         return outcome
 
     def spread(self, row, index: int) -> None:
-        """The row's series, and its CPU figures in every member's place (NaN: not in the series)."""
+        """The row's series, and its CPU figures and conditions in every member's place (NaN: not in
+        the series)."""
         row.row_columns = {"coll_series": index}
         if row.cpu_ranks is None:
             return
         where = {rank: i for i, rank in enumerate(row.cpu_ranks)}
+
+        def placed(values) -> list[float]:
+            values = values or []
+            return [
+                values[where[r]] if r in where and where[r] < len(values) else math.nan
+                for r in self.all_members
+            ]
+
         for name in CPU_DATASETS:
-            values = getattr(row, name) or []
-            setattr(row, name, [values[where[r]] if r in where else math.nan for r in self.all_members])
+            setattr(row, name, placed(getattr(row, name)))
+        if row.conditions is not None:
+            row.conditions = {name: placed(values) for name, values in row.conditions.items()}
         row.cpu_ranks = list(self.all_members)

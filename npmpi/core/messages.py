@@ -28,6 +28,7 @@ CPU_TAG = 18  # after a size: a pair rank's CPU user, system and wall seconds (n
 LINK_TAG = 19  # a pair's link set-up: addresses, ports, outcomes (npmpi.sweep.tcplink)
 LOAD_DONE_TAG = 20  # calibrate: a load rank's load is over (npmpi.calibrate.loadstall)
 END_TAG = 21  # a rank's role is over, before MPI_Finalize (npmpi.core.job.report_end)
+COND_TAG = 22  # after a size's CPU time: the rank's conditions, pickled (npmpi.sweep.span)
 
 # commands (the first field on CTRL_TAG)
 CMD_STOP = 0  # exit; the exit code travels in the second field

@@ -21,6 +21,7 @@ from npmpi.core.errors import DataMismatch
 from npmpi.core.messages import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
+from npmpi.sweep import span as trialspan
 from npmpi.sweep.driver import SizeDriver, member_report, member_trials
 from npmpi.sweep.messageloop import warmup_iterations
 from npmpi.sweep.watchdog import WARMUP, Progress
@@ -126,14 +127,14 @@ class GroupCoordinator:
         with self.stop.timed():
             self.step.run(warm)
         self.state = "trials"
-        span = cputime.CpuSpan()
+        span = trialspan.TrialSpan()
         trials = self.driver.trials(
-            size, iterations, opts.trials, self.watched, lambda: self._trial(iterations)
+            size, iterations, opts.trials, self.watched, lambda: span.lap(self._trial(iterations))
         )
         if trials is None:
             self.state = "between"
             return None
-        own_cpu = span.stop()
+        own_span = span.stop()
         own, starts, ends = (list(column) for column in zip(*trials, strict=True))
         ok = self.step.check()
         reports = self.driver.reports(size, iterations, opts.trials)
@@ -148,7 +149,8 @@ class GroupCoordinator:
             )
         member_times = [own, *(reports.times[r] for r in self.others)]
         slowest = np.max(np.array(member_times), axis=0).tolist()
-        cpu = cputime.row_fields([0, *self.others], [own_cpu, *reports.cpu])
+        cpu = cputime.row_fields([0, *self.others], [own_span.cpu, *reports.cpu])
+        cpu.update(trialspan.row_fields([0, *self.others], own_span, reports.cond))
         return SizeResult(
             size,
             iterations,
@@ -195,8 +197,8 @@ def serve_group(comm, step: GroupStep, stop: StopFlag, quiet: bool = False) -> i
         step.select(trials >> SERIES_SHIFT)
         step.set_size(size)
         step.run(step.warmup(size, iterations))
-        span = cputime.CpuSpan()
-        times = member_trials(comm, trials & 0xFFFFFFFF, lambda: step.run(iterations))  # noqa: B023
-        cpu = span.stop()
+        span = trialspan.TrialSpan()
+        times = member_trials(comm, trials & 0xFFFFFFFF, lambda: span.lap(step.run(iterations)))  # noqa: B023
+        figures = span.stop()
         if times is not None:
-            member_report(comm, step.check(), stop, times, cpu)
+            member_report(comm, step.check(), stop, times, figures)

@@ -38,38 +38,41 @@ def read_cpu(g, p: Path, n: int, notices: list[str], read_rows: Callable) -> Cpu
             notices.append("/pingpong: some of the CPU datasets (cpu_*_s) are missing: CPU time left out")
         return None
     try:
-        return _read(g, p, n, read_rows)
-    except _Malformed as exc:
+        ranks, arrays = read_ranked(g, p, n, read_rows, CPU_DATASETS)
+        return CpuTimes(ranks=ranks, **arrays)
+    except Malformed as exc:
         notices.append(f"{p}: {exc}: CPU time left out")
     return None
 
 
-class _Malformed(Exception):
-    """CPU datasets of another shape or with impossible values: left out, not a refusal."""
+class Malformed(Exception):
+    """[size, rank] datasets of another shape or with impossible values: left out, not a refusal."""
 
 
-def _read(g, p: Path, n: int, read_rows: Callable) -> CpuTimes:
+def read_ranked(g, p: Path, n: int, read_rows: Callable, names: tuple[str, ...]) -> tuple[np.ndarray, dict]:
+    """The [size, rank] datasets `names` of /pingpong (CPU time, conditions) for n rows, and their
+    ranks; Malformed when one has another shape, no ranks, or negative or infinite values."""
     arrays = {}
     ranks = None
-    for name in CPU_DATASETS:
+    for name in names:
         ds = g[name]
         where = f"/pingpong/{name}"
         if not hasattr(ds, "shape") or len(ds.shape) != 2 or ds.dtype.kind != "f":
-            raise _Malformed(f"{where} is not a 2-dimensional float dataset")
+            raise Malformed(f"{where} is not a 2-dimensional float dataset")
         if ds.shape[0] > MAX_ROWS or not 0 < ds.shape[1] <= MAX_CPU_RANKS:
-            raise _Malformed(f"{where} has an implausible shape {ds.shape}")
+            raise Malformed(f"{where} has an implausible shape {ds.shape}")
         try:
             these = np.asarray(ds.attrs.get(CPU_RANKS_ATTR, []), dtype=np.int64).ravel()
         except (TypeError, ValueError, OverflowError):
-            raise _Malformed(f"{where}: attribute {CPU_RANKS_ATTR} is not a list of ranks") from None
+            raise Malformed(f"{where}: attribute {CPU_RANKS_ATTR} is not a list of ranks") from None
         if these.shape != (ds.shape[1],) or (ranks is not None and not np.array_equal(ranks, these)):
-            raise _Malformed(f"{where}: attribute {CPU_RANKS_ATTR} does not give each column's rank")
+            raise Malformed(f"{where}: attribute {CPU_RANKS_ATTR} does not give each column's rank")
         ranks = these
         rows = min(n, ds.shape[0])
         data = np.full((n, ds.shape[1]), np.nan)
         data[:rows] = np.asarray(read_rows(ds, rows, p, where), dtype=np.float64)
         bad = np.isfinite(data) & (data < 0) | np.isinf(data)
         if bad.any():
-            raise _Malformed(f"{where} holds negative or infinite times")
+            raise Malformed(f"{where} holds negative or infinite values")
         arrays[name] = data
-    return CpuTimes(ranks=ranks, **arrays)
+    return ranks, arrays

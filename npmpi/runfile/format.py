@@ -19,7 +19,7 @@ LAYOUT_BASELINE_CPU = "baseline_cpu_s"
 BASELINE_COLUMNS = ("before", "after")
 
 # root attributes holding JSON: parsed by readers, never shown as text
-JSON_ATTRS = ("options_json", "protocol_settings", "coll_series_json")
+JSON_ATTRS = ("options_json", "protocol_settings", "coll_series_json", "conditions")
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
@@ -44,6 +44,23 @@ PINGPONG_DATASETS = (
 # the ranks' ids are the attribute CPU_RANKS_ATTR of each
 CPU_DATASETS = ("cpu_user_s", "cpu_system_s", "cpu_wall_s", "cpu_runqueue_wait_s")
 CPU_RANKS_ATTR = "ranks"
+
+# /pingpong's optional conditions datasets, [size, measuring rank] (docs/file-format.md, "Conditions
+# of the measurement"; npmpi/conditions/span.py): the rank's effective core frequency over the size's
+# trials and its lowest and highest over single trials, its core's and package's thermal throttle
+# events during the size, its node's NIC bytes sent and received; NaN where unknown. The ranks' ids
+# are the attribute CPU_RANKS_ATTR of each; the root attribute COND_ATTR (JSON) says per rank what
+# the figures come from and the node's frequency settings before and after.
+COND_DATASETS = (
+    "cpu_freq_hz",
+    "cpu_freq_min_hz",
+    "cpu_freq_max_hz",
+    "core_throttle_count",
+    "package_throttle_count",
+    "nic_tx_bytes",
+    "nic_rx_bytes",
+)
+COND_ATTR = "conditions"
 
 # /power/fabric: the channels of devices that belong to no node (switches, a shared PDU), sampled by
 # one power rank (--fabric-meter); the nodes' groups are /power/node{i}
@@ -136,3 +153,7 @@ class SizeResult:
     # a kind's own per-row integers (/pingpong/NAME, int64, -1 in rows before the first that has it),
     # such as a coll file's series index
     row_columns: dict[str, int] | None = None
+    # the conditions of each measuring rank over the size's trials (COND_DATASETS, in cpu_ranks' order)
+    # and what each says in text (core, frequency source or why unknown, NIC counters, settings)
+    conditions: dict[str, list[float]] | None = None
+    condition_info: list[dict] | None = None

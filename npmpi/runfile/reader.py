@@ -17,6 +17,7 @@ import numpy as np
 
 from npmpi.core.errors import RunFileError
 from npmpi.runfile import faults as faultlog
+from npmpi.runfile.conditions import Conditions, read_conditions
 from npmpi.runfile.cputimes import CpuTimes, read_cpu
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
@@ -60,6 +61,7 @@ class PingPong:
     coll_series: np.ndarray | None = (
         None  # [n]: a coll file's series index (root coll_series_json), else None
     )
+    conditions: Conditions | None = None  # each measuring rank's frequency, throttling, NIC bytes per size
 
     def __len__(self) -> int:
         return len(self.size_bytes)
@@ -459,6 +461,7 @@ def _read_pingpong(f, p: Path, attrs: dict, notices: list[str]) -> PingPong:
     pp.coll_series = _row_ints(g, "coll_series", p, n)
     _check_values(p, pp)
     pp.cpu = read_cpu(g, p, n, notices, _read_rows)
+    pp.conditions = read_conditions(g, p, n, notices, _read_rows)
     return pp
 
 

@@ -22,6 +22,8 @@ from npmpi.runfile.attrseal import seal, seal_all
 from npmpi.runfile.format import (
     BASELINE_COLUMNS,
     CHECKSUM,
+    COND_ATTR,
+    COND_DATASETS,
     CPU_DATASETS,
     CPU_RANKS_ATTR,
     EXTRA_SAMPLE_FIELDS,
@@ -89,6 +91,7 @@ class RunWriter:
         self.members = members  # a group kind's measuring ranks: /pingpong/member_trial_s (format 1.8)
         # (node or FABRIC_GROUP, channel): fault id -> row
         self._fault_rows: dict[tuple[int | str, int], dict[int, int]] = {}
+        self._conditions: dict[str, Any] = {}  # the root attribute COND_ATTR, grown row by row
         self._error: RunFileWriteError | None = None  # the first write error: every later write raises it
         self._handles: dict[str, Any] = {}  # open groups and datasets, closed with the file
         self._unflushed: dict[str, tuple] = {}  # datasets grown since the last flush: their shape then
@@ -243,7 +246,11 @@ class RunWriter:
         if self.members > 0:
             self._append_per_trial(n, "member_trial_s", self.members, result.member_trial_s)
         if result.cpu_ranks is not None:
-            self._append_cpu(n, result)
+            self._append_ranked(n, CPU_DATASETS, result.cpu_ranks, lambda name: getattr(result, name))
+        if result.cpu_ranks is not None and result.conditions is not None:
+            got = result.conditions
+            self._append_ranked(n, COND_DATASETS, result.cpu_ranks, lambda name: got.get(name))
+            self._note_conditions(result.condition_info or [])
         for name, value in (result.row_columns or {}).items():
             self._append_row_column(n, name, value)
         self._file.attrs["sizes_completed"] = n + 1
@@ -258,6 +265,16 @@ class RunWriter:
         ds, _ = self._grow(f"pingpong/{name}", 1)
         ds[n] = value
 
+    def _note_conditions(self, infos: list[dict]) -> None:
+        """The root attribute COND_ATTR: per rank its core, frequency source (or why unknown), NIC
+        counters, and its settings at the first size's start and the last size's end."""
+        ranks = self._conditions.setdefault("ranks", {})
+        for info in infos:
+            key = str(info.get("rank", "?"))
+            kept = ranks.setdefault(key, {"settings_before": info.get("settings_before")})
+            kept.update({k: v for k, v in info.items() if k not in ("rank", "settings_before")})
+        self._file.attrs[COND_ATTR] = json.dumps(self._conditions, default=str)
+
     def _append_per_trial(self, n: int, name: str, count: int, rows: list[list[float]] | None) -> None:
         """Row n of a [size, K, trial] dataset of /pingpong (NaN where a trial did not run)."""
         ds, _ = self._grow(f"pingpong/{name}", 1)
@@ -266,11 +283,12 @@ class RunWriter:
             block[i, : len(times)] = times
         ds[n] = block
 
-    def _append_cpu(self, n: int, result: SizeResult) -> None:
-        """Row n of the CPU datasets, created at the first row that has them (earlier rows NaN)."""
-        ranks = list(result.cpu_ranks or ())
+    def _append_ranked(self, n: int, names: tuple[str, ...], ranks, values_of) -> None:
+        """Row n of [size, rank] datasets (CPU, conditions), created at the first row that has them
+        (earlier rows NaN); `values_of(name)` gives one value per rank."""
+        ranks = list(ranks or ())
         pp = self._h("pingpong")
-        for name in CPU_DATASETS:
+        for name in names:
             if name not in pp:
                 ds = pp.create_dataset(
                     name,
@@ -283,7 +301,7 @@ class RunWriter:
                 self._pending_bytes += ds.size * ds.dtype.itemsize
             ds, _ = self._grow(f"pingpong/{name}", 1)
             row = np.full(ds.shape[1], np.nan)
-            values = getattr(result, name) or []
+            values = values_of(name) or []
             row[: min(len(values), len(row))] = values[: len(row)]
             ds[n] = row
 

@@ -7,7 +7,8 @@ the start of a map's round (npmpi/map/recording.py: its command per member, read
     per trial:  <- ready (1) ................ sends ready, waits for the go
                 go (1: run, 0: abandon) ->    runs its trial (timed on its own clock)
     after the trials: <- its data check and the stop signal it saw (RESULT_TAG),
-                      <- its trial times, if it times (TIMES_TAG), <- its CPU time (CPU_TAG)
+                      <- its trial times, if it times (TIMES_TAG), <- its CPU time (CPU_TAG),
+                      <- its conditions (COND_TAG: frequency, throttling, NIC bytes; sweep/span.py)
 
 Rank 0 waits for every member's ready before each trial, so all start together and a stop request
 (looked at there) never leaves a member blocked: the go is 0 and every member leaves the size. Each
@@ -39,7 +40,7 @@ from npmpi.core.messages import (
     TIMES_TAG,
     StopFlag,
 )
-from npmpi.sweep import cputime
+from npmpi.sweep import cputime, span
 from npmpi.sweep.watchdog import READY, RESULTS, Progress
 
 
@@ -51,6 +52,7 @@ class Reports:
     signal: int = 0  # the first stop signal a member saw during the size (0: none)
     times: dict[int, list[float]] = field(default_factory=dict)  # a timing member's trial times
     cpu: list[np.ndarray] = field(default_factory=list)  # each member's CPU figures, in member order
+    cond: list[tuple[list[float], dict]] = field(default_factory=list)  # each member's conditions
 
 
 class SizeDriver:
@@ -146,6 +148,7 @@ class SizeDriver:
             self.comm.Recv(buf, rank, TIMES_TAG)
             rep.times[rank] = buf.tolist()
         rep.cpu = cputime.receive(self.comm, self.members, CPU_TAG)
+        rep.cond = span.receive(self.comm, self.members)
         return rep
 
 
@@ -169,9 +172,13 @@ def member_trials(comm, trials: int, run_trial: Callable[[], Any]) -> list[Any] 
     return out
 
 
-def member_report(comm, ok: bool, stop: StopFlag, times: list[float] | None, cpu: np.ndarray) -> None:
-    """A member's report after its trials: data check and stop signal, its times if it times, its CPU."""
+def member_report(
+    comm, ok: bool, stop: StopFlag, times: list[float] | None, figures: span.SpanFigures
+) -> None:
+    """A member's report after its trials: data check and stop signal, its times if it times, its CPU
+    time and conditions."""
     comm.Send(np.array([int(ok), int(stop.signum or 0)], dtype=np.int64), 0, RESULT_TAG)
     if times is not None:
         comm.Send(np.asarray(times, dtype=np.float64), 0, TIMES_TAG)
-    comm.Send(cpu, 0, CPU_TAG)
+    comm.Send(figures.cpu, 0, CPU_TAG)
+    span.send(comm, figures)

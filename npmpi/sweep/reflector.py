@@ -23,11 +23,11 @@ from npmpi.core.messages import (
     StopFlag,
 )
 from npmpi.power.baseline import take_part
-from npmpi.sweep.cputime import CpuSpan
 from npmpi.sweep.driver import member_report, member_trials
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import Link, MpiLink
 from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
+from npmpi.sweep.span import TrialSpan
 
 IDLE_POLL_S = 0.05
 
@@ -110,16 +110,16 @@ def reflect(
             link.reset()
         if faulty and size == corrupt_at:
             loop.corrupt(after_trials=False)
-        span = CpuSpan()  # this rank's CPU over the trials, sent to rank 0 after the result
-        done = member_trials(comm, trials, lambda: trial(iterations, integrity))
-        cpu = span.stop()
+        span = TrialSpan()  # this rank's CPU and conditions over the trials, sent after the result
+        done = member_trials(comm, trials, lambda: span.lap(trial(iterations, integrity)))
+        figures = span.stop()
         if done is None:  # rank 0 abandoned the size
             return
         if faulty and size == corrupt_at:
             loop.corrupt(after_trials=True)
         ok = all(good for _, good in done) and loop.received_ok(patterns, peer, 0, iterations)
         times = [t for t, _ in done] if transmitter else None
-        member_report(comm, ok, stop, times, cpu)
+        member_report(comm, ok, stop, times, figures)
 
     return serve_commands(comm, 0, link, loop, patterns, measure, outlive_link=peer == 0)
 

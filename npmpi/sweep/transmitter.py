@@ -36,6 +36,7 @@ from npmpi.core.messages import (
 from npmpi.core.schedule import SizePoint, netpipe_repeats
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
+from npmpi.sweep import span as trialspan
 from npmpi.sweep.driver import SizeDriver
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import Link, MpiLink
@@ -154,19 +155,20 @@ class Transmitter:
         when a stop request abandoned it."""
         opts = self.opts
         warm = self._start_size(size, iterations)
-        span = cputime.CpuSpan()  # rank 0's CPU over the trials (the warm-up is done)
+        span = trialspan.TrialSpan()  # rank 0's CPU and conditions over the trials (the warm-up is done)
         trials = self.driver.trials(
-            size, iterations, opts.trials, self.peer, lambda: self._trial(size, iterations)
+            size, iterations, opts.trials, self.peer, lambda: span.lap(self._trial(size, iterations))
         )
         if trials is None:
             self.state = "between"
             return None
-        own_cpu = span.stop()
+        own_span = span.stop()
         own, starts, ends, oks = (list(column) for column in zip(*trials, strict=True))
         verified = all(oks) and self.loop.received_ok(self.patterns, self.peer, 0, iterations)
         reports = self.driver.reports(size, iterations, opts.trials)
         self.state = "between"
-        cpu = cputime.row_fields([0, *self.members], [own_cpu, *reports.cpu])
+        cpu = cputime.row_fields([0, *self.members], [own_span.cpu, *reports.cpu])
+        cpu.update(trialspan.row_fields([0, *self.members], own_span, reports.cond))
         if reports.signal and not self.stop:
             where = f"rank {self.peer}" if not self.multi else "a pair rank"
             self.stop.set(reports.signal, f"signal {reports.signal} on {where}")

@@ -10,11 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis.numbers import collectives, compute
+from npmpi_analysis.numbers import collectives, compute, conditions, cpu_cost
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
-from npmpi_analysis.numbers.cpu_cost import CpuCost, analyse_cpu
-from npmpi_analysis.numbers.cpu_cost import size_columns as cpu_columns
-from npmpi_analysis.numbers.cpu_cost import summary as cpu_summary
 from npmpi_analysis.numbers.fabric import (
     FabricResult,
     analyse_fabric,
@@ -53,8 +50,9 @@ class RunAnalysis:
     # energy is then only bounded, by dynamic_bound_pj_bit (its value plus 2 sigma, never below 2 sigma)
     dynamic_not_above_idle: np.ndarray | None = None
     dynamic_bound_pj_bit: np.ndarray | None = None
-    cpu: CpuCost | None = None  # CPU per KiB and % of a core per size and rank (format 1.7), else None
+    cpu: cpu_cost.CpuCost | None = None  # CPU per KiB and % of a core per size and rank (format 1.7)
     coll: collectives.CollFigures | None = None  # a coll file's OSU/nccl-tests columns and J/op, else None
+    conditions: conditions.CondFigures | None = None  # core frequency, throttling, wire bytes, else None
 
     @property
     def sizes(self) -> int:
@@ -142,9 +140,8 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             low, bound = compute.not_above_idle(b, dyn_w, dyn_sigma_w)
         corr = compute.correlation(b, rate.rate_bit_j)
     fabric = analyse_fabric(run, power, bw, starts, ends, meter_delay_s, notices, problems)
-    cpu = analyse_cpu(run, bw.trials_run)
-    if cpu is not None:
-        notices.extend(cpu.impossible)
+    cpu, cond = cpu_cost.analyse_cpu(run, bw.trials_run), conditions.analyse_conditions(run, bw.trials_run)
+    notices += (cpu.impossible if cpu is not None else []) + (cond.warnings if cond is not None else [])
     return RunAnalysis(
         label=label,
         path=str(run.path),
@@ -169,6 +166,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
         dynamic_bound_pj_bit=bound,
         cpu=cpu,
         coll=collectives.analyse_coll(run, bw, power),
+        conditions=cond,
     )
 
 
@@ -202,9 +200,10 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     out = _run_metadata(a)
     _add_bandwidth_figures(out, a)
     if a.cpu is not None:
-        out.update(cpu_summary(a.cpu, a.bw.size_bytes, _argmax(a.bw.peak_bit_s)))
+        out.update(cpu_cost.summary(a.cpu, a.bw.size_bytes, _argmax(a.bw.peak_bit_s)))
     if a.coll is not None:
         out.update(collectives.summary(a.coll))
+    out.update(conditions.summary(a.conditions) if a.conditions is not None else {})
     out["has_power"] = a.power is not None
     if a.power is None:
         return out
@@ -439,9 +438,11 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
             if a.fabric is not None:
                 row.update(size_columns(a.fabric, k))
         if a.cpu is not None:
-            row.update(cpu_columns(a.cpu, k))
+            row.update(cpu_cost.size_columns(a.cpu, k))
         if a.coll is not None:
             row.update(collectives.size_columns(a.coll, k))
+        if a.conditions is not None:
+            row.update(conditions.size_columns(a.conditions, k, row.get("energy_pj_bit")))
         rows.append(row)
     return rows
 

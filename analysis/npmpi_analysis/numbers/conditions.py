@@ -1,0 +1,265 @@
+"""The conditions a run measured under (docs/file-format.md, "Conditions of the measurement"): each
+measuring rank's effective core frequency per size, throttling, the nodes' frequency settings, and
+the bytes the nodes' NICs moved against the payload.
+
+    cpu_freq_ghz (a size)          the mean over the measuring ranks of each one's cycles / running time
+    frequency moved                a rank's fastest and slowest single trial differ by more than
+                                   FREQ_MOVED_FRACTION of its mean over the size
+    throttled                      a core or package thermal throttle counter rose during the size
+    wire bytes (a size)            the bytes sent by the NICs of the measuring ranks' nodes, each node
+                                   once (its first measuring rank's reading)
+    payload bytes (a size)         trials × iterations × size × bytes_per_iteration_factor × (pairs that
+                                   cross nodes / pairs); a group kind: all of it when its members
+                                   span several nodes
+    wire_bytes_per_payload_byte    wire / payload: headers, acknowledgements, retransmissions, and
+                                   anything else the nodes sent meanwhile
+    energy_pj_wire_bit             energy_pj_bit / wire_bytes_per_payload_byte
+A pair meant to cross nodes whose NICs moved less than WIRE_LOW of its payload did not go through
+them (shared memory, another interface); more than WIRE_HIGH times is far more than its payload.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npmpi.core.safetext import shown
+from npmpi_analysis.numbers.compute import run_mode_factors
+
+FREQ_MOVED_FRACTION = 0.05  # 5 %: a core whose frequency moved more within one size is flagged
+WIRE_LOW = 0.5  # a crossing pair's NICs moved less than half its payload: it did not cross them
+WIRE_HIGH = 4.0  # more than 4 bytes on the wire per payload byte: far more than headers
+MOVED, THROTTLED = "frequency moved", "throttled"
+MAX_NODE_LINES = 4  # nodes the text summary names one by one (the rest in the JSON)
+SETTING_KEYS = (
+    "governor",
+    "scaling_min_freq_hz",
+    "scaling_max_freq_hz",
+    "cpuinfo_min_freq_hz",
+    "cpuinfo_max_freq_hz",
+    "boost",
+    "intel_pstate_no_turbo",
+    "energy_performance_preference",
+    "idle_states",
+    "rapl_power_limits_w",
+    "slurm_cpu_freq_req",
+)
+
+
+@dataclass
+class CondFigures:
+    """A run's conditions per size ([size, rank] arrays) and per node."""
+
+    ranks: list[int]
+    hosts: list[str]  # each rank's host
+    freq_hz: np.ndarray
+    freq_min_hz: np.ndarray
+    freq_max_hz: np.ndarray
+    throttle: np.ndarray  # core + package events during the size
+    wire_tx_bytes: np.ndarray  # [size] over distinct nodes
+    payload_bytes: np.ndarray  # [size] the payload that should cross the nodes' NICs
+    flags: list[str]  # [size] "" or what moved
+    info: dict[str, dict]
+    crossing: bool  # the measurement is meant to cross nodes
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def mean_ghz(self) -> np.ndarray:
+        ok = np.isfinite(self.freq_hz)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (
+                np.where(ok.any(axis=1), np.where(ok, self.freq_hz, 0).sum(axis=1) / ok.sum(axis=1), np.nan)
+                / 1e9
+            )
+
+    @property
+    def wire_ratio(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.payload_bytes > 0, self.wire_tx_bytes / self.payload_bytes, np.nan)
+
+
+def _crossing_share(run, ranks: list[int], nodes: list[int]) -> float:
+    """The share of the payload meant to cross nodes: crossing pairs / pairs (a run), 1 or 0 (a group)."""
+    pairs_flat = np.asarray(run.attrs.get("all_pair_ranks", []), dtype=np.int64).ravel()
+    node = {r: nodes[r] for r in range(len(nodes))}
+    if pairs_flat.size >= 2:
+        pairs = pairs_flat.reshape(-1, 2)
+        crossing = sum(node.get(int(a), -1) != node.get(int(b), -1) for a, b in pairs)
+        return crossing / len(pairs)
+    return 1.0 if len({node.get(r, -1) for r in ranks}) > 1 else 0.0
+
+
+def _flags(freq, fmin, fmax, throttle) -> list[str]:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        moved = ((fmax - fmin) / freq > FREQ_MOVED_FRACTION).any(axis=1)
+    throttled = (np.nan_to_num(throttle) > 0).any(axis=1)
+    return [
+        ", ".join(w for w, on in ((MOVED, m), (THROTTLED, t)) if on)
+        for m, t in zip(moved, throttled, strict=True)
+    ]
+
+
+def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
+    """The run's conditions; None for a file without them."""
+    cond = getattr(run.pingpong, "conditions", None)
+    if cond is None:
+        return None
+    pp, v = run.pingpong, cond.values
+    ranks = [int(r) for r in cond.ranks]
+    hosts_all = [str(h) for h in run.layout.get("host", [])]
+    nodes_all = [int(x) for x in run.layout.get("node_index", [])] or list(range(len(hosts_all)))
+    first_of_node: dict[int, int] = {}
+    for j, r in enumerate(ranks):
+        first_of_node.setdefault(nodes_all[r] if 0 <= r < len(nodes_all) else -1 - r, j)
+    cols = sorted(first_of_node.values())
+    tx = v["nic_tx_bytes"][:, cols]
+    wire = np.where(np.isfinite(tx).all(axis=1), np.nansum(tx, axis=1), np.nan)
+    share = _crossing_share(run, ranks, nodes_all)
+    payload = (
+        np.asarray(pp.size_bytes, float) * pp.iterations * trials_run * run_mode_factors(run.attrs)[0] * share
+    )
+    throttle = v["core_throttle_count"] + np.nan_to_num(v["package_throttle_count"])
+    figures = CondFigures(
+        ranks=ranks,
+        hosts=[hosts_all[r] if 0 <= r < len(hosts_all) else "?" for r in ranks],
+        freq_hz=v["cpu_freq_hz"],
+        freq_min_hz=v["cpu_freq_min_hz"],
+        freq_max_hz=v["cpu_freq_max_hz"],
+        throttle=throttle,
+        wire_tx_bytes=wire,
+        payload_bytes=payload,
+        flags=_flags(v["cpu_freq_hz"], v["cpu_freq_min_hz"], v["cpu_freq_max_hz"], throttle),
+        info=cond.info,
+        crossing=share > 0,
+    )
+    figures.warnings = _wire_warnings(figures, pp.size_bytes)
+    return figures
+
+
+def _wire_warnings(c: CondFigures, size_bytes) -> list[str]:
+    """A pair meant to cross nodes whose NICs moved (almost) nothing, or far more than its payload."""
+    if not c.crossing:
+        return []
+    ratio = c.wire_ratio
+    out = []
+    for test, words in (
+        (ratio < WIRE_LOW, f"less than {WIRE_LOW:g} byte per payload byte: its traffic did not go through "
+         "the NICs counted (shared memory, another interface?)"),
+        (ratio > WIRE_HIGH, f"more than {WIRE_HIGH:g} bytes per payload byte: far more than its payload "
+         "(retransmissions, or other traffic on the nodes)"),
+    ):  # fmt: skip
+        hit = np.nonzero(test & np.isfinite(ratio))[0]
+        if hit.size:
+            sizes = ", ".join(f"{int(size_bytes[k])} B" for k in hit[:5]) + (" ..." if hit.size > 5 else "")
+            out.append(
+                f"bytes on the wire: the pair meant to cross nodes moved {words}, at {hit.size} "
+                f"size(s): {sizes}"
+            )
+    return out
+
+
+def size_columns(c: CondFigures, k: int, energy_pj_bit: float | None) -> dict[str, Any]:
+    """A size's CSV/JSON columns: the mean GHz, the flag, wire bytes, then each rank's figures."""
+    ratio = float(c.wire_ratio[k])
+    row: dict[str, Any] = {
+        "cpu_freq_ghz": float(c.mean_ghz[k]),
+        "conditions_flag": c.flags[k],
+        "nic_tx_bytes": float(c.wire_tx_bytes[k]),
+        "wire_bytes_per_payload_byte": ratio,
+    }
+    if energy_pj_bit is not None:
+        row["energy_pj_wire_bit"] = energy_pj_bit / ratio if ratio > 0 else math.nan
+    for j, r in enumerate(c.ranks):
+        row[f"rank{r}_cpu_freq_ghz"] = float(c.freq_hz[k, j]) / 1e9
+        row[f"rank{r}_cpu_freq_min_ghz"] = float(c.freq_min_hz[k, j]) / 1e9
+        row[f"rank{r}_cpu_freq_max_ghz"] = float(c.freq_max_hz[k, j]) / 1e9
+        row[f"rank{r}_throttle_count"] = float(c.throttle[k, j])
+    return row
+
+
+def _changed(before: dict, after: dict) -> list[str]:
+    return [
+        f"{key} {before.get(key)!s} -> {after.get(key)!s}"
+        for key in SETTING_KEYS
+        if before.get(key) != after.get(key)
+    ]
+
+
+def summary(c: CondFigures) -> dict[str, Any]:
+    """Per node (host): its first measuring rank's core settings, what changed, each rank's source."""
+    nodes: dict[str, dict] = {}
+    for r, host in zip(c.ranks, c.hosts, strict=True):
+        info = c.info.get(str(r), {}) if isinstance(c.info.get(str(r)), dict) else {}
+        before = info.get("settings_before") if isinstance(info.get("settings_before"), dict) else {}
+        after = info.get("settings_after") if isinstance(info.get("settings_after"), dict) else before
+        settings = {k: before.get(k) for k in SETTING_KEYS if k in before}
+        node = nodes.setdefault(
+            host, {"host": host, "settings": settings, "changed": _changed(before, after), "ranks": []}
+        )
+        node["ranks"].append({
+            "rank": r, "cpu": info.get("cpu"), "cpu_freq_source": info.get("cpu_freq_source", "unknown"),
+            "cpu_freq_reason": info.get("cpu_freq_reason", ""), "nic_counters": info.get("nic_counters", []),
+        })  # fmt: skip
+    return {
+        "conditions": {
+            "nodes": list(nodes.values()),
+            "freq_moved_threshold_fraction": FREQ_MOVED_FRACTION,
+            "flagged_sizes": {w: sum(w in f for f in c.flags) for w in (MOVED, THROTTLED)},
+            "wire_warnings": list(c.warnings),
+        }
+    }
+
+
+def _setting_text(s: dict) -> str:
+    parts = []
+    for key in SETTING_KEYS:
+        if key not in s:
+            continue
+        value = s[key]
+        if key.endswith("_hz") and isinstance(value, (int, float)):
+            value = f"{value / 1e9:.3g} GHz"
+        elif key == "idle_states" and isinstance(value, list):
+            value = "enabled " + (
+                ",".join(str(x.get("name")) for x in value if isinstance(x, dict) and x.get("enabled"))
+                or "none"
+            )
+        parts.append(f"{key} {value}")
+    return "; ".join(parts) or "no cpufreq, turbo, idle or RAPL settings readable"
+
+
+def summary_lines(s: dict[str, Any]) -> list[str]:
+    """The text summary's conditions lines ('' for a file without them)."""
+    cond = s.get("conditions")
+    if not cond:
+        return []
+    out = []
+    for node in cond["nodes"][:MAX_NODE_LINES]:
+        out.append(f"  conditions on {node['host']}: {_setting_text(node['settings'])}")
+        if node["changed"]:
+            out.append(f"  conditions changed on {node['host']} during the run: {'; '.join(node['changed'])}")
+        sources = sorted({(r["cpu_freq_source"], r["cpu_freq_reason"]) for r in node["ranks"]})
+        for source, reason in sources:
+            out.append(f"  core frequency on {node['host']}: {reason or source}")
+    if len(cond["nodes"]) > MAX_NODE_LINES:
+        out.append(f"  conditions of {len(cond['nodes']) - MAX_NODE_LINES} more node(s): see --json")
+    flagged = cond["flagged_sizes"]
+    if any(flagged.values()):
+        out.append(
+            f"  conditions flag: {flagged[MOVED]} size(s) whose core frequency moved more than "
+            f"{cond['freq_moved_threshold_fraction']:.0%} within them, {flagged[THROTTLED]} that throttled"
+        )
+    return [shown(line) for line in out]  # the file's text: bounded, one printable line each
+
+
+TABLE_HEADERS = ["GHz", "conditions"]
+
+
+def table_cells(c: CondFigures | None, k: int) -> list[str]:
+    """A size's cells in the text table: the ranks' mean GHz and the conditions flag ('-': none)."""
+    if c is None:
+        return []
+    ghz = c.mean_ghz[k]
+    return [f"{ghz:.3g}" if math.isfinite(ghz) else "?", c.flags[k] or "-"]

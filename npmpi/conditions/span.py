@@ -1,0 +1,134 @@
+"""A measuring rank's conditions over one size's trials: read at the start, after each trial and at
+the end, never inside a timed loop (the sweep calls `start`, `lap` and `stop` where it reads its CPU
+time: npmpi/sweep/cputime.py).
+
+Per size, in COND_DATASETS' order (NaN: unknown): the effective core frequency over the trials and its
+lowest and highest over single trials (Hz), the core's and its package's thermal throttle events
+during the size, and the node's NIC bytes sent and received (npmpi/conditions/nic.py). The frequency
+is the rank's own cycles over its running time where the kernel gives a cycles counter
+(npmpi/conditions/cycles.py), else cpufreq's scaling_cur_freq of its core sampled at each read,
+else unknown with the reason (`cpu_freq_reason`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from npmpi.conditions import cpufreq, cycles, nic
+from npmpi.conditions.paths import Root
+from npmpi.runfile.format import COND_DATASETS
+
+SOURCE_CPUFREQ = "cpufreq scaling_cur_freq (sampled)"
+
+
+class Probe:
+    """What one rank reads, found once: its core, its cycles counter or why none, the node's NIC counters."""
+
+    def __init__(self, root: Root | None = None, opener=None) -> None:
+        self.root = root or Root()
+        self.cpu = cpufreq.pinned_cpu()  # -1: not bound to one core, each read asks where it runs
+        found = cycles.open_cycles(self.root) if opener is None else cycles.open_cycles(self.root, *opener)
+        self.cycles = found if isinstance(found, cycles.Cycles) else None
+        self.no_cycles = found if isinstance(found, str) else ""
+        self.counters = nic.find_counters(self.root)
+        self.first_settings: dict | None = None
+
+    def core(self) -> int:
+        """The rank's core now: its bound one, else where it last ran (-1: not known)."""
+        return self.cpu if self.cpu >= 0 else cpufreq.rank_cpu()
+
+    def source(self) -> tuple[str, str]:
+        """(source of the frequency, reason when unknown)."""
+        if self.cycles is not None:
+            return self.cycles.source, ""
+        core = self.core()
+        if cpufreq.cur_freq_hz(self.root, core) is not None:
+            return SOURCE_CPUFREQ, ""
+        why = "cpufreq gives no scaling_cur_freq for its core"
+        if core < 0:
+            why = "the rank's core is not known"
+        return "unknown", f"unknown, because {self.no_cycles or 'no cycles counter was opened'} and {why}"
+
+
+_PROBE: Probe | None = None
+
+
+def probe() -> Probe:
+    """This rank's probe, made at its first size."""
+    global _PROBE
+    if _PROBE is None:
+        _PROBE = Probe()
+    return _PROBE
+
+
+def _read_cycles(p: Probe) -> tuple[int, int] | None:
+    if p.cycles is None:
+        return None
+    try:
+        return p.cycles.read()
+    except OSError:
+        return None
+
+
+class ConditionSpan:
+    """Start before the first trial, `lap()` after each, `stop()` after the last."""
+
+    def __init__(self, p: Probe | None = None) -> None:
+        self.p = p if p is not None else probe()
+        self.cpu0 = self.p.core()
+        if self.p.first_settings is None:
+            self.p.first_settings = cpufreq.settings(self.p.root, self.cpu0)
+        self.throttle0 = cpufreq.throttle_counts(self.p.root, self.cpu0)
+        self.nic0 = nic.read_all(self.p.root, self.p.counters)
+        self.marks = [_read_cycles(self.p)]
+        self.sampled = [cpufreq.cur_freq_hz(self.p.root, self.cpu0)]
+
+    def lap(self, value=None):
+        """A read between two trials (returns `value`, so it wraps a trial's result)."""
+        if self.p.cycles is not None:
+            self.marks.append(_read_cycles(self.p))
+        else:
+            self.sampled.append(cpufreq.cur_freq_hz(self.p.root, self.p.core()))  # an unbound rank moves
+        return value
+
+    def _frequency(self) -> tuple[float, float, float]:
+        if self.p.cycles is not None:
+            marks = self.marks
+            if any(m is None for m in marks) or len(marks) < 2:
+                return math.nan, math.nan, math.nan
+            spans = [(b[0] - a[0], b[1] - a[1]) for a, b in itertools.pairwise(marks)]
+            per = [c / t * 1e9 for c, t in spans if t > 0 and c >= 0]
+            c_all, t_all = marks[-1][0] - marks[0][0], marks[-1][1] - marks[0][1]  # type: ignore[index]
+            mean = c_all / t_all * 1e9 if t_all > 0 and c_all >= 0 else math.nan
+            return mean, min(per, default=math.nan), max(per, default=math.nan)
+        known = [f for f in self.sampled if f is not None]
+        if not known:
+            return math.nan, math.nan, math.nan
+        return float(np.mean(known)), min(known), max(known)
+
+    def stop(self) -> tuple[np.ndarray, dict]:
+        """(COND_DATASETS' values, the rank's text: core, source, reason, counters, settings)."""
+        self.lap()
+        cpu1 = self.p.core()
+        throttle1 = cpufreq.throttle_counts(self.p.root, cpu1)
+        same_core = cpu1 == self.cpu0
+        throttled = [
+            float(b - a) if same_core and a is not None and b is not None and b >= a else math.nan
+            for a, b in zip(self.throttle0, throttle1, strict=True)
+        ]
+        tx, rx = nic.totals(self.p.counters, self.nic0, nic.read_all(self.p.root, self.p.counters))
+        values = np.array([*self._frequency(), *throttled, tx, rx], dtype=np.float64)
+        assert len(values) == len(COND_DATASETS)
+        source, reason = self.p.source()
+        info = {
+            "cpu": cpu1,
+            "cpu_freq_source": source,
+            "cpu_freq_reason": reason,
+            "nic_counters": sorted({f"{c.name}" for c in self.p.counters}),
+            "settings_before": self.p.first_settings,
+            "settings_after": cpufreq.settings(self.p.root, cpu1),
+        }
+        return values, info

@@ -1,0 +1,91 @@
+"""A measuring rank's span over a size's trials: its CPU time (npmpi/sweep/cputime.py) and the
+conditions it ran under (npmpi/conditions/span.py), read around the trials and between them, never
+inside a timed loop. Started before the first trial, `lap` after each, `stop` after the last; a member
+sends both to rank 0 after its result (CPU_TAG, then COND_TAG), rank 0 puts everyone's in the row.
+
+The conditions are read before the CPU span starts and after it stops, so their reading (a few dozen
+sysfs files) is not in the CPU figures. A failure to read them is a recorded unknown, never the end
+of the run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from npmpi.conditions.span import ConditionSpan
+from npmpi.core.messages import COND_TAG
+from npmpi.core.safetext import shown
+from npmpi.runfile.format import COND_DATASETS
+from npmpi.sweep.cputime import CpuSpan
+
+
+@dataclass
+class SpanFigures:
+    """What one rank measured over a size: CPU_DATASETS' and COND_DATASETS' values, and its text."""
+
+    cpu: np.ndarray
+    cond: np.ndarray
+    info: dict
+
+
+def _unknown(exc: BaseException) -> tuple[np.ndarray, dict]:
+    reason = f"unknown, because reading the conditions failed: {shown(str(exc) or type(exc).__name__)}"
+    return np.full(len(COND_DATASETS), math.nan), {"cpu_freq_source": "unknown", "cpu_freq_reason": reason}
+
+
+class TrialSpan:
+    """CPU time and conditions over one size's trials."""
+
+    def __init__(self) -> None:
+        self.failed: BaseException | None = None
+        try:
+            self.cond: ConditionSpan | None = ConditionSpan()
+        except Exception as exc:  # a reader's surprise: the size is measured, its conditions unknown
+            self.cond, self.failed = None, exc
+        self.cpu = CpuSpan()
+
+    def lap(self, value=None):
+        """After a trial (returns `value`: it wraps a trial's result)."""
+        if self.cond is not None:
+            try:
+                self.cond.lap()
+            except Exception as exc:
+                self.cond, self.failed = None, exc
+        return value
+
+    def stop(self) -> SpanFigures:
+        cpu = self.cpu.stop()
+        if self.cond is None:
+            return SpanFigures(cpu, *_unknown(self.failed or RuntimeError("no span")))
+        try:
+            values, info = self.cond.stop()
+        except Exception as exc:
+            values, info = _unknown(exc)
+        return SpanFigures(cpu, values, info)
+
+
+def send(comm, figures: SpanFigures) -> None:
+    """A member's conditions to rank 0, after its CPU time."""
+    comm.send((figures.cond.tolist(), figures.info), 0, COND_TAG)
+
+
+def receive(comm, ranks: list[int]) -> list[tuple[list[float], dict]]:
+    """Each member's conditions (rank 0's side); anything malformed read as unknown."""
+    out = []
+    for rank in ranks:
+        got = comm.recv(source=rank, tag=COND_TAG)
+        ok = isinstance(got, tuple) and len(got) == 2 and len(got[0]) == len(COND_DATASETS)
+        out.append(got if ok and isinstance(got[1], dict) else ([math.nan] * len(COND_DATASETS), {}))
+    return out
+
+
+def row_fields(ranks: list[int], own: SpanFigures, others: list[tuple[list[float], dict]]) -> dict:
+    """SizeResult's condition fields: per COND_DATASETS name one value per rank, and each rank's text."""
+    rows = [(own.cond.tolist(), own.info), *others]
+    return {
+        "conditions": {name: [float(v[i]) for v, _ in rows] for i, name in enumerate(COND_DATASETS)},
+        "condition_info": [dict(info, rank=rank) for rank, (_, info) in zip(ranks, rows, strict=True)],
+    }
