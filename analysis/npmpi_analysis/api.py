@@ -101,7 +101,8 @@ class RunData:
     sizes: the per-size table (a map: one row per pair and size), the columns of `npmpi-analyze --csv`.
     summary: the summary of `npmpi-analyze --json` (its "summary" object).
     faults: one row per meter fault record (node, host, channel, times on rank 0's clock, count, kind,
-    message). channels: one row per meter channel. power_samples(): the samples the analysis used.
+    message). channels: one row per meter channel. node_attrs: each power node's attributes (host,
+    clock offsets, and the conditions a file records there). power_samples(): the samples the analysis used.
     notices, problems: what npmpi-analyze prints (a problem makes it exit 1)."""
 
     kind: str
@@ -114,6 +115,7 @@ class RunData:
     channels: Table
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    node_attrs: list[dict[str, Any]] = field(default_factory=list)  # each power node's attributes
     analysis: Any = None  # the analysis's own object: internal, changes between releases
     _loaded: Any = field(default=None, repr=False)
     _meter_delay_s: float | None = field(default=None, repr=False)
@@ -174,6 +176,7 @@ def _open_rows(p: Path, kind: str, label: str, meter_delay_s: float | None) -> R
         channels=Table(_channel_rows(a.power, a.fabric), CHANNEL_COLUMNS),
         notices=list(a.notices),
         problems=list(a.problems),
+        node_attrs=[dict(n.attrs) for n in run.power],
         analysis=a,
         _loaded=run,
         _meter_delay_s=meter_delay_s,
@@ -202,6 +205,7 @@ def _open_map(p: Path, label: str, meter_delay_s: float | None) -> RunData:
         channels=Table(_channel_rows(a.power, None), CHANNEL_COLUMNS),
         notices=list(a.notices),
         problems=list(a.problems),
+        node_attrs=[dict(n.attrs) for n in m.power],
         analysis=a,
         _loaded=m,
         _meter_delay_s=meter_delay_s,

@@ -89,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="reporting delay of every meter (samples are moved this much earlier); default: each "
         "channel's calibrated meter_delay_s from the file, else 0",
     )
+    p.add_argument(
+        "--trend",
+        action="store_true",
+        help="the runs are one system's series: their latency, peak bandwidth and least energy per bit "
+        "in time order, the run-to-run spread and the changes (--csv, --json, --plots, --report of the "
+        "series)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing outputs")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but problems")
     return p
@@ -175,6 +182,11 @@ def _main(argv: list[str] | None) -> int:
         raise UsageError(f"--plots {args.plots}: exists and is not a directory")
     for p in outputs:
         check_free(p, args.force, args.plots)
+    if args.trend:  # one system's series
+        from npmpi_analysis import trend_cli
+
+        trend_cli.check_usage(args)
+        return trend_cli.run(args, labels, _say, _error)
     from npmpi_analysis.kinds import file_kind, own_analysis
 
     kinds = [file_kind(p) for p in args.runs]

@@ -1,0 +1,124 @@
+"""`npmpi-analyze --trend`: real runs in time order, the run-to-run spread, a change flagged where a run
+leaves the runs before it (the protocol changed: the condition is shown beside), and the rule by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from conftest import run_mpi
+from npmpi_analysis import open_run
+from npmpi_analysis.cli import main
+from npmpi_analysis.numbers import trend as tr
+from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
+from test_analysis_outputs import T0, make_run
+
+QUICK = ["--quick", "-u", "256", "--meter", "estimate", "--baseline", "0.2", "-q"]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_series_of_real_runs_and_the_step_of_a_protocol_change(tmp_path, capsys):
+    """Three runs through MPI, then one through TCP sockets on loopback (about 10x the latency of
+    MPI's shared memory; the unloaded MPI runs' spread is some 50 % here): the fourth is flagged,
+    with `protocol: mpi -> tcp` beside it."""
+    names = []
+    for k, protocol in enumerate(["mpi", "mpi", "mpi", "tcp"]):
+        name = f"night{k}.h5"
+        proc = run_mpi([*QUICK, "--protocol", protocol, "-o", name], np=3, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        names.append(tmp_path / name)
+    out = tmp_path / "out"
+    args = ["--trend", *map(str, reversed(names)), "--csv", str(out / "t.csv"), "--json", str(out / "t.json")]
+    out.mkdir()
+    code = main([*args, "--plots", str(out / "plots"), "--report", str(out / "t.html")])
+    text, err = capsys.readouterr()
+    assert code == 0, err
+    rows = list(csv.DictReader((out / "t.csv").read_text().splitlines()))
+    assert [r["run"] for r in rows] == ["night0", "night1", "night2", "night3"]  # by start time
+    assert [r["start_utc"] for r in rows] == sorted(r["start_utc"] for r in rows)
+    assert all(r["condition_protocol"] == k for r, k in zip(rows, ["mpi", "mpi", "mpi", "tcp"], strict=True))
+    # the three first are not judged (no history yet); the fourth leaves it
+    assert not any(r[f"{key}_change"] for r in rows[:3] for key, *_ in tr.FIGURES)
+    last = rows[3]
+    assert last["latency_s_change"] == "up", [r["latency_s"] for r in rows]
+    assert last["conditions_changed"] == "protocol: mpi -> tcp"
+    doc = json.loads((out / "t.json").read_text())
+    assert doc["format"] == "npmpi-trend" and doc["k_mad"] == tr.K_MAD and len(doc["runs"]) == 4
+    assert doc["spread"]["latency_s"]["runs"] == 4 and doc["runs"][0]["conditions"]["protocol"] == "mpi"
+    # the same numbers as the API's (and so the CSV's of each run)
+    first = open_run(names[0])
+    assert float(rows[0]["peak_bandwidth_bit_s"]) == first.summary["peak_bandwidth_bit_s"]
+    sizes = first.sizes
+    assert float(rows[0]["latency_s"]) == tr.small_latency_s(sizes["size_bytes"], sizes["latency_min_s"])
+    assert "protocol: mpi -> tcp" in text and "power ESTIMATED" in text
+    assert (out / "plots" / "trend.png").stat().st_size > 0
+    assert b"<img" in (out / "t.html").read_bytes()
+
+
+def test_the_rule_flags_a_step_once_and_not_the_noise():
+    """Noise of ±2 % around 10, then a step to 13: flagged once, where it starts; the history then
+    starts again at the step, so the runs after it are not flagged."""
+    values = [10.0, 10.2, 9.8, 10.1, 9.9, 13.0, 13.1, 12.9, 13.0]
+    points = [
+        tr.TrendPoint(f"r{k}", "", "", float(k), {"latency_s": v, "peak_bandwidth_bit_s": np.nan,
+                      "min_energy_pj_bit": np.nan}, [], {})
+        for k, v in enumerate(values)
+    ]  # fmt: skip
+    tr.flag_changes(points)
+    assert [p.changes.get("latency_s", "") for p in points] == [""] * 5 + ["up"] + [""] * 3
+    # the MAD bound: 10 +- 3 x 1.4826 x MAD; a run inside it is not flagged, even with 10 % off
+    h = np.array(values[:5])
+    mad = np.median(np.abs(h - np.median(h)))
+    assert 3 * 1.4826 * mad < 0.1 * 10  # here the 10 % floor is the bound
+    points[5].values["latency_s"] = 10.9
+    points[5].changes = {}
+    tr.flag_changes(points[:6])
+    assert "latency_s" not in points[5].changes
+
+
+def test_conditions_are_read_by_name_from_the_root_and_the_nodes(tmp_path):
+    """A file carrying a governor per node and a CPU frequency at its root: both shown; a change of
+    the governor is named beside the run."""
+    paths = []
+    for k, governor in enumerate(["performance", "performance", "powersave"]):
+        t = T0 + 100 * k - 10 + 0.1 * np.arange(200)
+        node = SynthNode([SynthChannel(t, np.full(200, 50.0), sample_interval_s=0.1)], host="n0",
+                         attrs={"governor": governor})  # fmt: skip
+        start = T0 + 100 * k
+        paths.append(
+            write_run(tmp_path / f"g{k}.h5", [1, 1024], [100, 100], [[1.0, 1.0]] * 2,
+                      [[start, start + 1], [start + 2, start + 3]], nodes=[node],
+                      attrs={"cpu_freq_hz": 2.4e9, "created_utc": f"2026-01-0{k + 1}T02:00:00+00:00"})
+        )  # fmt: skip
+    t = tr.trend([open_run(p) for p in paths])
+    assert [p.conditions["governor"] for p in t.points] == ["performance", "performance", "powersave"]
+    assert t.points[0].conditions["cpu_freq_hz"] == "2.4e+09"
+    assert t.points[2].changed_conditions == {"governor": ("performance", "powersave")}
+    assert not t.points[1].changed_conditions
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ([], "give two run files or more"),
+        (["--np-out", "np.out"], "--np-out is one run's NetPIPE output"),
+        (["--compare-csv", "c.csv"], "--compare-csv compares runs size by size"),
+    ],
+)
+def test_what_a_trend_cannot_give_is_one_line(tmp_path, capsys, extra, words):
+    a = make_run(tmp_path / "a.h5")
+    files = [str(a)] if not extra else [str(a), str(make_run(tmp_path / "b.h5"))]
+    assert main(["--trend", *files, *[str(tmp_path / e) if "." in e else e for e in extra]]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+
+
+def test_a_map_in_a_trend_is_refused(tmp_path, capsys):
+    from test_map_analysis import power_map
+
+    m = power_map(tmp_path / "m.h5")
+    assert main(["--trend", str(make_run(tmp_path / "a.h5")), str(m)]) == 2
+    assert "is a cluster map: --trend follows sweep runs" in capsys.readouterr().err
