@@ -102,6 +102,28 @@ def test_faults_are_rows_with_their_times(tmp_path):
     assert fault["since_first_trial_s"] == pytest.approx(1.0)
 
 
+def test_a_fault_of_the_fabric_s_meter_is_a_row_and_in_the_report(tmp_path):
+    """The fabric's devices are node -1 of the API's faults, and the HTML report's fault table, built
+    from these rows, shows it beside the nodes' (before, only the nodes' were in it)."""
+    t = T0 - 10 + 0.1 * np.arange(300)
+    node = SynthNode([SynthChannel(t, np.full(300, 50.0), sample_interval_s=0.1)], host="n0")
+    switch = SynthNode(
+        [SynthChannel(t, np.full(300, 30.0), sample_interval_s=0.1, faults=[(T0 + 2.0, "switch timed out")])],
+        host="sw1",
+    )
+    path = write_run(tmp_path / "f.h5", [1, 64], [100, 100], [[1.0, 1.0]] * 2,
+                     [[T0, T0 + 1.0], [T0 + 3, T0 + 4]], nodes=[node], fabric=switch,
+                     baseline=(T0 - 8, T0 - 3))  # fmt: skip
+    (fault,) = open_run(path).faults.records()
+    assert fault["node"] == -1 and fault["message"] == "switch timed out"
+    assert fault["since_first_trial_s"] == pytest.approx(2.0)
+    report = tmp_path / "f.html"
+    main([str(path), "--report", str(report), "-q"])
+    html = report.read_text()
+    table = html.split("<div id=faults>", 1)[1].split("</div>", 1)[0]
+    assert "switch timed out" in table and "fabric " in table and "+2.0 s" in table
+
+
 def test_to_pandas_with_and_without_pandas(tmp_path, monkeypatch):
     path = make_run(tmp_path / "r.h5", power=False)
     run = open_run(path)

@@ -132,7 +132,7 @@ class RunData:
 
 
 FAULT_COLUMNS = ["node", "host", "channel", "channel_kind", "time_unix_s", "last_time_unix_s"]
-FAULT_COLUMNS += ["since_first_trial_s", "count", "kind", "message"]
+FAULT_COLUMNS += ["since_first_trial_s", "last_since_first_trial_s", "count", "kind", "message"]
 CHANNEL_COLUMNS = ["node", "host", "channel", "kind", "label", "spec", "sample_interval_s"]
 CHANNEL_COLUMNS += ["meter_delay_s", "meter_delay_source", "power_method", "samples", "in_node_total"]
 
@@ -172,7 +172,7 @@ def _open_rows(p: Path, kind: str, label: str, meter_delay_s: float | None) -> R
         attrs=dict(a.attrs),
         sizes=Table(size_rows(a)),
         summary=summary,
-        faults=Table(_fault_rows(a.power, a.fabric, t0), FAULT_COLUMNS),
+        faults=Table(fault_rows(a.power, a.fabric, t0), FAULT_COLUMNS),
         channels=Table(_channel_rows(a.power, a.fabric), CHANNEL_COLUMNS),
         notices=list(a.notices),
         problems=list(a.problems),
@@ -201,7 +201,7 @@ def _open_map(p: Path, label: str, meter_delay_s: float | None) -> RunData:
         attrs={**a.attrs, **{f"map_{k}": v for k, v in a.map_attrs.items()}},
         sizes=Table(pair_rows(a)),
         summary=summary(a),
-        faults=Table(_fault_rows(a.power, None, None), FAULT_COLUMNS),
+        faults=Table(fault_rows(a.power, None, None), FAULT_COLUMNS),
         channels=Table(_channel_rows(a.power, None), CHANNEL_COLUMNS),
         notices=list(a.notices),
         problems=list(a.problems),
@@ -220,7 +220,9 @@ def _power_nodes(power, fabric) -> list[tuple[int, Any]]:
     return nodes
 
 
-def _fault_rows(power, fabric, t0: float | None) -> list[dict[str, Any]]:
+def fault_rows(power, fabric, t0: float | None) -> list[dict[str, Any]]:
+    """One dict per fault record of every node's channels and the fabric's (node -1), times on rank
+    0's clock and since `t0` (the first trial; NaN without it): the rows of RunData.faults."""
     rows = []
     for index, n in _power_nodes(power, fabric):
         for c in n.channels:
@@ -234,6 +236,7 @@ def _fault_rows(power, fabric, t0: float | None) -> list[dict[str, Any]]:
                         "time_unix_s": f.first_unix_s,
                         "last_time_unix_s": f.last_unix_s,
                         "since_first_trial_s": f.first_unix_s - t0 if t0 is not None else math.nan,
+                        "last_since_first_trial_s": f.last_unix_s - t0 if t0 is not None else math.nan,
                         "count": f.count,
                         "kind": f.kind,
                         "message": f.message,
