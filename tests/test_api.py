@@ -15,8 +15,29 @@ from npmpi_analysis import API_VERSION, open_run
 from npmpi_analysis.cli import main
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 from test_analysis_outputs import T0, make_run
-from test_coll import synthetic_coll
 from test_map_analysis import power_map
+
+
+def coll_file(path):
+    """A coll file (allreduce on 2 ranks, as tests/test_coll.py's): two nodes of 60 W and 90 W while
+    it runs, 40 W and 50 W idle before; 1 KiB and 4 KiB, 3 trials each."""
+    stamps = np.arange(T0 - 4, T0 + 8, 0.01)
+    nodes = [
+        SynthNode([SynthChannel(stamps, np.where(stamps < T0 - 1, idle, busy), sample_interval_s=0.01)])
+        for idle, busy in ((40.0, 60.0), (50.0, 90.0))
+    ]
+    trials = [[0.10, 0.11, 0.12], [0.20, 0.22, 0.21]]
+    starts = [[T0, T0 + 0.5, T0 + 1.0], [T0 + 2, T0 + 2.5, T0 + 3.0]]
+    ends = [[s + d for s, d in zip(ss, dd, strict=True)] for ss, dd in zip(starts, trials, strict=True)]
+    attrs = {"kind": "coll", "mode": "coll", "bytes_per_iteration_factor": 1, "one_way_divisor": 1}
+    attrs |= {
+        "coll_op": "allreduce",
+        "coll_ranks": 2,
+        "coll_bus_factor": 1.0,
+        "coll_bus_factor_formula": "2(n-1)/n",
+    }
+    return write_run(path, [1024, 4096], [1000, 500], trials, starts, ends, nodes=nodes,
+                     baseline=(T0 - 3.5, T0 - 1.5), attrs=attrs)  # fmt: skip
 
 
 def cli_outputs(tmp_path, path):
@@ -80,7 +101,7 @@ def test_a_map_is_the_csv_and_the_json(tmp_path):
 
 
 def test_a_coll_file_is_the_csv(tmp_path):
-    path = synthetic_coll(tmp_path / "c.h5")
+    path = coll_file(tmp_path / "c.h5")
     rows, doc = cli_outputs(tmp_path, path)
     c = open_run(path)
     assert c.kind == "coll" and c.summary["collective"]["op"] == "allreduce"

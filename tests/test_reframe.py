@@ -17,7 +17,7 @@ from npmpi_analysis.cli import main
 from npmpi_analysis.synthetic import write_run
 from support.slurm_cluster import SlurmCluster, SlurmUnavailable
 from test_analysis_outputs import T0, make_run
-from test_coll import synthetic_coll
+from test_api import coll_file
 from test_map_analysis import power_map
 
 RFM = REPO / "jobs" / "reframe"
@@ -48,7 +48,7 @@ def test_the_figures_are_npmpi_analyze_s(tmp_path):
     assert f["power_idle"] == s["idle_power_w"] and npmpi_results.problems(doc, 0, {"meter": True}) == []
     m = npmpi_results.figures(analysed(tmp_path, power_map(tmp_path / "m.h5")))
     assert set(m) == {"latency_small", "bandwidth_peak", "energy_least", "power_idle"}
-    c = analysed(tmp_path, synthetic_coll(tmp_path / "c.h5"))
+    c = analysed(tmp_path, coll_file(tmp_path / "c.h5"))
     fc = npmpi_results.figures(c)
     assert fc["energy_per_op"] == c["runs"][0]["sizes"][-1]["energy_per_op_j"] and "energy_least" not in fc
     assert set(npmpi_results.FIGURE_UNITS) == set(UNITS) and npmpi_results.FIGURE_UNITS == UNITS
