@@ -77,7 +77,9 @@ class Table:
         return iter(self.records())
 
     def __repr__(self) -> str:
-        return f"Table({len(self)} rows: {', '.join(self.columns)})"
+        names = self.columns
+        more = f", … ({len(names)} columns)" if len(names) > 6 else ""
+        return f"Table({len(self)} rows: {', '.join(names[:6])}{more})"
 
     def records(self) -> list[dict[str, Any]]:
         """One dict per row, Python scalars."""
@@ -108,15 +110,15 @@ class RunData:
     kind: str
     path: Path
     label: str
-    attrs: dict[str, Any]
+    attrs: dict[str, Any] = field(repr=False)
     sizes: Table
-    summary: dict[str, Any]
+    summary: dict[str, Any] = field(repr=False)
     faults: Table
     channels: Table
-    notices: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list, repr=False)
     problems: list[str] = field(default_factory=list)
-    node_attrs: list[dict[str, Any]] = field(default_factory=list)  # each power node's attributes
-    analysis: Any = None  # the analysis's own object: internal, changes between releases
+    node_attrs: list[dict[str, Any]] = field(default_factory=list, repr=False)  # each power node's
+    analysis: Any = field(default=None, repr=False)  # the analysis's own object: internal
     _loaded: Any = field(default=None, repr=False)
     _meter_delay_s: float | None = field(default=None, repr=False)
 
