@@ -102,6 +102,28 @@ def test_conditions_are_read_by_name_from_the_root_and_the_nodes(tmp_path):
     assert not t.points[1].changed_conditions
 
 
+def test_the_ranks_core_settings_and_measured_frequency_are_read_where_a_file_has_them():
+    """The root attribute `conditions` (the conditions' records: per measuring rank its settings at
+    its first size) and per-size `…cpu_freq_hz` columns: shown when present, nothing when not."""
+    from npmpi_analysis.api import Table
+
+    doc = {"ranks": {"0": {"settings_before": {"governor": "powersave", "boost": 1}},
+                     "1": {"settings_before": {"governor": "performance"}}}}  # fmt: skip
+    assert tr.rank_settings({"conditions": json.dumps(doc)}) == {
+        "governor": "powersave/performance",
+        "boost": "1",
+    }
+    assert tr.rank_settings({"conditions": "{not json"}) == {} and tr.rank_settings({}) == {}
+    assert (
+        tr.conditions_of({"conditions": json.dumps(doc), "kernel": "c"}, [])["governor"]
+        == "powersave/performance"
+    )
+    sizes = Table([{"size_bytes": 1, "rank0_cpu_freq_hz": 2.41e9, "rank0_cpu_freq_min_hz": 1e9},
+                   {"size_bytes": 2, "rank0_cpu_freq_hz": 2.39e9, "rank0_cpu_freq_min_hz": 1e9}])  # fmt: skip
+    assert tr.measured_frequency(sizes) == {"cpu_ghz_measured": "2.4"}
+    assert tr.measured_frequency(Table([{"size_bytes": 1}])) == {}
+
+
 @pytest.mark.parametrize(
     "extra, words",
     [

@@ -11,6 +11,7 @@ the API's (npmpi_analysis.api), the same numbers as `npmpi-analyze --json`.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -115,8 +116,57 @@ def _text(v: Any) -> str:
     return f"{v:g}" if isinstance(v, (float, np.floating)) else str(v)
 
 
+# the measuring ranks' core settings at their first size, from the root attribute `conditions` (JSON:
+# {"ranks": {RANK: {"settings_before": {...}, "cpu_freq_source": ...}}}, docs/file-format.md)
+RANK_SETTINGS = (
+    "governor",
+    "energy_performance_preference",
+    "scaling_max_freq_hz",
+    "cpuinfo_max_freq_hz",
+    "boost",
+    "intel_pstate_no_turbo",
+    "slurm_cpu_freq_req",
+)
+
+
+def rank_settings(attrs: dict) -> dict[str, str]:
+    """RANK_SETTINGS of the measuring ranks (their distinct values joined by '/'), where the file's
+    `conditions` holds them; {} for a file without it or with anything else in it."""
+    doc = attrs.get("conditions")
+    if isinstance(doc, (str, bytes)):
+        try:
+            doc = json.loads(doc)
+        except (ValueError, RecursionError):
+            return {}
+    ranks = doc.get("ranks") if isinstance(doc, dict) else None
+    if not isinstance(ranks, dict):
+        return {}
+    settings = [r.get("settings_before") for r in ranks.values() if isinstance(r, dict)]
+    settings = [x for x in settings if isinstance(x, dict)]
+    out = {}
+    for name in RANK_SETTINGS:
+        values = list(dict.fromkeys(_text(x[name]) for x in settings if name in x))
+        if values:
+            out[name] = "/".join(values)
+    return out
+
+
+def measured_frequency(sizes) -> dict[str, str]:
+    """The measuring ranks' effective core frequency (median over sizes and ranks of the per-size
+    `…cpu_freq_hz` columns, where the analysis gives them), in GHz to 0.1."""
+    columns = [
+        c for c in sizes.columns if c.endswith("cpu_freq_hz") and "_min_" not in c and "_max_" not in c
+    ]
+    if not columns:
+        return {}
+    x = np.concatenate([np.asarray(sizes[c], dtype=float) for c in columns])
+    x = x[np.isfinite(x) & (x > 0)]
+    return {"cpu_ghz_measured": f"{np.median(x) / 1e9:.1f}"} if x.size else {}
+
+
 def conditions_of(attrs: dict, node_attrs: list[dict]) -> dict[str, str]:
-    """The CONDITIONS a file carries: a root attribute, else its nodes' distinct values joined by '/'."""
+    """The CONDITIONS a file carries: a root attribute, else its nodes' distinct values joined by '/';
+    then the measuring ranks' core settings (rank_settings)."""
     out = {}
     for name in CONDITIONS:
         if name in attrs and _text(attrs[name]) != "":
@@ -125,6 +175,8 @@ def conditions_of(attrs: dict, node_attrs: list[dict]) -> dict[str, str]:
         values = list(dict.fromkeys(_text(n[name]) for n in node_attrs if name in n))
         if values:
             out[name] = "/".join(values)
+    for name, value in rank_settings(attrs).items():
+        out.setdefault(name, value)
     return out
 
 
@@ -145,7 +197,7 @@ def point(run) -> TrendPoint:
         start_unix_s=start_s,
         values=values,
         hosts=list(s.get("hosts", [])),
-        conditions=conditions_of(run.attrs, run.node_attrs),
+        conditions={**conditions_of(run.attrs, run.node_attrs), **measured_frequency(run.sizes)},
         caveat=str(s.get("power_caveat", "")) if s.get("has_power") else "",
     )
 
