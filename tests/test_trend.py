@@ -146,3 +146,13 @@ def test_a_map_in_a_trend_is_refused(tmp_path, capsys):
     m = power_map(tmp_path / "m.h5")
     assert main(["--trend", str(make_run(tmp_path / "a.h5")), str(m)]) == 2
     assert "is a cluster map: --trend follows sweep runs" in capsys.readouterr().err
+
+
+def test_a_file_that_cannot_be_read_is_one_line_and_the_others_still_trend(tmp_path, capsys):
+    bad = tmp_path / "broken.h5"
+    bad.write_bytes(b"not an HDF5 file")
+    runs = [make_run(tmp_path / "a.h5"), bad, make_run(tmp_path / "b.h5", slower=2.0)]
+    assert main(["--trend", *map(str, runs), "--json", str(tmp_path / "t.json")]) == 1
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "broken.h5" in err and "trend of 2 runs" in out
+    assert [r["run"] for r in json.loads((tmp_path / "t.json").read_text())["runs"]] == ["a", "b"]
