@@ -14,11 +14,11 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
 from npmpi.core.errors import NpmpiError, RunFileError, UsageError
+from npmpi_analysis.loading import ANALYSED_SAMPLE_FIELDS, load
 
 PROG = "npmpi-analyze"
 FORMATS = ("png", "pdf", "svg")
@@ -27,18 +27,6 @@ FORMATS = ("png", "pdf", "svg")
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, no usage dump
         raise UsageError(message)
-
-
-# the per-sample datasets the analysis uses: energy only of counter channels (RAPL, NVML energy),
-# volts and amps never (half the memory)
-ANALYSED_SAMPLE_FIELDS = (
-    "time_unix_s",
-    "power_w",
-    "energy_j_of_counters",  # npmpi.runfile.format.ENERGY_OF_COUNTERS
-    "open_epoch",  # the format 1.6 fields the analysis uses: npmpi.runfile.format.OPTIONAL_SAMPLE_FIELDS
-    "request_start_unix_s",
-    "request_end_unix_s",
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="reporting delay of every meter (samples are moved this much earlier); default: each "
         "channel's calibrated meter_delay_s from the file, else 0",
     )
+    p.add_argument(
+        "--trend",
+        action="store_true",
+        help="the runs are one system's series: their latency, peak bandwidth and least energy per bit "
+        "in time order, the run-to-run spread and the changes (--csv, --json, --plots, --report of the "
+        "series)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing outputs")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but problems")
     return p
@@ -121,56 +116,6 @@ def _np_out_paths(base: Path, labels: list[str]) -> list[Path]:
     if len(labels) == 1:
         return [base]
     return [base.with_name(f"{base.stem}-{lab}{base.suffix}") for lab in labels]
-
-
-def _copy_without_power(src: Path, dst: Path) -> None:
-    import h5py
-
-    with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
-        for k in f.attrs:
-            g.attrs[k] = f.attrs[k]
-        for name in ("layout", "pingpong"):
-            if name in f:
-                f.copy(f[name], g, name=name)
-
-
-def load(path: Path):
-    """load_run, then every text root attribute as one bounded printable line (npmpi.core.safetext:
-    a newline in a forged `command_line` is shown as \\x0a, never as a line or an HTML row of its
-    own), plus: a file whose power part is broken still gives its bandwidth and latency.
-
-    Returns (run, problems); RunFileError when nothing can be read.
-    """
-    from npmpi.core.safetext import shown_attrs
-    from npmpi.runfile.format import JSON_ATTRS
-
-    run, problems = _load(path)
-    run.attrs = shown_attrs(run.attrs, JSON_ATTRS)
-    return run, problems
-
-
-def _load(path: Path):
-    from npmpi.runfile.reader import load_run
-
-    try:
-        return load_run(path, ANALYSED_SAMPLE_FIELDS), []
-    except RunFileError as exc:
-        message = str(exc)
-        if "/power" not in message:
-            raise
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
-        raise RunFileError(f"{path}: cannot be read ({exc}); the file may be truncated or corrupt") from None
-    # the power part is broken: read the rest from a copy without it
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / path.name
-        try:
-            _copy_without_power(path, copy)
-            run = load_run(copy, ANALYSED_SAMPLE_FIELDS)
-        except (RunFileError, OSError, ValueError, KeyError, TypeError, RuntimeError):
-            raise RunFileError(message) from None
-    run.path = path
-    run.notices = [n.replace(str(copy), str(path)) for n in run.notices]
-    return run, [f"{message}; bandwidth and latency are analysed without power"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,11 +156,38 @@ def _main_reporting(argv: list[str] | None) -> int:
         return 1
 
 
-def _main(argv: list[str] | None) -> int:
-    from npmpi_analysis.numbers.analyse import analyse_run, run_label
+def _analyse_files(args, labels: list[str]) -> tuple[int, list]:
+    """Each run file's analysis (a coll file's: one per op and rank count), its problems said; the
+    count of files or series that gave nothing, and the analyses."""
+    from npmpi_analysis.numbers.analyse import analyse_run
     from npmpi_analysis.numbers.collectives import series_runs
-    from npmpi_analysis.outfiles import check_free, write_atomic
     from npmpi_analysis.report import summarise_alike
+
+    failed = 0
+    analyses = []
+    for path, label in zip(args.runs, labels, strict=True):
+        try:
+            run, load_problems = load(path)
+        except RunFileError as exc:
+            _error(str(exc))
+            failed += 1
+            continue
+        for part, name in series_runs(run, label):  # a coll file: each op at each rank count
+            a = analyse_run(part, name, args.meter_delay)
+            a.problems[:0] = load_problems
+            for problem in summarise_alike(a.problems):
+                _error(problem)
+            if a.sizes == 0:
+                failed += 1
+                continue
+            analyses.append(a)
+        del run
+    return failed, analyses
+
+
+def _main(argv: list[str] | None) -> int:
+    from npmpi_analysis.numbers.analyse import run_label
+    from npmpi_analysis.outfiles import check_free, write_atomic
 
     args = build_parser().parse_args(argv)
     if args.meter_delay is not None and not (math.isfinite(args.meter_delay) and args.meter_delay >= 0):
@@ -238,6 +210,11 @@ def _main(argv: list[str] | None) -> int:
         raise UsageError(f"--plots {args.plots}: exists and is not a directory")
     for p in outputs:
         check_free(p, args.force, args.plots)
+    if args.trend:  # one system's series
+        from npmpi_analysis import trend_cli
+
+        trend_cli.check_usage(args)
+        return trend_cli.run(args, labels, _say, _error)
     from npmpi_analysis.kinds import file_kind, own_analysis
 
     kinds = [file_kind(p) for p in args.runs]
@@ -246,25 +223,7 @@ def _main(argv: list[str] | None) -> int:
         own.check_usage(args, [k == kind for k in kinds])
         return own.run(args, labels, ANALYSED_SAMPLE_FIELDS, _say, _error)
 
-    failed = 0
-    analyses = []
-    for path, label in zip(args.runs, labels, strict=True):
-        try:
-            run, load_problems = load(path)
-        except RunFileError as exc:
-            _error(str(exc))
-            failed += 1
-            continue
-        for part, name in series_runs(run, label):  # a coll file: each op at each rank count
-            a = analyse_run(part, name, args.meter_delay)
-            a.problems[:0] = load_problems
-            for problem in summarise_alike(a.problems):
-                _error(problem)
-            if a.sizes == 0:
-                failed += 1
-                continue
-            analyses.append(a)
-        del run
+    failed, analyses = _analyse_files(args, labels)
     if not analyses:
         return 1
     from npmpi_analysis.numbers.ladder import relabel

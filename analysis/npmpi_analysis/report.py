@@ -417,11 +417,20 @@ _e = html_text
 
 
 def _fault_table(a: RunAnalysis) -> str:
-    """The run's meter faults and sampling gaps as an HTML table ('' without power)."""
-    s = a.summary()
-    if not s.get("has_power"):
+    """The run's meter faults and sampling gaps as an HTML table ('' without power): the rows of the
+    Python API's RunData.faults (npmpi_analysis.api), the fabric's devices' among them."""
+    from npmpi_analysis.api import fault_rows
+
+    if a.power is None:
         return ""
-    rows = [[f"{n['node']} {n['host']}", *r] for n in s["nodes"] for r in fault_cells(n)]
+    rows = []
+    for f in fault_rows(a.power, a.fabric, a.summary().get("first_trial_unix_s")):
+        keys = ("since_first_trial_s", "last_since_first_trial_s")
+        since, last = (f[k] if math.isfinite(f[k]) else None for k in keys)
+        until = _since(last) if f["count"] > 1 or f["kind"] == "gap" else ""
+        where = f"{f['node']} {f['host']}" if f["node"] >= 0 else f"fabric {f['host']}"
+        rows.append([where, f"{f['channel']} {f['channel_kind']}", _since(since), str(f["count"])])
+        rows[-1] += [until, f["kind"], f["message"]]
     headers = ["node", "channel", "since first trial", "count", "until", "kind", "message"]
     if not rows:
         return "<p id=faults>Meter faults: none recorded.</p>"

@@ -58,9 +58,7 @@ class PingPong:
     buffer_huge_page_bytes: np.ndarray | None = None  # [n] (format 1.3; -1 unknown), else None
     cpu: CpuTimes | None = None  # each measuring rank's CPU time per size (1.7's cpu_*_s), else None
     member_trial_s: np.ndarray | None = None  # [n, members, trials]: a group kind's (format 1.8), else None
-    coll_series: np.ndarray | None = (
-        None  # [n]: a coll file's series index (root coll_series_json), else None
-    )
+    coll_series: np.ndarray | None = None  # [n]: a coll file's series (root coll_series_json)
     conditions: Conditions | None = None  # each measuring rank's frequency, throttling, NIC bytes per size
 
     def __len__(self) -> int:
@@ -495,8 +493,7 @@ def _check_values(p: Path, pp: PingPong) -> None:
         row = int(np.argwhere(bad)[0][0])
         raise RunFileError(
             f"{p}: /pingpong/trial_s has a non-positive, infinite or impossible (over {MAX_TRIAL_S:.0e} s) "
-            f"time at row {row} "
-            f"(size {int(pp.size_bytes[row])} B)"
+            f"time at row {row} (size {int(pp.size_bytes[row])} B)"
         )
     if np.any(np.all(np.isnan(t), axis=1)):
         row = int(np.argwhere(np.all(np.isnan(t), axis=1))[0][0])

@@ -492,3 +492,7 @@ def no_power_notice(run) -> str | None:
         f"no power: every meter was skipped (--meter-optional): {'; '.join(reasons)}. "
         "Bandwidth and latency only"
     )
+
+
+# the analysis's view of one channel, for npmpi_analysis.api
+align_node, channel_series = _align_node, _channel_series

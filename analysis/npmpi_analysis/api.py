@@ -1,0 +1,303 @@
+"""A run file as data, for notebooks and scripts: `npmpi_analysis.open_run(path)` (docs/analysis.md,
+"Python API"; an example in docs/notebook.md).
+
+This module's names are the public contract, versioned by API_VERSION: a column or key is only
+added within a major version; one renamed or removed bumps the major version, and the old name is
+kept for one release with a DeprecationWarning. Every number is the one `npmpi-analyze` writes to
+its CSV and JSON: the tables are built from the same rows (npmpi_analysis.numbers.analyse.size_rows,
+npmpi_analysis.map_report.pair_rows) and the summary is the JSON's. The objects behind them
+(`RunData.analysis`) are the analysis's internals and change between releases.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+API_VERSION = "1.0"
+NO_PANDAS = "to_pandas() needs pandas: pip install 'npmpi[pandas]' (or pip install pandas)"
+
+
+def _column_dtype(values: list) -> np.dtype:
+    """One column's dtype: bool, int64, float64 (None and missing cells NaN) or a str wide enough."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, (bool, np.bool_)) for v in present) and len(present) == len(values):
+        return np.dtype(bool)
+    if present and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in present):
+        return np.dtype(np.int64) if len(present) == len(values) else np.dtype(float)
+    if all(isinstance(v, (int, float, np.integer, np.floating)) for v in present):
+        return np.dtype(float)
+    width = max((len(str(v)) for v in present), default=1)
+    return np.dtype(f"U{max(width, 1)}")
+
+
+def _cell(v, dtype: np.dtype):
+    if v is None:
+        return "" if dtype.kind == "U" else math.nan
+    return str(v) if dtype.kind == "U" else v
+
+
+class Table:
+    """Rows with named columns, the units in the names (`latency_min_s`, `energy_pj_bit`), as the
+    CSV's. `.array` is a numpy structured array; `table["size_bytes"]` a column; `.records()` plain
+    dicts; `.to_pandas()` a DataFrame (pandas optional). An undefined figure is NaN, as the CSV's
+    empty cell; a cell a row does not have (a column of another run) NaN or ''."""
+
+    def __init__(self, rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
+        names = columns if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+        cells = {n: [r.get(n) for r in rows] for n in names}
+        dtypes = [(n, _column_dtype(cells[n])) for n in names]
+        self.array = np.zeros(len(rows), dtype=dtypes)
+        for n, dt in dtypes:
+            self.array[n] = [_cell(v, dt) for v in cells[n]]
+
+    @classmethod
+    def of_array(cls, array: np.ndarray) -> Table:
+        """A table of a structured array as it is."""
+        t = cls.__new__(cls)
+        t.array = array
+        return t
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.array.dtype.names or ())
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.array[name]
+
+    def __iter__(self):
+        return iter(self.records())
+
+    def __repr__(self) -> str:
+        names = self.columns
+        more = f", … ({len(names)} columns)" if len(names) > 6 else ""
+        return f"Table({len(self)} rows: {', '.join(names[:6])}{more})"
+
+    def records(self) -> list[dict[str, Any]]:
+        """One dict per row, Python scalars."""
+        names = self.columns
+        return [dict(zip(names, row, strict=True)) for row in self.array.tolist()]
+
+    def to_pandas(self):
+        """A pandas DataFrame of the table; ImportError saying what to install without pandas."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError(NO_PANDAS) from None
+        return pandas.DataFrame.from_records(self.array)
+
+
+@dataclass
+class RunData:
+    """One npmpi file opened: a run, a coll run, a calibration's run or a cluster map.
+
+    kind: the file's root attribute `kind` ("run", "map", "coll", "calibrate", ...).
+    sizes: the per-size table (a map: one row per pair and size), the columns of `npmpi-analyze --csv`.
+    summary: the summary of `npmpi-analyze --json` (its "summary" object).
+    faults: one row per meter fault record (node, host, channel, times on rank 0's clock, count, kind,
+    message). channels: one row per meter channel. node_attrs: each power node's attributes (host,
+    clock offsets, and the conditions a file records there). power_samples(): the samples the analysis used.
+    notices, problems: what npmpi-analyze prints (a problem makes it exit 1)."""
+
+    kind: str
+    path: Path
+    label: str
+    attrs: dict[str, Any] = field(repr=False)
+    sizes: Table
+    summary: dict[str, Any] = field(repr=False)
+    faults: Table
+    channels: Table
+    notices: list[str] = field(default_factory=list, repr=False)
+    problems: list[str] = field(default_factory=list)
+    node_attrs: list[dict[str, Any]] = field(default_factory=list, repr=False)  # each power node's
+    analysis: Any = field(default=None, repr=False)  # the analysis's own object: internal
+    _loaded: Any = field(default=None, repr=False)
+    _meter_delay_s: float | None = field(default=None, repr=False)
+
+    def to_pandas(self):
+        """The per-size table as a pandas DataFrame (pandas optional)."""
+        return self.sizes.to_pandas()
+
+    def power_samples(self, node: int | None = None, channel: int | None = None) -> Table:
+        """The meter samples the analysis used, one row each: node (-1: the fabric's devices), host,
+        channel, time_unix_s (on rank 0's clock, moved earlier by the channel's meter delay, as the
+        analysis places them), power_w. Invalid samples (NaN, negative) are left out, as there."""
+        return Table.of_array(_samples(self._loaded, self._meter_delay_s, node, channel))
+
+
+FAULT_COLUMNS = ["node", "host", "channel", "channel_kind", "time_unix_s", "last_time_unix_s"]
+FAULT_COLUMNS += ["since_first_trial_s", "last_since_first_trial_s", "count", "kind", "message"]
+CHANNEL_COLUMNS = ["node", "host", "channel", "kind", "label", "spec", "sample_interval_s"]
+CHANNEL_COLUMNS += ["meter_delay_s", "meter_delay_source", "power_method", "samples", "in_node_total"]
+
+
+def open_run(
+    path: str | os.PathLike, meter_delay_s: float | None = None, label: str | None = None
+) -> RunData:
+    """Open the npmpi file at `path` (any kind) and analyse it as `npmpi-analyze` does.
+
+    meter_delay_s: as --meter-delay (None: each channel's calibrated delay). label: the run's name in
+    the tables (default: the file's stem, as npmpi-analyze names it). Raises
+    npmpi.core.errors.RunFileError (one line: what is wrong and where) when nothing can be read."""
+    from npmpi_analysis.kinds import file_kind
+    from npmpi_analysis.numbers.analyse import run_label
+
+    p = Path(path)
+    kind = file_kind(p)
+    label = label or run_label(p.name, set())
+    if kind == "map":
+        return _open_map(p, label, meter_delay_s)
+    return _open_rows(p, kind, label, meter_delay_s)
+
+
+def _open_rows(p: Path, kind: str, label: str, meter_delay_s: float | None) -> RunData:
+    from npmpi_analysis.loading import load
+    from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+
+    run, load_problems = load(p)
+    a = analyse_run(run, label, meter_delay_s)
+    a.problems[:0] = load_problems
+    summary = a.summary()
+    t0 = summary.get("first_trial_unix_s")
+    return RunData(
+        kind=kind,
+        path=p,
+        label=label,
+        attrs=dict(a.attrs),
+        sizes=Table(size_rows(a)),
+        summary=summary,
+        faults=Table(fault_rows(a.power, a.fabric, t0), FAULT_COLUMNS),
+        channels=Table(_channel_rows(a.power, a.fabric), CHANNEL_COLUMNS),
+        notices=list(a.notices),
+        problems=list(a.problems),
+        node_attrs=[dict(n.attrs) for n in run.power],
+        analysis=a,
+        _loaded=run,
+        _meter_delay_s=meter_delay_s,
+    )
+
+
+def _open_map(p: Path, label: str, meter_delay_s: float | None) -> RunData:
+    from npmpi.core.safetext import shown_attrs
+    from npmpi.runfile.format import JSON_ATTRS
+    from npmpi_analysis.loading import ANALYSED_SAMPLE_FIELDS
+    from npmpi_analysis.map_report import pair_rows, summary
+    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.numbers.maps import analyse_map
+
+    m = load_map(p, ANALYSED_SAMPLE_FIELDS)
+    m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)
+    a = analyse_map(m, label, meter_delay_s)
+    return RunData(
+        kind="map",
+        path=p,
+        label=label,
+        attrs={**a.attrs, **{f"map_{k}": v for k, v in a.map_attrs.items()}},
+        sizes=Table(pair_rows(a)),
+        summary=summary(a),
+        faults=Table(fault_rows(a.power, None, None), FAULT_COLUMNS),
+        channels=Table(_channel_rows(a.power, None), CHANNEL_COLUMNS),
+        notices=list(a.notices),
+        problems=list(a.problems),
+        node_attrs=[dict(n.attrs) for n in m.power],
+        analysis=a,
+        _loaded=m,
+        _meter_delay_s=meter_delay_s,
+    )
+
+
+def _power_nodes(power, fabric) -> list[tuple[int, Any]]:
+    """(node index, NodePower) of every node and, as node -1, the fabric's group."""
+    nodes = [(n.index, n) for n in power.nodes] if power is not None else []
+    if fabric is not None:
+        nodes.append((-1, fabric.group))
+    return nodes
+
+
+def fault_rows(power, fabric, t0: float | None) -> list[dict[str, Any]]:
+    """One dict per fault record of every node's channels and the fabric's (node -1), times on rank
+    0's clock and since `t0` (the first trial; NaN without it): the rows of RunData.faults."""
+    rows = []
+    for index, n in _power_nodes(power, fabric):
+        for c in n.channels:
+            for f in c.fault_records:
+                rows.append(
+                    {
+                        "node": index,
+                        "host": n.host,
+                        "channel": c.index,
+                        "channel_kind": c.kind,
+                        "time_unix_s": f.first_unix_s,
+                        "last_time_unix_s": f.last_unix_s,
+                        "since_first_trial_s": f.first_unix_s - t0 if t0 is not None else math.nan,
+                        "last_since_first_trial_s": f.last_unix_s - t0 if t0 is not None else math.nan,
+                        "count": f.count,
+                        "kind": f.kind,
+                        "message": f.message,
+                    }
+                )
+    return rows
+
+
+def _channel_rows(power, fabric) -> list[dict[str, Any]]:
+    return [
+        {
+            "node": index,
+            "host": n.host,
+            "channel": c.index,
+            "kind": c.kind,
+            "label": c.label,
+            "spec": c.spec,
+            "sample_interval_s": c.sample_interval_s,
+            "meter_delay_s": c.delay_s,
+            "meter_delay_source": c.delay_source,
+            "power_method": c.method,
+            "samples": c.samples,
+            "in_node_total": c.in_total,
+        }
+        for index, n in _power_nodes(power, fabric)
+        for c in n.channels
+    ]
+
+
+def _samples(loaded, meter_delay_s, node: int | None, channel: int | None) -> np.ndarray:
+    """Each channel's samples as the analysis places them (npmpi_analysis.numbers.node_power)."""
+    from npmpi_analysis.numbers import compute
+    from npmpi_analysis.numbers.node_power import align_node, channel_series
+
+    groups = list(enumerate(getattr(loaded, "power", None) or []))
+    fabric = getattr(loaded, "fabric", None)
+    if fabric is not None:
+        groups.append((-1, fabric))
+    parts = []
+    for i, n in groups:
+        if node is not None and i != node:
+            continue
+        host = str(n.attrs.get("host", "")) or (f"node{i}" if i >= 0 else "fabric")
+        attrs = compute.checked_timing_attrs(n.attrs, "", [])
+        align, _note = align_node(attrs, "", [])
+        for j, ch in enumerate(n.channels):
+            if (channel is not None and j != channel) or ch.time_unix_s is None or ch.power_w is None:
+                continue
+            r, _info = channel_series(ch, "", meter_delay_s, align, [])
+            parts.append((i, host, j, r.t, r.p))
+    width = max((len(h) for _, h, _, _, _ in parts), default=1)
+    dtype = [("node", np.int64), ("host", f"U{width}"), ("channel", np.int64)]
+    out = np.zeros(
+        sum(len(t) for *_, t, _ in parts), dtype=[*dtype, ("time_unix_s", float), ("power_w", float)]
+    )
+    k = 0
+    for i, host, j, t, w in parts:
+        chunk = out[k : k + len(t)]
+        chunk["node"], chunk["host"], chunk["channel"] = i, host, j
+        chunk["time_unix_s"], chunk["power_w"] = t, w
+        k += len(t)
+    return out
