@@ -334,13 +334,11 @@ def _print_text(analyses) -> None:
 
 def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic) -> None:
     from npmpi_analysis import report
+    from npmpi_analysis.outfiles import make_plots_dir
 
     written = []
     if args.plots is not None:
-        try:
-            args.plots.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"--plots {args.plots}: cannot create the directory ({exc.strerror})") from None
+        make_plots_dir(args.plots)
     if args.csv:
         write_atomic(args.csv, report.csv_bytes(analyses), args.force)
         written.append(str(args.csv))

@@ -78,7 +78,7 @@ def _write(args, analyses, changes, problems, say) -> None:
     from npmpi_analysis import map_report
     from npmpi_analysis.figures.map import change_plots, map_plots
     from npmpi_analysis.figures.render import write_figures
-    from npmpi_analysis.outfiles import check_free, write_atomic
+    from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic
     from npmpi_analysis.report import summarise_alike
 
     plots = []
@@ -90,10 +90,7 @@ def _write(args, analyses, changes, problems, say) -> None:
         if args.plots.is_dir():
             for f in files.values():
                 check_free(f, args.force)
-        try:
-            args.plots.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"--plots {args.plots}: cannot create the directory ({exc.strerror})") from None
+        make_plots_dir(args.plots)
     written = []
     if args.csv:
         write_atomic(args.csv, map_report.csv_bytes(analyses), args.force)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from typing import Any
@@ -11,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.modes import MODE_TABLE
-from npmpi.core.safetext import csv_cell
 from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.html_parts import figures_html, html_text
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
+from npmpi_analysis.outfiles import rows_csv_bytes
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
 HTML_MATRIX_MAX = 64
@@ -296,15 +294,7 @@ def pair_rows(a) -> list[dict[str, Any]]:
 def csv_bytes(analyses: list) -> bytes:
     """Every map's pair rows; an undefined figure is an empty cell."""
     rows = [r for a in analyses for r in pair_rows(a)]
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow(
-            {k: ("" if isinstance(v, float) and not math.isfinite(v) else csv_cell(v)) for k, v in r.items()}
-        )
-    return buf.getvalue().encode()
+    return rows_csv_bytes(rows)
 
 
 def _clean(x: Any) -> Any:

@@ -105,3 +105,31 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def rows_csv_bytes(rows: list[dict]) -> bytes:
+    """Rows of named cells as CSV: columns in first-seen order, an undefined figure (NaN, inf) an empty
+    cell, every cell made safe for a spreadsheet (npmpi.core.safetext.csv_cell)."""
+    import csv
+    import io
+    import math
+
+    from npmpi.core.safetext import csv_cell
+
+    fields = list(dict.fromkeys(k for r in rows for k in r))  # first-seen order, linear time
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(
+            {k: ("" if isinstance(v, float) and not math.isfinite(v) else csv_cell(v)) for k, v in r.items()}
+        )
+    return buf.getvalue().encode()
+
+
+def make_plots_dir(plots: Path) -> None:
+    """--plots' directory, made when missing; UsageError when it cannot be."""
+    try:
+        plots.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--plots {plots}: cannot create the directory ({exc.strerror})") from None

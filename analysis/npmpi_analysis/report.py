@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import re
@@ -13,7 +11,6 @@ import numpy as np
 
 from npmpi.core.modes import MODE_TABLE
 from npmpi.core.npout import np_out_line
-from npmpi.core.safetext import csv_cell
 from npmpi_analysis.coll_report import coll_cells, coll_heading
 from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
 from npmpi_analysis.numbers import conditions
@@ -29,6 +26,7 @@ from npmpi_analysis.numbers.compute import (
 )
 from npmpi_analysis.numbers.cpu_cost import summary_lines as cpu_summary_lines
 from npmpi_analysis.numbers.fabric import fabric_line, part_cells
+from npmpi_analysis.outfiles import rows_csv_bytes
 
 NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
 FLAG_TEXT = {
@@ -360,15 +358,7 @@ def _clean(x: Any) -> Any:
 def csv_bytes(analyses: list[RunAnalysis]) -> bytes:
     """One row per run and size; empty cells where a figure is undefined."""
     rows = [r for a in analyses for r in size_rows(a)]
-    fields = list(dict.fromkeys(k for r in rows for k in r))  # first-seen order, linear time
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow(
-            {k: ("" if isinstance(v, float) and not math.isfinite(v) else csv_cell(v)) for k, v in r.items()}
-        )
-    return buf.getvalue().encode()
+    return rows_csv_bytes(rows)
 
 
 def json_bytes(analyses: list[RunAnalysis]) -> bytes:

@@ -3,14 +3,13 @@ a table, --csv, --json, --plots and --report of the series. Same exit statuses a
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from typing import Any
 
 from npmpi.core.errors import RunFileError, UsageError
 from npmpi_analysis.numbers import trend as tr
+from npmpi_analysis.outfiles import rows_csv_bytes
 
 
 def check_usage(args) -> None:
@@ -122,18 +121,9 @@ def rows(t: tr.Trend) -> list[dict[str, Any]]:
 
 
 def csv_bytes(t: tr.Trend) -> bytes:
-    from npmpi.core.safetext import csv_cell
 
     table = rows(t)
-    fields = list(dict.fromkeys(k for r in table for k in r))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
-    w.writeheader()
-    for r in table:
-        w.writerow(
-            {k: ("" if isinstance(v, float) and not math.isfinite(v) else csv_cell(v)) for k, v in r.items()}
-        )
-    return buf.getvalue().encode()
+    return rows_csv_bytes(table)
 
 
 def _clean(x: Any) -> Any:
@@ -186,7 +176,7 @@ def _write(args, t: tr.Trend, say) -> None:
 
     from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.figures.trend import trend_plot
-    from npmpi_analysis.outfiles import check_free, write_atomic
+    from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic
 
     plots = [trend_plot(t)] if args.plots is not None or args.report is not None else []
     files = {p.name: args.plots / f"{p.name}.{args.format}" for p in plots} if args.plots else None
@@ -194,10 +184,7 @@ def _write(args, t: tr.Trend, say) -> None:
         if args.plots.is_dir():
             for f in files.values():
                 check_free(f, args.force)
-        try:
-            args.plots.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"--plots {args.plots}: cannot create the directory ({exc.strerror})") from None
+        make_plots_dir(args.plots)
     written = []
     for path, data in ((args.csv, csv_bytes), (args.json, json_bytes)):
         if path is not None:
