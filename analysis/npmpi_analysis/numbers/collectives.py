@@ -136,6 +136,11 @@ def _rows(pp, keep: np.ndarray, ranks):
             ranks=cpu.ranks[cols],
             **{f.name: getattr(cpu, f.name)[keep][:, cols] for f in fields(cpu) if f.name != "ranks"},
         )
+    if pp.conditions is not None:  # the same columns as the CPU's (the coordinator places both alike)
+        c = pp.conditions
+        cols = slice(ranks) if isinstance(ranks, int) and 0 < ranks <= len(c.ranks) else slice(None)
+        values = {name: v[keep][:, cols] for name, v in c.values.items()}
+        out["conditions"] = replace(c, ranks=c.ranks[cols], values=values)
     return replace(pp, **out)
 
 
