@@ -259,7 +259,7 @@ def test_a_write_that_fails_inside_hdf5_still_leaves_a_readable_file(tmpfs, monk
 
     monkeypatch.setattr(npmpi.runfile.writecheck, "check_space", lambda *args: None)
     results = []
-    for leave in (60_000, 100_000, 180_000, 260_000, 340_000, 500_000):
+    for leave in (60_000, 180_000, 340_000):  # the failing chunk at three places
         for p in tmpfs.iterdir():
             p.unlink()
         fill(tmpfs, RESERVED_BYTES + leave)
