@@ -34,7 +34,7 @@ from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.map.schedule import SCHEDULE_ROUNDS, SCHEDULES
-from npmpi.run.options import check_mode_and_window
+from npmpi.run.options import check_mode_and_window, loop_fields
 from npmpi.sweep.kernels import KERNEL_NAMES
 from npmpi.sweep.watchdog import STALL_FACTOR
 
@@ -213,12 +213,7 @@ def parse_map_options(argv: list[str]) -> MapOptions:
     run = Options(
         lower_bytes=sizes[0],
         upper_bytes=sizes[-1],
-        trials=trials,
-        target_time_s=target,
-        quick=ns.quick,
-        kernel=ns.kernel,
-        mode=ns.mode,
-        window=window,
+        **loop_fields(ns, trials, target, window),
         buffers=ARRANGEMENT_NETPIPE if plain else ARRANGEMENT_SEPARATE,
         **shared_fields(ns, "map.h5"),
     )

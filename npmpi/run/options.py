@@ -56,15 +56,10 @@ def parse_options(argv: list[str]) -> Options:
         lower_bytes=ns.lower,
         upper_bytes=ns.upper,
         perturbation_bytes=ns.perturbation,
-        trials=trials,
-        target_time_s=target,
         repeats=ns.repeats,
-        quick=ns.quick,
         max_one_way_s=max_one_way,
-        kernel=ns.kernel,
         integrity=ns.integrity,
-        mode=ns.mode,
-        window=window,
+        **loop_fields(ns, trials, target, window),
         pairs=ns.pairs,
         async_=ns.async_,
         cache_cold=ns.cache_cold,
@@ -76,6 +71,19 @@ def parse_options(argv: list[str]) -> Options:
         **protocol_fields,
         **shared,
     )
+
+
+def loop_fields(ns: argparse.Namespace, trials: int, target_s: float, window: int) -> dict:
+    """The timed loop's options a run and a map share (their Options keywords): trials and target
+    time (checked by the caller), --quick, the kernel, the mode and its window."""
+    return {
+        "trials": trials,
+        "target_time_s": target_s,
+        "quick": ns.quick,
+        "kernel": ns.kernel,
+        "mode": ns.mode,
+        "window": window,
+    }
 
 
 def _check_sizes(ns: argparse.Namespace) -> None:
