@@ -15,9 +15,10 @@ For each op, --rounds times in turn (OSU, then npmpi, so both see the same load)
     mpirun -np MAX python -m npmpi coll --op OP --ranks LIST --kernel c --dtype char --sizes SIZES
            --iterations osu                           the file's latency_avg_s per series (npmpi-analyze)
 
-both over the same MPI library (no power rank: every rank measures). npmpi measures every rank count
-in one job, on the first N of MAX ranks (the others wait, polling every millisecond); with --separate
-each count is a job of its own, as OSU's. With --method osu (the default) npmpi times each call alone
+both over the same MPI library (no power rank: every rank measures). Each rank count is a job of its
+own, as OSU's; with --together npmpi measures every count in one job, on the first N of MAX ranks
+(the others wait, polling every millisecond: on fewer cores than ranks that slows the series).
+With --method osu (the default) npmpi times each call alone
 with a barrier after it and runs OSU's iteration counts, as OSU's loop does; --method target-time
 compares npmpi's default (calls back to back, as many as --target-time allows). Prints per rank
 count, op and size the median of OSU's and of npmpi's average latency over the rounds and their
@@ -117,7 +118,7 @@ def compare(args) -> list[dict]:
         osu, ours = [], []
         for _ in range(args.rounds):
             osu.append({(n, s): t for n in args.ranks for s, t in osu_round(binary, n, op, sizes).items()})
-            if args.separate:
+            if not args.together:
                 ours.append(
                     {
                         k: t
@@ -143,7 +144,10 @@ def main() -> int:
     p.add_argument("--osu", type=Path, required=True, help="folder of OSU's collective binaries")
     p.add_argument("--ranks", "--np", default="2,4", help="rank counts, comma-separated (default 2,4)")
     p.add_argument(
-        "--separate", action="store_true", help="one npmpi job per rank count (default: one job, --ranks)"
+        "--together",
+        action="store_true",
+        help="every rank count in one npmpi job, as series (default: one job per count, as OSU's: a series' "
+        "idle ranks poll for their next command, which on a machine with fewer cores than ranks slows it)",
     )
     p.add_argument(
         "--method", choices=("osu", "target-time"), default="osu", help="npmpi's --iterations (default osu)"
