@@ -28,6 +28,7 @@ ratio; --json writes every round. docs/collectives.md explains what differs by m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -69,8 +70,34 @@ def parse_osu(text: str) -> dict[int, float]:
     return out
 
 
+LAUNCH = {"mpirun": [str(VENV / "bin" / "mpirun")], "extra": []}  # --netns-hosts: the hosts' wrapper
+
+
 def mpirun(np_: int) -> list[str]:
-    return [str(VENV / "bin" / "mpirun"), "-np", str(np_), "--oversubscribe", "--bind-to", "none"]
+    return [*LAUNCH["mpirun"], "-np", str(np_), "--oversubscribe", "--bind-to", "none", *LAUNCH["extra"]]
+
+
+@contextlib.contextmanager
+def netns_hosts(count: int):
+    """`count` network-namespace hosts joined by a bridge (tests/support/netns_hosts.py, root): every
+    launch of both tools goes through their mpirun wrapper, one rank per host (--map-by node)."""
+    if not count:
+        yield
+        return
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.netns_hosts import NetnsHosts, NetnsUnavailable
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            hosts = NetnsHosts.up(Path(tmp), count=count)
+        except NetnsUnavailable as exc:
+            raise SystemExit(f"osu_coll_compare: --netns-hosts: {exc}") from None
+        try:
+            LAUNCH["mpirun"] = [str(hosts.mpirun_wrapper(str(VENV / "bin" / "mpirun")))]
+            LAUNCH["extra"] = ["--map-by", "node"]
+            yield
+        finally:
+            hosts.down()
 
 
 def run(cmd: list[str], timeout: float) -> str:
@@ -157,8 +184,17 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each tool (default 3)")
     p.add_argument("--npmpi-args", default="--trials 5", help="more npmpi coll options (default --trials 5)")
     p.add_argument("--json", type=Path, help="write every round here")
+    p.add_argument(
+        "--netns-hosts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run both tools across N network-namespace hosts, one rank per host (root; default: this host)",
+    )
     args = p.parse_args()
     args.ranks = sorted(int(x) for x in args.ranks.split(","))
+    if args.netns_hosts and max(args.ranks) > args.netns_hosts:
+        raise SystemExit("osu_coll_compare: --netns-hosts N needs every --ranks count at most N")
     args.ops = [x for x in args.ops.split(",") if x]
     args.sizes = [int(x) for x in args.sizes.split(",")]
     args.npmpi_args = ["--iterations", args.method, *args.npmpi_args.split()]
@@ -166,7 +202,8 @@ def main() -> int:
     if bad:
         raise SystemExit(f"osu_coll_compare: unknown op {bad[0]}")
     print(f"{'ranks':>5} {'op':>15} {'bytes':>8} {'OSU us':>10} {'npmpi us':>10} {'ratio':>7}")
-    results = compare(args)
+    with netns_hosts(args.netns_hosts):
+        results = compare(args)
     if args.json:
         args.json.write_text(json.dumps({"argv": sys.argv[1:], "results": results}, indent=1))
     return 0

@@ -256,6 +256,7 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
             )
         collector.collect()  # drop what was sampled before the load starts
         collector.kept.clear()
+    _load_done(comm, ns, layout, output, "start")  # a rank stopped before the start is named too
     load_comm.Barrier()
     start_wall, start_mono = time.time(), time.monotonic()
     run_load(schedule, ns.matrix, start_mono)
@@ -316,16 +317,17 @@ def _load_and_measure(comm, load_comm, ns, layout, gathered, output) -> int:
     return 0
 
 
-def _load_done(comm, ns, layout, output) -> None:
-    """Each load rank tells rank 0 its load is over; rank 0 waits for each under the stall watchdog,
-    so that a stopped load rank is named instead of hanging the closing barrier (loadstall.py)."""
+def _load_done(comm, ns, layout, output, stage: str = "end") -> None:
+    """Each load rank tells rank 0 it is at the load's start or that its load is over; rank 0 waits
+    for each under the stall watchdog, so that a stopped load rank is named instead of hanging the
+    barrier there (loadstall.py)."""
     from npmpi.calibrate.loadstall import say_done, wait_for_load_ranks
 
     if comm.Get_rank() != 0:
-        say_done(comm)
+        say_done(comm, stage)
         return
     ranks = [r for r in range(1, comm.Get_size()) if r not in layout.power_ranks]
-    wait_for_load_ranks(comm, ranks, ns.stall_timeout, ns.burst_max, layout.hosts, output)
+    wait_for_load_ranks(comm, ranks, ns.stall_timeout, ns.burst_max, layout.hosts, output, stage)
 
 
 def write_reserved(res, text: str) -> None:
