@@ -74,7 +74,9 @@ LAUNCH = {"mpirun": [str(VENV / "bin" / "mpirun")], "extra": []}  # --netns-host
 
 
 def mpirun(np_: int) -> list[str]:
-    return [*LAUNCH["mpirun"], "-np", str(np_), "--oversubscribe", "--bind-to", "none", *LAUNCH["extra"]]
+    if LAUNCH["extra"]:  # the hosts' wrapper places and binds the ranks itself
+        return [*LAUNCH["mpirun"], "-np", str(np_), *LAUNCH["extra"]]
+    return [*LAUNCH["mpirun"], "-np", str(np_), "--oversubscribe", "--bind-to", "none"]
 
 
 @contextlib.contextmanager
