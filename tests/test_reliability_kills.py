@@ -94,8 +94,10 @@ def test_fault_on_the_reflector_at_a_random_size(tmp_path, capsys, fault, seed):
         job.close()
     assert job.proc.returncode != 0 and left == []
     assert "Traceback" not in job.stdout + job.stderr
-    # mpirun's own notice about the abort may end in a space without a newline, before the rank's line
-    errors = [ln.strip() for ln in job.stderr.splitlines() if ln.strip().startswith("npmpi: error:")]
+    # mpirun's own notice about the abort may end in a space (or a NUL byte) without a newline, before
+    # the rank's line
+    lines = [ln.strip("\0 \t") for ln in job.stderr.splitlines()]
+    errors = [ln for ln in lines if ln.startswith("npmpi: error:")]
     assert errors and f"{schedule[at]} B" in errors[0], job.stderr
     run = check_run_file(tmp_path / name, 1, 256 * 1024, 3, at_least_rows=0)
     assert len(run.pingpong) <= at  # nothing from the faulty size on
