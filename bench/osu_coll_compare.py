@@ -10,10 +10,14 @@ osu_reduce_scatter_block or osu_reduce_scatter, osu_barrier):
 
 For each op, --rounds times in turn (OSU, then npmpi, so both see the same load):
 
-    mpirun -np N osu_OP -f -T mpi_char -m MIN:MAX      OSU's avg/min/max latency across ranks, for
+    mpirun -np N osu_OP -f -T TYPE -m MIN:MAX          OSU's avg/min/max latency across ranks, for
                                                        each N of --ranks
-    mpirun -np MAX python -m npmpi coll --op OP --ranks LIST --kernel c --dtype char --sizes SIZES
+    mpirun -np MAX python -m npmpi coll --op OP --ranks LIST --kernel c --dtype DTYPE --sizes SEQ
            --iterations osu                           the file's latency_avg_s per series (npmpi-analyze)
+
+TYPE is DTYPE's MPI datatype (--dtype: char, OSU's default, or float32). SEQ is OSU's own
+sequence, every power of two from MIN to MAX (a size's figure depends on the sizes run before it);
+the table shows --sizes of it.
 
 both over the same MPI library (no power rank: every rank measures). Each rank count is a job of its
 own, as OSU's; with --together npmpi measures every count in one job, on the first N of MAX ranks
@@ -40,6 +44,14 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
+# npmpi's --dtype -> OSU's -T. With char, OSU's reductions reduce MPI_CHAR (outside the standard's
+# reduction types; Open MPI takes it) and npmpi's MPI_SIGNED_CHAR, the same byte: Open MPI's sum
+# costs them differently (here reduce at 4 KiB-1 MiB: 1.04-1.19 of OSU with SIGNED_CHAR, 0.88-1.07
+# with npmpi forced to MPI_CHAR), so reductions are compared as the same thing with --dtype float32,
+# MPI_FLOAT in both.
+DTYPES = {"char": "mpi_char", "float32": "mpi_float"}
+ITEM_BYTES = {"char": 1, "float32": 4}
+DTYPE = ["char"]
 OPS = ("allreduce", "allgather", "alltoall", "bcast", "reduce", "reduce_scatter", "barrier")
 
 
@@ -76,7 +88,8 @@ LAUNCH = {"mpirun": [str(VENV / "bin" / "mpirun")], "extra": []}  # --netns-host
 def mpirun(np_: int) -> list[str]:
     if LAUNCH["extra"]:  # the hosts' wrapper places and binds the ranks itself
         return [*LAUNCH["mpirun"], "-np", str(np_), *LAUNCH["extra"]]
-    return [*LAUNCH["mpirun"], "-np", str(np_), "--oversubscribe", "--bind-to", "none"]
+    bind = "core" if np_ <= (os.cpu_count() or 1) else "none"  # more ranks than cores: no binding
+    return [*LAUNCH["mpirun"], "-np", str(np_), "--oversubscribe", "--bind-to", bind]
 
 
 @contextlib.contextmanager
@@ -112,9 +125,30 @@ def run(cmd: list[str], timeout: float) -> str:
 def osu_round(binary: Path, np_: int, op: str, sizes: list[int]) -> dict[int, float]:
     cmd = [*mpirun(np_), str(binary), "-f"]
     if op != "barrier":  # osu_barrier takes neither a datatype nor sizes
-        cmd += ["-T", "mpi_char", "-m", f"{min(sizes)}:{max(sizes)}"]
+        cmd += ["-T", DTYPES[DTYPE[0]], "-m", f"{min(sizes)}:{max(sizes)}"]
     got = parse_osu(run(cmd, 600))
     return {s: got[s] for s in (sizes if op != "barrier" else [0]) if s in got}
+
+
+def osu_counts(binary: Path, counts: list[int], op: str, sizes: list[int]) -> dict[tuple[int, int], float]:
+    """OSU's job at each rank count: (ranks, size) -> avg latency."""
+    return {(n, s): t for n in counts for s, t in osu_round(binary, n, op, sizes).items()}
+
+
+def splits(op: str, size: int, counts: list[int]) -> bool:
+    """Whether `size` bytes split into whole items among every count's ranks (reduce_scatter)."""
+    return op != "reduce_scatter" or all(size % (n * ITEM_BYTES[DTYPE[0]]) == 0 for n in counts)
+
+
+def osu_sequence(sizes: list[int]) -> list[int]:
+    """The sizes OSU's `-m MIN:MAX` runs, in its order (MIN, then doubling): npmpi runs the same
+    sequence, since a size's figure depends on the sizes before it (at 16 KiB OSU's osu_bcast gives
+    1.9 µs run alone and 2.5 µs after 1-8 KiB here; npmpi 2.9 and 2.5)."""
+    out, size = [], min(sizes)
+    while size <= max(sizes):
+        out.append(size)
+        size *= 2
+    return out
 
 
 def npmpi_round(
@@ -128,10 +162,11 @@ def npmpi_round(
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "c.h5"
+        runs = [s for s in osu_sequence(sizes) if splits(op, s, counts)]
         cmd = [*mpirun(max(counts)), str(VENV / "bin" / "python"), "-m", "npmpi", "coll", "--op", op]
-        cmd += ["--kernel", "c", "--dtype", "char", "-q", "-o", str(out), *args]
+        cmd += ["--kernel", "c", "--dtype", DTYPE[0], "-q", "-o", str(out), *args]
         cmd += ["--ranks", ",".join(map(str, counts))] if len(counts) > 1 or counts[0] != max(counts) else []
-        cmd += [] if op == "barrier" else ["--sizes", ",".join(map(str, sizes))]
+        cmd += [] if op == "barrier" else ["--sizes", ",".join(map(str, runs))]
         run(cmd, 1200)
         rows = [
             r for part, label in series_runs(load_run(out), "c") for r in size_rows(analyse_run(part, label))
@@ -143,11 +178,15 @@ def compare(args) -> list[dict]:
     results = []
     for op in args.ops:
         binary = osu_binary(args.osu, op)
-        sizes = [s for s in args.sizes if op != "reduce_scatter" or all(s % n == 0 for n in args.ranks)]
+        sizes = [s for s in args.sizes if splits(op, s, args.ranks)]
         osu, ours = [], []
         for _ in range(args.rounds):
-            osu.append({(n, s): t for n in args.ranks for s, t in osu_round(binary, n, op, sizes).items()})
-            if not args.together:
+            osu.append(osu_counts(binary, args.ranks, op, sizes))
+            if args.null:  # OSU against itself: the ratios the machine's noise alone gives
+                ours.append(
+                    {(n, s): t for n in args.ranks for s, t in osu_round(binary, n, op, sizes).items()}
+                )
+            elif not args.together:
                 ours.append(
                     {
                         k: t
@@ -179,7 +218,20 @@ def main() -> int:
         "idle ranks poll for their next command, which on a machine with fewer cores than ranks slows it)",
     )
     p.add_argument(
+        "--null",
+        action="store_true",
+        help="OSU against itself (a second OSU job where npmpi's would be): the ratios noise alone gives "
+        "on this machine, to judge a difference against",
+    )
+    p.add_argument(
         "--method", choices=("osu", "target-time"), default="osu", help="npmpi's --iterations (default osu)"
+    )
+    p.add_argument(
+        "--dtype",
+        choices=sorted(DTYPES),
+        default="char",
+        help="npmpi's --dtype and OSU's -T (default char: OSU's default; float32 compares reductions on "
+        "one MPI datatype, MPI_FLOAT, where char is MPI_CHAR in OSU's and MPI_SIGNED_CHAR in npmpi's)",
     )
     p.add_argument("--ops", default=",".join(OPS), help="ops, comma-separated (default: all seven)")
     p.add_argument("--sizes", default="4,64,1024,16384,262144,1048576", help="bytes per rank")
@@ -198,6 +250,7 @@ def main() -> int:
     if args.netns_hosts and max(args.ranks) > args.netns_hosts:
         raise SystemExit("osu_coll_compare: --netns-hosts N needs every --ranks count at most N")
     args.ops = [x for x in args.ops.split(",") if x]
+    DTYPE[0] = args.dtype
     args.sizes = [int(x) for x in args.sizes.split(",")]
     args.npmpi_args = ["--iterations", args.method, *args.npmpi_args.split()]
     bad = [op for op in args.ops if op not in OPS]

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from npmpi.coll.ops import DTYPES, OPS, REDUCE_OPS, expected, pattern
+from npmpi.core.buffers import HUGE_PAGES_SYSTEM, allocate
 from npmpi.kinds.group import GroupStep
 
 CORRUPT_ENV = "NPMPI_FAULT_CORRUPT_SIZE"  # fault injection: the last member's result is wrong at this size
@@ -36,6 +37,15 @@ def mpi_datatype(MPI, dtype_name: str, reduction: bool):
     standard defines reductions on the latter only; the same byte)."""
     d = DTYPES[dtype_name]
     return getattr(MPI, "SIGNED_CHAR" if reduction and d.mpi == "CHAR" else d.mpi)
+
+
+def page_aligned(values: np.ndarray) -> np.ndarray:
+    """`values` copied into a page-aligned buffer of its own, every page touched (as OSU's buffers)."""
+    if not values.size:
+        return values
+    buf = allocate(values.nbytes, HUGE_PAGES_SYSTEM).view(values.dtype)
+    buf[:] = values
+    return buf
 
 
 def _fault_size() -> int | None:
@@ -96,10 +106,10 @@ class CollStep(GroupStep):
         op, n, dt = self.op, self.n, self.dtype
         self.size, self.count = size, size // dt.itemsize
         send = pattern(self.rank, op.elements(op.send_blocks, self.count, n), dt)
-        self.send = send
-        self.recv = np.zeros(op.elements(op.recv_blocks, self.count, n), dtype=dt)
+        self.send = page_aligned(send)
+        self.recv = page_aligned(np.zeros(op.elements(op.recv_blocks, self.count, n), dtype=dt))
         if op.name == "bcast":  # one buffer: the root's values, the others' overwritten
-            self.recv = send.copy() if self.rank == 0 else np.zeros_like(send)
+            self.recv = page_aligned(send if self.rank == 0 else np.zeros_like(send))
         self.call = self._bind()
 
     def _bind(self):

@@ -14,56 +14,26 @@ back to cpufreq (npmpi/conditions/cpufreq.py).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
-import platform
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from npmpi.conditions.paths import Root
+from npmpi.core.perfevent import open_event
 
 PARANOID = "proc/sys/kernel/perf_event_paranoid"
-SYSCALL_NUMBERS = {"x86_64": 298, "amd64": 298, "i386": 336, "i686": 336, "aarch64": 241, "arm64": 241}
 PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES = 0, 0
 READ_FORMAT = 1 | 2  # PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
 EXCLUDE_KERNEL_HV = (1 << 5) | (1 << 6)  # attr flags: exclude_kernel, exclude_hv
-ATTR_SIZE = 64  # PERF_ATTR_SIZE_VER0
-FD_CLOEXEC = 8
 
 
 def perf_event_open(flags: int) -> int:
-    """The cycles counter of this thread (pid 0, any CPU) through the C library; OSError on refusal."""
-    number = SYSCALL_NUMBERS.get(platform.machine().lower())
-    if number is None:
-        raise OSError(errno.ENOSYS, f"no known perf_event_open system call number on {platform.machine()}")
-    attr = ctypes.create_string_buffer(
-        struct.pack(
-            "<IIQQQQQIIQ",
-            PERF_TYPE_HARDWARE,
-            ATTR_SIZE,
-            PERF_COUNT_HW_CPU_CYCLES,
-            0,
-            0,
-            READ_FORMAT,
-            flags,
-            0,
-            0,
-            0,
-        ),
-        ATTR_SIZE,
+    """The cycles counter of this thread (pid 0, any CPU); OSError on refusal."""
+    return open_event(
+        PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, pid=0, cpu=-1, read_format=READ_FORMAT, flags=flags
     )
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    fd = libc.syscall(
-        ctypes.c_long(number), attr, ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(-1),
-        ctypes.c_ulong(FD_CLOEXEC),
-    )  # fmt: skip
-    if fd < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-    return int(fd)
 
 
 def read_fd(fd: int) -> tuple[int, int]:

@@ -19,16 +19,15 @@ after every open only takes the reference. Spec: `perf[:events=pkg+ram,root=DIR]
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
-import platform
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from npmpi.core.perfevent import open_event
 from npmpi.meters import sysfs
 from npmpi.meters.base import NAN, Meter, MeterError, MeterFault, MeterSpec, Reading
 
@@ -36,9 +35,6 @@ DEFAULT_ROOT = "/sys/bus/event_source/devices/power"
 PARANOID_FILE = "/proc/sys/kernel/perf_event_paranoid"
 DOMAINS = ("pkg", "ram", "psys", "cores", "gpu")
 DEFAULT_DOMAINS = ("pkg",)
-SYSCALL_NUMBERS = {"x86_64": 298, "amd64": 298, "i386": 336, "i686": 336, "aarch64": 241, "arm64": 241}
-PERF_ATTR_SIZE_VER0 = 64  # type, size, config, ..., config1: the first published struct perf_event_attr
-PERF_FLAG_FD_CLOEXEC = 8
 PERMISSION_HINT = (
     "system-wide perf events need kernel.perf_event_paranoid <= 0 or CAP_PERFMON (CAP_SYS_ADMIN before "
     "Linux 5.8): an administrator runs `sysctl kernel.perf_event_paranoid=0` (or grants the capability "
@@ -114,24 +110,8 @@ def read_event(root: Path, domain: str) -> PmuEvent:
 
 
 def perf_event_open(pmu_type: int, config: int, cpu: int) -> int:
-    """perf_event_open(attr, pid=-1, cpu, group_fd=-1, FD_CLOEXEC) through the C library; OSError."""
-    number = SYSCALL_NUMBERS.get(platform.machine().lower())
-    if number is None:
-        raise OSError(errno.ENOSYS, f"no known perf_event_open system call number on {platform.machine()}")
-    attr = ctypes.create_string_buffer(
-        struct.pack("<IIQQQQQIIQ", pmu_type, PERF_ATTR_SIZE_VER0, config, 0, 0, 0, 0, 0, 0, 0),
-        PERF_ATTR_SIZE_VER0,
-    )
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    fd = libc.syscall(
-        ctypes.c_long(number), attr, ctypes.c_int(-1), ctypes.c_int(cpu), ctypes.c_int(-1),
-        ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC),
-    )  # fmt: skip
-    if fd < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-    return int(fd)
+    """A system-wide counter of `config` on CPU `cpu` (pid -1); OSError on refusal."""
+    return open_event(pmu_type, config, pid=-1, cpu=cpu)
 
 
 def refusal(spec_text: str, event: PmuEvent, cpu: int, exc: OSError) -> MeterError:
