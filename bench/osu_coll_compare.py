@@ -12,7 +12,7 @@ For each op, --rounds times in turn (OSU, then npmpi, so both see the same load)
 
     mpirun -np N osu_OP -f -T TYPE -m MIN:MAX          OSU's avg/min/max latency across ranks, for
                                                        each N of --ranks
-    mpirun -np MAX python -m npmpi coll --op OP --ranks LIST --kernel c --dtype DTYPE --sizes SEQ
+    mpirun -np MAX python -m npmpi coll --op OP --ranks LIST --kernel K --dtype DTYPE --sizes SEQ
            --iterations osu                           the file's latency_avg_s per series (npmpi-analyze)
 
 TYPE is DTYPE's MPI datatype (--dtype: char, OSU's default, or float32). SEQ is OSU's own
@@ -164,7 +164,7 @@ def npmpi_round(
         out = Path(tmp) / "c.h5"
         runs = [s for s in osu_sequence(sizes) if splits(op, s, counts)]
         cmd = [*mpirun(max(counts)), str(VENV / "bin" / "python"), "-m", "npmpi", "coll", "--op", op]
-        cmd += ["--kernel", "c", "--dtype", DTYPE[0], "-q", "-o", str(out), *args]
+        cmd += ["--dtype", DTYPE[0], "-q", "-o", str(out), *args]
         cmd += ["--ranks", ",".join(map(str, counts))] if len(counts) > 1 or counts[0] != max(counts) else []
         cmd += [] if op == "barrier" else ["--sizes", ",".join(map(str, runs))]
         run(cmd, 1200)
@@ -218,6 +218,12 @@ def main() -> int:
         "idle ranks poll for their next command, which on a machine with fewer cores than ranks slows it)",
     )
     p.add_argument(
+        "--kernel",
+        choices=("c", "python"),
+        default="c",
+        help="npmpi's kernel (default c; python: mpi4py's calls, whose ratio carries mpi4py's per-call cost)",
+    )
+    p.add_argument(
         "--null",
         action="store_true",
         help="OSU against itself (a second OSU job where npmpi's would be): the ratios noise alone gives "
@@ -252,7 +258,7 @@ def main() -> int:
     args.ops = [x for x in args.ops.split(",") if x]
     DTYPE[0] = args.dtype
     args.sizes = [int(x) for x in args.sizes.split(",")]
-    args.npmpi_args = ["--iterations", args.method, *args.npmpi_args.split()]
+    args.npmpi_args = ["--kernel", args.kernel, "--iterations", args.method, *args.npmpi_args.split()]
     bad = [op for op in args.ops if op not in OPS]
     if bad:
         raise SystemExit(f"osu_coll_compare: unknown op {bad[0]}")

@@ -181,9 +181,10 @@ def compare(args) -> list[dict]:
         theirs, ours = [], []
         for _ in range(args.rounds):
             theirs.append(osu_round(binary, bench, args))
-            ours.append(npmpi_round(bench, "c", args))
+            # --null: OSU against itself, the ratios the machine's noise alone gives
+            ours.append(osu_round(binary, bench, args) if args.null else npmpi_round(bench, "c", args))
         results += summarise(bench, "c", theirs, ours)
-        if args.omb_py and bench in OMB_PY and not BENCHES[bench][1]:
+        if args.omb_py and bench in OMB_PY and not BENCHES[bench][1] and not args.null:
             theirs, ours = [], []
             for _ in range(args.rounds):
                 theirs.append(omb_py_round(args.omb_py, bench, args))
@@ -202,6 +203,12 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each tool (default 3)")
     p.add_argument("--bind", default="core", choices=["core", "none"], help="mpirun --bind-to (default core)")
     p.add_argument("--npmpi-args", default="--trials 5", help="more npmpi options (default --trials 5)")
+    p.add_argument(
+        "--null",
+        action="store_true",
+        help="OSU against itself (a second OSU job where npmpi's would be): the ratios noise alone gives "
+        "on this machine, to judge a difference against",
+    )
     p.add_argument("--json", type=Path, help="write every round here")
     args = p.parse_args()
     args.benches = [b for b in args.benches.split(",") if b]

@@ -5,6 +5,8 @@ on data every rank holds (the checks are allgathered), so no rank is left waitin
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -47,6 +49,8 @@ def checks_everywhere(comm, extra: dict, sizes) -> list[bool]:
     verdicts = []
     for size in sizes:
         step.set_size(size)
+        for buf in (step.send, step.recv):  # as OSU's posix_memalign'd buffers (docs/collectives.md)
+            assert not buf.size or buf.ctypes.data % mmap.PAGESIZE == 0, (size, buf.ctypes.data)
         seconds = step.run(3)
         assert seconds >= 0
         verdicts.append(all(WORLD.allgather(step.check())))
