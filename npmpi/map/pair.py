@@ -48,12 +48,12 @@ from npmpi.core.messages import (
 )
 from npmpi.core.schedule import netpipe_repeats
 from npmpi.power.baseline import take_part
+from npmpi.runfile.format import COND_DATASETS
 from npmpi.sweep.cputime import runq_wait_ns, waited_s
 from npmpi.sweep.driver import member_ready
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import MpiLink
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
-from npmpi.runfile.format import COND_DATASETS
 from npmpi.sweep.span import CondReading, not_measured
 
 POLL_S = 0.002
