@@ -65,6 +65,7 @@ class CondFigures:
     info: dict[str, dict]
     crossing: bool  # the measurement is meant to cross nodes
     warnings: list[str] = field(default_factory=list)
+    unit: str = "size(s)"  # what `flags` count (a map's: pair-size(s))
 
     @property
     def mean_ghz(self) -> np.ndarray:
@@ -92,7 +93,8 @@ def _crossing_share(run, ranks: list[int], nodes: list[int]) -> float:
     return 1.0 if len({node.get(r, -1) for r in ranks}) > 1 else 0.0
 
 
-def _flags(freq, fmin, fmax, throttle) -> list[str]:
+def row_flags(freq, fmin, fmax, throttle) -> list[str]:
+    """Per row of [row, rank] arrays: "" or what moved (MOVED, THROTTLED) on any of its ranks."""
     with np.errstate(invalid="ignore", divide="ignore"):
         moved = ((fmax - fmin) / freq > FREQ_MOVED_FRACTION).any(axis=1)
     throttled = (np.nan_to_num(throttle) > 0).any(axis=1)
@@ -131,7 +133,7 @@ def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
         throttle=throttle,
         wire_tx_bytes=wire,
         payload_bytes=payload,
-        flags=_flags(v["cpu_freq_hz"], v["cpu_freq_min_hz"], v["cpu_freq_max_hz"], throttle),
+        flags=row_flags(v["cpu_freq_hz"], v["cpu_freq_min_hz"], v["cpu_freq_max_hz"], throttle),
         info=cond.info,
         crossing=share > 0,
     )
@@ -143,21 +145,34 @@ def _wire_warnings(c: CondFigures, size_bytes) -> list[str]:
     """A pair meant to cross nodes whose NICs moved (almost) nothing, or far more than its payload."""
     if not c.crossing:
         return []
-    ratio = c.wire_ratio
+    return wire_warnings(c.wire_ratio, [f"{int(s)} B" for s in size_bytes])
+
+
+WIRE_WORDS = (
+    f"less than {WIRE_LOW:g} byte per payload byte: its traffic did not go through the NICs counted "
+    "(shared memory, another interface?)",
+    f"more than {WIRE_HIGH:g} bytes per payload byte: far more than its payload (retransmissions, or "
+    "other traffic on the nodes)",
+)
+
+
+def wire_warning(ratio: float) -> str:
+    """What one wire ratio says ('' when it is within WIRE_LOW to WIRE_HIGH, or unknown)."""
+    if not math.isfinite(ratio):
+        return ""
+    return WIRE_WORDS[0] if ratio < WIRE_LOW else WIRE_WORDS[1] if ratio > WIRE_HIGH else ""
+
+
+def wire_warnings(
+    ratio: np.ndarray, places: list[str], unit: str = "size(s)", who: str = "the pair meant to cross nodes"
+) -> list[str]:
+    """One line per kind of wire warning among `ratio`'s finite values, naming up to 5 `places`."""
     out = []
-    for test, words in (
-        (ratio < WIRE_LOW, f"less than {WIRE_LOW:g} byte per payload byte: its traffic did not go through "
-         "the NICs counted (shared memory, another interface?)"),
-        (ratio > WIRE_HIGH, f"more than {WIRE_HIGH:g} bytes per payload byte: far more than its payload "
-         "(retransmissions, or other traffic on the nodes)"),
-    ):  # fmt: skip
+    for test, words in ((ratio < WIRE_LOW, WIRE_WORDS[0]), (ratio > WIRE_HIGH, WIRE_WORDS[1])):
         hit = np.nonzero(test & np.isfinite(ratio))[0]
         if hit.size:
-            sizes = ", ".join(f"{int(size_bytes[k])} B" for k in hit[:5]) + (" ..." if hit.size > 5 else "")
-            out.append(
-                f"bytes on the wire: the pair meant to cross nodes moved {words}, at {hit.size} "
-                f"size(s): {sizes}"
-            )
+            named = ", ".join(places[k] for k in hit[:5]) + (" ..." if hit.size > 5 else "")
+            out.append(f"bytes on the wire: {who} moved {words}, at {hit.size} {unit}: {named}")
     return out
 
 
@@ -208,6 +223,7 @@ def summary(c: CondFigures) -> dict[str, Any]:
             "nodes": list(nodes.values()),
             "freq_moved_threshold_fraction": FREQ_MOVED_FRACTION,
             "flagged_sizes": {w: sum(w in f for f in c.flags) for w in (MOVED, THROTTLED)},
+            "flagged_unit": c.unit,
             "wire_warnings": list(c.warnings),
         }
     }
@@ -248,8 +264,9 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     flagged = cond["flagged_sizes"]
     if any(flagged.values()):
         out.append(
-            f"  conditions flag: {flagged[MOVED]} size(s) whose core frequency moved more than "
-            f"{cond['freq_moved_threshold_fraction']:.0%} within them, {flagged[THROTTLED]} that throttled"
+            f"  conditions flag: {flagged[MOVED]} {cond.get('flagged_unit', 'size(s)')} whose core "
+            f"frequency moved more than {cond['freq_moved_threshold_fraction']:.0%} within them, "
+            f"{flagged[THROTTLED]} that throttled"
         )
     return [shown(line) for line in out]  # the file's text: bounded, one printable line each
 
