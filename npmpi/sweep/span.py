@@ -5,7 +5,8 @@ sends both to rank 0 after its result (CPU_TAG, then COND_TAG), rank 0 puts ever
 
 The conditions are read before the CPU span starts and after it stops, so their reading (a few dozen
 sysfs files) is not in the CPU figures. A failure to read them is a recorded unknown, never the end
-of the run.
+of the run. `CondReading` is the conditions' part alone: a map's pair sides read it the same way
+around their part of a pair's trials (npmpi/map/pair.py).
 """
 
 from __future__ import annotations
