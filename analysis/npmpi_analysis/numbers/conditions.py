@@ -104,6 +104,11 @@ def row_flags(freq, fmin, fmax, throttle) -> list[str]:
     ]
 
 
+def throttle_events(v: dict[str, np.ndarray]) -> np.ndarray:
+    """Core + package thermal throttle events (NaN where the core's count is unknown)."""
+    return v["core_throttle_count"] + np.nan_to_num(v["package_throttle_count"])
+
+
 def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
     """The run's conditions; None for a file without them."""
     cond = getattr(run.pingpong, "conditions", None)
@@ -123,7 +128,7 @@ def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
     payload = (
         np.asarray(pp.size_bytes, float) * pp.iterations * trials_run * run_mode_factors(run.attrs)[0] * share
     )
-    throttle = v["core_throttle_count"] + np.nan_to_num(v["package_throttle_count"])
+    throttle = throttle_events(v)
     figures = CondFigures(
         ranks=ranks,
         hosts=[hosts_all[r] if 0 <= r < len(hosts_all) else "?" for r in ranks],

@@ -34,6 +34,7 @@ from npmpi_analysis.numbers.conditions import (
     row_flags,
     summary,
     summary_lines,
+    throttle_events,
     wire_warning,
     wire_warnings,
 )
@@ -113,7 +114,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     if cond is None:
         return None
     n = a.nodes
-    throttle = cond["core_throttle_count"] + np.nan_to_num(cond["package_throttle_count"])
+    throttle = throttle_events(cond)
     flat = [x.reshape(-1, 2) for x in (cond["cpu_freq_hz"], cond["cpu_freq_min_hz"], cond["cpu_freq_max_hz"])]
     flags = np.array(row_flags(*flat, throttle.reshape(-1, 2)), dtype=object).reshape(throttle.shape[:3])
     crossing = np.array([[hosts[i] != hosts[j] for j in range(n)] for i in range(n)])
