@@ -113,6 +113,16 @@ def test_each_side_is_stored_and_the_pairs_rows_show_its_figures_and_flags(tmp_p
     assert doc["summary"]["conditions"]["flagged_sizes"] == {"frequency moved": 1, "throttled": 1}
 
 
+def test_small_messages_are_mostly_headers_not_far_more_than_their_payload():
+    """A crossing map over veth measured 90 to 150 wire bytes per payload byte at 1 B (a frame's
+    headers are about 67 bytes): not a warning there; 5 at 1000 B, or 120 at 64 KiB, is."""
+    from npmpi_analysis.numbers.conditions import wire_warning
+
+    assert wire_warning(150.0, 1) == "" and wire_warning(1.004, 262144) == ""
+    assert "more than 4 bytes per payload byte" in wire_warning(5.0, 1000)
+    assert "more than 4 bytes" in wire_warning(120.0, 65536) and "did not go" in wire_warning(0.1, 1)
+
+
 def test_a_stream_maps_directions_keep_their_own_sides(tmp_path):
     """Each direction is its own measurement: cell (i, j) holds i's side as transmitter."""
     path = cond_map(tmp_path / "d.h5", directed=True)

@@ -288,7 +288,7 @@ def pair_rows(a) -> list[dict[str, Any]]:
                         else math.nan,
                     }
                 )
-            row.update(pair_columns(a.conditions, k, i, j, row.get("energy_pj_bit")))
+            row.update(pair_columns(a.conditions, k, i, j, int(size), row.get("energy_pj_bit")))
             rows.append(row)
     return rows
 

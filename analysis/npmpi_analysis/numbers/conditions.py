@@ -15,7 +15,8 @@ the bytes the nodes' NICs moved against the payload.
                                    anything else the nodes sent meanwhile
     energy_pj_wire_bit             energy_pj_bit / wire_bytes_per_payload_byte
 A pair meant to cross nodes whose NICs moved less than WIRE_LOW of its payload did not go through
-them (shared memory, another interface); more than WIRE_HIGH times is far more than its payload.
+them (shared memory, another interface); more than WIRE_HIGH times, beyond HEADER_BYTES per message
+(small messages are mostly headers), is far more than its payload.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from npmpi_analysis.numbers.compute import run_mode_factors
 FREQ_MOVED_FRACTION = 0.05  # 5 %: a core whose frequency moved more within one size is flagged
 WIRE_LOW = 0.5  # a crossing pair's NICs moved less than half its payload: it did not cross them
 WIRE_HIGH = 4.0  # more than 4 bytes on the wire per payload byte: far more than headers
+HEADER_BYTES = 64  # per message allowed above WIRE_HIGH: its frames' Ethernet, IP and TCP headers
 MOVED, THROTTLED = "frequency moved", "throttled"
 MAX_NODE_LINES = 4  # nodes the text summary names one by one (the rest in the JSON)
 SETTING_KEYS = (
@@ -150,30 +152,42 @@ def _wire_warnings(c: CondFigures, size_bytes) -> list[str]:
     """A pair meant to cross nodes whose NICs moved (almost) nothing, or far more than its payload."""
     if not c.crossing:
         return []
-    return wire_warnings(c.wire_ratio, [f"{int(s)} B" for s in size_bytes])
+    return wire_warnings(c.wire_ratio, np.asarray(size_bytes), [f"{int(s)} B" for s in size_bytes])
 
 
 WIRE_WORDS = (
     f"less than {WIRE_LOW:g} byte per payload byte: its traffic did not go through the NICs counted "
     "(shared memory, another interface?)",
-    f"more than {WIRE_HIGH:g} bytes per payload byte: far more than its payload (retransmissions, or "
-    "other traffic on the nodes)",
+    f"more than {WIRE_HIGH:g} bytes per payload byte beyond its frames' headers: far more than its "
+    "payload (retransmissions, or other traffic on the nodes)",
 )
 
 
-def wire_warning(ratio: float) -> str:
-    """What one wire ratio says ('' when it is within WIRE_LOW to WIRE_HIGH, or unknown)."""
+def wire_high(size_bytes) -> np.ndarray:
+    """The ratio above which a size's wire bytes are far more than its payload: WIRE_HIGH with
+    HEADER_BYTES per message allowed (a 1-byte message's frame alone is about 67 bytes: a crossing
+    map measured 90 to 150 wire bytes per payload byte at 1 B, 1.004 at 256 KiB)."""
+    return WIRE_HIGH * (1.0 + HEADER_BYTES / np.maximum(np.asarray(size_bytes, dtype=float), 1.0))
+
+
+def wire_warning(ratio: float, size_bytes: int) -> str:
+    """What one wire ratio at a size says ('' when within its bounds, or unknown)."""
     if not math.isfinite(ratio):
         return ""
-    return WIRE_WORDS[0] if ratio < WIRE_LOW else WIRE_WORDS[1] if ratio > WIRE_HIGH else ""
+    return WIRE_WORDS[0] if ratio < WIRE_LOW else WIRE_WORDS[1] if ratio > wire_high(size_bytes) else ""
 
 
 def wire_warnings(
-    ratio: np.ndarray, places: list[str], unit: str = "size(s)", who: str = "the pair meant to cross nodes"
+    ratio: np.ndarray,
+    size_bytes: np.ndarray,
+    places: list[str],
+    unit: str = "size(s)",
+    who: str = "the pair meant to cross nodes",
 ) -> list[str]:
-    """One line per kind of wire warning among `ratio`'s finite values, naming up to 5 `places`."""
+    """One line per kind of wire warning among `ratio`'s finite values (each at its size), naming up
+    to 5 `places`."""
     out = []
-    for test, words in ((ratio < WIRE_LOW, WIRE_WORDS[0]), (ratio > WIRE_HIGH, WIRE_WORDS[1])):
+    for test, words in ((ratio < WIRE_LOW, WIRE_WORDS[0]), (ratio > wire_high(size_bytes), WIRE_WORDS[1])):
         hit = np.nonzero(test & np.isfinite(ratio))[0]
         if hit.size:
             named = ", ".join(places[k] for k in hit[:5]) + (" ..." if hit.size > 5 else "")

@@ -141,8 +141,9 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
         unit="pair-size(s)",
     )
     places = [f"{a.names[i]}–{a.names[j]} at {int(a.size_bytes[k])} B" for k, i, j in cells]
+    sizes = np.array([a.size_bytes[k] for k, _, _ in cells])
     figures.warnings = wire_warnings(
-        np.array([ratio[c] for c in cells]), places, "pair-size(s)", "a pair meant to cross nodes"
+        np.array([ratio[c] for c in cells]), sizes, places, "pair-size(s)", "a pair meant to cross nodes"
     )
     return MapConditions(cond["cpu_freq_hz"], throttle, flags, wire, ratio, figures, places)
 
@@ -154,7 +155,9 @@ def _cells(a, directed: bool) -> list[tuple[int, int, int]]:
     return [(k, i, j) for k in range(len(a.size_bytes)) for i, j in pairs if np.isfinite(a.best_s[k, i, j])]
 
 
-def pair_columns(c: MapConditions | None, k: int, i: int, j: int, energy_pj_bit: float | None) -> dict:
+def pair_columns(
+    c: MapConditions | None, k: int, i: int, j: int, size: int, energy_pj_bit: float | None
+) -> dict:
     """A pair row's columns (none for a map without conditions): each side's GHz and throttle events,
     the flag, the NIC bytes and, for a pair across nodes, the wire bytes per payload byte."""
     if c is None:
@@ -168,7 +171,7 @@ def pair_columns(c: MapConditions | None, k: int, i: int, j: int, energy_pj_bit:
         "conditions_flag": str(c.flags[k, i, j]),
         "nic_tx_bytes": float(c.wire_tx_bytes[k, i, j]),
         "wire_bytes_per_payload_byte": ratio,
-        "wire_warning": wire_warning(ratio),
+        "wire_warning": wire_warning(ratio, size),
     }
     if energy_pj_bit is not None:
         row["energy_pj_wire_bit"] = energy_pj_bit / ratio if ratio > 0 else math.nan
