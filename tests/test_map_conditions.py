@@ -203,3 +203,30 @@ def test_a_malformed_report_is_unknown_on_both_sides_with_the_reason():
         values, texts = receive_report(_Comm(bad), 1)
         assert np.isnan(values).all() and len(values) == 2
         assert all(t["cpu_freq_reason"].endswith("report of the conditions was malformed") for t in texts)
+
+
+def test_a_side_that_ran_no_trial_is_nan_and_keeps_the_ranks_text(tmp_path):
+    """A stop before a pair's first trial: its cells NaN, the ranks' text that of their last
+    measured pair (not 'no trial ran')."""
+    from npmpi.map.pair import NO_TRIAL, no_trial
+
+    spec = {
+        "attrs": {"schedule": "serial", "per_rank": False, "kernel": "c", "mode": "pingpong", "window": 1},
+        "hosts": HOSTS[:2], "ranks": [0, 1], "sizes": [1, SIZE],
+        "rounds_matrix": round_matrix(serial_rounds(2), 2), "n_rounds": 1,
+    }  # fmt: skip
+    w = MapWriter(tmp_path / "s.h5", {"kernel": "c"}, {"host": HOSTS[:2]}, TRIALS, map_spec=spec)
+    measured = PairResult(0, 1, ITERATIONS, 10, np.array([1e-3, 1e-3]))
+    measured.cond, measured.cond_info = np.array([side(2.0), side(3.0)]), [info(0), info(1)]
+    w.store_round(0, 0, (1.0, 2.0), [measured])
+    values, text = no_trial()
+    assert np.isnan(values).all() and text["cpu_freq_reason"] == NO_TRIAL
+    stopped = PairResult(0, 1, ITERATIONS, 10, np.array([np.nan, np.nan]))
+    stopped.cond, stopped.cond_info = np.array([values, values]), [dict(text, rank=0), dict(text, rank=1)]
+    w.store_round(1, 0, (3.0, 4.0), [stopped])
+    w.finish("interrupted", "test")
+    with h5py.File(tmp_path / "s.h5") as f:
+        freq = f["map"][COND_PREFIX + "cpu_freq_hz"]
+        assert freq[0, 0, 1].tolist() == [2.0e9, 3.0e9] and np.isnan(freq[1]).all()
+        ranks = json.loads(f["map"][COND_TEXT][()])["ranks"]
+    assert ranks["1"]["cpu_freq_source"] == "cpufreq scaling_cur_freq (sampled)"

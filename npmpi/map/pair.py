@@ -184,7 +184,7 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: 
         times[0, k] = reading.lap(steps.run(STEP_TRIAL, iterations))
         times[1, k] = steps.waited_s
         last = iterations
-    own = reading.stop() if reading is not None else not_measured(NO_TRIAL)
+    own = reading.stop() if reading is not None else no_trial()
     steps.step[:] = (STEP_END, last)
     comm.Send(steps.step, peer, MAP_PAIR_TAG)
     check = np.zeros(2 + side.trials, dtype=np.int64)
@@ -195,6 +195,13 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: 
     signal = int(stop.signum or 0) or int(check[1])
     elapsed_ns = int(1e9 * (time.monotonic() - since)) if since is not None else 0
     return np.array([iterations, untimed, int(ok), signal, elapsed_ns], dtype=np.int64), times, cond
+
+
+def no_trial() -> tuple[np.ndarray, dict]:
+    """A side whose part ran no trial: NaN, and a text marked `no_trial` (the file keeps the rank's
+    text of its measured pairs rather than this)."""
+    values, text = not_measured(NO_TRIAL)
+    return values, {**text, "no_trial": True}
 
 
 def report(own: tuple[np.ndarray, dict], theirs) -> tuple[list[list[float]], list[dict]]:
@@ -229,7 +236,7 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
         comm.Recv(step, peer, MAP_PAIR_TAG)
         kind, n = int(step[0]), int(step[1])
         if kind == STEP_END:
-            own = reading.stop() if reading is not None else not_measured(NO_TRIAL)
+            own = reading.stop() if reading is not None else no_trial()
             answer[:2] = (int(loop.received_ok(side.patterns, peer, 0, n)), int(stop.signum or 0))
             comm.Send(answer, peer, MAP_PAIR_TAG)
             comm.send((list(map(float, own[0])), own[1]), peer, MAP_PAIR_TAG)

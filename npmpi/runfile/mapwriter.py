@@ -196,7 +196,7 @@ class MapWriter(RunWriter):
                 self._trials_s[s, res.i, res.j] = self._trials_s[s, res.j, res.i] = looped
             waits = _waits(res, t)
             self._store_conditions(s, ways, res)
-            self._merge_conditions(res.cond_info or [])
+            self._merge_conditions([x for x in res.cond_info or [] if not x.get("no_trial")])
             for a, b in ways:
                 trial_ds[s, a, b, :] = one_way
                 wait_ds[s, a, b] = waits
