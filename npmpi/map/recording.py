@@ -2,7 +2,8 @@
 power recorded as in a run, and the file closed with its status whatever ends the map.
 
 Per size, per round: CMD_MAP_ROUND to every paired member, their ready, then the go (the round's
-start, a barrier); rank 0 measures its own pair when it has one, then collects each pair's result;
+start, a barrier); rank 0 measures its own pair when it has one, then collects each pair's result
+(RESULT_TAG, TIMES_TAG, then both sides' conditions on COND_TAG);
 the round's window on rank 0's clock runs from the go to the last result. A stop request is looked at
 before each round and between a pair's trials (npmpi/map/pair.py).
 """
