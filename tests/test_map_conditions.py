@@ -199,7 +199,15 @@ class _Comm:
 def test_a_malformed_report_is_unknown_on_both_sides_with_the_reason():
     good = ([side(2.0), side(3.0)], [info(0), info(1)])
     assert receive_report(_Comm(good), 1) == good
-    for bad in (None, ([side(2.0)], [info(0)]), ([side(2.0), [1.0]], [info(0), info(1)]), "x"):
+    wrong = [side(2.0), ["x"] * len(COND_DATASETS)]
+    for bad in (
+        None,
+        ([side(2.0)], [info(0)]),
+        ([side(2.0), [1.0]], [info(0), info(1)]),
+        "x",
+        (5, 6),
+        (wrong, [{}, {}]),
+    ):
         values, texts = receive_report(_Comm(bad), 1)
         assert np.isnan(values).all() and len(values) == 2
         assert all(t["cpu_freq_reason"].endswith("report of the conditions was malformed") for t in texts)

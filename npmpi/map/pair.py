@@ -214,12 +214,12 @@ def report(own: tuple[np.ndarray, dict], theirs) -> tuple[list[list[float]], lis
 
 def is_side(got) -> bool:
     """Whether `got` is one side's (values, text) as CondReading gives them."""
-    return (
-        isinstance(got, (tuple, list))
-        and len(got) == 2
-        and isinstance(got[1], dict)
-        and len(got[0]) == len(COND_DATASETS)
-    )
+    try:
+        values, text = got
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values)
+        return isinstance(text, dict) and len(values) == len(COND_DATASETS) and numbers
+    except (TypeError, ValueError):
+        return False
 
 
 def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
@@ -310,9 +310,12 @@ def receive_report(comm, source: int) -> tuple[list[list[float]], list[dict]]:
     while not comm.Iprobe(source=source, tag=COND_TAG):
         time.sleep(POLL_S)
     got = comm.recv(source=source, tag=COND_TAG)
-    ok = isinstance(got, (tuple, list)) and len(got) == 2 and len(got[0]) == 2 and len(got[1]) == 2
-    sides = list(zip(got[0], got[1], strict=True)) if ok else []
-    if not ok or not all(is_side(x) for x in sides):
+    try:
+        values, texts = got
+        ok = len(values) == len(texts) == 2 and all(is_side(x) for x in zip(values, texts, strict=True))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         bad = not_measured("unknown, because the transmitter's report of the conditions was malformed")
         return [list(bad[0])] * 2, [bad[1]] * 2
     return got
