@@ -154,8 +154,11 @@ def test_an_older_map_without_conditions_reads_and_analyses_as_before(tmp_path):
     "damage, says",
     [
         ("missing", "some of the conditions datasets (cond_*) are missing: conditions left out"),
-        ("negative", "holds negative, infinite or impossible values: the map's conditions are left out"),
-        ("shape", "expected (1, 3, 3, 2): the map's conditions are left out"),
+        (
+            "negative",
+            "holds negative, infinite or impossible values: the map's conditions (cond_*) are left out",
+        ),
+        ("shape", "expected (1, 3, 3, 2): the map's conditions (cond_*) are left out"),
     ],
 )
 def test_damaged_conditions_are_left_out_with_a_notice_and_the_map_analysed(tmp_path, damage, says):
@@ -238,3 +241,46 @@ def test_a_side_that_ran_no_trial_is_nan_and_keeps_the_ranks_text(tmp_path):
         assert freq[0, 0, 1].tolist() == [2.0e9, 3.0e9] and np.isnan(freq[1]).all()
         ranks = json.loads(f["map"][COND_TEXT][()])["ranks"]
     assert ranks["1"]["cpu_freq_source"] == "cpufreq scaling_cur_freq (sampled)"
+
+
+def test_suspects_measured_again_keep_their_conditions_unanalysed(tmp_path):
+    """/map/confirm_cond_* [K, 2]: each re-measured pair's sides, read (checked), not analysed."""
+    from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT
+
+    path = tmp_path / "c.h5"
+    rounds = serial_rounds(3)
+    spec = {
+        "attrs": {"schedule": "serial", "per_rank": False, "kernel": "c", "mode": "pingpong", "window": 1},
+        "hosts": HOSTS, "ranks": [0, 1, 2], "sizes": [SIZE], "rounds_matrix": round_matrix(rounds, 3),
+        "n_rounds": len(rounds),
+    }  # fmt: skip
+    w = MapWriter(path, {"kernel": "c"}, {"host": HOSTS}, TRIALS, map_spec=spec)
+    for r, [(i, j)] in enumerate(rounds):
+        w.store_round(
+            0, r, (10.0 * r, 10.0 * r + 1), [PairResult(i, j, ITERATIONS, 10, np.array([1e-3, 1e-3]))]
+        )
+    again = PairResult(0, 1, ITERATIONS, 10, np.array([1e-3, 1e-3]))
+    again.cond = np.array([side(2.0, core=4), side(3.0)])
+    reference = PairResult(1, 2, ITERATIONS, 10, np.array([1e-3, 1e-3]))  # a result without conditions
+    rows = [(0, (50.0, 51.0), [again], ROLE_SUSPECT), (0, (51.0, 52.0), [reference], ROLE_REFERENCE)]
+    w.store_confirmations(rows, 1, 0.1, 1, 0)
+    w.finish("complete")
+    m = load_map(path, FIELDS)
+    got = m.confirm_cond
+    assert got["cpu_freq_hz"].tolist()[0] == [2.0e9, 3.0e9]
+    assert got["core_throttle_count"][0].tolist() == [4, 0]
+    assert np.isnan(got["cpu_freq_hz"][1]).all() and m.confirm is not None
+
+
+def test_a_flipped_bit_in_the_conditions_is_a_problem_and_the_map_analysed_without_them(tmp_path):
+    path = cond_map(tmp_path / "c.h5")
+    with h5py.File(path) as f:
+        info = f["map"][COND_PREFIX + "cpu_freq_hz"].id.get_chunk_info(0)
+    data = bytearray(path.read_bytes())
+    data[info.byte_offset + 3] ^= 0x10
+    path.write_bytes(bytes(data))
+    a = analyse_map(load_map(path, FIELDS), "c")
+    assert a.conditions is None and np.isfinite(a.best_s[0, 0, 1])
+    assert any("/map/cond_cpu_freq_hz fails its checksum" in p and "left out" in p for p in a.problems), (
+        a.problems
+    )

@@ -56,6 +56,12 @@ def _waits(res: PairResult, trials: int) -> np.ndarray:
     return out
 
 
+def _cond(res: PairResult) -> np.ndarray:
+    """[2, COND_DATASETS] the result's conditions (transmitter, reflector), NaN where not known."""
+    got = np.asarray(res.cond if res.cond is not None else [], dtype=np.float64)
+    return got if got.shape == (2, len(COND_DATASETS)) else np.full((2, len(COND_DATASETS)), np.nan)
+
+
 def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(latency_s [N,N], bandwidth_bit_s [S,N,N]) from one-way times trial_s [S,N,N,T]:
     the best one-way time at the smallest size, and 8 * size / the best one-way time; NaN where no
@@ -218,10 +224,7 @@ class MapWriter(RunWriter):
         and each side's text into the root attribute COND_ATTR."""
         if res.cond is None:
             return
-        cond = np.full((2, len(COND_DATASETS)), np.nan)
-        got = np.asarray(res.cond, dtype=np.float64)
-        if got.shape == cond.shape:
-            cond = got
+        cond = _cond(res)
         for k, name in enumerate(COND_DATASETS):
             ds = self._h(f"map/{COND_PREFIX}{name}")
             for a, b in ways:
@@ -295,6 +298,12 @@ class MapWriter(RunWriter):
             g.create_dataset("confirm_trial_elapsed_s", data=loop, **checksum(loop))
             waits = np.array([_waits(r, t) for _, _, r in flat], dtype=np.float64).reshape(k, t, 2)
             g.create_dataset("confirm_runq_wait_s", data=waits, **checksum(waits))
+            cond = np.array([_cond(r) for _, _, r in flat], dtype=np.float64).reshape(
+                k, 2, len(COND_DATASETS)
+            )
+            for c, name in enumerate(COND_DATASETS):
+                ds = g.create_dataset(f"confirm_{COND_PREFIX}{name}", data=cond[:, :, c], **checksum(cond))
+                ds.attrs["sides"] = list(COND_SIDES)
             for name, col in (("confirm_window_start_unix_s", 0), ("confirm_window_end_unix_s", 1)):
                 edge = np.array([w[col] for _, w, _ in flat], dtype=np.float64)
                 g.create_dataset(name, data=edge, **checksum(edge))
@@ -306,7 +315,7 @@ class MapWriter(RunWriter):
                 **{f"confirm_{key}": value for key, value in facts.items()},
             }.items():
                 g.attrs[key] = value
-            self._pending_bytes += 8 * k * (4 * t + 5)
+            self._pending_bytes += 8 * k * (4 * t + 5 + 2 * len(COND_DATASETS))
             self._flush()
 
     def best_one_way(self, size_index: int) -> np.ndarray:

@@ -46,32 +46,43 @@ MAX_COUNT = 1e18  # a throttle or byte count beyond this is damage
 
 def read_map_conditions(g, p: Path, m) -> None:
     """/map/cond_* into m.cond (name -> [S, N, N, 2]) and /map/conditions_json into m.cond_info
-    (str(rank) -> text); nothing for a file without them, a notice for ones that cannot be used."""
-    from npmpi.runfile.opening import read_declared
-
+    (str(rank) -> text); /map/confirm_cond_* into m.confirm_cond (name -> [K, 2], not analysed).
+    Nothing for a file without them; a notice for ones that cannot be used, a problem for a
+    checksum that fails (the map is analysed without them)."""
     names = [COND_PREFIX + n for n in COND_DATASETS]
     present = [n in g for n in names]
-    if not any(present):
-        return
-    if not all(present):
+    if all(present):
+        m.cond = _read_sets(g, p, m, "", (len(m.size_bytes), m.nodes, m.nodes, 2))
+        m.cond_info = _read_text(g, m.notices) if m.cond is not None else {}
+    elif any(present):
         m.notices.append("/map: some of the conditions datasets (cond_*) are missing: conditions left out")
-        return
-    want = (len(m.size_bytes), m.nodes, m.nodes, 2)
+    if all(f"confirm_{n}" in g for n in names) and "confirm_pair" in g:
+        m.confirm_cond = _read_sets(g, p, m, "confirm_", (g["confirm_pair"].shape[0], 2))
+
+
+def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, np.ndarray] | None:
+    """Each COND_DATASETS name's /map/<prefix>cond_<name> of shape `want`, checked; None (said) when
+    one cannot be used."""
+    from npmpi.core.errors import RunFileError
+    from npmpi.runfile.opening import read_declared
+
+    got = {}
     try:
-        got = {}
-        for name, short in zip(names, COND_DATASETS, strict=True):
+        for short in COND_DATASETS:
+            name = f"{prefix}{COND_PREFIX}{short}"
             ds = g[name]
             if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
                 raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
-            got[short] = np.asarray(read_declared(ds, p, f"/map/{name}"), dtype=np.float64)
-            x = got[short]
+            x = got[short] = np.asarray(read_declared(ds, p, f"/map/{name}"), dtype=np.float64)
             if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))):
                 raise ValueError(f"/map/{name} holds negative, infinite or impossible values")
+    except RunFileError as exc:
+        m.problems.append(f"{exc}; the map's conditions ({prefix}cond_*) are left out")
+        return None
     except (ValueError, OSError, KeyError, TypeError) as exc:
-        m.notices.append(f"{exc}: the map's conditions are left out")
-        return
-    m.cond = got
-    m.cond_info = _read_text(g, m.notices)
+        m.notices.append(f"{exc}: the map's conditions ({prefix}cond_*) are left out")
+        return None
+    return got
 
 
 def _read_text(g, notices: list[str]) -> dict[str, dict]:
