@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +29,7 @@ CHUNK_EDGE = 8  # chunks of 8 x 8 pairs: a round touches few bytes of each matri
 # may outgrow an attribute's 64 KiB)
 COND_PREFIX = "cond_"
 COND_TEXT = "conditions_json"
+COND_TEXT_EVERY_S = 2.0
 COND_SIDES = ("transmitter", "reflector")
 
 
@@ -108,7 +111,8 @@ class MapWriter(RunWriter):
         """As RunWriter, with /map created (`map_spec`: the keywords of `_create_map`) before the file
         is named, so a map file never lacks its group."""
         self._map_spec = map_spec
-        self._cond_text = ""  # the last text written to /map/COND_TEXT
+        self._cond_text = ""  # the last text written to /map/COND_TEXT, and when
+        self._cond_written = -math.inf
         sizes = np.asarray(map_spec["sizes"], dtype=np.int64)
         n = len(map_spec["hosts"])
         self.map_sizes = sizes
@@ -230,11 +234,13 @@ class MapWriter(RunWriter):
             for a, b in ways:
                 ds[s, a, b] = cond[:, k]
 
-    def _write_condition_text(self, g) -> None:
-        """/map/COND_TEXT: every rank's latest text, rewritten when it changed (with its CRC-32)."""
+    def _write_condition_text(self, g, final: bool = False) -> None:
+        """/map/COND_TEXT: every rank's latest text (with its CRC-32), rewritten when it changed, at
+        most every COND_TEXT_EVERY_S (each rewrite leaves the old text's bytes in the file) and at
+        the end (`final`)."""
         import h5py
 
-        if not self._conditions:
+        if not self._conditions or (not final and time.monotonic() - self._cond_written < COND_TEXT_EVERY_S):
             return
         text = json.dumps(self._conditions, default=str, sort_keys=True)
         if text == self._cond_text:
@@ -244,7 +250,7 @@ class MapWriter(RunWriter):
         ds = g[COND_TEXT]
         ds[()] = text
         ds.attrs[TEXT_CHECKSUM] = text_crc32([text])
-        self._cond_text = text
+        self._cond_text, self._cond_written = text, time.monotonic()
         self._pending_bytes += 2 * len(text)
 
     def best_all(self) -> np.ndarray:
@@ -336,6 +342,8 @@ class MapWriter(RunWriter):
         (a full disk) /map is `failed` as the root is, and its `rounds_completed` the rounds whose
         flush succeeded (the failed round's may have reached HDF5's cache before the flush failed)."""
         if self._error is None and self._res.fd >= 0 and MAP_GROUP in self._file:
+            with contextlib.suppress(RunFileWriteError), self._checked("writing the ranks' conditions"):
+                self._write_condition_text(self._file[MAP_GROUP], final=True)
             with contextlib.suppress(RunFileWriteError):
                 self.set_group_attrs(MAP_GROUP, status=status)
         if self._error is not None and self._res.fd >= 0:
