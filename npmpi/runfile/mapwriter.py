@@ -224,8 +224,8 @@ class MapWriter(RunWriter):
         self._pending_bytes += len(results) * 2 * chunk * (3 * t + 4 + 2 * len(COND_DATASETS))
 
     def _store_conditions(self, s: int, ways, res: PairResult) -> None:
-        """A result's conditions into /map/cond_* (both cells of a pair measured both ways at once)
-        and each side's text into the root attribute COND_ATTR."""
+        """A result's conditions into /map/cond_* (both cells of a pair measured both ways at once;
+        the sides' text goes to /map/COND_TEXT)."""
         if res.cond is None:
             return
         cond = _cond(res)
