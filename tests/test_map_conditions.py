@@ -40,18 +40,24 @@ def info(rank: int, source: str = "cpufreq scaling_cur_freq (sampled)", reason: 
             "settings_after": {"governor": "performance"}}  # fmt: skip
 
 
+def writer(path, hosts: list[str], sizes: list[int], directions: str = "one") -> MapWriter:
+    """A serial ping-pong map's writer over `hosts` at `sizes`, TRIALS trials."""
+    rounds = serial_rounds(len(hosts))
+    spec = {
+        "attrs": {"schedule": "serial", "per_rank": False, "kernel": "c", "mode": "pingpong", "window": 1,
+                  "directions": directions},
+        "hosts": hosts, "ranks": list(range(len(hosts))), "sizes": sizes,
+        "rounds_matrix": round_matrix(rounds, len(hosts)), "n_rounds": len(rounds),
+    }  # fmt: skip
+    return MapWriter(path, {"kernel": "c"}, {"host": hosts}, TRIALS, map_spec=spec)
+
+
 def cond_map(path, directed: bool = False):
     """A serial 3-host ping-pong map at 1000 B: pair h0-h1 with its transmitter's frequency moving
     10 % (1.8 to 2.0 GHz) beside a steady 3 GHz reflector, h0-h2 with its reflector throttled, h1-h2
     whose NICs moved nothing; h0's and h1's figures read, h2's frequency unknown with its reason."""
     rounds = serial_rounds(3)
-    spec = {
-        "attrs": {"schedule": "serial", "per_rank": False, "kernel": "c", "mode": "pingpong", "window": 1},
-        "hosts": HOSTS, "ranks": [0, 1, 2], "sizes": [SIZE], "rounds_matrix": round_matrix(rounds, 3),
-        "n_rounds": len(rounds),
-    }  # fmt: skip
-    spec["attrs"]["directions"] = "both" if directed else "one"
-    w = MapWriter(path, {"kernel": "c"}, {"host": HOSTS}, TRIALS, map_spec=spec)
+    w = writer(path, HOSTS, [SIZE], "both" if directed else "one")
     unknown = "unknown, because cpufreq gives no scaling_cur_freq for its core"
     sides = {
         (0, 1): ([side(2.0, 1.8, tx=PAYLOAD / 2), side(3.0, tx=PAYLOAD / 2)], [info(0), info(1)]),
@@ -221,12 +227,7 @@ def test_a_side_that_ran_no_trial_is_nan_and_keeps_the_ranks_text(tmp_path):
     measured pair (not 'no trial ran')."""
     from npmpi.map.pair import NO_TRIAL, no_trial
 
-    spec = {
-        "attrs": {"schedule": "serial", "per_rank": False, "kernel": "c", "mode": "pingpong", "window": 1},
-        "hosts": HOSTS[:2], "ranks": [0, 1], "sizes": [1, SIZE],
-        "rounds_matrix": round_matrix(serial_rounds(2), 2), "n_rounds": 1,
-    }  # fmt: skip
-    w = MapWriter(tmp_path / "s.h5", {"kernel": "c"}, {"host": HOSTS[:2]}, TRIALS, map_spec=spec)
+    w = writer(tmp_path / "s.h5", HOSTS[:2], [1, SIZE])
     measured = PairResult(0, 1, ITERATIONS, 10, np.array([1e-3, 1e-3]))
     measured.cond, measured.cond_info = np.array([side(2.0), side(3.0)]), [info(0), info(1)]
     w.store_round(0, 0, (1.0, 2.0), [measured])
@@ -249,12 +250,7 @@ def test_suspects_measured_again_keep_their_conditions_unanalysed(tmp_path):
 
     path = tmp_path / "c.h5"
     rounds = serial_rounds(3)
-    spec = {
-        "attrs": {"schedule": "serial", "per_rank": False, "kernel": "c", "mode": "pingpong", "window": 1},
-        "hosts": HOSTS, "ranks": [0, 1, 2], "sizes": [SIZE], "rounds_matrix": round_matrix(rounds, 3),
-        "n_rounds": len(rounds),
-    }  # fmt: skip
-    w = MapWriter(path, {"kernel": "c"}, {"host": HOSTS}, TRIALS, map_spec=spec)
+    w = writer(path, HOSTS, [SIZE])
     for r, [(i, j)] in enumerate(rounds):
         w.store_round(
             0, r, (10.0 * r, 10.0 * r + 1), [PairResult(i, j, ITERATIONS, 10, np.array([1e-3, 1e-3]))]
