@@ -3,7 +3,9 @@ maps of 3, 4 and 8 ranks on this host (complete, with power, stopped by Ctrl-C, 
 
 from __future__ import annotations
 
+import csv
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -12,8 +14,10 @@ import h5py
 import numpy as np
 import pytest
 from conftest import VENV
+from fakes.cpu_sysfs import CPU, ConditionsTree, moving, unreadable
 from support.reliability import Job
 
+from npmpi.conditions.paths import ROOT_ENV
 from npmpi.core.errors import UsageError
 from npmpi.map.options import DEFAULT_MAP_SIZES, parse_map_options
 from npmpi.map.schedule import circle_rounds, make_rounds, round_matrix, serial_rounds
@@ -176,10 +180,77 @@ def check_complete_map(path, n: int, sizes: list[int], trials: int, per_rank: bo
         return {k: g[k][:] for k in ("hosts", "ranks")}
 
 
+def _tree(tmp_path) -> ConditionsTree:
+    """A fake sysfs tree with every core the ranks may run on (the fake one's figures, whatever core)."""
+    tree = ConditionsTree(tmp_path / "fake-root").node()
+    for n in sorted(os.sched_getaffinity(0)):
+        tree.cpu(n, cur_khz=2_000_000)
+    tree.net("eth0", 10, 20)
+    return tree
+
+
+def _conditions(path) -> tuple[dict, dict]:
+    """(COND_DATASETS name -> [S, N, N, 2], str(rank) -> text) of a map file."""
+    with h5py.File(path) as f:
+        g = f["map"]
+        cond = {k[len("cond_") :]: g[k][:] for k in g if k.startswith("cond_")}
+        return cond, json.loads(g["conditions_json"][()])["ranks"]
+
+
+def _own_cycles(info: dict) -> bool:
+    """Whether the ranks' frequency came from this machine's cycles counter, not the fake tree."""
+    return any(i["cpu_freq_source"].startswith("perf") for i in info.values())
+
+
+def check_moving_conditions(path, csv_path, n: int) -> None:
+    """A map measured under `moving`: each side's frequency the tree's (2.0 or 2.4 GHz), its core's
+    throttle events counted (NaN where the rank changed cores), and every CSV row flagged exactly
+    when either side's frequency moved more than 5 % or either side throttled."""
+    cond, info = _conditions(path)
+    off = ~np.eye(n, dtype=bool)
+    assert sorted(info) == [str(r) for r in range(n)] and all(
+        i["nic_counters"] == ["eth0"] for i in info.values()
+    )
+    freq, low, high = (cond[k][:, off] for k in ("cpu_freq_hz", "cpu_freq_min_hz", "cpu_freq_max_hz"))
+    if not _own_cycles(info):
+        assert np.isfinite(freq).all() and ((freq >= 2.0e9) & (freq <= 2.4e9)).all()
+        assert set(np.unique(np.r_[low.ravel(), high.ravel()])) <= {2.0e9, 2.4e9}
+    throttled = cond["core_throttle_count"][:, off]
+    assert np.all(np.isnan(throttled) | (throttled >= 0)) and (throttled > 0).any()
+    assert np.isnan(cond["cpu_freq_hz"][:, ~off]).all() and (cond["nic_tx_bytes"][:, off] == 0).all()
+    sizes = list(h5py.File(path)["map/size_bytes"][:])
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(sizes) * n * (n - 1) // 2
+    names = [f"{os.uname().nodename}:{r}" for r in range(n)]
+    for row in rows:
+        k, i, j = sizes.index(int(row["size_bytes"])), names.index(row["host_a"]), names.index(row["host_b"])
+        with np.errstate(invalid="ignore"):
+            moved = ((cond["cpu_freq_max_hz"] - cond["cpu_freq_min_hz"]) / cond["cpu_freq_hz"])[
+                k, i, j
+            ] > 0.05
+        hot = (
+            np.nan_to_num(cond["core_throttle_count"][k, i, j] + cond["package_throttle_count"][k, i, j]) > 0
+        )
+        want = [w for w, on in (("frequency moved", moved.any()), ("throttled", hot.any())) if on]
+        assert row["conditions_flag"] == ", ".join(want), row
+        assert float(row["transmitter_cpu_freq_ghz"]) == pytest.approx(cond["cpu_freq_hz"][k, i, j, 0] / 1e9)
+        assert row["wire_bytes_per_payload_byte"] == "" and row["wire_warning"] == ""  # one node: no wire
+    assert any(row["conditions_flag"] for row in rows)
+
+
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
-    proc = npmpi_run(["map", "--per-rank", "--quick", "--confirm", "0", "-o", "map.h5"], np=4)
+    """A complete map, each side's conditions recorded under a fake tree whose frequency moves and
+    whose cores throttle while the map runs, and the analysis's flags of them."""
+    tree = _tree(tmp_path)
+    with moving(tree, sorted(os.sched_getaffinity(0))):
+        proc = npmpi_run(
+            ["map", "--per-rank", "--quick", "--confirm", "0", "-o", "map.h5"],
+            np=4,
+            env={ROOT_ENV: str(tree.root)},
+        )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     got = check_complete_map(tmp_path / "map.h5", 4, list(DEFAULT_MAP_SIZES), 3)
@@ -198,24 +269,43 @@ def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
     assert "rounds in" in proc.stdout and "status complete" in proc.stdout
     # the issue's "done when": the analysis draws the heatmaps and writes the report of a real map
     analysis = subprocess.run(
-        [str(VENV / "bin" / "npmpi-analyze"), "map.h5", "--plots", "plots", "--report", "map.html"],
+        [str(VENV / "bin" / "npmpi-analyze"), "map.h5", "--plots", "plots", "--report", "map.html",
+         "--csv", "map.csv"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert analysis.returncode == 0, analysis.stdout + analysis.stderr
     assert "outliers" in analysis.stdout and (tmp_path / "map.html").stat().st_size > 0
     assert any(p.suffix == ".png" for p in (tmp_path / "plots").iterdir())
+    check_moving_conditions(tmp_path / "map.h5", tmp_path / "map.csv", 4)
+    assert "  conditions flag: " in analysis.stdout and "  conditions flagged: " in analysis.stdout
 
 
 @pytest.mark.mpi
 @pytest.mark.timeout(180)
 def test_eight_rank_map_on_one_host(npmpi_run, tmp_path):
+    """8 ranks, under a fake tree whose cores' frequency and throttle files cannot be read: the map
+    completes, each side's frequency and throttling recorded unknown and each rank's reason kept."""
+    tree = _tree(tmp_path)
+    for n in sorted(os.sched_getaffinity(0)):
+        unreadable(tree.root / CPU / f"cpu{n}/cpufreq/scaling_cur_freq")
+        unreadable(tree.root / CPU / f"cpu{n}/thermal_throttle/core_throttle_count")
     proc = npmpi_run(
         ["map", "--per-rank", "--quick", "--confirm", "0", "--sizes", "1,64K", "-o", "map8.h5"],
         np=8,
         timeout=150,
+        env={ROOT_ENV: str(tree.root)},
     )
     assert proc.returncode == 0, proc.stderr
     check_complete_map(tmp_path / "map8.h5", 8, [1, 65536], 3)
+    cond, info = _conditions(tmp_path / "map8.h5")
+    assert np.isnan(cond["core_throttle_count"]).all() and sorted(info) == [str(r) for r in range(8)]
+    if _own_cycles(info):
+        return  # this machine's cycles counter gives the frequency: the unreadable files are not read
+    assert np.isnan(cond["cpu_freq_hz"]).all()
+    for text in info.values():
+        assert text["cpu_freq_source"] == "unknown", text
+        assert text["cpu_freq_reason"].startswith("unknown, because the CPU cycles counter does not exist")
+        assert text["cpu_freq_reason"].endswith("cpufreq gives no scaling_cur_freq for its core")
 
 
 @pytest.mark.mpi

@@ -240,6 +240,9 @@ def test_a_real_map_measures_its_suspect_again_with_fewer_trials_within_the_budg
         assert np.isfinite(t[:, :trials]).all() and np.isnan(t[:, trials:]).all()
         pairs = g["confirm_pair"][:][g["confirm_role"][:] == 0]
         assert {2, 3} in [set(p) for p in pairs]  # link 2-3 measured again
+        # each re-measured pair's conditions, both sides (this machine's own: unknown figures are NaN)
+        assert g["confirm_cond_cpu_freq_hz"].shape == (len(g["confirm_pair"]), 2)
+        assert np.all(np.isnan(g["confirm_cond_nic_tx_bytes"][:]) | (g["confirm_cond_nic_tx_bytes"][:] >= 0))
     analysis = subprocess.run(
         [str(VENV / "bin" / "npmpi-analyze"), "m.h5"],
         cwd=tmp_path,

@@ -12,6 +12,7 @@ from npmpi.core.modes import MODE_TABLE
 from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.html_parts import figures_html, html_text
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
+from npmpi_analysis.numbers.map_conditions import map_lines, map_matrices, map_summary, pair_columns
 from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
 from npmpi_analysis.outfiles import rows_csv_bytes
 
@@ -105,7 +106,7 @@ def summary(a) -> dict[str, Any]:
         out["flagged_pairs"] = {
             FLAG_NAMES[c]: int((flags == c).sum()) for c in range(1, len(FLAG_NAMES)) if (flags == c).any()
         }
-    return out
+    return {**out, **map_summary(a.conditions)}
 
 
 def _median(x: np.ndarray) -> float | None:
@@ -155,7 +156,7 @@ def summary_text(a, show_matrices: bool = True) -> str:
             out.append(_render(*matrix_cells(a.names, x, digits)))
     elif show_matrices:
         out.append(f"  ({a.nodes} hosts: the matrices are in --csv, --json, --plots and --report)")
-    out += outlier_lines(a)
+    out += outlier_lines(a) + map_lines(a.conditions)
     for note in a.notices:
         out.append(f"  notice: {note}")
     return "\n".join(out)
@@ -287,6 +288,7 @@ def pair_rows(a) -> list[dict[str, Any]]:
                         else math.nan,
                     }
                 )
+            row.update(pair_columns(a.conditions, k, i, j, int(size), row.get("energy_pj_bit")))
             rows.append(row)
     return rows
 
@@ -346,6 +348,7 @@ def map_doc(a) -> dict[str, Any]:
         "bytes_moved": a.bytes_moved,
         "trials_stalled": a.trials_stalled,
         "outliers": [_finding(f) for f in a.outliers],
+        **map_matrices(a.conditions),
     }
     if a.energy is not None:
         e = a.energy

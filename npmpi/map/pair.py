@@ -8,11 +8,22 @@ round's common start. Within a pair the lower rank transmits: it drives its refl
 MAP_PAIR_TAG (untimed runs: first contact, the probe, the warm-up; then each trial, echoed so both
 sides start it together; then the end, to which the reflector answers with its data check), and
 reports to rank 0 (RESULT_TAG, TIMES_TAG: the trials' times and both ranks' run-queue waits during
-each, the reflector's sent with its data check; npmpi/sweep/cputime.py). With both directions (a
+each, the reflector's sent with its data check; npmpi/sweep/cputime.py; then COND_TAG: both sides'
+conditions, below). With both directions (a
 stream map), the higher rank then transmits to the lower the same way and reports too. Each report
 carries the time from the go to the end of that transmitter's work: the pair's own window within the
 round. Members wait for commands asleep (a non-blocking receive tested every POLL_S), never spinning
 a core, so a member with a bye or whose pair has finished adds no load to its node.
+
+The conditions (npmpi/sweep/span.py CondReading: core frequency, throttling, NIC bytes): each side
+reads them around its part's trials, never inside a timed loop. The transmitter starts its reading
+before its first trial, laps after each trial (its timer has stopped; the reflector waits for the
+next step) and stops after the last; the reflector starts when the first trial's step arrives, laps
+when each later step arrives and stops at the end, all before it answers the step (the
+transmitter's timer starts after the echo). The reflector sends its figures after its data check
+(MAP_PAIR_TAG, pickled); the transmitter reports both sides' to rank 0 after its times (COND_TAG,
+pickled, sent without blocking: a member that then reflects for its peer is not held up by rank 0
+collecting another pair).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from npmpi.core.messages import (
     CMD_BASELINE,
     CMD_MAP_ROUND,
     CMD_STOP,
+    COND_TAG,
     CTRL_TAG,
     MAP_PAIR_TAG,
     RESULT_TAG,
@@ -36,11 +48,13 @@ from npmpi.core.messages import (
 )
 from npmpi.core.schedule import netpipe_repeats
 from npmpi.power.baseline import take_part
+from npmpi.runfile.format import COND_DATASETS
 from npmpi.sweep.cputime import runq_wait_ns, waited_s
 from npmpi.sweep.driver import member_ready
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import MpiLink
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
+from npmpi.sweep.span import CondReading, not_measured
 
 POLL_S = 0.002
 PROBE_FRACTION = 0.1  # the probe doubles its chunk of iterations until one takes this much of --target-time
@@ -51,6 +65,7 @@ RESULT_FIELDS = 5  # iterations, untimed iterations, data check passed on both s
 # nanoseconds from the round's go to the end of this transmitter's work (the pair's own window)
 TIMES_ROWS = 3  # TIMES_TAG's float64[3, trials]: each trial's loop time, the transmitter's and the
 # reflector's run-queue wait during it (s; NaN where not run or not known)
+NO_TRIAL = "unknown, because no trial ran (a stop came first)"
 
 
 def round_word(both: bool, trials: int = 0) -> int:
@@ -139,9 +154,9 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: 
     """The transmitter's round: first contact, probe, iterations, warm-up, trials (until a stop), end.
 
     Returns (int64[RESULT_FIELDS] result, float64[TIMES_ROWS, side.trials] the trials' times and
-    both sides' run-queue waits, NaN where not run or not known); the result's last field is the time
-    from `since` (time.monotonic() at the round's go) to the end. The iterations per trial are the
-    map's rule's whatever the round's trials."""
+    both sides' run-queue waits, NaN where not run or not known, both sides' conditions: COND_TAG's
+    report); the result's last field is the time from `since` (time.monotonic() at the round's go)
+    to the end. The iterations per trial are the map's rule's whatever the round's trials."""
     opts = side.opts
     loop = side.loop(True)
     steps = _Stepper(comm, peer, loop, stop)
@@ -160,42 +175,79 @@ def transmit(comm, peer: int, side: PairSide, size: int, stop: StopFlag, since: 
     untimed += warm
     last = warm
     times = np.full((TIMES_ROWS, side.trials), np.nan)
+    reading = None
     for k in range(side.trials):
         if stop:
             break
-        times[0, k] = steps.run(STEP_TRIAL, iterations)
+        if reading is None:  # before the first trial's step: the reflector waits for it
+            reading = CondReading()
+        times[0, k] = reading.lap(steps.run(STEP_TRIAL, iterations))
         times[1, k] = steps.waited_s
         last = iterations
+    own = reading.stop() if reading is not None else no_trial()
     steps.step[:] = (STEP_END, last)
     comm.Send(steps.step, peer, MAP_PAIR_TAG)
     check = np.zeros(2 + side.trials, dtype=np.int64)
     comm.Recv(check, peer, MAP_PAIR_TAG)
+    cond = report(own, comm.recv(source=peer, tag=MAP_PAIR_TAG))
     times[2] = np.where(check[2:] >= 0, check[2:] / 1e9, np.nan)
     ok = loop.received_ok(side.patterns, peer, 0, last) and bool(check[0])
     signal = int(stop.signum or 0) or int(check[1])
     elapsed_ns = int(1e9 * (time.monotonic() - since)) if since is not None else 0
-    return np.array([iterations, untimed, int(ok), signal, elapsed_ns], dtype=np.int64), times
+    return np.array([iterations, untimed, int(ok), signal, elapsed_ns], dtype=np.int64), times, cond
+
+
+def no_trial() -> tuple[np.ndarray, dict]:
+    """A side whose part ran no trial: NaN, and a text marked `no_trial` (the file keeps the rank's
+    text of its measured pairs rather than this)."""
+    values, text = not_measured(NO_TRIAL)
+    return values, {**text, "no_trial": True}
+
+
+def report(own: tuple[np.ndarray, dict], theirs) -> tuple[list[list[float]], list[dict]]:
+    """COND_TAG's report: ([transmitter's, reflector's] COND_DATASETS values, [their texts]); the
+    reflector's, when malformed, is unknown."""
+    if not is_side(theirs):
+        theirs = not_measured("unknown, because the reflector's conditions did not arrive intact")
+    return [list(map(float, own[0])), list(map(float, theirs[0]))], [own[1], theirs[1]]
+
+
+def is_side(got) -> bool:
+    """Whether `got` is one side's (values, text) as CondReading gives them."""
+    try:
+        values, text = got
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values)
+        return isinstance(text, dict) and len(values) == len(COND_DATASETS) and numbers
+    except (TypeError, ValueError):
+        return False
 
 
 def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
     """The reflector's round: follow the transmitter's steps, answer the end with the data check and
-    its run-queue wait (ns, -1 unknown) during each trial."""
+    its run-queue wait (ns, -1 unknown) during each trial, then send its conditions."""
     loop = side.loop(False)
     link = MpiLink(comm, peer)  # the map measures MPI send/receive only
     step = np.zeros(2, dtype=np.int64)
     answer = np.full(2 + side.trials, -1, dtype=np.int64)
     trial = 0
     delay_s = fault_trial_delay_s(comm.Get_rank(), peer)
+    reading = None
     while True:
         comm.Recv(step, peer, MAP_PAIR_TAG)
         kind, n = int(step[0]), int(step[1])
         if kind == STEP_END:
+            own = reading.stop() if reading is not None else no_trial()
             answer[:2] = (int(loop.received_ok(side.patterns, peer, 0, n)), int(stop.signum or 0))
             comm.Send(answer, peer, MAP_PAIR_TAG)
+            comm.send((list(map(float, own[0])), own[1]), peer, MAP_PAIR_TAG)
             return
         if kind != STEP_TRIAL:
             loop.run(link, n)
             continue
+        if reading is None:  # before the echo: the transmitter's timer starts after it
+            reading = CondReading()
+        else:
+            reading.lap()  # after the previous trial
         before = runq_wait_ns()  # before the echo: the transmitter's timer starts after it
         comm.Send(step, peer, MAP_PAIR_TAG)
         if delay_s:
@@ -236,11 +288,34 @@ def measure_pair(
     comm, peer: int, side: PairSide, size: int, stop: StopFlag, both: bool, since: float
 ) -> None:
     """A member's part of its pair's round (not rank 0's): transmit to the peer when lower, reflect
-    when higher; with both directions, then the other part. Each transmission is reported to rank 0."""
+    when higher; with both directions, then the other part. Each transmission is reported to rank 0
+    (the conditions without blocking, their sends completed before the member waits for commands)."""
+    sent = []
     for transmitter in (comm.Get_rank() < peer, comm.Get_rank() > peer)[: 2 if both else 1]:
         if transmitter:
-            result, times = transmit(comm, peer, side, size, stop, since=since)
+            result, times, cond = transmit(comm, peer, side, size, stop, since=since)
             comm.Send(result, 0, RESULT_TAG)
             comm.Send(times, 0, TIMES_TAG)
+            sent.append(comm.isend(cond, 0, COND_TAG))
         else:
             reflect(comm, peer, side, stop)
+    for req in sent:
+        while not req.Test():
+            time.sleep(POLL_S)
+
+
+def receive_report(comm, source: int) -> tuple[list[list[float]], list[dict]]:
+    """A transmitter's COND_TAG report (rank 0's side), asleep between probes; anything malformed
+    read as unknown on both sides."""
+    while not comm.Iprobe(source=source, tag=COND_TAG):
+        time.sleep(POLL_S)
+    got = comm.recv(source=source, tag=COND_TAG)
+    try:
+        values, texts = got
+        ok = len(values) == len(texts) == 2 and all(is_side(x) for x in zip(values, texts, strict=True))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        bad = not_measured("unknown, because the transmitter's report of the conditions was malformed")
+        return [list(bad[0])] * 2, [bad[1]] * 2
+    return got

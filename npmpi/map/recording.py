@@ -2,7 +2,8 @@
 power recorded as in a run, and the file closed with its status whatever ends the map.
 
 Per size, per round: CMD_MAP_ROUND to every paired member, their ready, then the go (the round's
-start, a barrier); rank 0 measures its own pair when it has one, then collects each pair's result;
+start, a barrier); rank 0 measures its own pair when it has one, then collects each pair's result
+(RESULT_TAG, TIMES_TAG, then both sides' conditions on COND_TAG);
 the round's window on rank 0's clock runs from the go to the last result. A stop request is looked at
 before each round and between a pair's trials (npmpi/map/pair.py).
 """
@@ -22,7 +23,16 @@ from npmpi.core.job import say
 from npmpi.core.messages import CMD_MAP_ROUND, RESULT_TAG, TIMES_TAG
 from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
-from npmpi.map.pair import RESULT_FIELDS, TIMES_ROWS, PairSide, reflect, round_word, transmit, wait_for
+from npmpi.map.pair import (
+    RESULT_FIELDS,
+    TIMES_ROWS,
+    PairSide,
+    receive_report,
+    reflect,
+    round_word,
+    transmit,
+    wait_for,
+)
 from npmpi.map.schedule import make_rounds, round_matrix
 from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
 from npmpi.runfile.format import KIND_MAP
@@ -131,8 +141,8 @@ class MapCoordinator:
         results, bad = [], []
         if own is not None:
             progress.wait(size, own[2], WAIT_OWN)
-            result, times = transmit(self.comm, own[2], self.side, size, self.stop, since=since)
-            results.append(self._result(own[0], own[1], result, times, bad, both))
+            result, times, cond = transmit(self.comm, own[2], self.side, size, self.stop, since=since)
+            results.append(self._result(own[0], own[1], result, times, bad, both, cond))
             if both:
                 reflect(self.comm, own[2], self.side, self.stop)
         result = np.zeros(RESULT_FIELDS, dtype=np.int64)
@@ -144,7 +154,8 @@ class MapCoordinator:
                 progress.wait(size, members[a], WAIT_RESULTS)
                 wait_for(self.comm, result, members[a], RESULT_TAG)
                 wait_for(self.comm, times, members[a], TIMES_TAG)
-                results.append(self._result(a, b, result, times, bad, both))
+                cond = receive_report(self.comm, members[a])
+                results.append(self._result(a, b, result, times, bad, both, cond))
         end = time.time()
         self.state = "between"
         if bad:
@@ -155,7 +166,7 @@ class MapCoordinator:
         return (start, end), results
 
     def _result(
-        self, i: int, j: int, result: np.ndarray, times: np.ndarray, bad: list[str], directed: bool
+        self, i: int, j: int, result: np.ndarray, times: np.ndarray, bad: list[str], directed: bool, cond
     ) -> PairResult:
         iterations, untimed, ok, signum, elapsed_ns = (int(x) for x in result)
         if not ok:
@@ -171,6 +182,8 @@ class MapCoordinator:
             directed,
             elapsed_ns / 1e9,
             runq_wait_s=np.array(times[1:3].T, dtype=np.float64),  # [trials, (transmitter, reflector)]
+            cond=np.array(cond[0], dtype=np.float64),  # [(transmitter, reflector), COND_DATASETS]
+            cond_info=[dict(x, rank=self.members[k]) for x, k in zip(cond[1], (i, j), strict=True)],
         )
 
     def release(self, exit_code: int) -> bool:

@@ -10,16 +10,27 @@ bandwidth matrices from `trial_s`, the figures the writer stores.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from npmpi.core.errors import RunFileWriteError
-from npmpi.runfile.format import CHECKSUM, TEXT_CHECKSUM, checksum, text_crc32
+from npmpi.runfile.format import CHECKSUM, COND_DATASETS, TEXT_CHECKSUM, checksum, text_crc32
 from npmpi.runfile.writer import RunWriter
 
 MAP_GROUP = "map"
 CHUNK_EDGE = 8  # chunks of 8 x 8 pairs: a round touches few bytes of each matrix
+# /map/cond_<COND_DATASETS name> [S, N, N, 2]: the conditions of a pair's measurement, side 0 the
+# transmitter's, side 1 the reflector's (docs/file-format.md, "1.9"); the text per rank is the
+# JSON of /map/COND_TEXT, as a run's root attribute COND_ATTR (a dataset: a map's many ranks' text
+# may outgrow an attribute's 64 KiB)
+COND_PREFIX = "cond_"
+COND_TEXT = "conditions_json"
+COND_TEXT_EVERY_S = 2.0
+COND_SIDES = ("transmitter", "reflector")
 
 
 @dataclass
@@ -35,6 +46,8 @@ class PairResult:
     elapsed_s: float = float("nan")  # from the round's go to the end of this transmitter's work
     runq_wait_s: np.ndarray | None = None  # [trials, 2] the transmitter's and the reflector's run-queue
     # wait during each trial (npmpi/sweep/cputime.py); NaN where not run or not known
+    cond: np.ndarray | None = None  # [2, COND_DATASETS] the transmitter's and the reflector's conditions
+    cond_info: list[dict] | None = None  # each side's text (with its "rank"): source or reason, counters
 
 
 def _waits(res: PairResult, trials: int) -> np.ndarray:
@@ -44,6 +57,12 @@ def _waits(res: PairResult, trials: int) -> np.ndarray:
         w = np.asarray(res.runq_wait_s, dtype=np.float64).reshape(-1, 2)[:trials]
         out[: len(w)] = w
     return out
+
+
+def _cond(res: PairResult) -> np.ndarray:
+    """[2, COND_DATASETS] the result's conditions (transmitter, reflector), NaN where not known."""
+    got = np.asarray(res.cond if res.cond is not None else [], dtype=np.float64)
+    return got if got.shape == (2, len(COND_DATASETS)) else np.full((2, len(COND_DATASETS)), np.nan)
 
 
 def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,6 +111,8 @@ class MapWriter(RunWriter):
         """As RunWriter, with /map created (`map_spec`: the keywords of `_create_map`) before the file
         is named, so a map file never lacks its group."""
         self._map_spec = map_spec
+        self._cond_text = ""  # the last text written to /map/COND_TEXT, and when
+        self._cond_written = -math.inf
         sizes = np.asarray(map_spec["sizes"], dtype=np.int64)
         n = len(map_spec["hosts"])
         self.map_sizes = sizes
@@ -134,6 +155,11 @@ class MapWriter(RunWriter):
         )
         for name in ("window_start_unix_s", "window_end_unix_s"):
             g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan, **CHECKSUM)
+        for name in COND_DATASETS:
+            ds = g.create_dataset(
+                COND_PREFIX + name, (s, n, n, 2), np.float64, chunks=(1, c, c, 2), fillvalue=nan, **CHECKSUM
+            )
+            ds.attrs["sides"] = list(COND_SIDES)
         self._pending_bytes += 8 * (s * n_rounds * 2 + 4 * n * n)
 
     def store_round(
@@ -179,6 +205,8 @@ class MapWriter(RunWriter):
                 looped = self._trials_s[s, res.i, res.j] + float(np.nansum(res.trial_s))
                 self._trials_s[s, res.i, res.j] = self._trials_s[s, res.j, res.i] = looped
             waits = _waits(res, t)
+            self._store_conditions(s, ways, res)
+            self._merge_conditions([x for x in res.cond_info or [] if not x.get("no_trial")])
             for a, b in ways:
                 trial_ds[s, a, b, :] = one_way
                 wait_ds[s, a, b] = waits
@@ -188,11 +216,42 @@ class MapWriter(RunWriter):
                     bw_ds[s, a, b] = 8.0 * size / best
                     if s == 0:
                         lat_ds[a, b] = best
+        self._write_condition_text(g)
         self._h("map/window_start_unix_s")[s, r] = window[0]
         self._h("map/window_end_unix_s")[s, r] = window[1]
         g.attrs["rounds_completed"] = self.rounds_completed + 1
         chunk = CHUNK_EDGE * CHUNK_EDGE * 8
-        self._pending_bytes += len(results) * 2 * chunk * (3 * t + 4)
+        self._pending_bytes += len(results) * 2 * chunk * (3 * t + 4 + 2 * len(COND_DATASETS))
+
+    def _store_conditions(self, s: int, ways, res: PairResult) -> None:
+        """A result's conditions into /map/cond_* (both cells of a pair measured both ways at once;
+        the sides' text goes to /map/COND_TEXT)."""
+        if res.cond is None:
+            return
+        cond = _cond(res)
+        for k, name in enumerate(COND_DATASETS):
+            ds = self._h(f"map/{COND_PREFIX}{name}")
+            for a, b in ways:
+                ds[s, a, b] = cond[:, k]
+
+    def _write_condition_text(self, g, final: bool = False) -> None:
+        """/map/COND_TEXT: every rank's latest text (with its CRC-32), rewritten when it changed, at
+        most every COND_TEXT_EVERY_S (each rewrite leaves the old text's bytes in the file) and at
+        the end (`final`)."""
+        import h5py
+
+        if not self._conditions or (not final and time.monotonic() - self._cond_written < COND_TEXT_EVERY_S):
+            return
+        text = json.dumps(self._conditions, default=str, sort_keys=True)
+        if text == self._cond_text:
+            return
+        if COND_TEXT not in g:
+            g.create_dataset(COND_TEXT, (), dtype=h5py.string_dtype())
+        ds = g[COND_TEXT]
+        ds[()] = text
+        ds.attrs[TEXT_CHECKSUM] = text_crc32([text])
+        self._cond_text, self._cond_written = text, time.monotonic()
+        self._pending_bytes += 2 * len(text)
 
     def best_all(self) -> np.ndarray:
         """[S, N, N] each measured pair's best one-way time so far (NaN elsewhere)."""
@@ -245,6 +304,12 @@ class MapWriter(RunWriter):
             g.create_dataset("confirm_trial_elapsed_s", data=loop, **checksum(loop))
             waits = np.array([_waits(r, t) for _, _, r in flat], dtype=np.float64).reshape(k, t, 2)
             g.create_dataset("confirm_runq_wait_s", data=waits, **checksum(waits))
+            cond = np.array([_cond(r) for _, _, r in flat], dtype=np.float64).reshape(
+                k, 2, len(COND_DATASETS)
+            )
+            for c, name in enumerate(COND_DATASETS):
+                ds = g.create_dataset(f"confirm_{COND_PREFIX}{name}", data=cond[:, :, c], **checksum(cond))
+                ds.attrs["sides"] = list(COND_SIDES)
             for name, col in (("confirm_window_start_unix_s", 0), ("confirm_window_end_unix_s", 1)):
                 edge = np.array([w[col] for _, w, _ in flat], dtype=np.float64)
                 g.create_dataset(name, data=edge, **checksum(edge))
@@ -256,7 +321,7 @@ class MapWriter(RunWriter):
                 **{f"confirm_{key}": value for key, value in facts.items()},
             }.items():
                 g.attrs[key] = value
-            self._pending_bytes += 8 * k * (4 * t + 5)
+            self._pending_bytes += 8 * k * (4 * t + 5 + 2 * len(COND_DATASETS))
             self._flush()
 
     def best_one_way(self, size_index: int) -> np.ndarray:
@@ -277,6 +342,8 @@ class MapWriter(RunWriter):
         (a full disk) /map is `failed` as the root is, and its `rounds_completed` the rounds whose
         flush succeeded (the failed round's may have reached HDF5's cache before the flush failed)."""
         if self._error is None and self._res.fd >= 0 and MAP_GROUP in self._file:
+            with contextlib.suppress(RunFileWriteError), self._checked("writing the ranks' conditions"):
+                self._write_condition_text(self._file[MAP_GROUP], final=True)
             with contextlib.suppress(RunFileWriteError):
                 self.set_group_attrs(MAP_GROUP, status=status)
         if self._error is not None and self._res.fd >= 0:

@@ -268,12 +268,16 @@ class RunWriter:
     def _note_conditions(self, infos: list[dict]) -> None:
         """The root attribute COND_ATTR: per rank its core, frequency source (or why unknown), NIC
         counters, and its settings at the first size's start and the last size's end."""
+        self._merge_conditions(infos)
+        self._file.attrs[COND_ATTR] = json.dumps(self._conditions, default=str)
+
+    def _merge_conditions(self, infos: list[dict]) -> None:
+        """Each rank's latest text into self._conditions["ranks"], its first settings kept."""
         ranks = self._conditions.setdefault("ranks", {})
         for info in infos:
             key = str(info.get("rank", "?"))
             kept = ranks.setdefault(key, {"settings_before": info.get("settings_before")})
             kept.update({k: v for k, v in info.items() if k not in ("rank", "settings_before")})
-        self._file.attrs[COND_ATTR] = json.dumps(self._conditions, default=str)
 
     def _append_per_trial(self, n: int, name: str, count: int, rows: list[list[float]] | None) -> None:
         """Row n of a [size, K, trial] dataset of /pingpong (NaN where a trial did not run)."""

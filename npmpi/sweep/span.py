@@ -5,7 +5,8 @@ sends both to rank 0 after its result (CPU_TAG, then COND_TAG), rank 0 puts ever
 
 The conditions are read before the CPU span starts and after it stops, so their reading (a few dozen
 sysfs files) is not in the CPU figures. A failure to read them is a recorded unknown, never the end
-of the run.
+of the run. `CondReading` is the conditions' part alone: a map's pair sides read it the same way
+around their part of a pair's trials (npmpi/map/pair.py).
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def _unknown(exc: BaseException) -> tuple[np.ndarray, dict]:
     return np.full(len(COND_DATASETS), math.nan), {"cpu_freq_source": "unknown", "cpu_freq_reason": reason}
 
 
-class TrialSpan:
-    """CPU time and conditions over one size's trials."""
+class CondReading:
+    """The conditions alone over a part's trials: start before the first trial, `lap` after each,
+    `stop` after the last (a map's pair side, npmpi/map/pair.py; the conditions part of TrialSpan).
+    A reader's failure is a recorded unknown with its reason, never the end of the measurement."""
 
     def __init__(self) -> None:
         self.failed: BaseException | None = None
@@ -45,7 +48,6 @@ class TrialSpan:
             self.cond: ConditionSpan | None = ConditionSpan()
         except Exception as exc:  # a reader's surprise: the size is measured, its conditions unknown
             self.cond, self.failed = None, exc
-        self.cpu = CpuSpan()
 
     def lap(self, value=None):
         """After a trial (returns `value`: it wraps a trial's result)."""
@@ -56,15 +58,35 @@ class TrialSpan:
                 self.cond, self.failed = None, exc
         return value
 
+    def stop(self) -> tuple[np.ndarray, dict]:
+        """(COND_DATASETS' values, the rank's text)."""
+        if self.cond is None:
+            return _unknown(self.failed or RuntimeError("no span"))
+        try:
+            return self.cond.stop()
+        except Exception as exc:
+            return _unknown(exc)
+
+
+def not_measured(why: str) -> tuple[np.ndarray, dict]:
+    """The values and text of a part whose trials never ran (a stop before the first)."""
+    return np.full(len(COND_DATASETS), math.nan), {"cpu_freq_source": "unknown", "cpu_freq_reason": why}
+
+
+class TrialSpan:
+    """CPU time and conditions over one size's trials."""
+
+    def __init__(self) -> None:
+        self.reading = CondReading()  # read before the CPU span starts and after it stops
+        self.cpu = CpuSpan()
+
+    def lap(self, value=None):
+        """After a trial (returns `value`: it wraps a trial's result)."""
+        return self.reading.lap(value)
+
     def stop(self) -> SpanFigures:
         cpu = self.cpu.stop()
-        if self.cond is None:
-            return SpanFigures(cpu, *_unknown(self.failed or RuntimeError("no span")))
-        try:
-            values, info = self.cond.stop()
-        except Exception as exc:
-            values, info = _unknown(exc)
-        return SpanFigures(cpu, values, info)
+        return SpanFigures(cpu, *self.reading.stop())
 
 
 def send(comm, figures: SpanFigures) -> None:

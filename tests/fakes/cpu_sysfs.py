@@ -7,7 +7,9 @@ Values in the kernel's units (kHz, bytes, 4-octet words), one attribute a file w
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from pathlib import Path
 
 from fakes.sysfs import write_attr
@@ -108,3 +110,35 @@ class ConditionsTree:
         if extended:
             write_attr(base / "counters_ext" / "port_xmit_data_64", xmit_words)
             write_attr(base / "counters_ext" / "port_rcv_data_64", rcv_words)
+
+
+@contextlib.contextmanager
+def moving(tree: ConditionsTree, cores, khz=(2_000_000, 2_400_000), period_s: float = 0.005):
+    """While inside: every `period_s`, each of `cores` switches between the frequencies `khz` and
+    its core throttle counter rises by one (another process reading the tree, a map's ranks, sees a
+    frequency that moves and a core that throttles, as a governor and a hot package would do)."""
+    stop = threading.Event()
+
+    def run() -> None:
+        k = 0
+        while not stop.is_set():
+            k += 1
+            for n in cores:
+                tree.set_freq(n, khz[k % len(khz)])
+                tree.set_throttle(n, k, 0)
+            stop.wait(period_s)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield tree
+    finally:
+        stop.set()
+        thread.join()
+
+
+def unreadable(path: Path) -> None:
+    """`path` made a directory: reading it fails for any user, root too (chmod does not stop root)."""
+    if path.exists():
+        path.unlink()
+    path.mkdir(parents=True)

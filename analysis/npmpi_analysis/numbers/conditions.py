@@ -15,7 +15,8 @@ the bytes the nodes' NICs moved against the payload.
                                    anything else the nodes sent meanwhile
     energy_pj_wire_bit             energy_pj_bit / wire_bytes_per_payload_byte
 A pair meant to cross nodes whose NICs moved less than WIRE_LOW of its payload did not go through
-them (shared memory, another interface); more than WIRE_HIGH times is far more than its payload.
+them (shared memory, another interface); more than WIRE_HIGH times, beyond HEADER_BYTES per message
+(small messages are mostly headers), is far more than its payload.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from npmpi_analysis.numbers.compute import run_mode_factors
 FREQ_MOVED_FRACTION = 0.05  # 5 %: a core whose frequency moved more within one size is flagged
 WIRE_LOW = 0.5  # a crossing pair's NICs moved less than half its payload: it did not cross them
 WIRE_HIGH = 4.0  # more than 4 bytes on the wire per payload byte: far more than headers
+HEADER_BYTES = 64  # per message allowed above WIRE_HIGH: its frames' Ethernet, IP and TCP headers
 MOVED, THROTTLED = "frequency moved", "throttled"
 MAX_NODE_LINES = 4  # nodes the text summary names one by one (the rest in the JSON)
 SETTING_KEYS = (
@@ -65,6 +67,7 @@ class CondFigures:
     info: dict[str, dict]
     crossing: bool  # the measurement is meant to cross nodes
     warnings: list[str] = field(default_factory=list)
+    unit: str = "size(s)"  # what `flags` count (a map's: pair-size(s))
 
     @property
     def mean_ghz(self) -> np.ndarray:
@@ -92,7 +95,8 @@ def _crossing_share(run, ranks: list[int], nodes: list[int]) -> float:
     return 1.0 if len({node.get(r, -1) for r in ranks}) > 1 else 0.0
 
 
-def _flags(freq, fmin, fmax, throttle) -> list[str]:
+def row_flags(freq, fmin, fmax, throttle) -> list[str]:
+    """Per row of [row, rank] arrays: "" or what moved (MOVED, THROTTLED) on any of its ranks."""
     with np.errstate(invalid="ignore", divide="ignore"):
         moved = ((fmax - fmin) / freq > FREQ_MOVED_FRACTION).any(axis=1)
     throttled = (np.nan_to_num(throttle) > 0).any(axis=1)
@@ -100,6 +104,11 @@ def _flags(freq, fmin, fmax, throttle) -> list[str]:
         ", ".join(w for w, on in ((MOVED, m), (THROTTLED, t)) if on)
         for m, t in zip(moved, throttled, strict=True)
     ]
+
+
+def throttle_events(v: dict[str, np.ndarray]) -> np.ndarray:
+    """Core + package thermal throttle events (NaN where the core's count is unknown)."""
+    return v["core_throttle_count"] + np.nan_to_num(v["package_throttle_count"])
 
 
 def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
@@ -121,7 +130,7 @@ def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
     payload = (
         np.asarray(pp.size_bytes, float) * pp.iterations * trials_run * run_mode_factors(run.attrs)[0] * share
     )
-    throttle = v["core_throttle_count"] + np.nan_to_num(v["package_throttle_count"])
+    throttle = throttle_events(v)
     figures = CondFigures(
         ranks=ranks,
         hosts=[hosts_all[r] if 0 <= r < len(hosts_all) else "?" for r in ranks],
@@ -131,7 +140,7 @@ def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
         throttle=throttle,
         wire_tx_bytes=wire,
         payload_bytes=payload,
-        flags=_flags(v["cpu_freq_hz"], v["cpu_freq_min_hz"], v["cpu_freq_max_hz"], throttle),
+        flags=row_flags(v["cpu_freq_hz"], v["cpu_freq_min_hz"], v["cpu_freq_max_hz"], throttle),
         info=cond.info,
         crossing=share > 0,
     )
@@ -143,21 +152,46 @@ def _wire_warnings(c: CondFigures, size_bytes) -> list[str]:
     """A pair meant to cross nodes whose NICs moved (almost) nothing, or far more than its payload."""
     if not c.crossing:
         return []
-    ratio = c.wire_ratio
+    return wire_warnings(c.wire_ratio, np.asarray(size_bytes), [f"{int(s)} B" for s in size_bytes])
+
+
+WIRE_WORDS = (
+    f"less than {WIRE_LOW:g} byte per payload byte: its traffic did not go through the NICs counted "
+    "(shared memory, another interface?)",
+    f"more than {WIRE_HIGH:g} bytes per payload byte beyond its frames' headers: far more than its "
+    "payload (retransmissions, or other traffic on the nodes)",
+)
+
+
+def wire_high(size_bytes) -> np.ndarray:
+    """The ratio above which a size's wire bytes are far more than its payload: WIRE_HIGH with
+    HEADER_BYTES per message allowed (a 1-byte message's frame alone is about 67 bytes: a crossing
+    map measured 90 to 150 wire bytes per payload byte at 1 B, 1.004 at 256 KiB)."""
+    return WIRE_HIGH * (1.0 + HEADER_BYTES / np.maximum(np.asarray(size_bytes, dtype=float), 1.0))
+
+
+def wire_warning(ratio: float, size_bytes: int) -> str:
+    """What one wire ratio at a size says ('' when within its bounds, or unknown)."""
+    if not math.isfinite(ratio):
+        return ""
+    return WIRE_WORDS[0] if ratio < WIRE_LOW else WIRE_WORDS[1] if ratio > wire_high(size_bytes) else ""
+
+
+def wire_warnings(
+    ratio: np.ndarray,
+    size_bytes: np.ndarray,
+    places: list[str],
+    unit: str = "size(s)",
+    who: str = "the pair meant to cross nodes",
+) -> list[str]:
+    """One line per kind of wire warning among `ratio`'s finite values (each at its size), naming up
+    to 5 `places`."""
     out = []
-    for test, words in (
-        (ratio < WIRE_LOW, f"less than {WIRE_LOW:g} byte per payload byte: its traffic did not go through "
-         "the NICs counted (shared memory, another interface?)"),
-        (ratio > WIRE_HIGH, f"more than {WIRE_HIGH:g} bytes per payload byte: far more than its payload "
-         "(retransmissions, or other traffic on the nodes)"),
-    ):  # fmt: skip
+    for test, words in ((ratio < WIRE_LOW, WIRE_WORDS[0]), (ratio > wire_high(size_bytes), WIRE_WORDS[1])):
         hit = np.nonzero(test & np.isfinite(ratio))[0]
         if hit.size:
-            sizes = ", ".join(f"{int(size_bytes[k])} B" for k in hit[:5]) + (" ..." if hit.size > 5 else "")
-            out.append(
-                f"bytes on the wire: the pair meant to cross nodes moved {words}, at {hit.size} "
-                f"size(s): {sizes}"
-            )
+            named = ", ".join(places[k] for k in hit[:5]) + (" ..." if hit.size > 5 else "")
+            out.append(f"bytes on the wire: {who} moved {words}, at {hit.size} {unit}: {named}")
     return out
 
 
@@ -208,6 +242,7 @@ def summary(c: CondFigures) -> dict[str, Any]:
             "nodes": list(nodes.values()),
             "freq_moved_threshold_fraction": FREQ_MOVED_FRACTION,
             "flagged_sizes": {w: sum(w in f for f in c.flags) for w in (MOVED, THROTTLED)},
+            "flagged_unit": c.unit,
             "wire_warnings": list(c.warnings),
         }
     }
@@ -248,8 +283,9 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     flagged = cond["flagged_sizes"]
     if any(flagged.values()):
         out.append(
-            f"  conditions flag: {flagged[MOVED]} size(s) whose core frequency moved more than "
-            f"{cond['freq_moved_threshold_fraction']:.0%} within them, {flagged[THROTTLED]} that throttled"
+            f"  conditions flag: {flagged[MOVED]} {cond.get('flagged_unit', 'size(s)')} whose core "
+            f"frequency moved more than {cond['freq_moved_threshold_fraction']:.0%} within them, "
+            f"{flagged[THROTTLED]} that throttled"
         )
     return [shown(line) for line in out]  # the file's text: bounded, one printable line each
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from npmpi.core.errors import RunFileError
 from npmpi.runfile.opening import attr_value
+from npmpi_analysis.numbers.map_conditions import read_map_conditions
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")
@@ -68,6 +69,9 @@ class MapFile:
     pair_window_s: np.ndarray | None = None  # [S, N, N] from the round's start to the pair's end (1.6)
     runq_wait_s: np.ndarray | None = None  # [S, N, N, T, 2] transmitter's, reflector's run-queue wait (1.7)
     confirm: dict[str, np.ndarray] | None = None  # the suspects measured again, /map/confirm_* (1.6)
+    cond: dict[str, np.ndarray] | None = None  # COND_DATASETS name -> [S, N, N, 2] /map/cond_* (1.9)
+    cond_info: dict[str, dict] = field(default_factory=dict)  # str(rank) -> /map/conditions_json's text
+    confirm_cond: dict[str, np.ndarray] | None = None  # name -> [K, 2] /map/confirm_cond_* (not analysed)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list = field(default_factory=list)  # npmpi.runfile.reader.PowerNode
@@ -183,6 +187,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         runq_wait_s=data.get("runq_wait_s"),
     )
     _check_values(m, p)
+    read_map_conditions(g, p, m)
     _keep_counted_rounds(m)
     m.confirm = _read_confirm(g, p, m)
     _sort_sizes(m)
@@ -316,6 +321,8 @@ def _keep_counted_rounds(m: MapFile) -> None:
         m.pair_window_s = np.where(pair_late, np.nan, m.pair_window_s)
     if m.runq_wait_s is not None:
         m.runq_wait_s = np.where(pair_late[..., None, None], np.nan, m.runq_wait_s)
+    if m.cond is not None:
+        m.cond = {k: np.where(pair_late[..., None], np.nan, v) for k, v in m.cond.items()}
     m.notices.append(
         f"/map: data of rounds after the {done} counted in rounds_completed (written as the map "
         "stopped, never confirmed) are left out"
@@ -408,6 +415,8 @@ def _sort_sizes(m: MapFile) -> None:
         m.pair_window_s = m.pair_window_s[order]
     if m.runq_wait_s is not None:
         m.runq_wait_s = m.runq_wait_s[order]
+    if m.cond is not None:
+        m.cond = {k: v[order] for k, v in m.cond.items()}
 
 
 def _status_notices(m: MapFile) -> None:

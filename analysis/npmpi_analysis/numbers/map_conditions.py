@@ -1,0 +1,221 @@
+"""A cluster map's conditions (docs/file-format.md, "1.9: conditions of the measurement"; docs/analysis.md,
+"The conditions"): per pair and size, its transmitter's and its reflector's core frequency over their
+trials, their thermal throttling and their nodes' NIC bytes (/map/cond_*), and each rank's text
+(/map/conditions_json), judged by the run's rules (npmpi_analysis.numbers.conditions):
+
+    cpu_freq_ghz of each side       the side's cycles / running time over its part's trials
+    frequency moved                 a side's fastest and slowest single trial differ by more than
+                                    FREQ_MOVED_FRACTION of its mean over the pair's trials
+    throttled                       a side's core or package thermal throttle counter rose meanwhile
+    wire_bytes_per_payload_byte     a pair whose members are on different nodes: the bytes both nodes'
+                                    NICs sent during the trials / the payload of the trials (size ×
+                                    iterations × trials × bytes_per_iteration_factor); NaN on one node
+
+An addition, not the map: a file without them reads and analyses as before; datasets of another
+shape or with impossible values are left out with a notice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from npmpi.core.safetext import shown
+from npmpi.runfile.format import COND_DATASETS, TEXT_CHECKSUM, text_crc32
+from npmpi.runfile.mapwriter import COND_PREFIX, COND_TEXT
+from npmpi_analysis.numbers.compute import run_mode_factors
+from npmpi_analysis.numbers.conditions import (
+    CondFigures,
+    row_flags,
+    summary,
+    summary_lines,
+    throttle_events,
+    wire_warning,
+    wire_warnings,
+)
+
+MAX_TEXT_CHARS = 4_000_000
+MAX_NAMED = 5  # flagged pair-sizes the text names one by one (all of them in --csv and --json)
+MAX_COUNT = 1e18  # a throttle or byte count beyond this is damage
+
+
+def read_map_conditions(g, p: Path, m) -> None:
+    """/map/cond_* into m.cond (name -> [S, N, N, 2]) and /map/conditions_json into m.cond_info
+    (str(rank) -> text); /map/confirm_cond_* into m.confirm_cond (name -> [K, 2], not analysed).
+    Nothing for a file without them; a notice for ones that cannot be used, a problem for a
+    checksum that fails (the map is analysed without them)."""
+    names = [COND_PREFIX + n for n in COND_DATASETS]
+    present = [n in g for n in names]
+    if all(present):
+        m.cond = _read_sets(g, p, m, "", (len(m.size_bytes), m.nodes, m.nodes, 2))
+        m.cond_info = _read_text(g, m.notices) if m.cond is not None else {}
+    elif any(present):
+        m.notices.append("/map: some of the conditions datasets (cond_*) are missing: conditions left out")
+    if all(f"confirm_{n}" in g for n in names) and "confirm_pair" in g:
+        m.confirm_cond = _read_sets(g, p, m, "confirm_", (g["confirm_pair"].shape[0], 2))
+
+
+def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, np.ndarray] | None:
+    """Each COND_DATASETS name's /map/<prefix>cond_<name> of shape `want`, checked; None (said) when
+    one cannot be used."""
+    from npmpi.core.errors import RunFileError
+    from npmpi.runfile.opening import read_declared
+
+    got = {}
+    try:
+        for short in COND_DATASETS:
+            name = f"{prefix}{COND_PREFIX}{short}"
+            ds = g[name]
+            if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
+                raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
+            x = got[short] = np.asarray(read_declared(ds, p, f"/map/{name}"), dtype=np.float64)
+            if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))):
+                raise ValueError(f"/map/{name} holds negative, infinite or impossible values")
+    except RunFileError as exc:
+        m.problems.append(f"{exc}; the map's conditions ({prefix}cond_*) are left out")
+        return None
+    except (ValueError, OSError, KeyError, TypeError) as exc:
+        m.notices.append(f"{exc}: the map's conditions ({prefix}cond_*) are left out")
+        return None
+    return got
+
+
+def _read_text(g, notices: list[str]) -> dict[str, dict]:
+    """Each rank's text from /map/conditions_json ({} when absent or damaged, with a notice)."""
+    if COND_TEXT not in g:
+        return {}
+    try:
+        raw = g[COND_TEXT][()]
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        stored = g[COND_TEXT].attrs.get(TEXT_CHECKSUM)
+        if stored is not None and int(stored) != text_crc32([text]):
+            raise ValueError("its CRC-32 differs from its text's")
+        ranks = json.loads(text[:MAX_TEXT_CHARS]).get("ranks")
+        if isinstance(ranks, dict):
+            return ranks
+        raise ValueError("it holds no ranks")
+    except (ValueError, OSError, KeyError, TypeError, AttributeError) as exc:
+        notices.append(f"/map/{COND_TEXT} cannot be used ({exc}): the ranks' condition text left out")
+        return {}
+
+
+@dataclass
+class MapConditions:
+    """Per pair and size: each side's figures [S, N, N, 2] (0 transmitter, 1 reflector), the flags
+    and the wire bytes [S, N, N]; `figures` the run's summary's view (per rank text, counts)."""
+
+    freq_hz: np.ndarray
+    throttle: np.ndarray  # core + package events
+    flags: np.ndarray  # "" or what moved
+    wire_tx_bytes: np.ndarray  # both sides' nodes' NIC bytes sent (a node once)
+    wire_ratio: np.ndarray  # NaN for a pair on one node
+    figures: CondFigures
+    places: list[str]  # each of figures.flags' pair-sizes: 'h1–h2 at 64 B'
+
+
+def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditions | None:
+    """The map's conditions beside its figures (`hosts`: each entry's node; `directed`: each
+    direction measured apart); None for a file without them."""
+    cond = getattr(m, "cond", None)
+    if cond is None:
+        return None
+    n = a.nodes
+    throttle = throttle_events(cond)
+    flat = [x.reshape(-1, 2) for x in (cond["cpu_freq_hz"], cond["cpu_freq_min_hz"], cond["cpu_freq_max_hz"])]
+    flags = np.array(row_flags(*flat, throttle.reshape(-1, 2)), dtype=object).reshape(throttle.shape[:3])
+    crossing = np.array([[hosts[i] != hosts[j] for j in range(n)] for i in range(n)])
+    tx = cond["nic_tx_bytes"]
+    wire = np.where(crossing, tx[..., 0] + tx[..., 1], tx[..., 0])
+    it = m.iterations if directed else np.maximum(m.iterations, np.swapaxes(m.iterations, 1, 2))
+    factor = run_mode_factors(a.attrs)[0]
+    payload = a.size_bytes.astype(float)[:, None, None] * it * a.trials_run * factor
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(crossing & (payload > 0), wire / payload, np.nan)
+    cells = _cells(a, directed)
+    figures = CondFigures(
+        ranks=[int(r) for r in m.ranks],
+        hosts=hosts,
+        freq_hz=cond["cpu_freq_hz"],
+        freq_min_hz=cond["cpu_freq_min_hz"],
+        freq_max_hz=cond["cpu_freq_max_hz"],
+        throttle=throttle,
+        wire_tx_bytes=wire,
+        payload_bytes=payload,
+        flags=[flags[c] for c in cells],
+        info=getattr(m, "cond_info", {}) or {},
+        crossing=bool(crossing.any()),
+        unit="pair-size(s)",
+    )
+    places = [f"{a.names[i]}–{a.names[j]} at {int(a.size_bytes[k])} B" for k, i, j in cells]
+    sizes = np.array([a.size_bytes[k] for k, _, _ in cells])
+    figures.warnings = wire_warnings(
+        np.array([ratio[c] for c in cells]), sizes, places, "pair-size(s)", "a pair meant to cross nodes"
+    )
+    return MapConditions(cond["cpu_freq_hz"], throttle, flags, wire, ratio, figures, places)
+
+
+def _cells(a, directed: bool) -> list[tuple[int, int, int]]:
+    """(size, i, j) of every measured pair (i < j) or direction, as the CSV's rows."""
+    n = a.nodes
+    pairs = [(i, j) for i in range(n) for j in range(n) if i != j] if directed else a.pairs()
+    return [(k, i, j) for k in range(len(a.size_bytes)) for i, j in pairs if np.isfinite(a.best_s[k, i, j])]
+
+
+def pair_columns(
+    c: MapConditions | None, k: int, i: int, j: int, size: int, energy_pj_bit: float | None
+) -> dict:
+    """A pair row's columns (none for a map without conditions): each side's GHz and throttle events,
+    the flag, the NIC bytes and, for a pair across nodes, the wire bytes per payload byte."""
+    if c is None:
+        return {}
+    ratio = float(c.wire_ratio[k, i, j])
+    row: dict[str, Any] = {
+        "transmitter_cpu_freq_ghz": float(c.freq_hz[k, i, j, 0]) / 1e9,
+        "reflector_cpu_freq_ghz": float(c.freq_hz[k, i, j, 1]) / 1e9,
+        "transmitter_throttle_count": float(c.throttle[k, i, j, 0]),
+        "reflector_throttle_count": float(c.throttle[k, i, j, 1]),
+        "conditions_flag": str(c.flags[k, i, j]),
+        "nic_tx_bytes": float(c.wire_tx_bytes[k, i, j]),
+        "wire_bytes_per_payload_byte": ratio,
+        "wire_warning": wire_warning(ratio, size),
+    }
+    if energy_pj_bit is not None:
+        row["energy_pj_wire_bit"] = energy_pj_bit / ratio if ratio > 0 else math.nan
+    return row
+
+
+def map_matrices(c: MapConditions | None) -> dict[str, Any]:
+    """The JSON's per-pair matrices ({} without conditions): [S, N, N, 2] each side's GHz and throttle
+    events (transmitter, reflector), [S, N, N] the flag and the wire bytes per payload byte."""
+    if c is None:
+        return {}
+    return {
+        "cpu_freq_ghz": c.freq_hz / 1e9,
+        "throttle_count": c.throttle,
+        "conditions_flag": c.flags,
+        "wire_bytes_per_payload_byte": c.wire_ratio,
+    }
+
+
+def map_summary(c: MapConditions | None) -> dict[str, Any]:
+    """The JSON summary's `conditions` (the run's shape; flags counted per pair-size)."""
+    return summary(c.figures) if c is not None else {}
+
+
+def map_lines(c: MapConditions | None) -> list[str]:
+    """The text report's conditions lines: the nodes' settings and frequency sources (up to
+    MAX_NODE_LINES nodes), the flagged pair-sizes, the wire warnings."""
+    if c is None:
+        return []
+    lines = summary_lines(map_summary(c))
+    flagged = [(f, p) for f, p in zip(c.figures.flags, c.places, strict=True) if f]
+    if flagged:
+        more = f" and {len(flagged) - MAX_NAMED} more" if len(flagged) > MAX_NAMED else ""
+        named = ", ".join(f"{p} ({f})" for f, p in flagged[:MAX_NAMED])
+        lines.append(shown(f"  conditions flagged: {named}{more}"))
+    return lines + [shown(f"  {w}") for w in c.figures.warnings]

@@ -1,0 +1,282 @@
+"""A cluster map's conditions in-process: each side of a pair stored in /map/cond_* (transmitter,
+reflector) with the ranks' text in /map/conditions_json, and what the analysis makes of them (each
+side's GHz, the flags, wire bytes per payload byte of a pair across nodes and its warning, the text's
+lines); an older map without them, and damaged ones, read as before. The real maps under mpirun with
+fake sysfs trees are in tests/test_map.py."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import h5py
+import numpy as np
+import pytest
+from npmpi_analysis.map_report import json_bytes, pair_rows, summary_text
+from npmpi_analysis.numbers.map_file import load_map
+from npmpi_analysis.numbers.maps import analyse_map
+from npmpi_analysis.synthetic_map import MapTruth, write_map
+
+from npmpi.map.pair import receive_report
+from npmpi.map.schedule import round_matrix, serial_rounds
+from npmpi.runfile.format import COND_DATASETS
+from npmpi.runfile.mapwriter import COND_PREFIX, COND_TEXT, MapWriter, PairResult
+
+FIELDS = ("time_unix_s", "power_w", "energy_j_of_counters")
+HOSTS = ["h0", "h1", "h2"]
+ITERATIONS, TRIALS, SIZE = 100, 2, 1000
+PAYLOAD = SIZE * ITERATIONS * TRIALS * 2  # ping-pong: both directions of every iteration
+
+
+def side(ghz: float, low: float | None = None, core: float = 0, package: float = 0, tx: float = 0):
+    """One side's COND_DATASETS values: mean, lowest and highest GHz, throttle events, NIC bytes."""
+    low = ghz if low is None else low
+    return [ghz * 1e9, low * 1e9, ghz * 1e9, core, package, tx, tx]
+
+
+def info(rank: int, source: str = "cpufreq scaling_cur_freq (sampled)", reason: str = "") -> dict:
+    return {"rank": rank, "cpu": rank, "cpu_freq_source": source, "cpu_freq_reason": reason,
+            "nic_counters": ["eth0"], "settings_before": {"governor": "performance"},
+            "settings_after": {"governor": "performance"}}  # fmt: skip
+
+
+def writer(path, hosts: list[str], sizes: list[int], directions: str = "one") -> MapWriter:
+    """A serial ping-pong map's writer over `hosts` at `sizes`, TRIALS trials."""
+    rounds = serial_rounds(len(hosts))
+    spec = {
+        "attrs": {"schedule": "serial", "per_rank": False, "kernel": "c", "mode": "pingpong", "window": 1,
+                  "directions": directions},
+        "hosts": hosts, "ranks": list(range(len(hosts))), "sizes": sizes,
+        "rounds_matrix": round_matrix(rounds, len(hosts)), "n_rounds": len(rounds),
+    }  # fmt: skip
+    return MapWriter(path, {"kernel": "c"}, {"host": hosts}, TRIALS, map_spec=spec)
+
+
+def cond_map(path, directed: bool = False):
+    """A serial 3-host ping-pong map at 1000 B: pair h0-h1 with its transmitter's frequency moving
+    10 % (1.8 to 2.0 GHz) beside a steady 3 GHz reflector, h0-h2 with its reflector throttled, h1-h2
+    whose NICs moved nothing; h0's and h1's figures read, h2's frequency unknown with its reason."""
+    rounds = serial_rounds(3)
+    w = writer(path, HOSTS, [SIZE], "both" if directed else "one")
+    unknown = "unknown, because cpufreq gives no scaling_cur_freq for its core"
+    sides = {
+        (0, 1): ([side(2.0, 1.8, tx=PAYLOAD / 2), side(3.0, tx=PAYLOAD / 2)], [info(0), info(1)]),
+        (0, 2): ([side(2.0, tx=PAYLOAD), side(math.nan, core=2, package=1, tx=PAYLOAD)], [info(0), info(2)]),
+        (1, 2): ([side(2.0), side(math.nan)], [info(1), info(2, "unknown", unknown)]),
+    }
+    for r, [(i, j)] in enumerate(rounds):
+        results = []
+        for a, b in ((i, j), (j, i))[: 2 if directed else 1]:
+            values, texts = sides[(i, j)] if a < b else (sides[(i, j)][0][::-1], sides[(i, j)][1][::-1])
+            results.append(
+                PairResult(
+                    a,
+                    b,
+                    ITERATIONS,
+                    10,
+                    np.array([1e-3, 1e-3]),
+                    directed,
+                    0.1,
+                    cond=np.array(values),
+                    cond_info=texts,
+                )
+            )
+        w.store_round(0, r, (10.0 * r, 10.0 * r + 1), results)
+    w.finish("complete")
+    return path
+
+
+def test_each_side_is_stored_and_the_pairs_rows_show_its_figures_and_flags(tmp_path):
+    path = cond_map(tmp_path / "c.h5")
+    with h5py.File(path) as f:
+        g = f["map"]
+        freq = g[COND_PREFIX + "cpu_freq_hz"]
+        assert freq.shape == (1, 3, 3, 2) and list(freq.attrs["sides"]) == ["transmitter", "reflector"]
+        assert freq[0, 0, 1].tolist() == freq[0, 1, 0].tolist() == [2.0e9, 3.0e9]  # both cells of a pair
+        assert g[COND_PREFIX + "core_throttle_count"][0, 0, 2].tolist() == [0, 2]
+        assert np.isnan(freq[0, 0, 0]).all() and freq.fletcher32
+        ranks = json.loads(g[COND_TEXT][()])["ranks"]
+        assert sorted(ranks) == ["0", "1", "2"] and ranks["2"]["cpu_freq_source"] == "unknown"
+    a = analyse_map(load_map(path, FIELDS), "c")
+    rows = {(r["host_a"], r["host_b"]): r for r in pair_rows(a)}
+    r01, r02, r12 = rows[("h0", "h1")], rows[("h0", "h2")], rows[("h1", "h2")]
+    assert (r01["transmitter_cpu_freq_ghz"], r01["reflector_cpu_freq_ghz"]) == (2.0, 3.0)
+    assert r01["conditions_flag"] == "frequency moved" and r02["conditions_flag"] == "throttled"
+    assert r02["reflector_throttle_count"] == 3 and math.isnan(r02["reflector_cpu_freq_ghz"])
+    assert r12["conditions_flag"] == ""
+    assert r01["wire_bytes_per_payload_byte"] == pytest.approx(1.0) and r01["wire_warning"] == ""
+    assert r02["wire_bytes_per_payload_byte"] == pytest.approx(2.0)  # both nodes' NICs sent
+    assert r12["wire_bytes_per_payload_byte"] == 0 and "did not go through" in r12["wire_warning"]
+    text = summary_text(a)
+    assert "conditions flag: 1 pair-size(s) whose core frequency moved more than 5% within them, " \
+        "1 that throttled" in text  # fmt: skip
+    assert "conditions flagged: h0–h1 at 1000 B (frequency moved), h0–h2 at 1000 B (throttled)" in text
+    assert "a pair meant to cross nodes moved less than 0.5 byte per payload byte" in text
+    assert "at 1 pair-size(s): h1–h2 at 1000 B" in text
+    assert "core frequency on h2: unknown, because cpufreq gives no scaling_cur_freq" in text
+    doc = json.loads(json_bytes([a], []))["maps"][0]
+    assert doc["cpu_freq_ghz"][0][0][1] == [2.0, 3.0] and doc["conditions_flag"][0][0][2] == "throttled"
+    assert doc["summary"]["conditions"]["flagged_sizes"] == {"frequency moved": 1, "throttled": 1}
+
+
+def test_small_messages_are_mostly_headers_not_far_more_than_their_payload():
+    """A crossing map over veth measured 90 to 150 wire bytes per payload byte at 1 B (a frame's
+    headers are about 67 bytes): not a warning there; 5 at 1000 B, or 120 at 64 KiB, is."""
+    from npmpi_analysis.numbers.conditions import wire_warning
+
+    assert wire_warning(150.0, 1) == "" and wire_warning(1.004, 262144) == ""
+    assert "more than 4 bytes per payload byte" in wire_warning(5.0, 1000)
+    assert "more than 4 bytes" in wire_warning(120.0, 65536) and "did not go" in wire_warning(0.1, 1)
+
+
+def test_a_stream_maps_directions_keep_their_own_sides(tmp_path):
+    """Each direction is its own measurement: cell (i, j) holds i's side as transmitter."""
+    path = cond_map(tmp_path / "d.h5", directed=True)
+    with h5py.File(path) as f:
+        freq = f["map"][COND_PREFIX + "cpu_freq_hz"]
+        assert freq[0, 0, 1].tolist() == [2.0e9, 3.0e9] and freq[0, 1, 0].tolist() == [3.0e9, 2.0e9]
+    rows = {(r["host_a"], r["host_b"]): r for r in pair_rows(analyse_map(load_map(path, FIELDS), "d"))}
+    assert rows[("h1", "h0")]["transmitter_cpu_freq_ghz"] == 3.0 and len(rows) == 6
+
+
+def test_an_older_map_without_conditions_reads_and_analyses_as_before(tmp_path):
+    truth = MapTruth(hosts=HOSTS, size_bytes=[1, 65536])
+    a = analyse_map(load_map(write_map(tmp_path / "old.h5", truth), FIELDS), "old")
+    assert a.conditions is None and not any("condition" in n for n in a.notices + a.problems)
+    assert not {"conditions_flag", "transmitter_cpu_freq_ghz"} & set(pair_rows(a)[0])
+    assert (
+        "conditions" not in summary_text(a)
+        and "cpu_freq_ghz" not in json.loads(json_bytes([a], []))["maps"][0]
+    )
+    path = cond_map(tmp_path / "c.h5")  # a map whose conditions were taken out: as an older one
+    with h5py.File(path, "a") as f:
+        for name in [*(COND_PREFIX + n for n in COND_DATASETS), COND_TEXT]:
+            del f["map"][name]
+    a = analyse_map(load_map(path, FIELDS), "c")
+    assert a.conditions is None and "conditions_flag" not in pair_rows(a)[0]
+
+
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        ("missing", "some of the conditions datasets (cond_*) are missing: conditions left out"),
+        (
+            "negative",
+            "holds negative, infinite or impossible values: the map's conditions (cond_*) are left out",
+        ),
+        ("shape", "expected (1, 3, 3, 2): the map's conditions (cond_*) are left out"),
+    ],
+)
+def test_damaged_conditions_are_left_out_with_a_notice_and_the_map_analysed(tmp_path, damage, says):
+    path = cond_map(tmp_path / "c.h5")
+    with h5py.File(path, "a") as f:
+        g = f["map"]
+        name = COND_PREFIX + "nic_tx_bytes"
+        if damage == "negative":
+            g[name][0, 0, 1] = [-5.0, 1.0]
+        else:
+            del g[name]
+            if damage == "shape":
+                g.create_dataset(name, data=np.zeros((1, 3, 3)))
+    a = analyse_map(load_map(path, FIELDS), "c")
+    assert a.conditions is None and any(says in n for n in a.notices), a.notices
+    assert np.isfinite(a.best_s[0, 0, 1])
+
+
+def test_a_damaged_text_leaves_the_figures_and_says_so(tmp_path):
+    path = cond_map(tmp_path / "c.h5")
+    with h5py.File(path, "a") as f:
+        f["map"][COND_TEXT][()] = "{not json"
+    a = analyse_map(load_map(path, FIELDS), "c")
+    assert any(f"/map/{COND_TEXT} cannot be used" in n for n in a.notices), a.notices
+    assert pair_rows(a)[0]["transmitter_cpu_freq_ghz"] == 2.0
+
+
+class _Comm:
+    """Rank 0's view of one transmitter's report (COND_TAG), for receive_report."""
+
+    def __init__(self, got) -> None:
+        self.got = got
+
+    def Iprobe(self, source, tag):
+        return True
+
+    def recv(self, source, tag):
+        return self.got
+
+
+def test_a_malformed_report_is_unknown_on_both_sides_with_the_reason():
+    good = ([side(2.0), side(3.0)], [info(0), info(1)])
+    assert receive_report(_Comm(good), 1) == good
+    wrong = [side(2.0), ["x"] * len(COND_DATASETS)]
+    for bad in (
+        None,
+        ([side(2.0)], [info(0)]),
+        ([side(2.0), [1.0]], [info(0), info(1)]),
+        "x",
+        (5, 6),
+        (wrong, [{}, {}]),
+    ):
+        values, texts = receive_report(_Comm(bad), 1)
+        assert np.isnan(values).all() and len(values) == 2
+        assert all(t["cpu_freq_reason"].endswith("report of the conditions was malformed") for t in texts)
+
+
+def test_a_side_that_ran_no_trial_is_nan_and_keeps_the_ranks_text(tmp_path):
+    """A stop before a pair's first trial: its cells NaN, the ranks' text that of their last
+    measured pair (not 'no trial ran')."""
+    from npmpi.map.pair import NO_TRIAL, no_trial
+
+    w = writer(tmp_path / "s.h5", HOSTS[:2], [1, SIZE])
+    measured = PairResult(0, 1, ITERATIONS, 10, np.array([1e-3, 1e-3]))
+    measured.cond, measured.cond_info = np.array([side(2.0), side(3.0)]), [info(0), info(1)]
+    w.store_round(0, 0, (1.0, 2.0), [measured])
+    values, text = no_trial()
+    assert np.isnan(values).all() and text["cpu_freq_reason"] == NO_TRIAL
+    stopped = PairResult(0, 1, ITERATIONS, 10, np.array([np.nan, np.nan]))
+    stopped.cond, stopped.cond_info = np.array([values, values]), [dict(text, rank=0), dict(text, rank=1)]
+    w.store_round(1, 0, (3.0, 4.0), [stopped])
+    w.finish("interrupted", "test")
+    with h5py.File(tmp_path / "s.h5") as f:
+        freq = f["map"][COND_PREFIX + "cpu_freq_hz"]
+        assert freq[0, 0, 1].tolist() == [2.0e9, 3.0e9] and np.isnan(freq[1]).all()
+        ranks = json.loads(f["map"][COND_TEXT][()])["ranks"]
+    assert ranks["1"]["cpu_freq_source"] == "cpufreq scaling_cur_freq (sampled)"
+
+
+def test_suspects_measured_again_keep_their_conditions_unanalysed(tmp_path):
+    """/map/confirm_cond_* [K, 2]: each re-measured pair's sides, read (checked), not analysed."""
+    from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT
+
+    path = tmp_path / "c.h5"
+    rounds = serial_rounds(3)
+    w = writer(path, HOSTS, [SIZE])
+    for r, [(i, j)] in enumerate(rounds):
+        w.store_round(
+            0, r, (10.0 * r, 10.0 * r + 1), [PairResult(i, j, ITERATIONS, 10, np.array([1e-3, 1e-3]))]
+        )
+    again = PairResult(0, 1, ITERATIONS, 10, np.array([1e-3, 1e-3]))
+    again.cond = np.array([side(2.0, core=4), side(3.0)])
+    reference = PairResult(1, 2, ITERATIONS, 10, np.array([1e-3, 1e-3]))  # a result without conditions
+    rows = [(0, (50.0, 51.0), [again], ROLE_SUSPECT), (0, (51.0, 52.0), [reference], ROLE_REFERENCE)]
+    w.store_confirmations(rows, 1, 0.1, 1, 0)
+    w.finish("complete")
+    m = load_map(path, FIELDS)
+    got = m.confirm_cond
+    assert got["cpu_freq_hz"].tolist()[0] == [2.0e9, 3.0e9]
+    assert got["core_throttle_count"][0].tolist() == [4, 0]
+    assert np.isnan(got["cpu_freq_hz"][1]).all() and m.confirm is not None
+
+
+def test_a_flipped_bit_in_the_conditions_is_a_problem_and_the_map_analysed_without_them(tmp_path):
+    path = cond_map(tmp_path / "c.h5")
+    with h5py.File(path) as f:
+        info = f["map"][COND_PREFIX + "cpu_freq_hz"].id.get_chunk_info(0)
+    data = bytearray(path.read_bytes())
+    data[info.byte_offset + 3] ^= 0x10
+    path.write_bytes(bytes(data))
+    a = analyse_map(load_map(path, FIELDS), "c")
+    assert a.conditions is None and np.isfinite(a.best_s[0, 0, 1])
+    assert any("/map/cond_cpu_freq_hz fails its checksum" in p and "left out" in p for p in a.problems), (
+        a.problems
+    )
