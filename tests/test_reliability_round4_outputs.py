@@ -370,15 +370,17 @@ def test_a_sweep_between_a_files_creation_and_its_lock_never_takes_a_live_runs_f
 
 def test_what_a_sigkilled_calibrate_left_is_removed_by_the_next_start_at_once(tmp_path):
     """Before: its .npmpi-lock-* and .npmpi-*.tmp stayed until a run started over a minute later."""
-    from support.reliability import Job
+    from support.reliability import Job, processes_named, wait_exited
 
     job = Job(
         ["calibrate", "--meter", "estimate", "--duration", "60", "-o", "cal.json"], 3, tmp_path, "cal.json"
     )
     try:
         assert job.wait_until(lambda: any(p.name.startswith(".npmpi-lock-") for p in tmp_path.iterdir()), 60)
+        ranks = processes_named(job.name)
         job.kill_everything()  # SIGKILL: mpirun and every rank
-        assert job.leftovers(10) == []  # every rank gone, its locks with it
+        assert job.leftovers(10) == []
+        assert wait_exited(ranks, 10) == []  # every rank's files closed, its locks with them
     finally:
         job.close()
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".npmpi-"))

@@ -246,8 +246,15 @@ class Transmitter:
         outcome = SweepOutcome(status="complete")
         unit = opts.mode_value.factors(opts.window).one_way_factor  # iteration time / NetPIPE's time
         prev_size = opts.lower_bytes
-        # fixed --repeats need no estimate of the time per message
-        prev_t = self.probe_round_trip_s() / unit if opts.repeats is None else 0.0
+        prev_t = 0.0
+        if opts.repeats is None:
+            prev_t = self.probe_round_trip_s() / unit
+        elif opts.stall_timeout_s > 0 and opts.repeats * opts.trials >= 10 * (PROBE_CHUNKS + 1):
+            # fixed --repeats need no estimate for the iteration rule, but the stall watchdog needs a
+            # time per iteration to bound the first size's warm-up and trials by (else its bound is
+            # the bare --stall-timeout, which a long warm-up passes): a first look, when its round
+            # trips are at most a tenth of the first size's trials
+            self._probe(opts.lower_bytes, PROBE_CHUNKS)
         for index, point in enumerate(points):
             if self.stop:
                 break

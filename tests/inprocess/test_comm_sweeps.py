@@ -200,3 +200,24 @@ def test_netpipe_buffers_check_every_message(halves, kernel):
     outcome = sweep(halves, parse_options([*TINY, "--buffers", "netpipe", "--integrity", "--kernel", kernel]))
     check_rows(outcome)
     assert all(row.buffer_huge_page_bytes >= -1 for row in outcome.rows)
+
+
+def test_fixed_repeats_still_give_the_stall_watchdog_a_time_per_iteration(halves, monkeypatch):
+    """--repeats skip the probe the iteration rule needs, but a first look still runs: without a
+    time per iteration the first size's warm-up was bounded by the bare --stall-timeout, and a
+    warm-up longer than it (a loaded machine, a large --repeats) ended the run as a stall."""
+    from npmpi.sweep import transmitter
+
+    seen = []
+    start_size = transmitter.Transmitter._start_size
+
+    def spy(self, size, iterations):
+        warm = start_size(self, size, iterations)  # the warm-up's bound was set from the rate then
+        seen.append(self.progress.rate[1])
+        return warm
+
+    monkeypatch.setattr(transmitter.Transmitter, "_start_size", spy)
+    outcome = sweep(halves, parse_options(["-u", "1", "-p", "0", "--trials", "2", "--repeats", "100"]))
+    check_rows(outcome, sizes=[1], iterations=100)
+    firsts = [s[:1] for s in all_ranks(seen)]
+    assert firsts[0] and firsts[0][0] > 0 and firsts[2] and firsts[2][0] > 0, firsts  # each half's rank 0

@@ -44,6 +44,25 @@ def processes_named(fragment: str) -> list[int]:
     return pids
 
 
+def wait_exited(pids: list[int], timeout_s: float) -> list[int]:
+    """The PIDs still running after up to `timeout_s`: a process counts as exited once it is gone or
+    a zombie. A dying process's command line reads empty before its files are closed (the kernel
+    drops its memory first), so `processes_named` may stop listing it while it still holds a lock."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        running = []
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("Z", "X"):
+                running.append(pid)
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.02)
+
+
 def rank_of(pid: int) -> int | None:
     """The MPI rank Open MPI gave this process, from its environment."""
     try:
