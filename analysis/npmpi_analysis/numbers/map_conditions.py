@@ -1,4 +1,4 @@
-"""A cluster map's conditions (docs/file-format.md, "1.9: conditions of the measurement"; docs/analysis.md,
+"""A cluster map's conditions (docs/file-format.md, "1.10: a map's conditions"; docs/analysis.md,
 "The conditions"): per pair and size, its transmitter's and its reflector's core frequency over their
 trials, their thermal throttling and their nodes' NIC bytes (/map/cond_*), and each rank's text
 (/map/conditions_json), judged by the run's rules (npmpi_analysis.numbers.conditions):

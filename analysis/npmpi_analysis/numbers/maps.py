@@ -74,7 +74,7 @@ class MapAnalysis:
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     outliers: list = field(default_factory=list)  # npmpi_analysis.numbers.map_outliers.Finding
-    conditions: MapConditions | None = None  # both sides' conditions per pair (format 1.9)
+    conditions: MapConditions | None = None  # both sides' conditions per pair (format 1.10)
 
     @property
     def nodes(self) -> int:
