@@ -48,13 +48,12 @@ from npmpi.core.messages import (
 )
 from npmpi.core.schedule import netpipe_repeats
 from npmpi.power.baseline import take_part
-from npmpi.runfile.format import COND_DATASETS
 from npmpi.sweep.cputime import runq_wait_ns, waited_s
 from npmpi.sweep.driver import member_ready
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import MpiLink
 from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
-from npmpi.sweep.span import CondReading, not_measured
+from npmpi.sweep.span import CondReading, is_side, not_measured
 
 POLL_S = 0.002
 PROBE_FRACTION = 0.1  # the probe doubles its chunk of iterations until one takes this much of --target-time
@@ -210,16 +209,6 @@ def report(own: tuple[np.ndarray, dict], theirs) -> tuple[list[list[float]], lis
     if not is_side(theirs):
         theirs = not_measured("unknown, because the reflector's conditions did not arrive intact")
     return [list(map(float, own[0])), list(map(float, theirs[0]))], [own[1], theirs[1]]
-
-
-def is_side(got) -> bool:
-    """Whether `got` is one side's (values, text) as CondReading gives them."""
-    try:
-        values, text = got
-        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values)
-        return isinstance(text, dict) and len(values) == len(COND_DATASETS) and numbers
-    except (TypeError, ValueError):
-        return False
 
 
 def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:

@@ -33,8 +33,9 @@ class SpanFigures:
 
 
 def _unknown(exc: BaseException) -> tuple[np.ndarray, dict]:
-    reason = f"unknown, because reading the conditions failed: {shown(str(exc) or type(exc).__name__)}"
-    return np.full(len(COND_DATASETS), math.nan), {"cpu_freq_source": "unknown", "cpu_freq_reason": reason}
+    return not_measured(
+        f"unknown, because reading the conditions failed: {shown(str(exc) or type(exc).__name__)}"
+    )
 
 
 class CondReading:
@@ -99,9 +100,19 @@ def receive(comm, ranks: list[int]) -> list[tuple[list[float], dict]]:
     out = []
     for rank in ranks:
         got = comm.recv(source=rank, tag=COND_TAG)
-        ok = isinstance(got, tuple) and len(got) == 2 and len(got[0]) == len(COND_DATASETS)
-        out.append(got if ok and isinstance(got[1], dict) else ([math.nan] * len(COND_DATASETS), {}))
+        out.append(got if is_side(got) else ([math.nan] * len(COND_DATASETS), {}))
     return out
+
+
+def is_side(got) -> bool:
+    """Whether `got` is one side's (values, text) as CondReading gives them: COND_DATASETS' numbers
+    and a dict."""
+    try:
+        values, text = got
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values)
+        return isinstance(text, dict) and len(values) == len(COND_DATASETS) and numbers
+    except (TypeError, ValueError):
+        return False
 
 
 def row_fields(ranks: list[int], own: SpanFigures, others: list[tuple[list[float], dict]]) -> dict:
