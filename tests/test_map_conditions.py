@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 import pytest
 from npmpi_analysis.map_report import json_bytes, pair_rows, summary_text
+from npmpi_analysis.numbers.map_conditions import pair_columns
 from npmpi_analysis.numbers.map_file import load_map
 from npmpi_analysis.numbers.maps import analyse_map
 from npmpi_analysis.synthetic_map import MapTruth, write_map
@@ -107,6 +108,10 @@ def test_each_side_is_stored_and_the_pairs_rows_show_its_figures_and_flags(tmp_p
     assert r01["wire_bytes_per_payload_byte"] == pytest.approx(1.0) and r01["wire_warning"] == ""
     assert r02["wire_bytes_per_payload_byte"] == pytest.approx(2.0)  # both nodes' NICs sent
     assert r12["wire_bytes_per_payload_byte"] == 0 and "did not go through" in r12["wire_warning"]
+    # a map with power: energy per wire bit is the pair's pJ/bit over its wire bytes per payload byte
+    assert pair_columns(a.conditions, 0, 0, 2, SIZE, 150.0)["energy_pj_wire_bit"] == pytest.approx(75.0)
+    assert math.isnan(pair_columns(a.conditions, 0, 1, 2, SIZE, 150.0)["energy_pj_wire_bit"])  # no wire
+    assert "energy_pj_wire_bit" not in r01  # this map measured no power
     text = summary_text(a)
     assert "conditions flag: 1 pair-size(s) whose core frequency moved more than 5% within them, " \
         "1 that throttled" in text  # fmt: skip
