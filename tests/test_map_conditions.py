@@ -249,8 +249,9 @@ def test_a_side_that_ran_no_trial_is_nan_and_keeps_the_ranks_text(tmp_path):
     assert ranks["1"]["cpu_freq_source"] == "cpufreq scaling_cur_freq (sampled)"
 
 
-def test_suspects_measured_again_keep_their_conditions_unanalysed(tmp_path):
-    """/map/confirm_cond_* [K, 2]: each re-measured pair's sides, read (checked), not analysed."""
+def test_suspects_measured_again_keep_their_conditions(tmp_path):
+    """/map/confirm_cond_* [K, 2]: each re-measured pair's sides, read (checked); what they say
+    beside a finding: tests/test_map_truth.py."""
     from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT
 
     path = tmp_path / "c.h5"

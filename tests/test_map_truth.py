@@ -109,6 +109,43 @@ def test_a_finding_not_slow_when_measured_again_is_not_named(tmp_path):
     assert "  not confirmed: h3 → h0: bandwidth 0.30x" in lines and "measured again: 0.98x" in lines
 
 
+def test_a_confirmed_finding_says_what_moved_on_its_nodes_while_measured_again(tmp_path):
+    """/map/confirm_cond_* of the suspect's re-measurement: h3 throttled and ran at 1.2 GHz while the
+    references ran at 2.9, h0's frequency moved within one window; said beside the confirmed finding
+    (text, HTML, JSON); a re-measurement where nothing moved says nothing."""
+    import json
+
+    from npmpi_analysis.map_report import html_report, json_bytes
+
+    path = stream_map(tmp_path / "s.h5")
+    a = analyse_map(load_map(path, FIELDS), "s")
+    assert [f.confirm_conditions for f in a.outliers] == [""] * len(a.outliers)  # nothing recorded
+    with h5py.File(path, "r+") as f:
+        g = f["map"]
+        pairs, k = [tuple(p) for p in g["confirm_pair"][:]], len(g["confirm_pair"])
+        freq, low, high, core = (np.full((k, 2), 2.9e9) for _ in range(4))
+        core[:] = 0
+        for row, (i, j) in enumerate(pairs):
+            for side, entry in enumerate((i, j)):
+                if entry == 3:  # h3 in the suspect's rows (both directions): hot and slow
+                    freq[row, side] = low[row, side] = high[row, side] = 1.2e9
+                    core[row, side] = 3
+        low[1, 1] = 2.6e9  # h0 in the first window of 3 -> 0: 2.6-2.9 GHz around 2.9 (10 %)
+        for name, v in (("cpu_freq_hz", freq), ("cpu_freq_min_hz", low), ("cpu_freq_max_hz", high),
+                        ("core_throttle_count", core), ("package_throttle_count", 0 * core)):  # fmt: skip
+            g[f"confirm_cond_{name}"][...] = v
+    a = analyse_map(load_map(path, FIELDS), "s")
+    (f,) = [f for f in a.outliers if f.metric == "bandwidth"]
+    assert f.confirmed and f.names == ("h3", "h0") and pairs[1] == (3, 0)
+    # the direction 3 -> 0 alone was the finding's: rows 1 and 5, 3 events each
+    said = "h3 throttled (6 events); h0's core frequency moved more than 5% within a measurement; " \
+        "h3's cores at 1.20 GHz, the reference pairs' at 2.90 GHz"  # fmt: skip
+    assert f.confirm_conditions == said
+    assert f"    {f.sentence}; while measured again: {said}" in outlier_lines(a)
+    assert json.loads(json_bytes([a], []))["maps"][0]["outliers"][0]["confirm_conditions"] == said
+    assert "h3 throttled (6 events)" in html_report([a], [], [], []).decode()
+
+
 def test_an_older_map_without_confirmation_names_as_before(tmp_path):
     a = analyse_map(load_map(stream_map(tmp_path / "s.h5", confirm=False), FIELDS), "s")
     f = next(f for f in a.outliers if f.metric == "bandwidth")

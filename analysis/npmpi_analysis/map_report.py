@@ -214,15 +214,20 @@ def outlier_lines(a) -> list[str]:
         f"  outliers confirmed by measuring each suspect again, {confirm_words(facts)} ({THRESHOLD_TEXT}):"
     ]
     left_out = [f for f in a.outliers if not_measured(f)]
-    out += [f"    {f.sentence}" for f in a.outliers if f.confirmed] or [
+    out += [f"    {f.sentence}{_meanwhile(f)}" for f in a.outliers if f.confirmed] or [
         "    none confirmed" if left_out else "    none named"
     ]
     out += [f"  not measured again: {f.sentence}; {not_measured_words(facts)}" for f in left_out]
     return out + [
-        f"  not confirmed: {f.sentence}; {unconfirmed_words(f)}"
+        f"  not confirmed: {f.sentence}; {unconfirmed_words(f)}{_meanwhile(f)}"
         for f in a.outliers
         if f.confirmed is False and not not_measured(f)
     ]
+
+
+def _meanwhile(f) -> str:
+    """'; while measured again: h4 throttled (3 events)' ("" when nothing moved)."""
+    return f"; while measured again: {f.confirm_conditions}" if f.confirm_conditions else ""
 
 
 def change_text(change) -> str:
@@ -331,6 +336,7 @@ def _finding(f) -> dict[str, Any]:
         "confirm_scatter_s": None if f.confirm_scatter is None else list(f.confirm_scatter),
         "confirm_runq_wait_fraction": f.confirm_wait_fraction,
         "confirm_reason": f.confirm_reason,
+        "confirm_conditions": f.confirm_conditions,
     }
 
 
@@ -431,14 +437,14 @@ def _outlier_items(a) -> list[str]:
 
     facts = confirm_summary(a)
     left_out = [f for f in a.outliers if not_measured(f)]
-    parts = [f"<li>{_e(f.sentence)}</li>" for f in a.outliers if f.confirmed is not False] or [
-        "<li>none confirmed</li>" if left_out else "<li>none named</li>"
-    ]
+    parts = [
+        f"<li>{_e(f.sentence + _meanwhile(f))}</li>" for f in a.outliers if f.confirmed is not False
+    ] or ["<li>none confirmed</li>" if left_out else "<li>none named</li>"]
     parts += [
         f"<li>not measured again: {_e(f.sentence)}; {_e(not_measured_words(facts))}</li>" for f in left_out
     ]
     return parts + [
-        f"<li>not confirmed: {_e(f.sentence)}; {_e(unconfirmed_words(f, facts))}</li>"
+        f"<li>not confirmed: {_e(f.sentence)}; {_e(unconfirmed_words(f, facts) + _meanwhile(f))}</li>"
         for f in a.outliers
         if f.confirmed is False and not not_measured(f)
     ]

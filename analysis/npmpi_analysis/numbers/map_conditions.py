@@ -11,6 +11,11 @@ trials, their thermal throttling and their nodes' NIC bytes (/map/cond_*), and e
                                     NICs sent during the trials / the payload of the trials (size ×
                                     iterations × trials × bytes_per_iteration_factor); NaN on one node
 
+A finding measured again (/map/confirm_cond_*, each re-measured pair's sides) is told what moved
+meanwhile (`confirm_conditions`): an entry of its pairs that throttled, whose core frequency moved
+within a re-measurement, or whose cores ran more than SLOWER_CLOCK slower than the reference links'
+measured with it (their median) — a CPU's clock or heat, not the network, may be what was confirmed.
+
 An addition, not the map: a file without them reads and analyses as before; datasets of another
 shape or with impossible values are left out with a notice.
 """
@@ -30,6 +35,8 @@ from npmpi.runfile.format import COND_DATASETS, TEXT_CHECKSUM, text_crc32
 from npmpi.runfile.mapwriter import COND_PREFIX, COND_TEXT
 from npmpi_analysis.numbers.compute import run_mode_factors
 from npmpi_analysis.numbers.conditions import (
+    FREQ_MOVED_FRACTION,
+    MOVED,
     CondFigures,
     row_flags,
     summary,
@@ -42,11 +49,12 @@ from npmpi_analysis.numbers.conditions import (
 MAX_TEXT_CHARS = 4_000_000
 MAX_NAMED = 5  # flagged pair-sizes the text names one by one (all of them in --csv and --json)
 MAX_COUNT = 1e18  # a throttle or byte count beyond this is damage
+SLOWER_CLOCK = 0.10  # a suspect's side whose cores ran this much below the references' is named
 
 
 def read_map_conditions(g, p: Path, m) -> None:
     """/map/cond_* into m.cond (name -> [S, N, N, 2]) and /map/conditions_json into m.cond_info
-    (str(rank) -> text); /map/confirm_cond_* into m.confirm_cond (name -> [K, 2], not analysed).
+    (str(rank) -> text); /map/confirm_cond_* into m.confirm_cond (name -> [K, 2]: confirm_conditions).
     Nothing for a file without them; a notice for ones that cannot be used, a problem for a
     checksum that fails (the map is analysed without them)."""
     names = [COND_PREFIX + n for n in COND_DATASETS]
@@ -219,3 +227,62 @@ def map_lines(c: MapConditions | None) -> list[str]:
         named = ", ".join(f"{p} ({f})" for f, p in flagged[:MAX_NAMED])
         lines.append(shown(f"  conditions flagged: {named}{more}"))
     return lines + [shown(f"  {w}") for w in c.figures.warnings]
+
+
+def confirm_conditions(a, m) -> None:
+    """Set `confirm_conditions` of each finding measured again from its re-measurement's conditions
+    (/map/confirm_cond_*): its entries that throttled (events summed over its pairs), whose core
+    frequency moved more than FREQ_MOVED_FRACTION within a re-measurement, or whose median frequency
+    was more than SLOWER_CLOCK below the median of the reference pairs' sides at its size. Nothing for
+    a map without them."""
+    from npmpi_analysis.numbers.map_confirmed import belongs
+
+    cond, confirm = getattr(m, "confirm_cond", None), getattr(m, "confirm", None)
+    if cond is None or confirm is None:
+        return
+    pairs, sizes, roles = confirm["confirm_pair"], confirm["confirm_size_bytes"], confirm["confirm_role"]
+    freq, throttle = cond["cpu_freq_hz"], throttle_events(cond)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        moved = (cond["cpu_freq_max_hz"] - cond["cpu_freq_min_hz"]) / freq > FREQ_MOVED_FRACTION
+    index = {name: k for k, name in enumerate(a.names)}
+    for f in a.outliers:
+        ends = [index[n] for n in f.names]
+        mine = [
+            k
+            for k in range(len(roles))
+            if roles[k] == 0 and belongs(f, ends, int(sizes[k]), *map(int, pairs[k]))
+        ]
+        if not mine:
+            continue
+        refs = [k for k in range(len(roles)) if roles[k] == 1 and int(sizes[k]) == int(f.size_bytes)]
+        ref_freq = freq[refs].ravel() if refs else np.array([])
+        ref_freq = ref_freq[np.isfinite(ref_freq)]
+        reference_hz = float(np.median(ref_freq)) if ref_freq.size else math.nan
+        f.confirm_conditions = _what_moved(a.names, pairs, mine, freq, throttle, moved, reference_hz)
+
+
+def _what_moved(names, pairs, rows: list[int], freq, throttle, moved, reference_hz: float) -> str:
+    """'h4 throttled (3 events); h4's core frequency moved more than 5% within a measurement; h4's
+    cores at 1.20 GHz, the reference pairs' at 2.90 GHz' for the rows' sides ("" when nothing)."""
+    events: dict[str, float] = {}
+    shifted: list[str] = []
+    hz: dict[str, list[float]] = {}
+    for k in rows:
+        for side, entry in enumerate(int(e) for e in pairs[k]):
+            name = str(names[entry])
+            if np.isfinite(throttle[k, side]) and throttle[k, side] > 0:
+                events[name] = events.get(name, 0.0) + float(throttle[k, side])
+            if moved[k, side] and name not in shifted:
+                shifted.append(name)
+            if np.isfinite(freq[k, side]):
+                hz.setdefault(name, []).append(float(freq[k, side]))
+    parts = [f"{shown(n)} throttled ({e:.0f} events)" for n, e in events.items()]
+    parts += [f"{shown(n)}'s core {MOVED} more than {FREQ_MOVED_FRACTION:.0%} within a measurement"
+              for n in shifted]  # fmt: skip
+    if math.isfinite(reference_hz) and reference_hz > 0:
+        for name, values in hz.items():
+            own = float(np.median(values))
+            if own < (1.0 - SLOWER_CLOCK) * reference_hz:
+                parts.append(f"{shown(name)}'s cores at {own / 1e9:.2f} GHz, the reference pairs' at "
+                             f"{reference_hz / 1e9:.2f} GHz")  # fmt: skip
+    return "; ".join(parts)

@@ -81,15 +81,16 @@ def _best(trials: list[Trial]) -> dict[tuple[int, int, int], float]:
     return out
 
 
-def _belongs(f, ends: list[int], t: Trial) -> bool:
-    """Whether a trial measured the finding's direction, link (either way round) or node's links."""
-    if t.size_bytes != int(f.size_bytes):
+def belongs(f, ends: list[int], size_bytes: int, i: int, j: int) -> bool:
+    """Whether pair i, j (transmitter first) at a size measured the finding's direction, link (either
+    way round) or node's links (`ends`: the finding's entries' indices)."""
+    if size_bytes != int(f.size_bytes):
         return False
     if f.kind == "direction":
-        return (t.i, t.j) == (ends[0], ends[1])
+        return (i, j) == (ends[0], ends[1])
     if f.kind == "node":
-        return ends[0] in (t.i, t.j)
-    return {t.i, t.j} == set(ends)
+        return ends[0] in (i, j)
+    return {i, j} == set(ends)
 
 
 def unsteady(f, trials: list[Trial]) -> tuple[float, float] | None:
@@ -149,7 +150,7 @@ def judge(f, trials: list[Trial], index: dict[str, int], slow_nodes: frozenset[i
     `confirm_scatter` and `confirm_reason` of one finding from the re-measured trials (`slow_nodes`:
     the nodes found for the same metric and size, whose links are no reference)."""
     ends = [index[n] for n in f.names]
-    mine = [t for t in trials if t.role == 0 and _belongs(f, ends, t)]
+    mine = [t for t in trials if t.role == 0 and belongs(f, ends, t.size_bytes, t.i, t.j)]
     refs = [t for t in trials if t.role == 1 and t.size_bytes == int(f.size_bytes)]
     # never a suspect node's link (a map before the fix of reference_pairs could take one)
     refs = [t for t in refs if not {t.i, t.j} & slow_nodes] or refs

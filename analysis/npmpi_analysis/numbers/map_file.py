@@ -71,7 +71,7 @@ class MapFile:
     confirm: dict[str, np.ndarray] | None = None  # the suspects measured again, /map/confirm_* (1.6)
     cond: dict[str, np.ndarray] | None = None  # COND_DATASETS name -> [S, N, N, 2] /map/cond_* (1.9)
     cond_info: dict[str, dict] = field(default_factory=dict)  # str(rank) -> /map/conditions_json's text
-    confirm_cond: dict[str, np.ndarray] | None = None  # name -> [K, 2] /map/confirm_cond_* (not analysed)
+    confirm_cond: dict[str, np.ndarray] | None = None  # name -> [K, 2] /map/confirm_cond_*
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list = field(default_factory=list)  # npmpi.runfile.reader.PowerNode

@@ -78,6 +78,9 @@ class Finding:
     confirm_wait_fraction: float = math.nan  # median share of its re-measured trials its ranks waited
     # for a CPU (the larger rank's run-queue wait; npmpi_analysis/numbers/map_confirmed.py); NaN: not known
     confirm_reason: str | None = None  # why not confirmed (map_confirmed.REASON_*)
+    # what moved while it was measured again ("" when nothing did or nothing was recorded):
+    # npmpi_analysis/numbers/map_conditions.confirm_conditions
+    confirm_conditions: str = ""
 
 
 def node_sentence(name: str, metric: str, ratio: float, slow: int, links: int, at: str, possible: int) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 from npmpi_analysis.numbers import compute
 from npmpi_analysis.numbers.compute import FLAG_NONE
 from npmpi_analysis.numbers.machines import machine_of
-from npmpi_analysis.numbers.map_conditions import MapConditions, analyse_map_conditions
+from npmpi_analysis.numbers.map_conditions import MapConditions, analyse_map_conditions, confirm_conditions
 from npmpi_analysis.numbers.map_file import MapFile
 from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
 
@@ -248,6 +248,7 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
     a.outliers = find_outliers(a)
     confirm_findings(a, m.confirm)
     a.conditions = analyse_map_conditions(m, a, entry_hosts(m), is_directed(m.map_attrs))
+    confirm_conditions(a, m)
     return a
 
 
