@@ -69,6 +69,17 @@ class CondFigures:
     warnings: list[str] = field(default_factory=list)
     unit: str = "size(s)"  # what `flags` count (a map's: pair-size(s))
 
+    @classmethod
+    def of(cls, v: dict[str, np.ndarray], throttle: np.ndarray, **rest) -> CondFigures:
+        """From the COND_DATASETS arrays `v` (each rank's frequencies) and their throttle events."""
+        return cls(
+            freq_hz=v["cpu_freq_hz"],
+            freq_min_hz=v["cpu_freq_min_hz"],
+            freq_max_hz=v["cpu_freq_max_hz"],
+            throttle=throttle,
+            **rest,
+        )
+
     @property
     def mean_ghz(self) -> np.ndarray:
         ok = np.isfinite(self.freq_hz)
@@ -95,14 +106,20 @@ def _crossing_share(run, ranks: list[int], nodes: list[int]) -> float:
     return 1.0 if len({node.get(r, -1) for r in ranks}) > 1 else 0.0
 
 
-def row_flags(freq, fmin, fmax, throttle) -> list[str]:
-    """Per row of [row, rank] arrays: "" or what moved (MOVED, THROTTLED) on any of its ranks."""
+def freq_moved(v: dict[str, np.ndarray]) -> np.ndarray:
+    """Where a core's fastest and slowest trial differ by more than FREQ_MOVED_FRACTION of its mean
+    frequency (False where not known), element by element of the COND_DATASETS arrays `v`."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        moved = ((fmax - fmin) / freq > FREQ_MOVED_FRACTION).any(axis=1)
+        return (v["cpu_freq_max_hz"] - v["cpu_freq_min_hz"]) / v["cpu_freq_hz"] > FREQ_MOVED_FRACTION
+
+
+def row_flags(moved: np.ndarray, throttle: np.ndarray) -> list[str]:
+    """Per row of [row, rank] arrays (freq_moved's, throttle events): "" or what moved (MOVED,
+    THROTTLED) on any of its ranks."""
     throttled = (np.nan_to_num(throttle) > 0).any(axis=1)
     return [
         ", ".join(w for w, on in ((MOVED, m), (THROTTLED, t)) if on)
-        for m, t in zip(moved, throttled, strict=True)
+        for m, t in zip(moved.any(axis=1), throttled, strict=True)
     ]
 
 
@@ -131,16 +148,14 @@ def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
         np.asarray(pp.size_bytes, float) * pp.iterations * trials_run * run_mode_factors(run.attrs)[0] * share
     )
     throttle = throttle_events(v)
-    figures = CondFigures(
+    figures = CondFigures.of(
+        v,
+        throttle,
         ranks=ranks,
         hosts=[hosts_all[r] if 0 <= r < len(hosts_all) else "?" for r in ranks],
-        freq_hz=v["cpu_freq_hz"],
-        freq_min_hz=v["cpu_freq_min_hz"],
-        freq_max_hz=v["cpu_freq_max_hz"],
-        throttle=throttle,
         wire_tx_bytes=wire,
         payload_bytes=payload,
-        flags=row_flags(v["cpu_freq_hz"], v["cpu_freq_min_hz"], v["cpu_freq_max_hz"], throttle),
+        flags=row_flags(freq_moved(v), throttle),
         info=cond.info,
         crossing=share > 0,
     )

@@ -38,6 +38,7 @@ from npmpi_analysis.numbers.conditions import (
     FREQ_MOVED_FRACTION,
     MOVED,
     CondFigures,
+    freq_moved,
     row_flags,
     summary,
     summary_lines,
@@ -134,8 +135,8 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
         return None
     n = a.nodes
     throttle = throttle_events(cond)
-    flat = [x.reshape(-1, 2) for x in (cond["cpu_freq_hz"], cond["cpu_freq_min_hz"], cond["cpu_freq_max_hz"])]
-    flags = np.array(row_flags(*flat, throttle.reshape(-1, 2)), dtype=object).reshape(throttle.shape[:3])
+    flags = row_flags(freq_moved(cond).reshape(-1, 2), throttle.reshape(-1, 2))
+    flags = np.array(flags, dtype=object).reshape(throttle.shape[:3])
     crossing = np.array([[hosts[i] != hosts[j] for j in range(n)] for i in range(n)])
     tx = cond["nic_tx_bytes"]
     wire = np.where(crossing, tx[..., 0] + tx[..., 1], tx[..., 0])
@@ -145,13 +146,11 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(crossing & (payload > 0), wire / payload, np.nan)
     cells = _cells(a, directed)
-    figures = CondFigures(
+    figures = CondFigures.of(
+        cond,
+        throttle,
         ranks=[int(r) for r in m.ranks],
         hosts=hosts,
-        freq_hz=cond["cpu_freq_hz"],
-        freq_min_hz=cond["cpu_freq_min_hz"],
-        freq_max_hz=cond["cpu_freq_max_hz"],
-        throttle=throttle,
         wire_tx_bytes=wire,
         payload_bytes=payload,
         flags=[flags[c] for c in cells],
@@ -241,9 +240,7 @@ def confirm_conditions(a, m) -> None:
     if cond is None or confirm is None:
         return
     pairs, sizes, roles = confirm["confirm_pair"], confirm["confirm_size_bytes"], confirm["confirm_role"]
-    freq, throttle = cond["cpu_freq_hz"], throttle_events(cond)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        moved = (cond["cpu_freq_max_hz"] - cond["cpu_freq_min_hz"]) / freq > FREQ_MOVED_FRACTION
+    freq, throttle, moved = cond["cpu_freq_hz"], throttle_events(cond), freq_moved(cond)
     index = {name: k for k, name in enumerate(a.names)}
     for f in a.outliers:
         ends = [index[n] for n in f.names]
