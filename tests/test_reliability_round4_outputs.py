@@ -388,4 +388,5 @@ def test_what_a_sigkilled_calibrate_left_is_removed_by_the_next_start_at_once(tm
     from npmpi.core.outpath import release, reserve_output
 
     release(reserve_output(tmp_path / "next.json", False))  # the next run's or calibration's start-up
-    assert [p.name for p in tmp_path.iterdir()] == [], "left: " + ", ".join(left)
+    after = sorted(p.name for p in tmp_path.iterdir())
+    assert after == [], f"before the start-up: {', '.join(left)}; after it: {', '.join(after)}"

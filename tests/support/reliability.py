@@ -44,20 +44,30 @@ def processes_named(fragment: str) -> list[int]:
     return pids
 
 
+def _task_states(pid: int) -> list[str]:
+    """The state letter of every thread of `pid` ([] once the process is gone)."""
+    states = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
+    for task in tasks:
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue  # that thread is gone
+    return states
+
+
 def wait_exited(pids: list[int], timeout_s: float) -> list[int]:
     """The PIDs still running after up to `timeout_s`: a process counts as exited once it is gone or
-    a zombie. A dying process's command line reads empty before its files are closed (the kernel
-    drops its memory first), so `processes_named` may stop listing it while it still holds a lock."""
+    every one of its threads is a zombie. A dying process's command line reads empty before its files
+    are closed (the kernel drops its memory first), so `processes_named` may stop listing it while it
+    still holds a lock; and its main thread shows "Z" while another thread (MPI's progress thread, a
+    write in progress) is still exiting: the files, shared by the threads, close with the last one."""
     deadline = time.monotonic() + timeout_s
     while True:
-        running = []
-        for pid in pids:
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if state not in ("Z", "X"):
-                running.append(pid)
+        running = [pid for pid in pids if any(s not in ("Z", "X") for s in _task_states(pid))]
         if not running or time.monotonic() > deadline:
             return running
         time.sleep(0.02)
