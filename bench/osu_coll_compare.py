@@ -93,14 +93,15 @@ def mpirun(np_: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def netns_hosts(count: int):
+def netns_hosts(count: int, burst: str = ""):
     """`count` network-namespace hosts joined by a bridge (tests/support/netns_hosts.py, root): every
-    launch of both tools goes through their mpirun wrapper, one rank per host (--map-by node)."""
+    launch of both tools goes through their mpirun wrapper, one rank per host (--map-by node). With
+    `burst` (--netns-burst), every host's tbf gets that bucket instead of the hosts' 128 kb."""
     if not count:
         yield
         return
     sys.path.insert(0, str(ROOT / "tests"))
-    from support.netns_hosts import NetnsHosts, NetnsUnavailable
+    from support.netns_hosts import NetnsHosts, NetnsUnavailable, unshape
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -108,6 +109,8 @@ def netns_hosts(count: int):
         except NetnsUnavailable as exc:
             raise SystemExit(f"osu_coll_compare: --netns-hosts: {exc}") from None
         try:
+            for host in hosts.names if burst else []:
+                unshape(host, hosts.rate, burst)
             LAUNCH["mpirun"] = [str(hosts.mpirun_wrapper(str(VENV / "bin" / "mpirun")))]
             LAUNCH["extra"] = ["--map-by", "node"]
             yield
@@ -251,6 +254,15 @@ def main() -> int:
         metavar="N",
         help="run both tools across N network-namespace hosts, one rank per host (root; default: this host)",
     )
+    p.add_argument(
+        "--netns-burst",
+        default="16kb",
+        metavar="SIZE",
+        help="the hosts' tbf bucket with --netns-hosts (tc's units; default 16kb, below one 64 KiB call's "
+        "traffic; the hosts' own is 128kb). A bucket larger than a call's traffic refills during the "
+        "untimed barrier after it and lets the next call's bytes through faster than the link's rate, "
+        "which a real link never does: docs/performance.md",
+    )
     args = p.parse_args()
     args.ranks = sorted(int(x) for x in args.ranks.split(","))
     if args.netns_hosts and max(args.ranks) > args.netns_hosts:
@@ -263,7 +275,7 @@ def main() -> int:
     if bad:
         raise SystemExit(f"osu_coll_compare: unknown op {bad[0]}")
     print(f"{'ranks':>5} {'op':>15} {'bytes':>8} {'OSU us':>10} {'npmpi us':>10} {'ratio':>7}")
-    with netns_hosts(args.netns_hosts):
+    with netns_hosts(args.netns_hosts, args.netns_burst):
         results = compare(args)
     if args.json:
         args.json.write_text(json.dumps({"argv": sys.argv[1:], "results": results}, indent=1))
