@@ -1,6 +1,6 @@
 """The conditions' readers (npmpi/conditions/) against fake sysfs and perf trees (tests/fakes/cpu_sysfs.py),
 in-process: settings present, missing and unreadable; a frequency that changes within a size; throttle
-counters that jump; NIC counters that wrap, saturate or go back; a cycles counter that is absent,
+counters that jump; NIC counters past 2^32, saturated or going back; a cycles counter that is absent,
 refused, or counts; and what the analysis makes of them (a synthetic run file)."""
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def test_frequency_changing_mid_size_is_seen_through_cpufreq(tree):
     span.lap()
     tree.set_freq(0, 2_000_000)  # the governor lowered it between two trials
     span.lap()
+    span.lap()  # after the third and last trial
+    tree.set_freq(0, 1_000_000)  # after the trials: not theirs, stop() reads nothing more
     v, info = span.stop()
     got = values(v)
     assert got["cpu_freq_min_hz"] == 2e9 and got["cpu_freq_max_hz"] == 3e9
@@ -118,14 +120,25 @@ def test_a_refused_counter_is_opened_in_user_mode_and_counts(tree):
             raise OSError(errno.EACCES, "Permission denied")
         return 99
 
-    # (cycles, running ns): 1 ms at 3 GHz, then 1 ms at 2 GHz, then 2 ms at 2 GHz
-    marks = iter([(0, 0), (0, 0), (3_000_000, 1_000_000), (5_000_000, 2_000_000), (9_000_000, 4_000_000)])
+    # (cycles, running ns): 1 ms at 3 GHz, then 1 ms at 2 GHz, then 2 ms at 2 GHz; then, after the
+    # last trial's lap, 1 µs of 100 cycles (0.1 GHz: the code before stop(), mostly kernel time)
+    marks = iter(
+        [
+            (0, 0),
+            (0, 0),
+            (3_000_000, 1_000_000),
+            (5_000_000, 2_000_000),
+            (9_000_000, 4_000_000),
+            (9_000_100, 4_001_000),
+        ]
+    )
     tree.cpu(0)
     p = probe(tree, opener, lambda fd: next(marks))
     assert asked == [0, cycles.EXCLUDE_KERNEL_HV] and p.cycles.source == "perf cycles (user mode)"
     span = ConditionSpan(p)
     span.lap()
     span.lap()
+    span.lap()  # after each of the three trials; stop() adds no span of its own
     got = values(span.stop()[0])
     assert got["cpu_freq_hz"] == pytest.approx(9e9 / 4)
     assert got["cpu_freq_min_hz"] == pytest.approx(2e9) and got["cpu_freq_max_hz"] == pytest.approx(3e9)
@@ -161,6 +174,9 @@ def test_nic_interfaces_counted_and_left_out(tree):
     tree.net("ifb0", 7, 7)
     tree.net("br0", 9, 9, extra="bridge")
     tree.net("bond0", 9, 9, extra="bonding")
+    tree.net("eth0.100", 9, 9, extra="lower_eth0")  # a VLAN: eth0 counts its frames
+    tree.net("team0", 9, 9, extra="lower_eth1")  # a team master: no bonding/, its ports count them
+    tree.net("macvlan0", 9, 9, extra="lower_eth0")
     root = Root(tree.root)
     assert [(c.name, c.direction) for c in nic.find_counters(root)] == [("eth0", "tx"), ("eth0", "rx")]
     tree.ib("mlx5_0", 1, 100, 200)
@@ -169,28 +185,43 @@ def test_nic_interfaces_counted_and_left_out(tree):
     assert names == {"mlx5_0/1", "eth0"}
 
 
-def test_nic_bytes_over_a_size_with_a_wrapping_ib_counter(tree):
+def test_nic_bytes_over_a_size_with_a_64_bit_ib_counter_past_2_32(tree):
+    """Since Linux 4.5 `counters/port_xmit_data` is the 64-bit extended counter where the HCA has it:
+    past 2^32 words it is a plain difference (before: read as a saturated 32-bit counter, unknown)."""
     tree.cpu(0)
     tree.net("eth0", 1000, 2000)
-    tree.ib("mlx5_0", 1, (1 << 32) - 10, 100)
+    tree.ib("mlx5_0", 1, 5 << 32, 100)
     span = ConditionSpan(probe(tree))
     tree.set_net("eth0", 1500, 2600)
-    tree.ib("mlx5_0", 1, (1 << 32) + 40, 150)  # the 32-bit transmit counter wrapped: 50 words
+    tree.ib("mlx5_0", 1, (5 << 32) + 1000, 150)
     got = values(span.stop()[0])
-    assert got["nic_tx_bytes"] == 500 + 50 * 4 and got["nic_rx_bytes"] == 600 + 50 * 4
+    assert got["nic_tx_bytes"] == 500 + 1000 * 4 and got["nic_rx_bytes"] == 600 + 50 * 4
 
 
-def test_nic_counters_extended_saturated_and_reset(tree):
-    c32 = nic.Counter("x", 4, True, "mlx5_0/1", "tx")
-    c64 = nic.Counter("y", 4, False, "mlx5_0/1", "tx")
-    assert nic.delta_bytes(c32, (1 << 32) - 10, 30) == 40 * 4  # wrapped once
-    assert math.isnan(nic.delta_bytes(c32, nic.SATURATED32, 5))
-    assert math.isnan(nic.delta_bytes(c32, 10, nic.SATURATED32))  # stuck at its maximum: unknown
-    assert math.isnan(nic.delta_bytes(c64, 100, 10))  # a 64-bit counter went back: a reset
-    assert math.isnan(nic.delta_bytes(c64, None, 10))
+def test_nic_counters_saturated_reset_and_unreadable(tree):
+    """A 32-bit PMA counter stops at 2^32-1 (the IB specification): unknown there; any counter that
+    goes back was reset (perfquery -R, an interface restarted): unknown, never folded as a wrap."""
+    ib = nic.Counter("x", 4, True, "mlx5_0/1", "tx")
+    net = nic.Counter("y", 1, False, "eth0", "tx")
+    assert nic.delta_bytes(ib, (1 << 32) - 10, (1 << 32) - 5) == 5 * 4
+    assert math.isnan(nic.delta_bytes(ib, nic.SATURATED32, nic.SATURATED32))
+    assert math.isnan(nic.delta_bytes(ib, 10, nic.SATURATED32))  # stuck at its ceiling: unknown
+    assert math.isnan(nic.delta_bytes(ib, 1000, 500))  # a legacy counter reset, not 2^32 words more
+    assert math.isnan(nic.delta_bytes(ib, 0xFFFF0000, 0x100))
+    assert math.isnan(nic.delta_bytes(net, 100, 10))  # a 64-bit counter went back: a reset
+    assert math.isnan(nic.delta_bytes(net, None, 10))
+    tree.cpu(0)
+    tree.net("eth0", 0, 0)
+    tree.ib("mlx5_0", 1, (1 << 32) - 100, 0, legacy=True)
+    span = ConditionSpan(probe(tree))
+    tree.ib("mlx5_0", 1, (1 << 32) + 100, 0, legacy=True)  # it reached its ceiling during the size
+    assert math.isnan(values(span.stop()[0])["nic_tx_bytes"])
+
+
+def test_nic_counters_of_older_ofed_are_read_where_present(tree):
     tree.ib("mlx5_0", 1, 3 << 32, 0, extended=True)
     (counter,) = [c for c in nic.find_counters(Root(tree.root)) if c.direction == "tx"]
-    assert counter.path.endswith("counters_ext/port_xmit_data_64") and not counter.wraps
+    assert counter.path.endswith("counters_ext/port_xmit_data_64") and not counter.saturates
     tree.cpu(0)
     tree.net("eth0", 0, 0)
     span = ConditionSpan(probe(tree))

@@ -1,17 +1,21 @@
 """The node's NIC byte counters, read around each size: the bytes its interfaces sent and received.
 
 Which interfaces: every one in sys/class/net summed, except those whose bytes another one counts
-again or that carry no node-to-node traffic: loopback (type 772), interfaces that are down, bridges
-(`bridge/`: their ports count the same frames), bond and team masters (`bonding/`: their slaves count
-them), ifb devices (name `ifb*`: tc's mirror of another interface), and IPoIB interfaces (type 32)
-when InfiniBand ports are read (the port counts their bytes). Summing avoids needing the peer's
-address and route; its price is that anything else the node sends during a size counts too (ssh, a
-file system over Ethernet), which the per-size figure shows as more wire bytes than payload.
+again or that carry no node-to-node traffic: loopback (type 772), interfaces that are down, any
+interface stacked on others (a `lower_*` link in its sysfs directory: VLANs, macvlan and ipvlan,
+bond and team masters, bridges: the devices under them count the same frames), bridges and bond
+masters also by their `bridge/` and `bonding/` directories, ifb devices (name `ifb*`: tc's mirror of
+another interface), and IPoIB interfaces (type 32) when InfiniBand ports are read (the port counts
+their bytes). Summing avoids needing the peer's address and route; its price is that anything else
+the node sends during a size counts too (ssh, a file system over Ethernet), which the per-size figure
+shows as more wire bytes than payload.
 
-InfiniBand: sys/class/infiniband/DEV/ports/N/counters/port_{xmit,rcv}_data count 4-octet words; a
-32-bit PMA counter wraps (or, by the IB specification, stops at 2^32-1: a read of 2^32-1 is then
-unknown, never a number); `counters_ext/port_{xmit,rcv}_data_64` (64-bit) are read instead where
-present.
+InfiniBand: sys/class/infiniband/DEV/ports/N/counters/port_{xmit,rcv}_data count 4-octet words.
+Since Linux 4.5 they are the 64-bit extended counters where the HCA has them; otherwise the 32-bit
+PMA counters, which by the IB specification stop at 2^32-1 rather than wrap. The file does not say
+which: a read of exactly 2^32-1 is unknown (saturated), a read above it proves a 64-bit counter, and
+a counter that goes back was reset (`perfquery -R`, a fabric monitor): unknown, never folded into a
+number. `counters_ext/port_{xmit,rcv}_data_64` (older OFED stacks) are read instead where present.
 """
 
 from __future__ import annotations
@@ -24,18 +28,18 @@ from npmpi.conditions.paths import Root
 NET = "sys/class/net"
 IB = "sys/class/infiniband"
 ARPHRD_LOOPBACK, ARPHRD_INFINIBAND = 772, 32
-WRAP32 = 1 << 32
-SATURATED32 = WRAP32 - 1
+SATURATED32 = (1 << 32) - 1  # a 32-bit PMA counter's ceiling
 MAX_INTERFACES = 256
 
 
 @dataclass(frozen=True)
 class Counter:
-    """One counter file: its path, the bytes per count, whether it is 32-bit (wraps)."""
+    """One counter file: its path, the bytes per count, whether it may be a 32-bit counter that
+    saturates (InfiniBand's `counters/`)."""
 
     path: str
     scale: int
-    wraps: bool
+    saturates: bool
     name: str
     direction: str  # tx | rx
 
@@ -64,6 +68,8 @@ def _counted(root: Root, name: str, ib: bool) -> bool:
         return False
     if root.text(f"{base}/operstate", 32) == "down":
         return False
+    if any(entry.startswith("lower_") for entry in root.listdir(base)):
+        return False  # stacked on other interfaces, which count its frames
     return not (root.path(f"{base}/bridge").is_dir() or root.path(f"{base}/bonding").is_dir())
 
 
@@ -89,13 +95,11 @@ def delta_bytes(counter: Counter, before: int | None, after: int | None) -> floa
     """The bytes a counter counted between two reads; NaN when unknown (unreadable, saturated, went back)."""
     if before is None or after is None:
         return math.nan
-    if counter.wraps and (before >= SATURATED32 or after >= SATURATED32):
-        return math.nan
+    if counter.saturates and SATURATED32 in (before, after):
+        return math.nan  # stopped at its ceiling: the bytes past it are not counted
     diff = after - before
     if diff < 0:
-        if not (counter.wraps and before < WRAP32 and after < WRAP32):
-            return math.nan  # a 64-bit counter went back: the interface was reset
-        diff += WRAP32
+        return math.nan  # went back: the interface or the counter was reset
     return float(diff * counter.scale)
 
 

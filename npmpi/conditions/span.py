@@ -74,7 +74,7 @@ def _read_cycles(p: Probe) -> tuple[int, int] | None:
 
 
 class ConditionSpan:
-    """Start before the first trial, `lap()` after each, `stop()` after the last."""
+    """Start before the first trial, `lap()` after each, `stop()` after the last lap."""
 
     def __init__(self, p: Probe | None = None) -> None:
         self.p = p if p is not None else probe()
@@ -110,8 +110,12 @@ class ConditionSpan:
         return float(np.mean(known)), min(known), max(known)
 
     def stop(self) -> tuple[np.ndarray, dict]:
-        """(COND_DATASETS' values, the rank's text: core, source, reason, counters, settings)."""
-        self.lap()
+        """(COND_DATASETS' values, the rank's text: core, source, reason, counters, settings). The
+        last trial's lap ends the last span: a read here would add a span of no trial (the code
+        between the lap and this call, mostly kernel time, which user-mode cycles do not count) to
+        the lowest and highest frequency. Only a span never lapped is ended here."""
+        if len(self.marks) < 2 and len(self.sampled) < 2:
+            self.lap()
         cpu1 = self.p.core()
         throttle1 = cpufreq.throttle_counts(self.p.root, cpu1)
         same_core = cpu1 == self.cpu0

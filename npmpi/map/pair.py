@@ -225,6 +225,8 @@ def reflect(comm, peer: int, side: PairSide, stop: StopFlag) -> None:
         comm.Recv(step, peer, MAP_PAIR_TAG)
         kind, n = int(step[0]), int(step[1])
         if kind == STEP_END:
+            if reading is not None:
+                reading.lap()  # after the last trial
             own = reading.stop() if reading is not None else no_trial()
             answer[:2] = (int(loop.received_ok(side.patterns, peer, 0, n)), int(stop.signum or 0))
             comm.Send(answer, peer, MAP_PAIR_TAG)

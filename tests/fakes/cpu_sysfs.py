@@ -101,12 +101,22 @@ class ConditionsTree:
         write_attr(base / "tx_bytes", tx)
         write_attr(base / "rx_bytes", rx)
 
-    def ib(self, dev: str, port: int, xmit_words: int, rcv_words: int, extended: bool = False) -> None:
-        """An InfiniBand port's data counters (4-octet words): 32-bit `counters/port_*_data`, or the
-        64-bit `counters_ext/port_*_data_64` too when `extended`."""
+    def ib(
+        self,
+        dev: str,
+        port: int,
+        xmit_words: int,
+        rcv_words: int,
+        extended: bool = False,
+        legacy: bool = False,
+    ) -> None:
+        """An InfiniBand port's data counters (4-octet words) in `counters/port_*_data`: 64-bit (the
+        kernel's since 4.5 on an HCA with extended counters), or with `legacy` the 32-bit PMA counters,
+        which stop at 2^32-1; with `extended` also older OFED's `counters_ext/port_*_data_64`."""
         base = self.root / "sys/class/infiniband" / dev / "ports" / str(port)
-        write_attr(base / "counters" / "port_xmit_data", xmit_words % (1 << 32))
-        write_attr(base / "counters" / "port_rcv_data", rcv_words % (1 << 32))
+        ceiling = (1 << 32) - 1 if legacy else 1 << 64
+        write_attr(base / "counters" / "port_xmit_data", min(xmit_words, ceiling))
+        write_attr(base / "counters" / "port_rcv_data", min(rcv_words, ceiling))
         if extended:
             write_attr(base / "counters_ext" / "port_xmit_data_64", xmit_words)
             write_attr(base / "counters_ext" / "port_rcv_data_64", rcv_words)
