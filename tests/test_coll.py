@@ -233,6 +233,21 @@ def test_osu_sizes_and_the_table():
     assert default_sizes(OPS["allreduce"], 1, 4) == tuple(1 << k for k in range(21))  # 1 B to 1 MiB
     assert default_sizes(OPS["allreduce"], 4, 4)[0] == 4 and default_sizes(OPS["barrier"], 4, 4) == (0,)
     assert default_sizes(OPS["reduce_scatter"], 4, 4)[0] == 16
+
+
+def test_reduce_scatters_default_sizes_split_into_whole_shares_at_any_rank_count():
+    """Before: powers of two from n items, which 3, 5, 6 … ranks cannot split: the Python kernel
+    refused the first size, the C kernel reduced n x floor(m/n) bytes and reported m."""
+    assert default_sizes(OPS["reduce_scatter"], 1, 3)[:5] == (6, 9, 18, 33, 66)
+    assert default_sizes(OPS["reduce_scatter"], 8, 4) == tuple(1 << k for k in range(5, 21))  # unchanged
+    for n in (3, 5, 6, 7, 12):
+        for itemsize in (1, 4, 8):
+            sizes = default_sizes(OPS["reduce_scatter"], itemsize, n)
+            assert all(s % (n * itemsize) == 0 for s in sizes) and len(sizes) >= 14, (n, itemsize)
+    opts = KIND.parse(["--op", "reduce_scatter"])
+    assert KIND.groups(node_layout(["h"] * 3, ["h"] * 3, power=False), opts).groups == ((0, 1, 2),)
+    (series,) = KIND.series(opts, 3)
+    assert series.sizes == default_sizes(OPS["reduce_scatter"], 1, 3)
     assert size_problem(OPS["alltoall"], 4, 3, [4, 8]) is None
     assert [OPS[o].bus_factor(4) for o in OPS] == [1.5, 0.75, 0.75, 1, 1, 0.75, 0]
     check_choice("allreduce", "int32", "band")

@@ -167,12 +167,15 @@ def check_choice(op: str, dtype: str, reduce_op: str) -> tuple[CollOp, Dtype, Re
 
 
 def default_sizes(op: CollOp, itemsize: int, n: int) -> tuple[int, ...]:
-    """OSU's sizes: powers of two from the datatype's size to 1 MiB (reduce_scatter: from n items,
-    so that every rank gets a whole share); barrier's only size is 0."""
+    """OSU's sizes: powers of two from the datatype's size to 1 MiB; barrier's only size is 0.
+    reduce_scatter: from n items, each power rounded up to a multiple of n items, so that every rank
+    gets a whole share of the size reported (with 3 ranks of 1-byte items: 6, 9, 18, 33 … B; a
+    power of two would leave a remainder that no rank reduces while the figures count it)."""
     if not op.moves_data:
         return (0,)
-    least = itemsize * (n if op.recv_blocks == "1/n" else 1)
-    return tuple(1 << k for k in range(21) if least <= 1 << k <= MAX_DEFAULT_SIZE)
+    share = itemsize * (n if op.recv_blocks == "1/n" else 1)
+    powers = [1 << k for k in range(21) if share <= 1 << k <= MAX_DEFAULT_SIZE]
+    return tuple(sorted({-(-p // share) * share for p in powers}))
 
 
 def size_problem(op: CollOp, itemsize: int, n: int | None, sizes) -> str | None:

@@ -96,13 +96,11 @@ def plan(extra: dict, members: int, sizes_bytes, itemsize: int) -> list[Series]:
         for n in rank_counts(extra, members):
             if not op.moves_data:
                 sizes = (0,)
-            elif extra["sizes_given"]:
-                sizes = tuple(sizes_bytes)
+            else:
+                sizes = tuple(sizes_bytes) if extra["sizes_given"] else default_sizes(op, itemsize, n)
                 problem = size_problem(op, itemsize, n, sizes)
                 if problem:
                     raise UsageError(problem if len(extra["ops"]) == 1 else f"{name}: {problem}")
-            else:
-                sizes = default_sizes(op, itemsize, n)
             series.append(Series(name, n, sizes))
     if len(series) > MAX_SERIES:
         raise UsageError(f"--op and --ranks give {len(series)} series, at most {MAX_SERIES}")
