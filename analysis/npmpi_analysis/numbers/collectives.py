@@ -4,8 +4,8 @@ nccl-tests' algbw and busbw, and the energy of one operation.
 Per size, with i iterations per trial and every member's own trial times (/pingpong/member_trial_s):
 - OSU's latency: each rank's mean time per operation over the trials, t_r = mean(trial_r) / i;
   avg = the mean of t_r over the ranks, min and max = their least and largest (osu_* -f).
-- the time of one operation, t = the mean trial of the slowest member / i (the operation is done
-  when every rank is), sigma_t = the sigma of that mean / i.
+- the time of one operation, t = the mean over the trials of each trial's slowest member / i (a
+  trial is done when every rank is: the rows' trial_s), sigma_t = the sigma of that mean / i.
 - algbw = S / t with S = coll_algbw_bytes_factor x m (the rows' mean bandwidth: the file's
   bytes_per_iteration_factor is that factor); busbw = algbw x coll_bus_factor.
 - energy per operation E = P t, P the summed power of every node over the size's trials, sigma_E =
@@ -35,7 +35,7 @@ class CollFigures:
     latency_avg_s: np.ndarray
     latency_min_s: np.ndarray
     latency_max_s: np.ndarray
-    op_s: np.ndarray  # the time of one operation: the slowest member's mean trial / i
+    op_s: np.ndarray  # the time of one operation: the mean of each trial's slowest member / i
     op_sigma_s: np.ndarray
     algbw_bit_s: np.ndarray
     busbw_bit_s: np.ndarray
