@@ -88,8 +88,9 @@ def test_every_op_runs_checked_with_a_power_rank(tmp_path, op, np_, sizes, kerne
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_energy_per_operation_is_the_known_power_times_the_time_of_one(tmp_path):
-    """A node replaying a constant 77 W: J/op = 77 W x t / ops exactly, t the slowest rank's mean
-    trial; pJ per bus bit = 77 W / busbw with allreduce's 2(n-1)/n; the power above idle is zero."""
+    """A node replaying a constant 77 W: J/op = 77 W x t / ops exactly, t the mean of each trial's
+    slowest rank; pJ per bus bit = 77 W / (n busbw) with allreduce's 2(n-1)/n (every rank's bits, as
+    every node's energy); the power above idle is zero."""
     (tmp_path / "trace.csv").write_text(f"time_s,power_w\n0,{WATTS}\n100000,{WATTS}\n")
     args = ["coll", "--op", "allreduce", "--dtype", "float32", "--sizes", "4,64K", "--quick", "--check"]
     args += ["--meter", "replay:trace.csv,interval=0.02", "--baseline", "0.3", "-q", "-o", "c.h5"]
@@ -109,7 +110,10 @@ def test_energy_per_operation_is_the_known_power_times_the_time_of_one(tmp_path)
         algbw = 8 * pp.size_bytes[k] / t
         assert row["algbw_bit_s"] == pytest.approx(algbw, rel=1e-9)
         assert row["busbw_bit_s"] == pytest.approx(1.5 * algbw, rel=1e-9)
-        assert row["energy_pj_bus_bit"] == pytest.approx(1e12 * WATTS / (1.5 * algbw), rel=1e-9)
+        assert row["energy_pj_bus_bit"] == pytest.approx(
+            1e12 * WATTS / (4 * 1.5 * algbw), rel=1e-9
+        )  # 4 ranks'
+        assert row["energy_pj_bit"] == pytest.approx(1e12 * WATTS / (4 * algbw), rel=1e-9)
         assert row["node0_energy_per_op_j"] == pytest.approx(row["energy_per_op_j"], rel=1e-12)
         assert abs(row["dynamic_energy_per_op_j"]) <= max(
             row["dynamic_energy_per_op_sigma_j"], 1e-12 * WATTS * t
@@ -120,14 +124,19 @@ T0 = 1_000.0
 TRIALS = [[0.10, 0.11, 0.12], [0.20, 0.22, 0.21]]
 
 
-def synthetic_coll(path, ranks: int = 2, scale: float = 1.0):
-    """A coll file of allreduce on `ranks` ranks, two nodes of 60 W and 90 W while it runs (idle 40 W
-    and 50 W before), trials TRIALS x `scale` of 1000 and 500 iterations at 1 KiB and 4 KiB."""
+def synthetic_nodes() -> list[SynthNode]:
+    """Two nodes of 60 W and 90 W from T0 - 1 (idle 40 W and 50 W before)."""
     stamps = np.arange(T0 - 4, T0 + 8, 0.01)
-    nodes = [
+    return [
         SynthNode([SynthChannel(stamps, np.where(stamps < T0 - 1, idle, busy), sample_interval_s=0.01)])
         for idle, busy in ((40.0, 60.0), (50.0, 90.0))
     ]
+
+
+def synthetic_coll(path, ranks: int = 2, scale: float = 1.0):
+    """A coll file of allreduce on `ranks` ranks, two nodes of 60 W and 90 W while it runs (idle 40 W
+    and 50 W before), trials TRIALS x `scale` of 1000 and 500 iterations at 1 KiB and 4 KiB."""
+    nodes = synthetic_nodes()
     trials = [[t * scale for t in row] for row in TRIALS]
     starts = [[T0, T0 + 0.5, T0 + 1.0], [T0 + 2, T0 + 2.5, T0 + 3.0]]
     ends = [[s + d for s, d in zip(ss, dd, strict=True)] for ss, dd in zip(starts, trials, strict=True)]
@@ -138,6 +147,30 @@ def synthetic_coll(path, ranks: int = 2, scale: float = 1.0):
         path, [1024, 4096], [1000, 500], trials, starts, ends, nodes=nodes, baseline=(T0 - 3.5, T0 - 1.5),
         attrs=attrs,
     )  # fmt: skip
+
+
+def test_energy_per_bit_counts_every_rank_s_bits_as_a_pair_counts_both_directions(tmp_path):
+    """The same two nodes (60 W and 90 W), the same trials: a ping-pong of 1000 round trips of 1 KiB
+    and a 2-rank allreduce of 1000 operations of 1 KiB each move 1 KiB each way per iteration, so they
+    cost the same per bit (before: the collective's bits were one rank's, against every node's
+    energy: 2x the pair's here, n x in general); 4 ranks move twice the bits of 2 in the same time."""
+    from npmpi_analysis.numbers.size_comparison import comparison_blocks
+
+    pair = write_run(
+        tmp_path / "p.h5", [1024], [1000], [TRIALS[0]], [[T0, T0 + 0.5, T0 + 1.0]],
+        nodes=synthetic_nodes(), baseline=(T0 - 3.5, T0 - 1.5),
+    )  # fmt: skip
+    _, pa, (pair_row,) = rows_of(pair)
+    _, ca, rows = rows_of(synthetic_coll(tmp_path / "c.h5"))
+    t = np.mean(TRIALS[0]) / 1000
+    assert pair_row["energy_pj_bit"] == pytest.approx(1e12 * 150.0 * t / (2 * 8 * 1024), rel=1e-9)
+    assert rows[0]["energy_pj_bit"] == pytest.approx(pair_row["energy_pj_bit"], rel=1e-9)
+    assert rows[0]["energy_pj_bus_bit"] == pytest.approx(pair_row["energy_pj_bit"], rel=1e-9)  # factor 1
+    blocks = {title: rows for title, _, rows in comparison_blocks([pa, ca])}
+    assert blocks["energy per bit (pJ/bit)"][0][-1] == "1"
+    _, _, four = rows_of(synthetic_coll(tmp_path / "c4.h5", ranks=4))
+    assert four[0]["energy_pj_bit"] == pytest.approx(rows[0]["energy_pj_bit"] / 2, rel=1e-9)
+    assert four[0]["energy_pj_bus_bit"] == pytest.approx(four[0]["energy_pj_bit"] / 1.5, rel=1e-9)
 
 
 def test_energy_per_operation_sums_every_node_s_known_power(tmp_path):
@@ -153,7 +186,11 @@ def test_energy_per_operation_sums_every_node_s_known_power(tmp_path):
         assert row["energy_per_op_sigma_j"] == pytest.approx(150.0 * sigma_t, rel=1e-6)
         assert row["dynamic_energy_per_op_j"] == pytest.approx(60.0 * t, rel=1e-9)
         assert (row["node0_energy_per_op_j"], row["node1_energy_per_op_j"]) == pytest.approx((60 * t, 90 * t))
-        assert row["energy_pj_bus_bit"] == pytest.approx(1e12 * 150.0 * t / (8 * [1024, 4096][k]), rel=1e-9)
+        # 2 ranks, bus factor 1: every rank's bus bits are 2 x 8 m
+        assert row["energy_pj_bus_bit"] == pytest.approx(
+            1e12 * 150.0 * t / (2 * 8 * [1024, 4096][k]), rel=1e-9
+        )
+        assert row["energy_pj_bit"] == pytest.approx(row["energy_pj_bus_bit"], rel=1e-9)
         assert math.isnan(row["latency_avg_s"])  # no member times in this file: no OSU latency, never a guess
         assert math.isnan(row["dynamic_energy_per_op_bound_j"])  # 60 W above idle: a figure
     assert a.summary()["collective"]["op"] == "allreduce"

@@ -158,11 +158,11 @@ def test_a_file_of_series_is_one_analysis_per_series_with_its_own_factor_and_kno
     (ax,) = plots["collectives_energy_vs_ranks"].figure.axes
     (label,) = ax.get_legend_handles_labels()[1]
     assert label == "allreduce 1024 B"
-    per_bit = plots["collectives"].figure.axes[3]  # pJ per bus bit: 150 W / busbw, one line per series
+    per_bit = plots["collectives"].figure.axes[3]  # pJ per bus bit: 150 W / (n busbw), a line per series
     x, y = per_bit.get_legend_handles_labels()[0][1].lines[0].get_data()
     t = [np.mean(trials[k]) / i for k, i in ((1, 1000), (2, 500))]
-    busbw = [8 * size / tk * 1.5 for size, tk in zip((1024, 4096), t, strict=True)]
-    assert list(x) == [1024, 4096] and np.allclose(y, [1e12 * 150 / b for b in busbw])
+    busbw = [8 * size / tk * 1.5 for size, tk in zip((1024, 4096), t, strict=True)]  # the 4-rank series'
+    assert list(x) == [1024, 4096] and np.allclose(y, [1e12 * 150 / (4 * b) for b in busbw])
 
 
 def test_the_analysis_command_splits_the_series(tmp_path):

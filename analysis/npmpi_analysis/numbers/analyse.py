@@ -125,12 +125,14 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             f"{name}: /pingpong/trial_start_unix_s, trial_end_unix_s: {int(no_window.sum())} size(s) without "
             f"valid wall-clock trial times (first: row {k}, {int(pp.size_bytes[k])} B): no power for them"
         )
+    # energy per bit divides by every rank's bits (a collective's bandwidth is one rank's)
+    ebw = collectives.energy_basis(run.attrs, bw)
     rate = epb = epb_sigma = dyn_w = dyn = dyn_sigma = low = bound = None
     corr = math.nan
     if power is not None:
         notices.extend(power.notices)
         problems.extend(power.problems)
-        b, sb = bw.mean_bit_s, bw.sigma_bit_s
+        b, sb = ebw.mean_bit_s, ebw.sigma_bit_s
         rate = compute.energy_rate(b, sb, power.job_w, power.job_sigma_w)
         epb, epb_sigma = compute.energy_per_bit_pj(b, sb, power.job_w, power.job_sigma_w)
         if math.isfinite(power.idle_w):
@@ -139,7 +141,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             dyn, dyn_sigma = compute.energy_per_bit_pj(b, sb, dyn_w, dyn_sigma_w)
             low, bound = compute.not_above_idle(b, dyn_w, dyn_sigma_w)
         corr = compute.correlation(b, rate.rate_bit_j)
-    fabric = analyse_fabric(run, power, bw, starts, ends, meter_delay_s, notices, problems)
+    fabric = analyse_fabric(run, power, ebw, starts, ends, meter_delay_s, notices, problems)
     cpu, cond = cpu_cost.analyse_cpu(run, bw.trials_run), conditions.analyse_conditions(run, bw.trials_run)
     notices += (cpu.impossible if cpu is not None else []) + (cond.warnings if cond is not None else [])
     return RunAnalysis(

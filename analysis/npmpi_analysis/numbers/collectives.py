@@ -11,7 +11,12 @@ Per size, with i iterations per trial and every member's own trial times (/pingp
 - energy per operation E = P t, P the summed power of every node over the size's trials, sigma_E =
   sqrt((sigma_P t)^2 + (P sigma_t)^2); dynamic: (P - P_idle) t with sigma_P and the idle's sigma
   combined (where that power is not above its own sigma, only its 2-sigma bound is shown); per node:
-  that node's P t. pJ per bus bit = P / busbw (pJ per algorithm bit: the rows' energy_pj_bit).
+  that node's P t.
+- energy per bit counts every rank's bits, as the energy counts every node's: pJ per algorithm bit
+  (the rows' energy_pj_bit) = P / (n algbw) = E / (8 n S), pJ per bus bit = P / (n busbw). algbw and
+  busbw are one rank's (nccl-tests'); every rank moves as much, so the job moves n times that. A
+  2-rank allreduce of m bytes then costs what a ping-pong round trip of m bytes does per bit (each
+  moves m bytes each way), and a figure does not grow with n when every node's power is the same.
 """
 
 from __future__ import annotations
@@ -58,6 +63,24 @@ class CollFigures:
 
 def is_coll(attrs: dict) -> bool:
     return str(attrs.get("kind", "")) == KIND_COLL
+
+
+def ranks_moving(attrs: dict) -> float:
+    """How many ranks' bits one row's bandwidth stands for when energy is divided by bits: a coll
+    file's (or series') coll_ranks, its algbw being one rank's; 1 for a run, whose bandwidth already
+    counts both directions of every pair."""
+    if not is_coll(attrs):
+        return 1.0
+    n = float_attr(attrs, "coll_ranks")
+    return n if n is not None and n >= 1 else math.nan
+
+
+def energy_basis(attrs: dict, bw: Bandwidth) -> Bandwidth:
+    """The bit rate that energy per bit (and bits per joule) divides by: every rank's bits."""
+    from dataclasses import replace
+
+    k = ranks_moving(attrs)
+    return bw if k == 1 else replace(bw, mean_bit_s=bw.mean_bit_s * k, sigma_bit_s=bw.sigma_bit_s * k)
 
 
 SERIES_ATTRS = {  # coll_series_json's keys -> the attributes of a file of that one series
@@ -204,7 +227,7 @@ def _add_energy(c: CollFigures, power, bw: Bandwidth) -> None:
             low, (np.maximum(dyn_w, 0) + 2 * dyn_sigma_w) * c.op_s, np.nan
         )
     with np.errstate(invalid="ignore", divide="ignore"):
-        bus = np.where(c.busbw_bit_s > 0, c.busbw_bit_s, np.nan)
+        bus = np.where(c.busbw_bit_s > 0, c.busbw_bit_s, np.nan) * ranks_moving(c.attrs)  # every rank's
         rel_b = bw.sigma_bit_s / bw.mean_bit_s
         c.energy_pj_bus_bit = PJ_PER_J * power.job_w / bus
         c.energy_sigma_pj_bus_bit = c.energy_pj_bus_bit * np.sqrt(

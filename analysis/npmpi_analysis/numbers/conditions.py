@@ -9,8 +9,8 @@ the bytes the nodes' NICs moved against the payload.
     wire bytes (a size)            the bytes sent by the NICs of the measuring ranks' nodes, each node
                                    once (its first measuring rank's reading)
     payload bytes (a size)         trials × iterations × size × bytes_per_iteration_factor × (pairs that
-                                   cross nodes / pairs); a group kind: all of it when its members
-                                   span several nodes
+                                   cross nodes / pairs); a collective: × its ranks (the factor is one
+                                   rank's bytes), all of it when its members span several nodes
     wire_bytes_per_payload_byte    wire / payload: headers, acknowledgements, retransmissions, and
                                    anything else the nodes sent meanwhile
     energy_pj_wire_bit             energy_pj_bit / wire_bytes_per_payload_byte
@@ -144,8 +144,16 @@ def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
     tx = v["nic_tx_bytes"][:, cols]
     wire = np.where(np.isfinite(tx).all(axis=1), np.nansum(tx, axis=1), np.nan)
     share = _crossing_share(run, ranks, nodes_all)
+    from npmpi_analysis.numbers.collectives import ranks_moving
+
+    every_rank = ranks_moving(run.attrs)  # a collective's factor is one rank's bytes: all ranks move as much
     payload = (
-        np.asarray(pp.size_bytes, float) * pp.iterations * trials_run * run_mode_factors(run.attrs)[0] * share
+        np.asarray(pp.size_bytes, float)
+        * pp.iterations
+        * trials_run
+        * run_mode_factors(run.attrs)[0]
+        * every_rank
+        * share
     )
     throttle = throttle_events(v)
     figures = CondFigures.of(
