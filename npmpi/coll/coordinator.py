@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from npmpi.coll.series import Series, osu_counts
-from npmpi.kinds.group import PROBE_ITERATIONS, GroupCoordinator, GroupOutcome
+from npmpi.kinds.group import GroupCoordinator, GroupOutcome
 from npmpi.runfile.format import CPU_DATASETS
 from npmpi.sweep.driver import SizeDriver
 
@@ -46,7 +46,7 @@ class CollCoordinator(GroupCoordinator):
     def size_iterations(self, size: int, prev_s: float) -> int:
         if self.osu:
             return osu_counts(size)[0]
-        return PROBE_ITERATIONS if prev_s == 0.0 else self._iterations(prev_s)
+        return self._iterations(prev_s)  # --repeats, or from the last size's (or the probe's) time
 
     def run(self) -> GroupOutcome:
         """Every series' sizes until done or stopped."""
@@ -60,6 +60,11 @@ class CollCoordinator(GroupCoordinator):
             for size in series.sizes:
                 if self.stop:
                     break
+                if prev_s == 0.0 and not self.osu and self.opts.repeats is None:
+                    prev_s = self.first_rate_s(size) or 0.0  # the series' first size: a probe first
+                    if prev_s == 0.0:
+                        abandoned = True
+                        break
                 iterations = self.size_iterations(size, prev_s)
                 row = self.measure_size(size, iterations)
                 if row is None:

@@ -27,7 +27,7 @@ from npmpi.sweep.messageloop import warmup_iterations
 from npmpi.sweep.watchdog import WARMUP, Progress
 
 MAX_ITERATIONS = 1_000_000_000
-PROBE_ITERATIONS = 20  # the first size's iterations come from this many untimed-then-timed steps
+PROBE_ITERATIONS = 20  # the first size's time per step, from a measurement of this many not kept
 COMMAND_POLL_S = 0.001  # serve_group(quiet=True)'s sleep between looks for rank 0's next command
 SERIES_SHIFT = 40  # a kind's series index rides in CMD_SIZE's trials field, above the integrity bit
 
@@ -93,6 +93,14 @@ class GroupCoordinator:
             return self.opts.repeats
         return int(min(max(self.opts.target_time_s / max(prev_s, 1e-6), self.opts.trials), MAX_ITERATIONS))
 
+    def first_rate_s(self, size: int) -> float | None:
+        """The first size's seconds per step, from its trials of PROBE_ITERATIONS steps, measured and
+        not kept (NetPIPE's latency probe): a kept first size of 20 steps per trial would be mostly
+        the members' start (each starts its clock at its own go, up to tens of µs apart on 8 ranks)
+        and one-time costs. None when a stop abandoned it."""
+        probe = self.measure_size(size, PROBE_ITERATIONS)
+        return None if probe is None else max(min(probe.trial_s) / PROBE_ITERATIONS, 1e-9)
+
     def run(self) -> GroupOutcome:
         """Every size until done or stopped."""
         outcome = GroupOutcome()
@@ -100,7 +108,11 @@ class GroupCoordinator:
         for index, size in enumerate(self.opts.sizes_bytes):
             if self.stop:
                 break
-            iterations = PROBE_ITERATIONS if prev_s == 0.0 else self._iterations(prev_s)
+            if prev_s == 0.0 and self.opts.repeats is None:
+                prev_s = self.first_rate_s(size) or 0.0
+                if prev_s == 0.0:
+                    break
+            iterations = self._iterations(prev_s)
             row = self.measure_size(size, iterations)
             if row is None:
                 break
