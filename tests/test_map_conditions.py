@@ -124,6 +124,38 @@ def test_each_side_is_stored_and_the_pairs_rows_show_its_figures_and_flags(tmp_p
     assert doc["summary"]["conditions"]["flagged_sizes"] == {"frequency moved": 1, "throttled": 1}
 
 
+def test_pairs_of_one_round_sharing_a_node_give_no_wire_ratio(tmp_path):
+    """--per-rank: entries 0, 1 on h0 and 2, 3 on h1; pairs 0-2 and 1-3 run in one round, so each
+    node's NIC counts both pairs' bytes: no wire ratio for them (it would read 2), with a notice;
+    0-1 and 2-3 (within a node) and a round of one crossing pair keep theirs."""
+    hosts = ["h0", "h0", "h1", "h1"]
+    rounds = [[(0, 2), (1, 3)], [(0, 3)], [(1, 2)], [(0, 1), (2, 3)]]
+    spec = {
+        "attrs": {"schedule": "rounds", "per_rank": True, "kernel": "c", "mode": "pingpong", "window": 1,
+                  "directions": "one"},
+        "hosts": hosts, "ranks": [0, 1, 2, 3], "sizes": [SIZE],
+        "rounds_matrix": round_matrix(rounds, 4), "n_rounds": len(rounds),
+    }  # fmt: skip
+    w = MapWriter(tmp_path / "r.h5", {"kernel": "c"}, {"host": hosts}, TRIALS, map_spec=spec)
+    for r, pairs in enumerate(rounds):
+        tx = PAYLOAD * len(pairs) / 2  # each node's NIC: every crossing pair of the round, half each
+        results = [
+            PairResult(i, j, ITERATIONS, 10, np.array([1e-3, 1e-3]), False, 0.1,
+                       cond=np.array([side(2.0, tx=tx), side(2.0, tx=tx)]), cond_info=[info(i), info(j)])
+            for i, j in pairs
+        ]  # fmt: skip
+        w.store_round(0, r, (10.0 * r, 10.0 * r + 1), results)
+    w.finish("complete")
+    a = analyse_map(load_map(tmp_path / "r.h5", FIELDS), "r")
+    names = ["h0:0", "h0:1", "h1:2", "h1:3"]
+    rows = {(names.index(r["host_a"]), names.index(r["host_b"])): r for r in pair_rows(a)}
+    assert math.isnan(rows[(0, 2)]["wire_bytes_per_payload_byte"])
+    assert math.isnan(rows[(1, 3)]["wire_bytes_per_payload_byte"])
+    assert rows[(0, 3)]["wire_bytes_per_payload_byte"] == pytest.approx(1.0)  # alone in its round
+    assert rows[(1, 2)]["wire_bytes_per_payload_byte"] == pytest.approx(1.0)
+    assert "not given for 2 pair-size(s) across nodes whose node carried another pair" in summary_text(a)
+
+
 def test_small_messages_are_mostly_headers_not_far_more_than_their_payload():
     """A crossing map over veth measured 90 to 150 wire bytes per payload byte at 1 B (a frame's
     headers are about 67 bytes): not a warning there; 5 at 1000 B, or 120 at 64 KiB, is."""

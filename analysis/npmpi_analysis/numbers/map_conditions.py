@@ -143,8 +143,9 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     it = m.iterations if directed else np.maximum(m.iterations, np.swapaxes(m.iterations, 1, 2))
     factor = run_mode_factors(a.attrs)[0]
     payload = a.size_bytes.astype(float)[:, None, None] * it * a.trials_run * factor
+    shared = _node_shared_in_round(m.round, hosts)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(crossing & (payload > 0), wire / payload, np.nan)
+        ratio = np.where(crossing & ~shared & (payload > 0), wire / payload, np.nan)
     cells = _cells(a, directed)
     figures = CondFigures.of(
         cond,
@@ -163,7 +164,29 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     figures.warnings = wire_warnings(
         np.array([ratio[c] for c in cells]), sizes, places, "pair-size(s)", "a pair meant to cross nodes"
     )
+    n_shared = sum(bool(shared[i, j] and crossing[i, j]) for _, i, j in cells)
+    if n_shared:
+        figures.warnings.append(
+            f"wire bytes per payload byte: not given for {n_shared} pair-size(s) across nodes whose "
+            "node carried another pair of the same round (several entries per node, --per-rank): its "
+            "NIC counters hold both pairs' bytes"
+        )
     return MapConditions(cond["cpu_freq_hz"], throttle, flags, wire, ratio, figures, places)
+
+
+def _node_shared_in_round(rounds: np.ndarray, hosts: list[str]) -> np.ndarray:
+    """[N, N]: whether a node of pair i, j also carried another pair of its round (entries that share
+    a node, as --per-rank's, measured at once): the node's NIC bytes are then not the pair's alone."""
+    n = len(hosts)
+    pairs = [(i, j, int(rounds[i, j])) for i in range(n) for j in range(i + 1, n) if rounds[i, j] >= 0]
+    touching: dict[tuple[int, str], int] = {}
+    for i, j, r in pairs:
+        for host in {hosts[i], hosts[j]}:
+            touching[(r, host)] = touching.get((r, host), 0) + 1
+    out = np.zeros((n, n), dtype=bool)
+    for i, j, r in pairs:
+        out[i, j] = out[j, i] = any(touching[(r, host)] > 1 for host in {hosts[i], hosts[j]})
+    return out
 
 
 def _cells(a, directed: bool) -> list[tuple[int, int, int]]:
