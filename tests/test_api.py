@@ -110,6 +110,23 @@ def test_a_coll_file_is_the_csv(tmp_path):
     assert json_safe(c.summary) == doc["runs"][0]["summary"]
 
 
+def test_a_coll_file_of_several_series_is_the_csv_series_by_series(tmp_path):
+    """Before: analysed as one run with the file's rank count (the 2-rank series' pJ/bit halved, its
+    busbw NaN); now each series as the command does, and the rows together are the CSV's."""
+    from test_coll_series import synthetic_series
+
+    path, _ = synthetic_series(tmp_path / "s.h5")
+    rows, doc = cli_outputs(tmp_path, path)
+    c = open_run(path)
+    assert [s.label for s in c.series] == ["s-allreduce-2", "s-allreduce-4"]
+    same_as_csv(c.sizes, rows)
+    assert c.sizes["coll_ranks"].tolist() == [2, 4, 4] and np.isfinite(c.sizes["busbw_bit_s"]).all()
+    assert [json_safe(s.summary) for s in c.series] == [r["summary"] for r in doc["runs"]]
+    assert c.summary == {"series": [s.summary for s in c.series]}
+    with pytest.raises(ValueError, match="meter_delay_s=-3"):
+        open_run(path, meter_delay_s=-3.0)
+
+
 def test_faults_are_rows_with_their_times(tmp_path):
     t = T0 - 10 + 0.1 * np.arange(300)
     node = SynthNode(

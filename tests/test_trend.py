@@ -156,3 +156,44 @@ def test_a_file_that_cannot_be_read_is_one_line_and_the_others_still_trend(tmp_p
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and "broken.h5" in err and "trend of 2 runs" in out
     assert [r["run"] for r in json.loads((tmp_path / "t.json").read_text())["runs"]] == ["a", "b"]
+
+
+def test_runs_of_one_second_and_runs_without_power_keep_their_time_order(tmp_path):
+    """created_utc is to the second: runs created in the same one are ordered by their first trial,
+    then by the label's natural order (night9 before night10; before: by text, night10 first). A run
+    with no created_utc and no meter is placed by its first trial's start (before: last)."""
+
+    def run_at(name: str, t0: float, created: str = "2024-01-01T00:00:00+00:00"):
+        return write_run(tmp_path / f"{name}.h5", [1, 2], [10, 10], [[1e-3], [1e-3]], [[t0], [t0 + 1]],
+                         attrs={"created_utc": created})  # fmt: skip
+
+    base = 1704067200.0  # 2024-01-01T00:00:00Z, the synthetic files' created_utc
+    paths = [
+        run_at("night10", base + 20),
+        run_at("night9", base + 10),
+        run_at("undated", base - 60, created=""),
+    ]
+    t = tr.trend([open_run(p) for p in paths])
+    assert [p.label for p in t.points] == ["undated", "night9", "night10"]
+    undated = open_run(paths[2])
+    assert tr.point(undated).start_unix_s == base - 60 and not undated.summary.get("has_power")
+    same = [run_at("b10", base + 30), run_at("b9", base + 30)]
+    assert [p.label for p in tr.trend([open_run(p) for p in same]).points] == ["b9", "b10"]
+
+
+def test_the_spread_counts_the_runs_that_have_the_figure():
+    """Five runs, energy in two: "over the 2 runs" (before: 5, the positions between)."""
+    from npmpi_analysis.trend_cli import spread_lines
+
+    points = [
+        tr.TrendPoint(f"r{k}", "", "", float(k), {"latency_s": 1e-6, "peak_bandwidth_bit_s": 1e9,
+                      "min_energy_pj_bit": e}, [], {})
+        for k, e in enumerate([np.nan, 5.0, np.nan, 6.0, np.nan])
+    ]  # fmt: skip
+    tr.flag_changes(points)
+    spread = {key: {"runs": sum(np.isfinite(p.values[key]) for p in points), "min": 1.0, "max": 2.0}
+              for key, *_ in tr.FIGURES}  # fmt: skip
+    stretches = {key: tr._stretches(points, key) for key, *_ in tr.FIGURES}
+    lines = spread_lines(tr.Trend(points, spread, stretches))
+    energy = next(line for line in lines if "energy" in line)
+    assert "over the 2 runs all" in energy, energy

@@ -97,9 +97,9 @@ class Table:
 
 @dataclass
 class RunData:
-    """One npmpi file opened: a run, a coll run, a calibration's run or a cluster map.
+    """One npmpi file opened: a run, a coll run or a cluster map (calibrate writes JSON, not one of these).
 
-    kind: the file's root attribute `kind` ("run", "map", "coll", "calibrate", ...).
+    kind: the file's root attribute `kind` ("run", "map", "coll", ...).
     sizes: the per-size table (a map: one row per pair and size), the columns of `npmpi-analyze --csv`.
     summary: the summary of `npmpi-analyze --json` (its "summary" object).
     faults: one row per meter fault record (node, host, channel, times on rank 0's clock, count, kind,
@@ -121,6 +121,7 @@ class RunData:
     analysis: Any = field(default=None, repr=False)  # the analysis's own object: internal
     _loaded: Any = field(default=None, repr=False)
     _meter_delay_s: float | None = field(default=None, repr=False)
+    series: list[RunData] = field(default_factory=list, repr=False)  # a coll file's, when several
 
     def to_pandas(self):
         """The per-size table as a pandas DataFrame (pandas optional)."""
@@ -145,11 +146,15 @@ def open_run(
     """Open the npmpi file at `path` (any kind) and analyse it as `npmpi-analyze` does.
 
     meter_delay_s: as --meter-delay (None: each channel's calibrated delay). label: the run's name in
-    the tables (default: the file's stem, as npmpi-analyze names it). Raises
-    npmpi.core.errors.RunFileError (one line: what is wrong and where) when nothing can be read."""
+    the tables (default: the file's stem, as npmpi-analyze names it). A coll file of several series
+    gives each series' RunData in `series` and their rows together in `sizes`, as the CSV. Raises
+    npmpi.core.errors.RunFileError (one line: what is wrong and where) when nothing can be read, and
+    ValueError for a meter delay that --meter-delay would refuse (negative, NaN)."""
     from npmpi_analysis.kinds import file_kind
     from npmpi_analysis.numbers.analyse import run_label
 
+    if meter_delay_s is not None and not (math.isfinite(meter_delay_s) and meter_delay_s >= 0):
+        raise ValueError(f"meter_delay_s={meter_delay_s}: give a delay of 0 seconds or more (or None)")
     p = Path(path)
     kind = file_kind(p)
     label = label or run_label(p.name, set())
@@ -159,10 +164,38 @@ def open_run(
 
 
 def _open_rows(p: Path, kind: str, label: str, meter_delay_s: float | None) -> RunData:
+    """A run's or coll file's data. A coll file of several series (ops, rank counts) is analysed one
+    series at a time, as npmpi-analyze does: `series` holds each one's RunData (labelled FILE-OP-N);
+    the file's `sizes` are their rows one after the other (the CSV's) and its `summary` is
+    {"series": [each one's summary]}."""
+    from dataclasses import replace
+
     from npmpi_analysis.loading import load
-    from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+    from npmpi_analysis.numbers.collectives import series_runs
 
     run, load_problems = load(p)
+    parts = series_runs(run, label)
+    if len(parts) == 1:
+        return _analysed(p, kind, parts[0][0], label, meter_delay_s, load_problems)
+    series = [_analysed(p, kind, part, name, meter_delay_s, load_problems) for part, name in parts]
+    from npmpi_analysis.numbers.analyse import size_rows
+
+    rows = [row for one in series for row in size_rows(one.analysis)]
+    return replace(
+        series[0],
+        label=label,
+        attrs=dict(run.attrs),
+        sizes=Table(rows),
+        summary={"series": [one.summary for one in series]},
+        notices=list(dict.fromkeys(n for one in series for n in one.notices)),
+        problems=list(dict.fromkeys(n for one in series for n in one.problems)),
+        series=series,
+    )
+
+
+def _analysed(p: Path, kind: str, run, label: str, meter_delay_s: float | None, load_problems) -> RunData:
+    from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+
     a = analyse_run(run, label, meter_delay_s)
     a.problems[:0] = load_problems
     summary = a.summary()

@@ -37,6 +37,12 @@ def run(args, labels: list[str], say, error) -> int:
             continue
         if r.kind == "map":
             raise UsageError(f"{path} is a cluster map: --trend follows sweep runs")
+        if r.series:
+            names = ", ".join(one.label for one in r.series)
+            raise UsageError(
+                f"{path} holds {len(r.series)} series of collectives ({names}): --trend follows one "
+                "measurement from run to run; give files of one op at one rank count"
+            )
         for problem in summarise_alike(r.problems):
             error(problem)
         failed += bool(r.problems) or not len(r.sizes)
@@ -90,9 +96,10 @@ def spread_lines(t: tr.Trend) -> list[str]:
             continue
         first, last, med, mad = t.stretches[key][-1]
         since = "since the last change" if first > 0 else "all"
+        counted = sum(math.isfinite(p.values[key]) for p in t.points[first : last + 1])  # with the figure
         out.append(
             f"  {head}: median {_g(med * scale)} {unit}, MAD {_g(mad * scale, 2)} {unit} over the "
-            f"{last - first + 1} runs {since}; range of all {s['runs']}: {_g(s['min'] * scale)} to "
+            f"{counted} runs {since}; range of all {s['runs']}: {_g(s['min'] * scale)} to "
             f"{_g(s['max'] * scale)} {unit}"
         )
     flagged = [(p.label, key, d) for p in t.points for key, d in p.changes.items()]

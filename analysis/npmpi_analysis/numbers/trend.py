@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -75,6 +76,7 @@ class TrendPoint:
     caveat: str = ""  # the power's, e.g. "ESTIMATED, not measured" ("" when measured or without power)
     changes: dict[str, str] = field(default_factory=dict)  # figure -> "up" / "down" where flagged
     changed_conditions: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (before, now)
+    first_unix_s: float = math.nan  # its first trial's start: the order of runs created in one second
 
 
 @dataclass
@@ -86,7 +88,8 @@ class Trend:
     notes: list[str] = field(default_factory=list)
 
 
-def _start(attrs: dict, summary: dict) -> tuple[str, float]:
+def _start(attrs: dict, first: float) -> tuple[str, float]:
+    """(ISO text, seconds): the file's created_utc, else its first trial's start (`first`, NaN: none)."""
     text = str(attrs.get("created_utc", "")).strip()
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -94,10 +97,22 @@ def _start(attrs: dict, summary: dict) -> tuple[str, float]:
             t = t.replace(tzinfo=timezone.utc)
         return text, t.timestamp()
     except ValueError:
-        first = summary.get("first_trial_unix_s")
-        if first is None:
+        if not math.isfinite(first):
             return "", math.nan
         return datetime.fromtimestamp(first, timezone.utc).isoformat(timespec="seconds"), float(first)
+
+
+def first_trial_unix_s(summary: dict, sizes) -> float:
+    """The run's first trial's start: the summary's (runs with power), else its sizes' windows."""
+    first = summary.get("first_trial_unix_s")
+    if first is not None:
+        return float(first)
+    if len(sizes) and "window_start_unix_s" in sizes.columns:
+        x = np.asarray(sizes["window_start_unix_s"], dtype=float)
+        x = x[np.isfinite(x)]
+        if x.size:
+            return float(x.min())
+    return math.nan
 
 
 def small_latency_s(size_bytes: np.ndarray, latency_s: np.ndarray) -> float:
@@ -182,9 +197,9 @@ def conditions_of(attrs: dict, node_attrs: list[dict]) -> dict[str, str]:
 
 def point(run) -> TrendPoint:
     """One run (npmpi_analysis.api.RunData) as a point of the series."""
-    s = run.summary
-    start, start_s = _start(run.attrs, s)
-    t = run.sizes
+    s, t = run.summary, run.sizes
+    first = first_trial_unix_s(s, t)
+    start, start_s = _start(run.attrs, first)
     latency = small_latency_s(t["size_bytes"], t["latency_min_s"]) if len(t) else math.nan
     values = {"latency_s": latency}
     for key, *_ in FIGURES[1:]:
@@ -199,6 +214,7 @@ def point(run) -> TrendPoint:
         hosts=list(s.get("hosts", [])),
         conditions={**conditions_of(run.attrs, run.node_attrs), **measured_frequency(run.sizes)},
         caveat=str(s.get("power_caveat", "")) if s.get("has_power") else "",
+        first_unix_s=first,
     )
 
 
@@ -242,9 +258,17 @@ def _stretches(points: list[TrendPoint], key: str) -> list[tuple[int, int, float
     return out
 
 
+def _natural(label: str) -> tuple:
+    """night9 before night10: the digit runs of a label compared as numbers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", label))
+
+
 def _order(p: TrendPoint) -> tuple:
+    """Time order: created_utc (to the second), then the first trial's start, then the label's
+    natural order; runs with no time at all last."""
     dated = math.isfinite(p.start_unix_s)
-    return (not dated, p.start_unix_s if dated else 0.0, p.label)
+    first = p.first_unix_s if math.isfinite(p.first_unix_s) else math.inf
+    return (not dated, p.start_unix_s if dated else 0.0, first, _natural(p.label))
 
 
 def trend(runs: list) -> Trend:
