@@ -109,6 +109,27 @@ def test_an_older_file_without_mode_attributes(tmp_path):
     np.testing.assert_allclose(a.bw.one_way_s[0], 0.010 / 20)
 
 
+@pytest.mark.parametrize(
+    "mode,window,pipelined",
+    [("pingpong", 1, False), ("bidir", 1, False), ("stream", 64, True), ("bidir", 64, True)],
+)
+def test_a_window_in_flight_gives_a_time_per_message_not_a_latency(tmp_path, mode, window, pipelined):
+    """A stream's or windowed bidir's trial / (window x iterations) is 1 / the message rate of a
+    pipeline: the summary and the table say "time per message" ("t/msg"), never "latency" (before:
+    "latency: 0.1 us one-way" for a 64-message stream whose messages each took far longer)."""
+    from npmpi_analysis.report import table_cells
+
+    starts = [[1000.0 + k] for k in range(len(SIZES))]
+    path = write_run(
+        tmp_path / "w.h5", SIZES, ITERS, [[t[0]] for t in TRIALS], starts, attrs=_attrs(mode, window)
+    )
+    a = analyse_run(load_run(path), "w")
+    text, headers = summary_text(a), table_cells(a)[0]
+    assert ("time per message:" in text and "not a latency" in text) == pipelined
+    assert ("latency:" in text and "one-way" in text) == (not pipelined)
+    assert headers[4] == ("t/msg us" if pipelined else "latency us")
+
+
 @pytest.mark.mpi
 @pytest.mark.timeout(60)
 def test_a_real_stream_run_is_analysed_as_a_stream(npmpi_run, tmp_path):

@@ -20,6 +20,7 @@ from npmpi_analysis.numbers.compute import (
     latency_spread_s,
     message_rate_per_s,
     mode_label,
+    pipelined,
     protocol_label,
     run_mode_factors,
     shows_message_rate,
@@ -70,7 +71,8 @@ def table_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list
     lat_avg, lat_max = latency_spread_s(bw)
     rate = message_rate_per_s(bw, run_mode_factors(a.attrs)[0]) if shows_message_rate(a.attrs) else None
     headers = ["bytes", "iters", "best Gbit/s", f"mean Gbit/s {pm} σ"]
-    headers += [f"latency {micro}", f"avg {micro}", f"max {micro}"] + (["msg/s"] if rate is not None else [])
+    first = f"t/msg {micro}" if pipelined(a.attrs) else f"latency {micro}"  # a window in flight: no latency
+    headers += [first, f"avg {micro}", f"max {micro}"] + (["msg/s"] if rate is not None else [])
     if a.power is not None:
         headers += [f"power W {pm} σ", f"Mbit/J {pm} σ", f"pJ/bit {pm} σ", f"dyn pJ/bit {pm} σ", "flag"]
     cond_headers = conditions.TABLE_HEADERS if a.conditions is not None else []
@@ -165,7 +167,13 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
             f"  peak bandwidth: {peak / 1e9:.4g} Gbit/s ({peak / 8e6:.1f} MB/s) at "
             f"{s['peak_bandwidth_size_bytes']} B (best trial)"
         )
-    if s["latency_s"] is not None:
+    if s["latency_s"] is not None and pipelined(a.attrs):
+        out.append(
+            f"  time per message: {s['latency_s'] * 1e6:.4g} us at {s['latency_size_bytes']} B "
+            f"(lowest {s['min_latency_s'] * 1e6:.4g} us; a window in flight: 1 / the message rate, "
+            "not a latency)"
+        )
+    elif s["latency_s"] is not None:
         out.append(
             f"  latency: {s['latency_s'] * 1e6:.4g} us one-way at {s['latency_size_bytes']} B "
             f"(lowest {s['min_latency_s'] * 1e6:.4g} us)"

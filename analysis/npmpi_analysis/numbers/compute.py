@@ -259,6 +259,15 @@ def latency_spread_s(bw: Bandwidth) -> tuple[np.ndarray, np.ndarray]:
         return bw.trial_mean_s * per_second, worst * per_second
 
 
+def pipelined(attrs: dict) -> bool:
+    """Whether a run's time per message is one of a window in flight (a stream; bidir with a window):
+    trial time / (window x iterations) is then the inverse of a message rate, not a latency."""
+    name = str(attrs.get("mode", "") or "")
+    window = attrs.get("window", 1)
+    windowed = isinstance(window, (int, np.integer)) and window > 1
+    return name == "stream" or (name == "bidir" and windowed)
+
+
 def shows_message_rate(attrs: dict) -> bool:
     """Whether the table shows messages per second: a stream (osu_mbw_mr's figure) or several pairs."""
     pairs = attrs.get("pairs", 1)
