@@ -418,3 +418,28 @@ def test_np_out_matches_the_csv_column_by_column(npmpi_run, tmp_path, mode, np_,
         # Mbps (2^20 bit/s, six decimals) is the CSV's bandwidth of the same size
         assert float(mbps) == pytest.approx(float(row["bandwidth_peak_bit_s"]) / 2**20, abs=1e-6)
         assert float(seconds) == pytest.approx(float(row["one_way_s"]), abs=5e-9)
+
+
+def test_a_window_sharing_the_pools_regions_is_said_from_the_size_it_starts():
+    """The stream pool holds 16 MiB: a window of 64 gets a region per message up to 256 KiB; from
+    256 KiB + 1 B two pending receives share one, outside MPI's rules as --buffers osu's, which the
+    file's buffers_note and the mode's label now say (before: said for --buffers osu only)."""
+    from npmpi_analysis.numbers.compute import mode_label
+
+    from npmpi.core.modes import shared_from_bytes
+    from npmpi.run.recording import buffers_note
+
+    note = buffers_note(parse_options(["--mode", "stream", "-u", "4M"]))
+    assert note.startswith("from 262145 B the 64 messages of a window share") and "outside MPI" in note
+    assert buffers_note(parse_options(["--mode", "stream", "-u", "256K", "-p", "0"])) == ""
+    assert buffers_note(parse_options(["--mode", "bidir", "-u", "4M"])) == ""  # one message each way
+    assert "-b single" in buffers_note(parse_options(["--mode", "stream", "--buffers", "osu", "-u", "4M"]))
+    assert "from 262145 B" in mode_label({"mode": "stream", "window": 64, "buffers": "separate",
+                                          "buffers_note": note})  # fmt: skip
+    pool = pool_bytes("stream", 8, False, 64 << 20, 4 << 20)
+    first = shared_from_bytes("stream", 8, False, pool, 4 << 20)
+    assert (
+        regions_for("stream", 8, False, pool, first)[0]
+        < 8
+        <= regions_for("stream", 8, False, pool, first - 1)[0]
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from npmpi.core.buffers import OSU_NOTE
 from npmpi.core.safetext import printable
 from npmpi.core.units import format_size_iec, mbps_netpipe
 from npmpi.runfile.format import SizeResult
@@ -81,8 +80,9 @@ class Console:
             f"{opts.trials} trials each, {reps}"
             + ("; --integrity: every message verified, timings not comparable" if opts.integrity else "")
         )
-        if opts.one_region and opts.messages_per_iteration > 1:
-            self._print(f"buffers: osu: {OSU_NOTE}")
+        note = str(attrs.get("buffers_note", ""))
+        if note:
+            self._print(f"buffers: {opts.buffers}: {note}")
         self._print(
             f"clock: {attrs['clock_name']}, resolution {attrs['clock_resolution_s']:.3g} s, "
             f"read cost {attrs['clock_read_cost_s'] * 1e9:.0f} ns"

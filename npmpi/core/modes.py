@@ -214,3 +214,28 @@ def regions_for(
 ) -> tuple[int, int]:
     """(regions, stride) of the pools for a mode given by name (Mode.regions)."""
     return mode_named(mode).regions(window, cache_cold, pool, size, one_region)
+
+
+def shared_from_bytes(mode: str, window: int, cache_cold: bool, pool: int, largest: int) -> int:
+    """The least message size (up to `largest`) whose window of messages in flight has fewer regions
+    than messages, so that two pending receives share one (the pool's cap, STREAM_POOL_BYTES, or
+    --cache-cold's spread); 0 when every size has a region per message. Not for --buffers osu, which
+    shares one region on purpose and says so."""
+    m = mode_named(mode)
+    flight = m.messages_per_iteration(window)
+    if flight <= 1 or largest < 1:
+        return 0
+
+    def shared(size: int) -> bool:
+        return m.regions(window, cache_cold, pool, size)[0] < flight
+
+    if not shared(largest):
+        return 0
+    low, high = 1, largest  # regions never grow with the size: the first shared size by bisection
+    while low < high:
+        mid = (low + high) // 2
+        if shared(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low

@@ -82,9 +82,32 @@ def thread_attrs(opts: Options, layout, thread_levels: list[tuple[int, bool]]) -
     }
 
 
+def buffers_note(opts: Options) -> str:
+    """What the file and the console say of pending receives sharing a buffer: --buffers osu's
+    arrangement, or the sizes from which a window's messages share the pool's regions; "" when every
+    message in flight has its own."""
+    from npmpi.core.buffers import OSU_NOTE
+    from npmpi.core.modes import shared_from_bytes
+
+    if opts.messages_per_iteration <= 1:
+        return ""
+    if opts.one_region:
+        return OSU_NOTE
+    shared = shared_from_bytes(
+        opts.mode, opts.window, opts.cache_cold, opts.pool_bytes, opts.largest_message_bytes
+    )
+    if not shared:
+        return ""
+    return (
+        f"from {shared} B the {opts.messages_per_iteration} messages of a window share fewer regions of the "
+        f"{opts.pool_bytes >> 20} MiB pool than there are messages: receives pending into one region are "
+        "outside MPI's rules there (as --buffers osu's); OSU's -b multiple gives each its own buffer"
+    )
+
+
 def mode_attrs(opts: Options, layout) -> dict[str, Any]:
     """The mode's root attributes (docs/file-format.md), with the number of pairs actually run."""
-    from npmpi.core.buffers import OSU_NOTE, thp_policy
+    from npmpi.core.buffers import thp_policy
 
     pairs = len(layout.pairs)
     factors = opts.mode_value.factors(opts.window, pairs)
@@ -96,7 +119,7 @@ def mode_attrs(opts: Options, layout) -> dict[str, Any]:
         "cache_cold": bool(opts.cache_cold),
         "cache_pool_bytes": opts.pool_bytes if opts.cache_cold else 0,
         "buffers": opts.buffers,
-        "buffers_note": OSU_NOTE if opts.one_region and opts.messages_per_iteration > 1 else "",
+        "buffers_note": buffers_note(opts),
         "huge_pages": opts.huge_pages,
         "thp_policy": thp_policy(),
         "bytes_per_iteration_factor": factors.bytes_per_iteration_factor,

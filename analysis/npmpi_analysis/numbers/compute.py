@@ -171,6 +171,8 @@ def mode_label(attrs: dict) -> str:
         text += ", one buffer per size (NetPIPE's)"
     elif attrs.get("buffers") == "osu" and window != 1:
         text += ", every message of a window in one buffer (OSU's -b single, outside MPI's rules)"
+    elif str(attrs.get("buffers_note", "")).startswith("from "):  # a window sharing the pool's regions
+        text += f", {str(attrs['buffers_note']).split(':')[0]} (outside MPI's rules there)"
     return text
 
 
