@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers import compute, energy_windows
 from npmpi_analysis.numbers.analyse import analyse_run, trial_windows
 from npmpi_analysis.numbers.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT
 from npmpi_analysis.numbers.node_power import caveat_for
@@ -208,7 +208,7 @@ def test_channels_of_a_node_are_interpolated_onto_common_times_and_summed(tmp_pa
 
 
 def test_resample_sum_uses_the_common_span():
-    t, y = compute.resample_sum(
+    t, y = energy_windows.resample_sum(
         [(np.array([0.0, 1, 2, 3]), np.ones(4)), (np.array([1.5, 2.5]), np.array([2.0, 4]))]
     )
     assert list(t) == [2.0]
@@ -379,6 +379,6 @@ def test_caveat_names_estimated_and_simulated_power():
 def test_scaled_and_decimate():
     assert list(compute.scaled(np.array([1.0, 2.0, 4.0]))) == [0.25, 0.5, 1.0]
     t = np.arange(10.0)
-    tm, _, lo, hi = compute.decimate(t, t * 2, 5)
+    tm, _, lo, hi = energy_windows.decimate(t, t * 2, 5)
     assert list(tm) == [0.5, 2.5, 4.5, 6.5, 8.5]
     assert list(lo) == [0, 4, 8, 12, 16] and list(hi) == [2, 6, 10, 14, 18]

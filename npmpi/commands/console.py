@@ -39,7 +39,7 @@ class Console:
             f", aggregate of {pairs} pairs" if pairs > 1 else ""
         )
         self.latency_label = mode.labelled(mode.latency_label, window)
-        if mode.name == "bidir" and window > 1:  # a window in flight each way: no latency
+        if mode.window_optional and window > 1:  # bidir's window in flight each way: no latency
             self.latency_label = f"time per message (window {window} each way, 1 / the message rate)"
         mode_text = mode.describe(
             window,

@@ -125,8 +125,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnaly
             f"{name}: /pingpong/trial_start_unix_s, trial_end_unix_s: {int(no_window.sum())} size(s) without "
             f"valid wall-clock trial times (first: row {k}, {int(pp.size_bytes[k])} B): no power for them"
         )
-    # energy per bit divides by every rank's bits (a collective's bandwidth is one rank's)
-    ebw = collectives.energy_basis(run.attrs, bw)
+    ebw = collectives.energy_basis(run.attrs, bw)  # energy per bit: every rank's bits (coll: n x one rank's)
     rate = epb = epb_sigma = dyn_w = dyn = dyn_sigma = low = bound = None
     corr = math.nan
     if power is not None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi_analysis.numbers.compute import PJ_PER_J, Bandwidth, float_attr
+from npmpi_analysis.numbers.compute import PJ_PER_J, Bandwidth, float_attr, ranks_moving
 
 KIND_COLL = "coll"
 
@@ -63,16 +63,6 @@ class CollFigures:
 
 def is_coll(attrs: dict) -> bool:
     return str(attrs.get("kind", "")) == KIND_COLL
-
-
-def ranks_moving(attrs: dict) -> float:
-    """How many ranks' bits one row's bandwidth stands for when energy is divided by bits: a coll
-    file's (or series') coll_ranks, its algbw being one rank's; 1 for a run, whose bandwidth already
-    counts both directions of every pair."""
-    if not is_coll(attrs):
-        return 1.0
-    n = float_attr(attrs, "coll_ranks")
-    return n if n is not None and n >= 1 else math.nan
 
 
 def energy_basis(attrs: dict, bw: Bandwidth) -> Bandwidth:

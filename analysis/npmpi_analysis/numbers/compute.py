@@ -264,10 +264,20 @@ def latency_spread_s(bw: Bandwidth) -> tuple[np.ndarray, np.ndarray]:
 def pipelined(attrs: dict) -> bool:
     """Whether a run's time per message is one of a window in flight (a stream; bidir with a window):
     trial time / (window x iterations) is then the inverse of a message rate, not a latency."""
-    name = str(attrs.get("mode", "") or "")
-    window = attrs.get("window", 1)
-    windowed = isinstance(window, (int, np.integer)) and window > 1
-    return name == "stream" or (name == "bidir" and windowed)
+    mode, window = MODE_TABLE.get(str(attrs.get("mode", ""))), attrs.get("window", 1)
+    if mode is None or mode.windowed:  # a stream: its acknowledged window, even of 1
+        return mode is not None
+    return isinstance(window, (int, np.integer)) and mode.messages_per_iteration(int(window)) > 1
+
+
+def ranks_moving(attrs: dict) -> float:
+    """How many ranks' bits one row's bandwidth stands for when energy is divided by bits: a coll
+    file's (or series') coll_ranks, its algbw being one rank's; 1 for a run, whose bandwidth already
+    counts both directions of every pair."""
+    if str(attrs.get("kind", "")) != "coll":
+        return 1.0
+    n = float_attr(attrs, "coll_ranks")
+    return n if n is not None and n >= 1 else math.nan
 
 
 def shows_message_rate(attrs: dict) -> bool:
@@ -475,37 +485,3 @@ def window_stats(
     flag[near & ~short] = FLAG_GAP
     flag[(count == 0) | ~valid] = FLAG_NONE
     return WindowStats(mean, np.sqrt(var), count, flag)
-
-
-def resample_sum(series: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Sum several (t, y) series on one time line: the densest series' times inside the span all cover.
-
-    Each series is linearly interpolated onto those times. Empty if the spans do not overlap.
-    """
-    series = [(t, y) for t, y in series if len(t)]
-    if not series:
-        return np.zeros(0), np.zeros(0)
-    if len(series) == 1:
-        return series[0]
-    first = max(t[0] for t, _ in series)
-    last = min(t[-1] for t, _ in series)
-    grid_t = max(series, key=lambda ty: len(ty[0]))[0]
-    lo = np.searchsorted(grid_t, first, side="left")
-    hi = np.searchsorted(grid_t, last, side="right")
-    grid = grid_t[lo:hi]
-    total = np.zeros(len(grid))
-    for t, y in series:
-        total += np.interp(grid, t, y)
-    return grid, total
-
-
-def decimate(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, ...]:
-    """At most max_points bins: (mean t, mean y, min y, max y) per bin, for plotting long series."""
-    n = len(t)
-    if n <= max_points:
-        return t, y, y, y
-    edges = np.linspace(0, n, max_points + 1).astype(np.int64)[:-1]
-    counts = np.diff(np.append(edges, n))
-    tm = np.add.reduceat(t, edges) / counts
-    ym = np.add.reduceat(y, edges) / counts
-    return tm, ym, np.minimum.reduceat(y, edges), np.maximum.reduceat(y, edges)

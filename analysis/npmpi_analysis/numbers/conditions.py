@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.safetext import shown
-from npmpi_analysis.numbers.compute import run_mode_factors
+from npmpi_analysis.numbers.compute import ranks_moving, run_mode_factors
 
 FREQ_MOVED_FRACTION = 0.05  # 5 %: a core whose frequency moved more within one size is flagged
 WIRE_LOW = 0.5  # a crossing pair's NICs moved less than half its payload: it did not cross them
@@ -144,8 +144,6 @@ def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
     tx = v["nic_tx_bytes"][:, cols]
     wire = np.where(np.isfinite(tx).all(axis=1), np.nansum(tx, axis=1), np.nan)
     share = _crossing_share(run, ranks, nodes_all)
-    from npmpi_analysis.numbers.collectives import ranks_moving
-
     every_rank = ranks_moving(run.attrs)  # a collective's factor is one rank's bytes: all ranks move as much
     payload = (
         np.asarray(pp.size_bytes, float)

@@ -334,3 +334,37 @@ def merged_instant(readings: list[ChannelReadings], t: np.ndarray, p: np.ndarray
         sigma_offset_s=max(r.sigma_offset_s for r in readings),
         sigma_stamp_s=max(r.sigma_stamp_s for r in readings),
     )
+
+
+def resample_sum(series: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sum several (t, y) series on one time line: the densest series' times inside the span all cover.
+
+    Each series is linearly interpolated onto those times. Empty if the spans do not overlap.
+    """
+    series = [(t, y) for t, y in series if len(t)]
+    if not series:
+        return np.zeros(0), np.zeros(0)
+    if len(series) == 1:
+        return series[0]
+    first = max(t[0] for t, _ in series)
+    last = min(t[-1] for t, _ in series)
+    grid_t = max(series, key=lambda ty: len(ty[0]))[0]
+    lo = np.searchsorted(grid_t, first, side="left")
+    hi = np.searchsorted(grid_t, last, side="right")
+    grid = grid_t[lo:hi]
+    total = np.zeros(len(grid))
+    for t, y in series:
+        total += np.interp(grid, t, y)
+    return grid, total
+
+
+def decimate(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, ...]:
+    """At most max_points bins: (mean t, mean y, min y, max y) per bin, for plotting long series."""
+    n = len(t)
+    if n <= max_points:
+        return t, y, y, y
+    edges = np.linspace(0, n, max_points + 1).astype(np.int64)[:-1]
+    counts = np.diff(np.append(edges, n))
+    tm = np.add.reduceat(t, edges) / counts
+    ym = np.add.reduceat(y, edges) / counts
+    return tm, ym, np.minimum.reduceat(y, edges), np.maximum.reduceat(y, edges)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.runfile.format import OPEN_EPOCH
-from npmpi_analysis.numbers import baselines, channel_samples, compute
+from npmpi_analysis.numbers import baselines, channel_samples, compute, energy_windows
 from npmpi_analysis.numbers.compute import FLAG_NONE, WindowStats
 from npmpi_analysis.numbers.energy_windows import (
     METHOD_AVERAGE,
@@ -288,7 +288,7 @@ def node_group_power(
         problems.append(f"{where} ({host}): no power samples: the node is left out of the job's power")
     series = None
     if len(readings) > 1:
-        t, p = compute.resample_sum([(r.t, r.p) for r in readings])
+        t, p = energy_windows.resample_sum([(r.t, r.p) for r in readings])
         if not len(t):
             problems.append(
                 f"{where} ({host}): its channels' sample times do not overlap: the node is left out"
@@ -311,7 +311,7 @@ def node_group_power(
         after = None
     if readings:
         sizes, active, before, later = _all_windows(readings, delays, starts, ends, sweep, baseline, after)
-        plot_t, plot_w, _, _ = compute.decimate(series[0], series[1], PLOT_POINTS)
+        plot_t, plot_w, _, _ = energy_windows.decimate(series[0], series[1], PLOT_POINTS)
     else:
         sizes = empty_stats(len(starts))
         active, before, later = empty_stats(1), empty_stats(1), empty_stats(1)
@@ -393,10 +393,10 @@ def _summed_series(full_series: list, left_out: set, notices: list[str]):
     """The job's power over time for the plots: the nodes' series (those not left out as one
     machine counted twice) summed on one time line and thinned; (t, w, min, max)."""
     summed = [series for i, series in full_series if i not in left_out]
-    st, sw = compute.resample_sum(summed)
+    st, sw = energy_windows.resample_sum(summed)
     if len(summed) > 1 and not len(st):
         notices.append("the nodes' sample times do not overlap: no summed power over time")
-    return compute.decimate(st, sw, PLOT_POINTS)
+    return energy_windows.decimate(st, sw, PLOT_POINTS)
 
 
 def analyse_power(
