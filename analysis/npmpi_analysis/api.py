@@ -176,11 +176,10 @@ def _open_rows(p: Path, kind: str, label: str, meter_delay_s: float | None) -> R
     run, load_problems = load(p)
     parts = series_runs(run, label)
     if len(parts) == 1:
-        return _analysed(p, kind, parts[0][0], label, meter_delay_s, load_problems)
-    series = [_analysed(p, kind, part, name, meter_delay_s, load_problems) for part, name in parts]
-    from npmpi_analysis.numbers.analyse import size_rows
-
-    rows = [row for one in series for row in size_rows(one.analysis)]
+        return _analysed(p, kind, parts[0][0], label, meter_delay_s, load_problems)[0]
+    done = [_analysed(p, kind, part, name, meter_delay_s, load_problems) for part, name in parts]
+    series = [one for one, _ in done]
+    rows = [row for _, rows in done for row in rows]
     return replace(
         series[0],
         label=label,
@@ -193,19 +192,23 @@ def _open_rows(p: Path, kind: str, label: str, meter_delay_s: float | None) -> R
     )
 
 
-def _analysed(p: Path, kind: str, run, label: str, meter_delay_s: float | None, load_problems) -> RunData:
+def _analysed(
+    p: Path, kind: str, run, label: str, meter_delay_s: float | None, load_problems
+) -> tuple[RunData, list[dict[str, Any]]]:
+    """One run's (or series') data, and its rows as the CSV's (a file of series joins them)."""
     from npmpi_analysis.numbers.analyse import analyse_run, size_rows
 
     a = analyse_run(run, label, meter_delay_s)
     a.problems[:0] = load_problems
     summary = a.summary()
     t0 = summary.get("first_trial_unix_s")
-    return RunData(
+    rows = size_rows(a)
+    data = RunData(
         kind=kind,
         path=p,
         label=label,
         attrs=dict(a.attrs),
-        sizes=Table(size_rows(a)),
+        sizes=Table(rows),
         summary=summary,
         faults=Table(fault_rows(a.power, a.fabric, t0), FAULT_COLUMNS),
         channels=Table(_channel_rows(a.power, a.fabric), CHANNEL_COLUMNS),
@@ -216,6 +219,7 @@ def _analysed(p: Path, kind: str, run, label: str, meter_delay_s: float | None, 
         _loaded=run,
         _meter_delay_s=meter_delay_s,
     )
+    return data, rows
 
 
 def _open_map(p: Path, label: str, meter_delay_s: float | None) -> RunData:

@@ -264,6 +264,8 @@ def _add_bandwidth_figures(out: dict[str, Any], a: RunAnalysis) -> None:
     out["latency_size_bytes"] = int(bw.size_bytes[0]) if a.sizes else None
     k = _argmin(bw.one_way_s)
     out["min_latency_s"] = _f(bw.one_way_s[k]) if k is not None else None
+    finite = a.window_start_unix_s[np.isfinite(a.window_start_unix_s)]  # with power or without
+    out["first_trial_unix_s"] = _f(float(finite.min()) if finite.size else math.nan)
 
 
 def _add_power_figures(out: dict[str, Any], a: RunAnalysis) -> float:
@@ -316,10 +318,7 @@ def _add_power_figures(out: dict[str, Any], a: RunAnalysis) -> float:
         if reason and k < a.sizes
     ]
     out["meter_delay_override_s"] = a.meter_delay_override_s
-    finite = a.window_start_unix_s[np.isfinite(a.window_start_unix_s)]
-    t0 = float(finite.min()) if finite.size else math.nan
-    out["first_trial_unix_s"] = _f(t0)
-    return t0
+    return out["first_trial_unix_s"] if out["first_trial_unix_s"] is not None else math.nan
 
 
 def _node_rows(nodes, t0: float) -> list[dict[str, Any]]:

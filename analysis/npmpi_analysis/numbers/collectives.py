@@ -217,7 +217,8 @@ def _add_energy(c: CollFigures, power, bw: Bandwidth) -> None:
             low, (np.maximum(dyn_w, 0) + 2 * dyn_sigma_w) * c.op_s, np.nan
         )
     with np.errstate(invalid="ignore", divide="ignore"):
-        bus = np.where(c.busbw_bit_s > 0, c.busbw_bit_s, np.nan) * ranks_moving(c.attrs)  # every rank's
+        every = energy_basis(c.attrs, bw).mean_bit_s * c.bus_factor  # every rank's bus bits per second
+        bus = np.where(every > 0, every, np.nan)
         rel_b = bw.sigma_bit_s / bw.mean_bit_s
         c.energy_pj_bus_bit = PJ_PER_J * power.job_w / bus
         c.energy_sigma_pj_bus_bit = c.energy_pj_bus_bit * np.sqrt(

@@ -102,19 +102,6 @@ def _start(attrs: dict, first: float) -> tuple[str, float]:
         return datetime.fromtimestamp(first, timezone.utc).isoformat(timespec="seconds"), float(first)
 
 
-def first_trial_unix_s(summary: dict, sizes) -> float:
-    """The run's first trial's start: the summary's (runs with power), else its sizes' windows."""
-    first = summary.get("first_trial_unix_s")
-    if first is not None:
-        return float(first)
-    if len(sizes) and "window_start_unix_s" in sizes.columns:
-        x = np.asarray(sizes["window_start_unix_s"], dtype=float)
-        x = x[np.isfinite(x)]
-        if x.size:
-            return float(x.min())
-    return math.nan
-
-
 def small_latency_s(size_bytes: np.ndarray, latency_s: np.ndarray) -> float:
     """The median one-way latency of the sizes up to SMALL_MAX_BYTES (else of the smallest size)."""
     sizes = np.asarray(size_bytes)
@@ -198,7 +185,7 @@ def conditions_of(attrs: dict, node_attrs: list[dict]) -> dict[str, str]:
 def point(run) -> TrendPoint:
     """One run (npmpi_analysis.api.RunData) as a point of the series."""
     s, t = run.summary, run.sizes
-    first = first_trial_unix_s(s, t)
+    first = float(s["first_trial_unix_s"]) if s.get("first_trial_unix_s") is not None else math.nan
     start, start_s = _start(run.attrs, first)
     latency = small_latency_s(t["size_bytes"], t["latency_min_s"]) if len(t) else math.nan
     values = {"latency_s": latency}
