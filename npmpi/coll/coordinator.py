@@ -48,6 +48,9 @@ class CollCoordinator(GroupCoordinator):
             return osu_counts(size)[0]
         return self._iterations(prev_s)  # --repeats, or from the last size's (or the probe's) time
 
+    def rate_before(self, size: int, prev_s: float) -> float | None:
+        return prev_s if self.osu else super().rate_before(size, prev_s)  # OSU's counts need no probe
+
     def run(self) -> GroupOutcome:
         """Every series' sizes until done or stopped."""
         outcome = GroupOutcome()
@@ -60,12 +63,11 @@ class CollCoordinator(GroupCoordinator):
             for size in series.sizes:
                 if self.stop:
                     break
-                if prev_s == 0.0 and not self.osu and self.opts.repeats is None:
-                    prev_s = self.first_rate_s(size) or 0.0  # the series' first size: a probe first
-                    if prev_s == 0.0:
-                        abandoned = True
-                        break
-                iterations = self.size_iterations(size, prev_s)
+                rate = self.rate_before(size, prev_s)  # a series' first size: a probe first
+                if rate is None:
+                    abandoned = True
+                    break
+                iterations = self.size_iterations(size, rate)
                 row = self.measure_size(size, iterations)
                 if row is None:
                     abandoned = True

@@ -101,6 +101,13 @@ class GroupCoordinator:
         probe = self.measure_size(size, PROBE_ITERATIONS)
         return None if probe is None else max(min(probe.trial_s) / PROBE_ITERATIONS, 1e-9)
 
+    def rate_before(self, size: int, prev_s: float) -> float | None:
+        """The time per step the next size's iterations follow: the last size's, or at a series'
+        first size (`prev_s` 0) the probe's (none with --repeats); None when a stop abandoned it."""
+        if prev_s > 0.0 or self.opts.repeats is not None:
+            return prev_s
+        return self.first_rate_s(size)
+
     def run(self) -> GroupOutcome:
         """Every size until done or stopped."""
         outcome = GroupOutcome()
@@ -108,11 +115,10 @@ class GroupCoordinator:
         for index, size in enumerate(self.opts.sizes_bytes):
             if self.stop:
                 break
-            if prev_s == 0.0 and self.opts.repeats is None:
-                prev_s = self.first_rate_s(size) or 0.0
-                if prev_s == 0.0:
-                    break
-            iterations = self._iterations(prev_s)
+            rate = self.rate_before(size, prev_s)
+            if rate is None:
+                break
+            iterations = self._iterations(rate)
             row = self.measure_size(size, iterations)
             if row is None:
                 break
