@@ -148,6 +148,16 @@ def test_a_map_in_a_trend_is_refused(tmp_path, capsys):
     assert "is a cluster map: --trend follows sweep runs" in capsys.readouterr().err
 
 
+def test_a_coll_file_of_several_series_in_a_trend_is_refused(tmp_path, capsys):
+    """Its series (an op at 2 and at 4 ranks) are different measurements: one line, exit 2."""
+    from test_coll_series import synthetic_series
+
+    path, _ = synthetic_series(tmp_path / "s.h5")
+    assert main(["--trend", str(make_run(tmp_path / "a.h5")), str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "holds 2 series of collectives (s-allreduce-2, s-allreduce-4)" in line and "Traceback" not in line
+
+
 def test_a_file_that_cannot_be_read_is_one_line_and_the_others_still_trend(tmp_path, capsys):
     bad = tmp_path / "broken.h5"
     bad.write_bytes(b"not an HDF5 file")
