@@ -110,7 +110,11 @@ def netns_hosts(count: int, burst: str = ""):
             raise SystemExit(f"osu_coll_compare: --netns-hosts: {exc}") from None
         try:
             for host in hosts.names if burst else []:
-                unshape(host, hosts.rate, burst)
+                try:
+                    unshape(host, hosts.rate, burst)
+                except subprocess.CalledProcessError as exc:
+                    why = (exc.stderr or b"").decode(errors="replace").strip() or "refused"
+                    raise SystemExit(f"osu_coll_compare: --netns-burst {burst}: tc: {why}") from None
             LAUNCH["mpirun"] = [str(hosts.mpirun_wrapper(str(VENV / "bin" / "mpirun")))]
             LAUNCH["extra"] = ["--map-by", "node"]
             yield
