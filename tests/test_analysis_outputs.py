@@ -22,6 +22,7 @@ from npmpi.runfile.reader import load_run
 T0 = 1_700_000_000.0
 SIZES = [1, 2, 4, 8, 1024, 65536]
 POWER_FIGURES = {
+    "model",
     "power_bandwidth",
     "energy_rate",
     "energy_per_bit",
@@ -114,7 +115,12 @@ def test_run_without_power_gives_bandwidth_and_latency(tmp_path, capsys):
     assert code == 0
     assert "no power data" in out
     assert "Mbit/J" not in out
-    assert sorted(p.stem for p in (tmp_path / "p").iterdir()) == ["bandwidth", "iterations", "latency"]
+    assert sorted(p.stem for p in (tmp_path / "p").iterdir()) == [
+        "bandwidth",
+        "iterations",
+        "latency",
+        "model",
+    ]
     header = (tmp_path / "a.csv").read_text().splitlines()[0]
     assert "power_w" not in header and "bandwidth_peak_bit_s" in header
 
@@ -200,7 +206,7 @@ def test_json_has_no_nan(tmp_path, capsys):
 def test_plots_are_written_and_power_ones_say_estimated(tmp_path, capsys):
     path = make_run(tmp_path / "a.h5")
     code, out, _ = run_cli(capsys, path, "--plots", tmp_path / "p")
-    assert code == 0 and "9 figure(s)" in out
+    assert code == 0 and "10 figure(s)" in out
     files = sorted((tmp_path / "p").iterdir())
     assert {f.stem for f in files} == ALL_FIGURES
     for f in files:
@@ -231,7 +237,7 @@ def test_pdf_format(tmp_path, capsys):
     code, _, _ = run_cli(capsys, path, "--plots", tmp_path / "p", "--format", "pdf")
     assert code == 0
     assert all(f.read_bytes().startswith(b"%PDF") for f in (tmp_path / "p").glob("*.pdf"))
-    assert len(list((tmp_path / "p").glob("*.pdf"))) == 3
+    assert len(list((tmp_path / "p").glob("*.pdf"))) == 4
 
 
 def test_html_report_is_self_contained(tmp_path, capsys):
@@ -483,5 +489,5 @@ def test_one_node_gets_no_stacked_power_figure(tmp_path, capsys):
     """A single node's stacked power would only repeat the job's power: it is not drawn."""
     path = make_run(tmp_path / "one.h5", nodes=1)
     code, out, _ = run_cli(capsys, path, "--plots", tmp_path / "p")
-    assert code == 0 and "8 figure(s)" in out
+    assert code == 0 and "9 figure(s)" in out
     assert {f.stem for f in (tmp_path / "p").iterdir()} == ALL_FIGURES - {"power_nodes"}

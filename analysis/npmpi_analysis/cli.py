@@ -96,9 +96,41 @@ def build_parser() -> argparse.ArgumentParser:
         "in time order, the run-to-run spread and the changes (--csv, --json, --plots, --report of the "
         "series)",
     )
+    _add_model_options(p)
     p.add_argument("--force", action="store_true", help="overwrite existing outputs")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but problems")
     return p
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """The model's options (numbers/model.py)."""
+    p.add_argument(
+        "--model-csv",
+        type=Path,
+        metavar="FILE",
+        help="write each run's model as CSV: one row per regime, alpha, beta, energy per message and "
+        "per bit with 95 %% intervals (default: none)",
+    )
+    p.add_argument(
+        "--model-breaks",
+        metavar="SIZES",
+        help="the model's regime breaks, message sizes of the runs that start a regime, e.g. 4K,64K "
+        "(default: found in the data)",
+    )
+    p.add_argument(
+        "--model-resamples",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples of the model's intervals (default: 1000)",
+    )
+    p.add_argument(
+        "--model-seed",
+        type=int,
+        default=20090,
+        metavar="N",
+        help="seed of the model's bootstrap: the same file and seed give the same intervals (default: 20090)",
+    )
 
 
 def _say(text: str, stream=None) -> None:
@@ -173,7 +205,7 @@ def _analyse_files(args, labels: list[str]) -> tuple[int, list]:
             failed += 1
             continue
         for part, name in series_runs(run, label):  # a coll file: each op at each rank count
-            a = analyse_run(part, name, args.meter_delay)
+            a = analyse_run(part, name, args.meter_delay, args.model_options)
             a.problems[:0] = load_problems
             for problem in summarise_alike(a.problems):
                 _error(problem)
@@ -192,12 +224,13 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.meter_delay is not None and not (math.isfinite(args.meter_delay) and args.meter_delay >= 0):
         raise UsageError(f"--meter-delay {args.meter_delay}: give a delay of 0 seconds or more")
+    args.model_options = _model_options(args)
     _safe_streams()
     taken: set[str] = set()
     labels = [run_label(p.name, taken) for p in args.runs]
     if args.compare_csv is not None and len(args.runs) < 2:
         raise UsageError("--compare-csv compares several runs: give two run files or more")
-    files = [f for f in (args.csv, args.json, args.compare_csv, args.report) if f is not None]
+    files = [f for f in (args.csv, args.json, args.compare_csv, args.report, args.model_csv) if f is not None]
     np_out = _checked_names(args, labels)
     outputs = files + np_out
     resolved = [_real(p) for p in outputs]
@@ -273,7 +306,12 @@ def _checked_names(args, labels: list[str]) -> list[Path]:
     before any work; returns the np.out files' names."""
     from npmpi_analysis.outfiles import check_name
 
-    named = {"--csv": args.csv, "--json": args.json, "--compare-csv": args.compare_csv}
+    named = {
+        "--csv": args.csv,
+        "--json": args.json,
+        "--compare-csv": args.compare_csv,
+        "--model-csv": args.model_csv,
+    }
     named.update({"--report": args.report, "--np-out": args.np_out, "--plots": args.plots})
     for what, path in named.items():
         if path is not None:
@@ -282,6 +320,26 @@ def _checked_names(args, labels: list[str]) -> list[Path]:
     for path in np_out:
         check_name(path, "--np-out")
     return np_out
+
+
+def _model_options(args):
+    """The model's options from the command line; UsageError for a value that is not one."""
+    from npmpi.core.units import parse_size_bytes
+    from npmpi_analysis.numbers.model_summary import ModelOptions
+
+    if not 10 <= args.model_resamples <= 100_000:
+        raise UsageError(f"--model-resamples {args.model_resamples}: give 10 to 100000 resamples")
+    if not 0 <= args.model_seed < 2**63:
+        raise UsageError(f"--model-seed {args.model_seed}: give a seed from 0 to 2^63 - 1")
+    breaks = None
+    if args.model_breaks is not None:
+        try:
+            breaks = [parse_size_bytes(part.strip()) for part in args.model_breaks.split(",")]
+        except ValueError as exc:
+            raise UsageError(f"--model-breaks {args.model_breaks!r}: {exc}") from None
+        if not breaks or any(b < 1 for b in breaks):
+            raise UsageError(f"--model-breaks {args.model_breaks!r}: give message sizes of 1 B or more")
+    return ModelOptions(breaks, args.model_resamples, args.model_seed)
 
 
 def _real(p: Path) -> str:
@@ -309,6 +367,7 @@ def _safe_streams() -> None:
 
 def _print_text(analyses) -> None:
     from npmpi_analysis import report
+    from npmpi_analysis.model_report import model_lines
 
     width = shutil.get_terminal_size((120, 24)).columns
     for a in analyses:
@@ -320,6 +379,7 @@ def _print_text(analyses) -> None:
             _say(coll_heading(a) + "\n" + report.render_table(*coll_cells(a)))
             _say("")
         _say(report.summary_text(a))
+        _say("\n".join(model_lines(a, report.render_table)))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:
         from npmpi_analysis.numbers.size_comparison import common_sizes, comparison_blocks
@@ -345,6 +405,11 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
     if args.json:
         write_atomic(args.json, report.json_bytes(analyses), args.force)
         written.append(str(args.json))
+    if args.model_csv:
+        from npmpi_analysis.model_report import model_csv_bytes
+
+        write_atomic(args.model_csv, model_csv_bytes(analyses), args.force)
+        written.append(str(args.model_csv))
     if args.compare_csv and len(analyses) > 1:
         from npmpi_analysis.numbers.size_comparison import comparison_csv_bytes
 

@@ -13,8 +13,9 @@ from npmpi.core.modes import MODE_TABLE
 from npmpi.core.npout import np_out_line
 from npmpi_analysis.coll_report import coll_cells, coll_heading
 from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
+from npmpi_analysis.model_report import model_html
 from npmpi_analysis.numbers import conditions
-from npmpi_analysis.numbers.analyse import RunAnalysis, compare, size_rows
+from npmpi_analysis.numbers.analyse import RunAnalysis, size_rows
 from npmpi_analysis.numbers.compute import (
     FLAG_NAMES,
     latency_spread_s,
@@ -27,6 +28,7 @@ from npmpi_analysis.numbers.compute import (
 )
 from npmpi_analysis.numbers.cpu_cost import summary_lines as cpu_summary_lines
 from npmpi_analysis.numbers.fabric import fabric_line, part_cells
+from npmpi_analysis.numbers.run_comparison import compare
 from npmpi_analysis.outfiles import rows_csv_bytes
 
 NO_POWER = "no power data in this file (run npmpi with --meter to measure it): bandwidth and latency only"
@@ -456,8 +458,7 @@ def html_report(
             parts.append(f"<h3>{_e(a.label)}</h3>")
         if a.caveat:
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
-        parts.append(summary_table_html(summary_text(a)))
-        parts.append(_fault_table(a))
+        parts += [summary_table_html(summary_text(a)), _fault_table(a), model_html(a, html_table)]
         if a.summary().get("energy_parts"):
             parts.append(
                 "<h4>Energy per bit: nodes, fabric, total</h4>"

@@ -14,6 +14,7 @@ from npmpi.core.units import format_size_bytes
 from npmpi_analysis.figures.coll import collective_plots, plot_energy_vs_ranks
 from npmpi_analysis.figures.cpu import plot_cpu_cost
 from npmpi_analysis.figures.fabric import plot_energy_parts
+from npmpi_analysis.figures.model import plot_model
 from npmpi_analysis.figures.render import FIGSIZE, Plot
 from npmpi_analysis.figures.render import caveat_banner as _caveat_text
 from npmpi_analysis.figures.render import size_axis as _size_axis
@@ -469,5 +470,6 @@ def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
             plot_power_time(a, several),
             plot_power_nodes(a, several),
             plot_energy_parts(a, several),
+            plot_model(a, several),
         ]
     return [p for p in out if p is not None]

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis.numbers import collectives, compute, conditions, cpu_cost
+from npmpi_analysis.numbers import collectives, compute, conditions, cpu_cost, model_summary
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
 from npmpi_analysis.numbers.fabric import (
     FabricResult,
@@ -53,6 +53,8 @@ class RunAnalysis:
     cpu: cpu_cost.CpuCost | None = None  # CPU per KiB and % of a core per size and rank (format 1.7)
     coll: collectives.CollFigures | None = None  # a coll file's OSU/nccl-tests columns and J/op, else None
     conditions: conditions.CondFigures | None = None  # core frequency, throttling, wire bytes, else None
+    model: Any = None  # numbers/model.RunModel: the regimes' alpha, beta and energy (None: see model_note)
+    model_note: str = ""  # why there is no model
 
     @property
     def sizes(self) -> int:
@@ -101,8 +103,17 @@ def trial_windows(pp) -> tuple[np.ndarray, np.ndarray]:
     return s.astype(float), e.astype(float)
 
 
-def analyse_run(run, label: str, meter_delay_s: float | None = None) -> RunAnalysis:
-    """Analyse a loaded run (npmpi.runfile.reader.Run); problems found are listed, not raised."""
+def analyse_run(run, label: str, meter_delay_s: float | None = None, model_options=None) -> RunAnalysis:
+    """Analyse a loaded run (npmpi.runfile.reader.Run); problems found are listed, not raised.
+    `model_options`: numbers/model_summary.ModelOptions (default: breaks found in the data)."""
+    a = _analyse(run, label, meter_delay_s)
+    a.model, a.model_note, refused = model_summary.fitted(a, model_options)
+    if refused:  # the user's --model-breaks do not fit this run
+        a.problems.append(a.model_note)
+    return a
+
+
+def _analyse(run, label: str, meter_delay_s: float | None) -> RunAnalysis:
     pp = run.pingpong
     bw = compute.bandwidth(pp.size_bytes, pp.iterations, pp.trial_s, *compute.run_mode_factors(run.attrs))
     starts, ends = trial_windows(pp)
@@ -206,6 +217,7 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
         out.update(collectives.summary(a.coll))
     out.update(conditions.summary(a.conditions) if a.conditions is not None else {})
     out["has_power"] = a.power is not None
+    out["model"] = model_summary.summary(a.model, a.model_note)
     if a.power is None:
         return out
     t0 = _add_power_figures(out, a)
@@ -457,43 +469,3 @@ def _dynamic_flag_columns(a: RunAnalysis, k: int) -> dict[str, Any]:
         "dynamic_flag": DYNAMIC_NOT_ABOVE_IDLE if low else "",
         "dynamic_energy_bound_pj_bit": float(a.dynamic_bound_pj_bit[k]) if low else math.nan,
     }
-
-
-# ---------------------------------------------------------------- comparing runs
-
-KEY_FIGURES = (
-    ("peak bandwidth", "peak_bandwidth_bit_s", "Gbit/s", 1e-9),
-    ("latency (smallest size)", "latency_s", "us", 1e6),
-    ("peak energy rate", "peak_energy_rate_bit_j", "Mbit/J", 1e-6),
-    ("least energy per bit", "min_energy_pj_bit", "pJ/bit", 1.0),
-    ("CPU per KiB at peak bandwidth", "cpu_us_per_kib_at_peak_bandwidth", "us/KiB", 1.0),
-    ("least CPU per KiB", "min_cpu_us_per_kib", "us/KiB", 1.0),
-    ("% of a core (ranks' mean)", "cpu_core_percent", "%", 1.0),
-    ("idle power", "idle_power_w", "W", 1.0),
-    ("active power", "active_power_w", "W", 1.0),
-    ("correlation b vs r", "correlation_bandwidth_energy_rate", "", 1.0),
-)
-NO_RATIO = {"correlation_bandwidth_energy_rate"}  # a ratio of correlation coefficients means nothing
-
-
-def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Key figures of every run and their ratio to the first run's (None where undefined)."""
-    rows = []
-    for name, key, unit, scale in KEY_FIGURES:
-        # a correlation of constant power with the bandwidth is ~1 by construction: not shown
-        values = [None if key in NO_RATIO and s.get("power_constant") else s.get(key) for s in summaries]
-        if all(v is None for v in values):
-            continue
-        ref = values[0]
-        numeric = isinstance(ref, (int, float)) and ref and key not in NO_RATIO
-        ratios = [(v / ref) if numeric and isinstance(v, (int, float)) else None for v in values]
-        rows.append(
-            {
-                "figure": name,
-                "key": key,
-                "unit": unit,
-                "values": [v * scale if isinstance(v, (int, float)) else None for v in values],
-                "ratio_to_first": ratios,
-            }
-        )
-    return rows

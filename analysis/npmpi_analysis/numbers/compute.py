@@ -38,6 +38,7 @@ class Bandwidth:
     max_bit_s: np.ndarray  # fastest trial (= peak)
     trial_bit_s: np.ndarray  # [n, trials] every trial's bandwidth, NaN where it did not run
     worst_s: np.ndarray | None = None  # the slowest trial (None: as the best)
+    trial_s: np.ndarray | None = None  # [n, trials] every trial's time, NaN where it did not run
 
 
 PINGPONG_FACTORS = (2, 2)  # what files before format 1.2 (ping-pong only) imply
@@ -224,7 +225,7 @@ def bandwidth(
     runs = finite.sum(axis=1)
     if n == 0:
         z = np.zeros(0)
-        return Bandwidth(size_bytes, iterations, runs, z, z, z, z, z, z, z, z, z, per_trial)
+        return Bandwidth(size_bytes, iterations, runs, z, z, z, z, z, z, z, z, z, per_trial, trial_s=trial_s)
     best = np.min(np.where(finite, trial_s, np.inf), axis=1)
     best[runs == 0] = np.nan
     mean_t = np.where(finite, trial_s, 0.0).sum(axis=1) / np.maximum(runs, 1)
@@ -249,6 +250,7 @@ def bandwidth(
         max_bit_s=bits / best,
         trial_bit_s=per_trial,
         worst_s=worst,
+        trial_s=trial_s,
     )
 
 
