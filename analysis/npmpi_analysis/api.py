@@ -127,6 +127,22 @@ class RunData:
         """The per-size table as a pandas DataFrame (pandas optional)."""
         return self.sizes.to_pandas()
 
+    @property
+    def model(self) -> Table:
+        """The model's regimes (docs/analysis.md, "Models"), one row each with the columns of
+        `npmpi-analyze --model-csv`: alpha_s, beta_bit_s, energy_per_message_j, energy_per_bit_j
+        (total and dynamic_), each with _lo and _hi, r2, max_residual; empty for a map or a run
+        without a model (`summary["model"]["note"]` says why)."""
+        from npmpi_analysis.numbers.model_summary import regime_rows
+
+        rows = [
+            {"run": d.label, "regime": k + 1, **row}
+            for d in (self.series or [self])
+            if getattr(d.analysis, "model", None) is not None
+            for k, row in enumerate(regime_rows(d.analysis.model))
+        ]
+        return Table(rows) if rows else Table([], MODEL_COLUMNS)
+
     def power_samples(self, node: int | None = None, channel: int | None = None) -> Table:
         """The meter samples the analysis used, one row each: node (-1: the fabric's devices), host,
         channel, time_unix_s (on rank 0's clock, moved earlier by the channel's meter delay, as the
@@ -134,6 +150,7 @@ class RunData:
         return Table.of_array(_samples(self._loaded, self._meter_delay_s, node, channel))
 
 
+MODEL_COLUMNS = ["run", "regime", "size_lo_bytes", "size_hi_bytes", "alpha_s", "beta_bit_s"]
 FAULT_COLUMNS = ["node", "host", "channel", "channel_kind", "time_unix_s", "last_time_unix_s"]
 FAULT_COLUMNS += ["since_first_trial_s", "last_since_first_trial_s", "count", "kind", "message"]
 CHANNEL_COLUMNS = ["node", "host", "channel", "kind", "label", "spec", "sample_interval_s"]

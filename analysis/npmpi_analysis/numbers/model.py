@@ -82,6 +82,7 @@ class RunModel:
     seed: int
     fitted_x_bits: np.ndarray  # per size: bits per message of the time model (NaN: left out)
     time_s: np.ndarray  # per size: the fitted mean time per message
+    time_sigma_s: np.ndarray  # per size: its sigma as the fit weighs it (size_sigma)
     fit_time_s: np.ndarray  # per size: the model's time
     energy_j: np.ndarray | None = None  # per size: J per message (NaN: no power)
     fit_energy_j: np.ndarray | None = None
@@ -111,14 +112,48 @@ def message_bits(a) -> np.ndarray:
     return BITS_PER_BYTE * a.bw.size_bytes.astype(float) * factor / divisor
 
 
-def resample_means(per_msg: np.ndarray, count: np.ndarray, rng: np.random.Generator, b: int) -> np.ndarray:
-    """[b, sizes] means of each size's trials drawn with replacement (as many as it has)."""
+def resample_means(
+    per_msg: np.ndarray, count: np.ndarray, rng: np.random.Generator, b: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """([b, sizes] means of each size's trials drawn with replacement, as many as it has; [b, sizes]
+    the sigma of each such mean as the fit weighs it, from the drawn trials: size_sigma's)."""
     n, width = per_msg.shape
+    # drawn from the trials spread out by sqrt(k / (k - 1)) about their mean: the resamples' means
+    # then vary as much as the mean of k trials does (plain draws from k values vary (k - 1) / k
+    # as much: 14 % too little in variance at NetPIPE's 7 trials)
+    k = np.maximum(count, 1)[:, None].astype(float)
+    mean = np.where(np.isfinite(per_msg), per_msg, 0.0).sum(axis=1, keepdims=True) / k
+    per_msg = mean + (per_msg - mean) * np.sqrt(np.where(k > 1, k / np.maximum(k - 1, 1), 1.0))
     u = rng.random((b, n, width))
     idx = np.minimum((u * np.maximum(count, 1)[None, :, None]).astype(np.int64), width - 1)
     drawn = np.take_along_axis(np.broadcast_to(per_msg, (b, n, width)), idx, axis=2)
     used = np.arange(width)[None, None, :] < count[None, :, None]
-    return np.where(used, drawn, 0.0).sum(axis=2) / np.maximum(count, 1)[None, :]
+    kk = np.maximum(count, 1)[None, :]
+    means = np.where(used, drawn, 0.0).sum(axis=2) / kk
+    dev = np.where(used, drawn - means[:, :, None], 0.0)
+    var = np.where(kk > 1, (dev * dev).sum(axis=2) / np.maximum(kk - 1, 1), np.nan)
+    return means, _shrunk_sigma(var, kk, means)
+
+
+def size_sigma(per_msg: np.ndarray, count: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Each size's sigma of its mean time: its trials' variance shrunk halfway to the run's typical
+    relative variance (the median over sizes) at its time. Seven trials estimate a variance to
+    about +-50 %; unshrunk, a size whose few trials happened to agree would weigh as much as all
+    the others and its regime would be split off by chance."""
+    with np.errstate(invalid="ignore"):
+        var = np.where(count > 1, np.nanvar(per_msg, axis=1, ddof=1) if per_msg.shape[1] > 1 else 0.0, np.nan)
+    return _shrunk_sigma(var[None, :], np.maximum(count, 1)[None, :], mean[None, :])[0]
+
+
+def _shrunk_sigma(var: np.ndarray, count: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """[rows, sizes] size_sigma of each row (a resample) from its variances and means."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = var / mean**2
+        typical = np.nanmedian(np.where(np.isfinite(rel), rel, np.nan), axis=1, keepdims=True)
+    typical = np.where(np.isfinite(typical), typical, 0.0)
+    pooled = typical * mean**2
+    shrunk = np.where(np.isfinite(var), 0.5 * (var + pooled), pooled)
+    return np.sqrt(shrunk / count)
 
 
 def weights(y: np.ndarray, sigma: np.ndarray) -> np.ndarray:
@@ -180,17 +215,17 @@ def fit_time(a, breaks_bytes: list[int] | None, resamples: int, seed: int):
     per_msg, count = trial_times_per_message(a)
     mean_t = np.where(count > 0, np.nansum(per_msg, axis=1) / np.maximum(count, 1), np.nan)
     keep = np.isfinite(mean_t)
-    if keep.sum() < (MIN_POINTS_FIXED if breaks_bytes else MIN_POINTS):
+    given = breaks_bytes is not None
+    if keep.sum() < (MIN_POINTS_FIXED if given else MIN_POINTS):
         raise ModelError(
             f"{name}: {int(keep.sum())} size(s) with a time: a model needs {MIN_POINTS} or more (no model)"
         )
     rows = np.flatnonzero(keep)
     x_all = message_bits(a)
     x, y = x_all[rows], mean_t[rows]
-    sd = np.nanstd(per_msg[rows], axis=1, ddof=1) if per_msg.shape[1] > 1 else np.zeros(len(rows))
-    sigma = np.where(count[rows] > 1, sd / np.sqrt(np.maximum(count[rows], 1)), 0.0)
+    sigma = size_sigma(per_msg[rows], count[rows], y)
     w = weights(y, sigma)
-    if breaks_bytes:
+    if given:
         breaks = break_indices(a.bw.size_bytes[rows], breaks_bytes, name)
         if any(hi - lo < MIN_POINTS_FIXED for lo, hi in zip([0, *breaks], [*breaks, len(rows)], strict=True)):
             raise ModelError(
@@ -202,11 +237,16 @@ def fit_time(a, breaks_bytes: list[int] | None, resamples: int, seed: int):
         source = "found"
     fits = segmented.fit_lines(x, y, w, breaks)
     rng = np.random.default_rng(seed)
-    boot_t = _chunks(lambda b: resample_means(per_msg[rows], count[rows], rng, b), resamples)
+    drawn = [
+        resample_means(per_msg[rows], count[rows], rng, min(CHUNK, resamples - k))
+        for k in range(0, resamples, CHUNK)
+    ]
+    boot_t = np.concatenate([d[0] for d in drawn], axis=0)
+    boot_w = weights(boot_t, np.concatenate([d[1] for d in drawn], axis=0))
     regimes = []
     fit_t = np.full(len(mean_t), np.nan)
     for f in fits:
-        a0, s0 = segmented.fit_lines_many(x, boot_t, w, f.lo, f.hi)
+        a0, s0 = segmented.fit_lines_many(x, boot_t, boot_w, f.lo, f.hi)
         r2, worst = quality(x, y, w, f)
         lo, hi = interval(a0)
         regimes.append(
@@ -229,15 +269,13 @@ def fit_time(a, breaks_bytes: list[int] | None, resamples: int, seed: int):
         seed=seed,
         fitted_x_bits=np.where(keep, x_all, np.nan),
         time_s=mean_t,
+        time_sigma_s=_spread_rows(sigma, rows, len(mean_t)),
         fit_time_s=fit_t,
     )
     return model, rows, fits, boot_t, rng
 
 
-def _chunks(draw, total: int) -> np.ndarray:
-    """[total, sizes] resamples drawn CHUNK at a time."""
-    parts, left = [], total
-    while left > 0:
-        parts.append(draw(min(CHUNK, left)))
-        left -= CHUNK
-    return np.concatenate(parts, axis=0)
+def _spread_rows(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    out = np.full(n, np.nan)
+    out[rows] = values
+    return out

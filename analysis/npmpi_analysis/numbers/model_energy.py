@@ -162,17 +162,13 @@ def fit_energy(a, model, rows: np.ndarray, fits, boot_t: np.ndarray, rng: np.ran
         idx = rows[pick]
         x = x_all[idx]
         e = model.energy_j[idx]
-        sigma_e = np.sqrt((t[idx] * u[idx]) ** 2 + (p[idx] * _time_sigma(boot_t[:, pick])) ** 2)
+        sigma_e = np.sqrt((t[idx] * u[idx]) ** 2 + (p[idx] * model.time_sigma_s[idx]) ** 2)
         regime.energy, line = _fit(x, e, weights(e, sigma_e), boot_e[:, pick])
         fit_e[idx] = line
         if boot_d is not None:
             d = model.dynamic_j[idx]
             regime.dynamic, _ = _fit(x, d, weights(np.abs(e), sigma_e), boot_d[:, pick])
     model.fit_energy_j = fit_e
-
-
-def _time_sigma(boot: np.ndarray) -> np.ndarray:
-    return np.std(boot, axis=0) if boot.shape[0] > 1 else np.zeros(boot.shape[1])
 
 
 def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, boot: np.ndarray) -> tuple[EnergyFit, np.ndarray]:

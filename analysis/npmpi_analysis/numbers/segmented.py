@@ -3,9 +3,11 @@
 Segmented least squares (Bellman 1961; the dynamic program of Kleinberg and Tardos, "Algorithm
 Design", 6.3) over points sorted by x. For each count of segments K from 1 to `max_segments`, the
 dynamic program finds the breaks that minimise the total weighted residual sum of squares (RSS_K),
-each segment holding at least `min_points` points; the count chosen minimises the Bayesian
-information criterion n ln(RSS_K / n) + (3K - 1) ln n (two coefficients per segment and one place
-per break), so a penalty grows with every regime and a curve of one regime is one segment. Fixed
+each segment holding at least `min_points` points; the count chosen minimises the modified
+information criterion of Liu, Wu and Zidek (1997, for regressions with unknown change points),
+n ln(RSS_K / n) + 0.299 (3K - 1) (ln n)^2.1 (two coefficients per segment and one place per break):
+the plain BIC's ln n per parameter split one-regime data on 10-50 % of noisy draws (the best of
+n places for a break is not one parameter's worth), this penalty on 1 in 40. Fixed
 breaks (the user's) skip the search. Pure numpy, no files.
 """
 
@@ -85,9 +87,10 @@ def best_breaks(cost: np.ndarray, segments: int) -> tuple[float, list[int]]:
 
 
 def information(rss: float, n: int, segments: int) -> float:
-    """The Bayesian information criterion of a fit of `segments` lines with RSS `rss` to n points."""
+    """The modified information criterion (Liu, Wu and Zidek) of `segments` lines of RSS `rss` at n
+    points."""
     params = 3 * segments - 1
-    return n * math.log(max(rss, 1e-300) / n) + params * math.log(n)
+    return n * math.log(max(rss, 1e-300) / n) + params * 0.299 * math.log(n) ** 2.1
 
 
 def choose_breaks(
@@ -120,13 +123,15 @@ def fit_lines(x: np.ndarray, y: np.ndarray, w: np.ndarray, breaks: list[int]) ->
 
 
 def fit_lines_many(x: np.ndarray, ys: np.ndarray, w: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, ...]:
-    """(intercepts, slopes) of the weighted line through points lo..hi-1 of each row of ys [B, n]:
-    the bootstrap's resamples, all at once."""
-    xs, ws, ys = x[lo:hi], w[lo:hi], ys[:, lo:hi]
-    sw = ws.sum()
-    mx = (ws * xs).sum() / sw
-    dx = xs - mx
-    cxx = (ws * dx * dx).sum()
-    my = (ys * ws).sum(axis=1) / sw
-    slope = ((ys * (ws * dx)).sum(axis=1) / cxx) if cxx > 0 else np.zeros(len(ys))
-    return my - slope * mx, slope
+    """(intercepts, slopes) of the weighted line through points lo..hi-1 of each row of ys [B, n]
+    (the bootstrap's resamples, all at once), with weights w [n] shared or [B, n] each row's own."""
+    xs, ys = x[lo:hi][None, :], ys[:, lo:hi]
+    ws = np.broadcast_to(w[..., lo:hi], ys.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sw = ws.sum(axis=1, keepdims=True)
+        mx = (ws * xs).sum(axis=1, keepdims=True) / sw
+        dx = xs - mx
+        cxx = (ws * dx * dx).sum(axis=1)
+        my = (ws * ys).sum(axis=1) / sw[:, 0]
+        slope = np.where(cxx > 0, (ws * dx * ys).sum(axis=1) / cxx, 0.0)
+    return my - slope * mx[:, 0], slope

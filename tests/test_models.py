@@ -1,0 +1,233 @@
+"""A run's model (npmpi_analysis/numbers/model.py, docs/analysis.md "Models"): synthetic curves of
+known alpha and beta per regime and known noise give parameters inside their intervals, 95 %
+intervals that cover the truth 90-98 % of the time over 200 seeded draws, breaks within one size of
+the truth and one regime for one-regime data; a real run with a meter replaying constant power gives
+E0 = P alpha and Eb = P / beta and a dynamic model of zero; the outputs (console, JSON, --model-csv,
+API) and bad input as one line."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers.model import ModelError, fit_time
+from npmpi_analysis.numbers.segmented import choose_breaks
+
+TRIALS = 7
+
+
+def netpipe_like_sizes(upper: int) -> np.ndarray:
+    """NetPIPE's pattern: each power of two with its neighbours 3 below and 3 above."""
+    out = {1, 2, 3}
+    p = 4
+    while p <= upper:
+        out.update({p - 3, p, p + 3})
+        p *= 2
+    return np.array(sorted(s for s in out if 1 <= s <= upper), dtype=np.int64)
+
+
+def synthetic(sizes, regimes, noise: float, rng) -> SimpleNamespace:
+    """An analysed ping-pong in memory: per size the regime (first size, alpha s, beta bit/s) that
+    holds it, 7 trials of 10 iterations whose time per message has a relative normal noise."""
+    iters = np.full(len(sizes), 10, dtype=np.int64)
+    t = np.empty(len(sizes))
+    for k, m in enumerate(sizes):
+        _, alpha, beta = [r for r in regimes if m >= r[0]][-1]
+        t[k] = alpha + 8.0 * m / beta
+    per_msg = t[:, None] * (1.0 + noise * rng.standard_normal((len(sizes), TRIALS)))
+    trial_s = per_msg * 2 * iters[:, None]
+    bw = compute.bandwidth(sizes, iters, trial_s)
+    return SimpleNamespace(attrs={}, bw=bw, path="synthetic.h5", power=None, sizes=len(sizes))
+
+
+TWO = [(1, 2e-6, 10e9), (4093, 6e-6, 20e9)]  # eager, then rendezvous: a jump in alpha at 4093 B
+
+
+def test_parameters_lie_within_their_intervals_and_the_breaks_are_found():
+    """20 noisy draws of two regimes (a jump in alpha at 4093 B): the break found at 4093 B in 19 or
+    more, each regime's alpha and beta inside its interval in 16 or more, every fit close."""
+    sizes = netpipe_like_sizes(4 << 20)
+    found, inside = 0, np.zeros((2, 2), dtype=int)
+    for seed in range(20):
+        a = synthetic(sizes, TWO, 0.01, np.random.default_rng(seed))
+        model = fit_time(a, None, 500, seed)[0]
+        assert model.breaks_source == "found"
+        if model.breaks_bytes != [4093]:
+            continue
+        found += 1
+        for k, (regime, (_, alpha, beta)) in enumerate(zip(model.regimes, TWO, strict=True)):
+            inside[k] += [regime.alpha_s.contains(alpha), regime.beta_bit_s.contains(beta)]
+            assert regime.r2 > 0.99 and regime.max_residual < 0.05
+    assert found >= 19
+    assert (inside >= 16).all(), inside
+
+
+def test_three_regimes_found_within_one_size_of_the_truth():
+    """A slope change alone (cache to memory) is found within one schedule step."""
+    rng = np.random.default_rng(2)
+    sizes = netpipe_like_sizes(8 << 20)
+    truth = [(1, 1e-6, 5e9), (8189, 4e-6, 40e9), (262141, 10e-6, 10e9)]
+    a = synthetic(sizes, truth, 0.005, rng)
+    model = fit_time(a, None, 200, 1)[0]
+    found = [int(np.searchsorted(sizes, b)) for b in model.breaks_bytes]
+    true = [int(np.searchsorted(sizes, r[0])) for r in truth[1:]]
+    assert len(found) == 2
+    assert all(abs(f - t) <= 1 for f, t in zip(found, true, strict=True)), (model.breaks_bytes, truth)
+
+
+def test_one_regime_is_fitted_as_one():
+    """At most 1 of 20 noisy one-regime curves is split (the criterion's rate: about 1 in 40)."""
+    rng = np.random.default_rng(3)
+    split = 0
+    for seed in range(20):
+        a = synthetic(netpipe_like_sizes(1 << 22), [(1, 3e-6, 8e9)], 0.02, np.random.default_rng(seed))
+        split += fit_time(a, None, 20, seed)[0].breaks_bytes != []
+    assert split <= 1
+    x = np.linspace(1, 100, 60)
+    y = 2 + 0.5 * x + rng.normal(0, 0.1, 60)
+    assert choose_breaks(x, y, np.ones(60)) == []
+
+
+def test_intervals_cover_the_truth_about_95_percent_of_the_time():
+    """200 seeded draws of one curve: each 95 % interval holds the true alpha and beta in 90-98 % of
+    them (the breaks given, so the coverage is the bootstrap's alone)."""
+    sizes = netpipe_like_sizes(1 << 16)
+    alpha, beta = 2e-6, 10e9
+    hits_a = hits_b = 0
+    draws = 200
+    for seed in range(draws):
+        a = synthetic(sizes, [(1, alpha, beta)], 0.03, np.random.default_rng(1000 + seed))
+        (regime,) = fit_time(a, [], 400, seed)[0].regimes
+        hits_a += regime.alpha_s.lo <= alpha <= regime.alpha_s.hi
+        hits_b += regime.beta_bit_s.lo <= beta <= regime.beta_bit_s.hi
+    assert 0.90 * draws <= hits_a <= 0.98 * draws, hits_a
+    assert 0.90 * draws <= hits_b <= 0.98 * draws, hits_b
+
+
+def test_the_same_seed_gives_the_same_intervals_and_another_seed_others():
+    a = synthetic(netpipe_like_sizes(1 << 20), TWO, 0.02, np.random.default_rng(5))
+    one, two, other = (fit_time(a, None, 300, s)[0].regimes[0].alpha_s for s in (11, 11, 12))
+    assert (one.lo, one.hi) == (two.lo, two.hi)
+    assert (one.lo, one.hi) != (other.lo, other.hi)
+    assert one.value == other.value  # the fit itself is the data's
+
+
+def test_given_breaks_that_are_no_size_or_leave_too_few_sizes_are_refused():
+    a = synthetic(netpipe_like_sizes(1 << 20), TWO, 0.01, np.random.default_rng(6))
+    with pytest.raises(ModelError, match="4000: not a message size of this run"):
+        fit_time(a, [4000], 100, 1)
+    with pytest.raises(ModelError, match="fewer than 3 sizes"):
+        fit_time(a, [4093, 4096], 100, 1)
+    few = synthetic(np.array([1, 2, 4]), TWO, 0.01, np.random.default_rng(6))
+    with pytest.raises(ModelError, match="a model needs 4 or more"):
+        fit_time(few, None, 100, 1)
+
+
+def test_a_flat_regime_has_no_finite_beta():
+    """Times that do not grow with the size: beta unbounded, never a negative bandwidth."""
+    a = synthetic(netpipe_like_sizes(64), [(1, 1e-6, 1e30)], 0.02, np.random.default_rng(8))
+    (regime,) = fit_time(a, [], 300, 1)[0].regimes
+    assert regime.beta_bit_s.hi == math.inf
+    assert regime.beta_bit_s.value > 1e12 or regime.beta_bit_s.value == math.inf
+
+
+# ---------------------------------------------------------------- a real run, its outputs
+
+
+WATTS = 90.0
+
+
+@pytest.fixture(scope="module")
+def constant_power_run(tmp_path_factory):
+    """A real ping-pong with a power rank replaying a constant 90 W (before, during and after)."""
+    from conftest import run_mpi
+
+    d = tmp_path_factory.mktemp("model_run")
+    (d / "trace.csv").write_text(f"time_s,power_w\n0,{WATTS}\n100000,{WATTS}\n")
+    args = ["-l", "1", "-u", "64K", "--trials", "5", "--target-time", "0.01", "--baseline", "0.3"]
+    args += ["--meter", "replay:trace.csv,interval=0.02", "-q", "-o", "r.h5"]
+    proc = run_mpi(args, np=3, cwd=d)
+    assert proc.returncode == 0, proc.stderr
+    return d / "r.h5"
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_constant_power_gives_energy_as_power_times_the_time_model(constant_power_run):
+    from npmpi_analysis import open_run
+
+    run = open_run(constant_power_run)
+    model = run.analysis.model
+    assert model is not None and model.energy_j is not None
+    for r in model.regimes:
+        e, d = r.energy, r.dynamic
+        assert e.per_message_j.value == pytest.approx(WATTS * r.alpha_s.value, rel=1e-6)
+        assert e.per_message_j.lo <= WATTS * r.alpha_s.value <= e.per_message_j.hi
+        slope = 1.0 / r.beta_bit_s.value if math.isfinite(r.beta_bit_s.value) else 0.0
+        assert e.per_bit_j.value == pytest.approx(WATTS * slope, rel=1e-6, abs=1e-18)
+        assert d.per_message_j.lo <= 0.0 <= d.per_message_j.hi
+        assert d.per_bit_j.lo <= 0.0 <= d.per_bit_j.hi
+        assert abs(d.per_message_j.value) < 1e-9 * WATTS * r.alpha_s.value + 1e-18
+    table = run.model
+    assert list(table["alpha_s"]) == [r.alpha_s.value for r in model.regimes]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_console_json_and_model_csv_carry_the_model(constant_power_run, tmp_path, capsys):
+    from npmpi_analysis.cli import main
+
+    code = main(
+        [str(constant_power_run), "--json", str(tmp_path / "r.json"), "--model-csv", str(tmp_path / "m.csv")]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "  model: t = alpha + bits/beta" in out and "resamples, seed 20090" in out
+    assert "dynamic model (power above idle):" in out and "below resolution (< " in out
+    model = json.loads((tmp_path / "r.json").read_text())["runs"][0]["summary"]["model"]
+    assert model["bootstrap_resamples"] == 1000 and model["bootstrap_seed"] == 20090
+    first = model["regimes"][0]
+    for key in ("alpha_s", "beta_bit_s", "energy_per_message_j", "energy_per_bit_j"):
+        assert key in first and key + "_lo" in first and key + "_hi" in first
+    assert first["dynamic_per_message_below_resolution"] is True
+    rows = list(csv.DictReader((tmp_path / "m.csv").read_text().splitlines()))
+    assert len(rows) == len(model["regimes"])
+    assert float(rows[0]["alpha_s"]) == pytest.approx(first["alpha_s"], rel=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_bad_model_input_is_one_line(constant_power_run, tmp_path, capsys):
+    from npmpi_analysis.cli import main
+
+    assert main([str(constant_power_run), "-q", "--model-breaks", "5000"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--model-breaks 5000: not a message size of this run" in err[0]
+    for bad in (["--model-breaks", "4X"], ["--model-resamples", "3"], ["--model-breaks", "0"]):
+        assert main([str(constant_power_run), "-q", *bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("npmpi-analyze: error: --model-"), err
+
+
+def test_a_file_with_too_few_sizes_or_no_power_says_so(tmp_path, capsys):
+    from npmpi_analysis.cli import main
+    from npmpi_analysis.synthetic import write_run
+
+    t0 = 1.7e9
+    write_run(tmp_path / "few.h5", [1, 2], [10, 10], [[1e-5] * 3] * 2, [[t0 + k for k in range(3)]] * 2)
+    assert main([str(tmp_path / "few.h5")]) == 0
+    assert (
+        "model: none (few.h5: 2 size(s) with a time: a model needs 4 or more (no model))"
+        in capsys.readouterr().out
+    )
+    sizes = [1, 2, 4, 8, 16]
+    trials = [[(1e-6 + 8 * s / 1e10) * 20 * (1 + 0.01 * j) for j in range(3)] for s in sizes]
+    write_run(tmp_path / "np.h5", sizes, [10] * 5, trials, [[t0 + k for k in range(3)]] * 5)
+    assert main([str(tmp_path / "np.h5")]) == 0
+    out = capsys.readouterr().out
+    assert "  model: t = alpha" in out and "dynamic model" not in out
