@@ -25,7 +25,8 @@ sys.path.insert(0, str(RFM))
 import npmpi_results  # noqa: E402
 
 UNITS = {"latency_small": "us", "bandwidth_peak": "Gbit/s", "energy_least": "pJ/bit", "power_idle": "W"}
-UNITS |= {"power_active": "W", "energy_per_op": "J/op"}
+UNITS |= {"power_active": "W", "energy_per_op": "J/op", "model_alpha": "us", "model_beta": "Gbit/s"}
+UNITS |= {"model_energy_per_bit": "pJ/bit"}
 
 
 def analysed(tmp_path, path) -> dict:
@@ -38,7 +39,17 @@ def test_the_figures_are_npmpi_analyze_s(tmp_path):
     doc = analysed(tmp_path, make_run(tmp_path / "r.h5"))
     s = doc["runs"][0]["summary"]
     f = npmpi_results.figures(doc)
-    assert set(f) == {"latency_small", "bandwidth_peak", "energy_least", "power_idle", "power_active"}
+    assert set(f) == {"latency_small", "bandwidth_peak", "energy_least", "power_idle", "power_active"} | {
+        "model_alpha",
+        "model_beta",
+        "model_energy_per_bit",
+    }
+    regimes = s["model"]["regimes"]
+    assert (
+        f["model_alpha"] == regimes[0]["alpha_s"] * 1e6
+        and f["model_beta"] == regimes[-1]["beta_bit_s"] * 1e-9
+    )
+    assert f["model_energy_per_bit"] == regimes[-1]["energy_per_bit_j"] * 1e12
     assert (
         f["bandwidth_peak"] == s["peak_bandwidth_bit_s"] * 1e-9
         and f["energy_least"] == s["min_energy_pj_bit"]

@@ -10,6 +10,10 @@ The figures (units in FIGURE_UNITS):
   energy_least    pJ/bit  the least energy per bit over the unflagged sizes (with a meter)
   power_idle, power_active  W  all nodes' power in the idle baseline and while measuring (with a meter)
   energy_per_op   J/op    a coll file: the energy of one operation at its largest size (with a meter)
+  model_alpha     µs      the model's alpha of its first regime (the smallest sizes' latency)
+  model_beta      Gbit/s  the model's beta of its last regime (the bandwidth the largest sizes reach)
+  model_energy_per_bit  pJ/bit  the model's energy per bit of its last regime (with a meter)
+  (the model: docs/analysis.md, "Models"; a coll file: its first series')
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ FIGURE_UNITS = {
     "power_idle": "W",
     "power_active": "W",
     "energy_per_op": "J/op",
+    "model_alpha": "us",
+    "model_beta": "Gbit/s",
+    "model_energy_per_bit": "pJ/bit",
 }
 
 
@@ -85,6 +92,21 @@ def figures(doc: dict) -> dict[str, float]:
     if s.get("has_power") and doc.get("format") != "npmpi-map-analysis":
         out["power_idle"] = _num(s.get("idle_power_w"))
         out["power_active"] = _num(s.get("active_power_w"))
+    out.update(_model_figures(s.get("model") or {}))
+    return out
+
+
+def _model_figures(model: dict) -> dict[str, float]:
+    """alpha of the first regime, beta and energy per bit of the last (none without a model)."""
+    regimes = model.get("regimes") or []
+    if not regimes:
+        return {}
+    out = {
+        "model_alpha": _num(regimes[0].get("alpha_s")) * 1e6,
+        "model_beta": _num(regimes[-1].get("beta_bit_s")) * 1e-9,
+    }
+    if regimes[-1].get("energy_per_bit_j") is not None:
+        out["model_energy_per_bit"] = _num(regimes[-1]["energy_per_bit_j"]) * 1e12
     return out
 
 
