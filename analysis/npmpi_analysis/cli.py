@@ -390,6 +390,9 @@ def _print_text(analyses) -> None:
         _say("\nper message size (sizes every run measured; ratios to the first run):")
         for k, (_title, headers, rows) in enumerate(comparison_blocks(analyses)):
             _say(("\n" if k else "") + report.render_table(headers, rows))
+        from npmpi_analysis.numbers.verdicts import summary_lines
+
+        _say("\n" + "\n".join(summary_lines(analyses, common_sizes(analyses))))
 
 
 def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, write_atomic) -> None:

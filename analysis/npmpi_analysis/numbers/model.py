@@ -54,6 +54,7 @@ class EnergyFit:
     r2: float
     max_residual: float
     sizes: int  # points fitted (unflagged sizes with power)
+    per_bit_boot: np.ndarray | None = field(default=None, repr=False)  # the resamples' J per bit
 
 
 @dataclass
@@ -69,6 +70,8 @@ class Regime:
     max_residual: float  # largest |measured - fitted| / measured
     energy: EnergyFit | None = None
     dynamic: EnergyFit | None = None
+    alpha_boot: np.ndarray | None = field(default=None, repr=False)  # the resamples' alphas
+    slope_boot: np.ndarray | None = field(default=None, repr=False)  # and 1 / beta
 
 
 @dataclass
@@ -258,6 +261,8 @@ def fit_time(a, breaks_bytes: list[int] | None, resamples: int, seed: int):
                 beta_bit_s=_beta(f.slope, s0),
                 r2=r2,
                 max_residual=worst,
+                alpha_boot=a0,
+                slope_boot=s0,
             )
         )
         fit_t[rows[f.lo : f.hi]] = f.intercept + f.slope * x[f.lo : f.hi]

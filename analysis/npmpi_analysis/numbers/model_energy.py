@@ -184,5 +184,6 @@ def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, boot: np.ndarray) -> tuple
         r2=r2,
         max_residual=worst,
         sizes=len(x),
+        per_bit_boot=s0,
     )
     return fit, line.intercept + line.slope * x

@@ -139,13 +139,19 @@ def comparison_blocks(analyses: list[RunAnalysis]) -> list[tuple[str, list[str],
 
 
 def comparison_csv_bytes(analyses: list[RunAnalysis]) -> bytes:
-    """One row per common size: each run's figures in SI units and their ratios to the first run."""
+    """One row per common size: each run's figures in SI units and their ratios to the first run, then
+    each later run's time and energy of one message against the first's with 95 % intervals and
+    verdicts (numbers/verdicts.py)."""
+    from npmpi_analysis.numbers.verdicts import csv_columns
+
     sizes, values = comparison_rows(analyses)
     labels = [a.label for a in analyses]
     figures = shown_figures(analyses)
+    verdicts = {k: v for a in analyses[1:] for k, v in csv_columns(analyses[0], a, sizes).items()}
     fields = ["size_bytes"]
     for f in figures:
         fields += [f"{lab}_{f.column}" for lab in labels] + [f"{lab}_{f.column}_ratio" for lab in labels[1:]]
+    fields += list(verdicts)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(fields)
@@ -155,5 +161,12 @@ def comparison_csv_bytes(analyses: list[RunAnalysis]) -> bytes:
             runs = [v[k] for v in values[f.column]]
             row += [repr(x) if math.isfinite(x) else "" for x in runs]
             row += [repr(r) if math.isfinite(r := _ratio(x, runs[0])) else "" for x in runs[1:]]
+        row += [_csv_cell(column[k]) for column in verdicts.values()]
         w.writerow(row)
     return buf.getvalue().encode()
+
+
+def _csv_cell(x) -> str:
+    if isinstance(x, str):
+        return x
+    return repr(float(x)) if math.isfinite(x) else ""
