@@ -21,8 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return dispatch(argv)
-    except KindRegistryError as exc:
-        from npmpi.core.job import error_line, say
+    except KindRegistryError as exc:  # every rank finds it: rank 0 says it
+        from npmpi.core.job import usage_error_status
 
-        say(error_line(str(exc)), sys.stderr)
-        return 2
+        return usage_error_status(str(exc))

@@ -27,8 +27,11 @@ def run(args, labels: list[str], say, error) -> int:
     from npmpi_analysis.api import open_run
     from npmpi_analysis.report import summarise_alike
 
-    failed, runs = 0, []
-    for path, label in zip(args.runs, labels, strict=True):
+    failed, runs, notes = 0, [], []
+    for path, label, first in _once(args.runs, labels):
+        if first is not None:
+            notes.append(f"{path} is the file {first} again: counted once")
+            continue
         try:
             r = open_run(path, args.meter_delay, label)
         except RunFileError as exc:
@@ -50,11 +53,54 @@ def run(args, labels: list[str], say, error) -> int:
             runs.append(r)
     if not runs:
         return 1
+    _one_measurement(runs)
     t = tr.trend(runs)
+    t.notes += notes
     if not args.quiet:
         say(text(t))
     _write(args, t, say)
     return 1 if failed else 0
+
+
+def _identity(path) -> tuple:
+    """What tells one file from another: its device and inode (a link, another spelling of the
+    path), else its resolved path."""
+    import os
+
+    try:
+        st = os.stat(path)
+        return (st.st_dev, st.st_ino)
+    except OSError:
+        return (os.path.realpath(path),)
+
+
+def _once(paths, labels):
+    """(path, label, None) of each file, (path, label, its first path) where a file is given again."""
+    seen: dict[tuple, Any] = {}
+    for path, label in zip(paths, labels, strict=True):
+        key = _identity(path)
+        yield path, label, seen.get(key)
+        seen.setdefault(key, path)
+
+
+def _measurement(r) -> str:
+    """What a file measures, in words: its kind (a coll file's op and rank count with it)."""
+    if r.kind != "coll":
+        return "a ping-pong run" if r.kind == "run" else f"a {r.kind} file"
+    a = r.attrs
+    return f"a coll file of {a.get('coll_op', '?')} on {a.get('coll_ranks', '?')} ranks"
+
+
+def _one_measurement(runs) -> None:
+    """UsageError when the files measure different things (a ping-pong latency and an allreduce's
+    time per operation are no series)."""
+    first = _measurement(runs[0])
+    for r in runs[1:]:
+        if _measurement(r) != first:
+            raise UsageError(
+                f"{runs[0].path} is {first}, {r.path} {_measurement(r)}: --trend follows one "
+                "measurement from run to run; give files of one kind (a coll file's op at one rank count)"
+            )
 
 
 def _g(x: float, digits: int = 4) -> str:

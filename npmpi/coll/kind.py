@@ -49,6 +49,8 @@ class CollKind(GroupKind):
         return parser
 
     def add_options(self, parser) -> None:
+        from npmpi.commands.parser import count_arg
+
         g = parser.add_argument_group("collective")
         g.add_argument(
             "--op",
@@ -66,7 +68,7 @@ class CollKind(GroupKind):
         )
         g.add_argument(
             "--per-node",
-            type=int,
+            type=count_arg,
             default=None,
             metavar="N",
             help="N measuring ranks per node, the node's other ranks idle but its power rank "

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from npmpi.coll.ops import OPS, SIZE_MEANING, default_sizes, size_problem
 from npmpi.core.errors import UsageError
+from npmpi.core.units import parse_whole
 
 ITERATION_METHODS = ("target-time", "osu")
 OSU_LARGE_MESSAGE_SIZE = 8192
@@ -65,8 +66,8 @@ def ranks_arg(text: str | None) -> tuple[int, ...] | None:
     """--ranks: distinct rank counts of at least 2, ascending; None: every measuring rank."""
     if text is None:
         return None
-    try:
-        counts = [int(part) for part in text.split(",")]
+    try:  # the shared options' grammar: int() would take '٢', '２', '+2', ' 2' and '0_2'
+        counts = [parse_whole(part) for part in text.split(",")]
     except ValueError:
         raise UsageError(f"--ranks {text!r}: give rank counts such as 2,4,8") from None
     if any(n < 2 for n in counts):

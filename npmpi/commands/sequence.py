@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from npmpi.core.config import THREAD_LEVELS
 from npmpi.core.errors import UsageError
 from npmpi.core.job import (
     abort,
@@ -32,6 +33,7 @@ from npmpi.core.job import (
     parse_or_exit_status,
     say,
     startup_guard,
+    usage_error_status,
 )
 
 FINALIZE_FLOOR_S = 10.0  # the least rank 0's MPI_Finalize is given (every rank has reported its end)
@@ -63,19 +65,25 @@ class MpiCommand:
         opts = parse_or_exit_status(self.parse, argv)
         if isinstance(opts, int):
             return opts
-        if self.before_mpi is not None:
-            self.before_mpi(opts)
+        try:
+            if self.before_mpi is not None:
+                self.before_mpi(opts)
+            level = self.thread_level(opts)
+            if level not in THREAD_LEVELS:  # mpi4py would only warn, and start MPI at its default
+                raise UsageError(f"the thread level {level!r:.40} is not one of {', '.join(THREAD_LEVELS)}")
+        except UsageError as exc:
+            return usage_error_status(str(exc))
         guard = startup_guard(opts)  # rank 0: a rank stopped before the checks end cannot hang the job
         try:
-            return self._started(argv, opts, guard)
+            return self._started(argv, opts, level, guard)
         finally:
             guard.cancel()
 
-    def _started(self, argv: list[str], opts, guard) -> int:
+    def _started(self, argv: list[str], opts, level: str, guard) -> int:
         from npmpi.core.job import load_mpi
         from npmpi.core.messages import StopFlag
 
-        MPI = load_mpi(self.thread_level(opts))
+        MPI = load_mpi(level)
         if MPI is None:
             return 2
         comm = MPI.COMM_WORLD

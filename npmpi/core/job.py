@@ -81,10 +81,16 @@ def parse_or_exit_status(parse, argv: list[str]):
             sys.stdout.write(h.text)
         return 0
     except UsageError as e:
-        if launcher_rank() is not None:
-            return _usage_error_under_launcher(str(e))
-        say(error_line(str(e)), sys.stderr)
-        return 2
+        return usage_error_status(str(e))
+
+
+def usage_error_status(message: str) -> int:
+    """Bad usage found before MPI runs: its one line, printed once (by rank 0 under a launcher),
+    and the exit status 2."""
+    if launcher_rank() is not None:
+        return _usage_error_under_launcher(message)
+    say(error_line(message), sys.stderr)
+    return 2
 
 
 def _usage_error_under_launcher(message: str) -> int:

@@ -57,13 +57,31 @@ def registry() -> dict[str, str]:
     return {**{k: v for k, v in extra.items() if k not in builtin}, **builtin}
 
 
-def load(target: str):
-    """The object a "module:attribute" names."""
+def load(target: str, name: str | None = None):
+    """The object a "module:attribute" names; KindRegistryError (one line, naming the kind `name`)
+    whatever its import raises: a module from outside npmpi may raise anything, a SyntaxError, a
+    KeyboardInterrupt or SystemExit too."""
     module, _, attr = target.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise KindRegistryError(f"cannot load {target}: {exc}") from None
+    except BaseException as exc:
+        whose = f"kind {name!r}: " if name is not None else ""
+        why = str(exc) if isinstance(exc, (ImportError, AttributeError)) else f"{type(exc).__name__}: {exc}"
+        raise KindRegistryError(f"{whose}cannot load {target}: {why}") from None
+
+
+def load_kind(name: str, target: str):
+    """The kind registered as `name`: a built-in one as it is, one from outside npmpi checked to be a
+    kind and guarded while it runs (npmpi/kinds/outside.py)."""
+    if BUILTIN_KINDS.get(name) == target:
+        return load(target)
+    from npmpi.kinds.outside import OutsideKind, not_a_kind
+
+    kind = load(target, name)
+    problem = not_a_kind(name, target, kind)
+    if problem:
+        raise KindRegistryError(problem)
+    return OutsideKind(name, kind)
 
 
 def dispatch(argv: list[str]) -> int:
@@ -76,4 +94,4 @@ def dispatch(argv: list[str]) -> int:
     # installed kinds are looked up only for a word that is no built-in one (an option: the run)
     table = BUILTIN_KINDS if word in BUILTIN_KINDS or not _NAME.fullmatch(word) else registry()
     name = word if word in table else RUN
-    return kind_command(load(table[name])).run(argv[1:] if name else argv)
+    return kind_command(load_kind(name, table[name])).run(argv[1:] if name else argv)

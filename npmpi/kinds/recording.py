@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, now_utc, power_collector
-from npmpi.core.errors import UsageError
+from npmpi.core.errors import NpmpiError, UsageError
 from npmpi.core.layout import Layout, Words
 from npmpi.kinds.group import GroupCoordinator, GroupStep, serve_group
 from npmpi.kinds.kind import Kind
@@ -88,6 +88,32 @@ class GroupKind(Kind):
     def attrs(self, opts: GroupOptions, layout: Layout) -> dict[str, Any]:
         """The kind's root attributes besides the shared ones (none by default)."""
         return {}
+
+    def prepare_output(self, opts: GroupOptions, agreed) -> str | None:
+        """Rank 0, before the file: the kind's factors and attributes checked (a factor the analysis
+        would refuse, an attrs() that fails: the problem, so that no file is written), then the
+        output reserved."""
+        from npmpi.runfile.checks import MAX_MODE_FACTOR
+
+        members = len(agreed.roles.layout.groups[0])
+        factors = (("bytes_factor", self.bytes_factor(members)), ("one_way_divisor", self.one_way_divisor))
+        for what, value in factors:
+            whole = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+            if not (whole and 1 <= value <= MAX_MODE_FACTOR):
+                return (
+                    f"kind {self.name!r}: its {what} with {members} members is {value!r:.40}, not a whole "
+                    f"number from 1 to {MAX_MODE_FACTOR} (bytes one iteration moves, in message sizes; "
+                    'docs/architecture.md, "Adding a benchmark kind"): nothing measured'
+                )
+        try:
+            attrs = self.attrs(opts, agreed.roles.layout)
+        except NpmpiError:
+            raise
+        except Exception as exc:
+            return f"kind {self.name!r}: its attrs() failed: {type(exc).__name__}: {exc}"
+        if not isinstance(attrs, dict):
+            return f"kind {self.name!r}: its attrs() gave {type(attrs).__name__}, not a dict of attributes"
+        return super().prepare_output(opts, agreed)
 
     def coordinator(self, recording: GroupRecording, step: GroupStep) -> GroupCoordinator:
         """Rank 0's side of the sizes (a kind with series of its own gives its own)."""

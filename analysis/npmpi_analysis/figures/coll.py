@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from npmpi_analysis.figures.render import FIGSIZE, Plot, size_axis
+from npmpi_analysis.numbers.collectives import coll_ranks
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
 
@@ -21,12 +22,12 @@ def collective_plots(runs: list) -> list[Plot | None]:
     figure per rank count (collectives_Nranks), one line per op."""
     coll = [a for a in runs if a.coll is not None]
     ops = {str(a.attrs.get("coll_op", "")) for a in coll}
-    counts = sorted({int(a.attrs.get("coll_ranks", 0)) for a in coll})
+    counts = sorted({coll_ranks(a.attrs) for a in coll})
     if len(ops) < 2 or len(counts) < 2:
         return [plot_collectives(runs)]
     out = []
     for n in counts:
-        plot = plot_collectives([a for a in coll if int(a.attrs.get("coll_ranks", 0)) == n])
+        plot = plot_collectives([a for a in coll if coll_ranks(a.attrs) == n])
         if plot is not None:
             plot.name = f"collectives_{n}ranks"
         out.append(plot)
@@ -93,12 +94,12 @@ def plot_energy_vs_ranks(runs: list) -> Plot | None:
     one line per size they share (the smallest, a middle and the largest). None otherwise."""
     by_op: dict[str, list] = {}
     for a in runs:
-        if a.coll is not None and a.coll.energy_per_op_j is not None:
+        if a.coll is not None and a.coll.energy_per_op_j is not None and coll_ranks(a.attrs):
             by_op.setdefault(str(a.attrs.get("coll_op", "?")), []).append(a)
     lines = []
     for op, files in sorted(by_op.items()):
-        files = sorted(files, key=lambda a: int(a.attrs.get("coll_ranks", 0)))
-        if len({int(a.attrs.get("coll_ranks", 0)) for a in files}) < 2:
+        files = sorted(files, key=lambda a: coll_ranks(a.attrs))
+        if len({coll_ranks(a.attrs) for a in files}) < 2:
             continue
         shared = sorted(set.intersection(*(set(a.bw.size_bytes.tolist()) for a in files)))
         # the smallest, a middle and the largest size: every size would hide the lines
@@ -106,7 +107,7 @@ def plot_energy_vs_ranks(runs: list) -> Plot | None:
             ranks, joules, sigma = [], [], []
             for a in files:
                 k = int(np.flatnonzero(a.bw.size_bytes == size)[0])
-                ranks.append(int(a.attrs["coll_ranks"]))
+                ranks.append(coll_ranks(a.attrs))
                 joules.append(a.coll.energy_per_op_j[k] * 1e6)
                 sigma.append(a.coll.energy_per_op_sigma_j[k] * 1e6)
             lines.append((f"{op} {size} B", ranks, joules, sigma))

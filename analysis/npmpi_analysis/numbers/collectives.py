@@ -61,6 +61,13 @@ class CollFigures:
         return value if value is not None else math.nan
 
 
+def coll_ranks(attrs: dict) -> int:
+    """A coll file's (or series') rank count, coll_ranks; 0 where it is missing or no whole number
+    from 1 up (a damaged or forged file: text, NaN, a fraction)."""
+    n = float_attr(attrs, "coll_ranks")
+    return int(n) if n is not None and n >= 1 and n == int(n) else 0
+
+
 def is_coll(attrs: dict) -> bool:
     return str(attrs.get("kind", "")) == KIND_COLL
 
@@ -233,7 +240,7 @@ def size_columns(c: CollFigures, k: int) -> dict:
     """A size's coll columns (CSV/JSON): OSU's latencies replace the rows' trial-based ones."""
     row = {
         "coll_op": str(c.attrs.get("coll_op", "")),
-        "coll_ranks": int(c.attrs.get("coll_ranks", 0) or 0),
+        "coll_ranks": coll_ranks(c.attrs),
         "latency_avg_s": float(c.latency_avg_s[k]),
         "latency_min_s": float(c.latency_min_s[k]),
         "latency_max_s": float(c.latency_max_s[k]),

@@ -97,9 +97,11 @@ def _start(attrs: dict, first: float) -> tuple[str, float]:
             t = t.replace(tzinfo=timezone.utc)
         return text, t.timestamp()
     except ValueError:
-        if not math.isfinite(first):
-            return "", math.nan
+        pass
+    try:  # a time outside datetime's years 1 to 9999 (a forged or damaged file) is no time
         return datetime.fromtimestamp(first, timezone.utc).isoformat(timespec="seconds"), float(first)
+    except (ValueError, OverflowError, OSError):
+        return "", math.nan
 
 
 def small_latency_s(size_bytes: np.ndarray, latency_s: np.ndarray) -> float:
