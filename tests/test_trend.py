@@ -47,6 +47,9 @@ def test_a_series_of_real_runs_and_the_step_of_a_kernel_change(tmp_path, capsys)
     last = rows[3]
     assert last["latency_s_change"] == "up", [r["latency_s"] for r in rows]
     assert last["conditions_changed"] == "kernel: c -> python; timing_comparable: True -> False"
+    step, lo, hi = (float(last[f"latency_s_step{end}"]) for end in ("", "_lo", "_hi"))
+    assert 1 < lo <= step <= hi and not rows[2]["latency_s_step"]  # the step and its interval
+    assert "step at night3: latency <= 64 B x " in text
     doc = json.loads((out / "t.json").read_text())
     assert doc["format"] == "npmpi-trend" and doc["k_mad"] == tr.K_MAD and len(doc["runs"]) == 4
     assert doc["spread"]["latency_s"]["runs"] == 4 and doc["runs"][0]["conditions"]["kernel"] == "c"
@@ -71,6 +74,10 @@ def test_the_rule_flags_a_step_once_and_not_the_noise():
     ]  # fmt: skip
     tr.flag_changes(points)
     assert [p.changes.get("latency_s", "") for p in points] == [""] * 5 + ["up"] + [""] * 3
+    # the step's interval: 13 over the median of the history resampled (its runs' 9.8 to 10.2)
+    ratio, lo, hi = points[5].steps["latency_s"]
+    assert ratio == 13.0 / 10.0 and 13.0 / 10.2 <= lo < ratio < hi <= 13.0 / 9.8
+    assert [list(p.steps) for p in points] == [[]] * 5 + [["latency_s"]] + [[]] * 3
     # the MAD bound: 10 +- 3 x 1.4826 x MAD; a run inside it is not flagged, even with 10 % off
     h = np.array(values[:5])
     mad = np.median(np.abs(h - np.median(h)))

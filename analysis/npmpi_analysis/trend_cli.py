@@ -150,6 +150,14 @@ def spread_lines(t: tr.Trend) -> list[str]:
         )
     flagged = [(p.label, key, d) for p in t.points for key, d in p.changes.items()]
     out.append(f"  changes (▲ up, ▼ down): {len(flagged) or 'none'}; rule: {tr.CHANGE_RULE}")
+    heads = {key: head for key, head, *_ in tr.FIGURES}
+    for p in t.points:
+        for key, (ratio, lo, hi) in p.steps.items():
+            out.append(
+                f"  step at {p.label}: {heads[key]} x {_g(ratio, 3)} [{_g(lo, 3)}, {_g(hi, 3)}] of the "
+                "median "
+                "before it (95 %, the median resampled from the runs before)"
+            )
     out += [f"  notice: {n}" for n in t.notes]
     return out
 
@@ -163,6 +171,8 @@ def rows(t: tr.Trend) -> list[dict[str, Any]]:
         for key, *_ in tr.FIGURES:
             row[key] = p.values[key]
             row[f"{key}_change"] = p.changes.get(key, "")
+            ratio, lo, hi = p.steps.get(key, (math.nan, math.nan, math.nan))
+            row[f"{key}_step"], row[f"{key}_step_lo"], row[f"{key}_step_hi"] = ratio, lo, hi
         row["hosts"] = " ".join(p.hosts)
         row["power_caveat"] = p.caveat
         row["conditions_changed"] = "; ".join(

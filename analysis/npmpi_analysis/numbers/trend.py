@@ -77,6 +77,7 @@ class TrendPoint:
     changes: dict[str, str] = field(default_factory=dict)  # figure -> "up" / "down" where flagged
     changed_conditions: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (before, now)
     first_unix_s: float = math.nan  # its first trial's start: the order of runs created in one second
+    steps: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # flagged: ratio, lo, hi
 
 
 @dataclass
@@ -226,6 +227,7 @@ def flag_changes(points: list[TrendPoint]) -> None:
                 bound = max(K_MAD * MAD_SCALE * _mad(h), MIN_RELATIVE * abs(med))
                 if abs(x - med) > bound:
                     p.changes[key] = "up" if x > med else "down"
+                    p.steps[key] = step_interval(x, h)
                     history = []
             history.append(x)
     for before, p in itertools.pairwise(points):
@@ -233,6 +235,26 @@ def flag_changes(points: list[TrendPoint]) -> None:
             old, new = before.conditions.get(name, "?"), p.conditions.get(name, "?")
             if old != new:
                 p.changed_conditions[name] = (old, new)
+
+
+STEP_RESAMPLES = 1000
+STEP_SEED = 20093
+
+
+def step_interval(x: float, history: np.ndarray) -> tuple[float, float, float]:
+    """(x / the history's median, and its 95 % interval): the median resampled from the history's
+    runs (STEP_RESAMPLES draws, seeded), so the interval says how well the runs before the change
+    knew the level it left."""
+    med = float(np.median(history))
+    rng = np.random.default_rng(STEP_SEED)
+    meds = np.median(history[rng.integers(0, len(history), (STEP_RESAMPLES, len(history)))], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = x / meds
+    ratios = ratios[np.isfinite(ratios)]
+    if med == 0 or not ratios.size:
+        return math.nan, math.nan, math.nan
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return x / med, float(lo), float(hi)
 
 
 def _stretches(points: list[TrendPoint], key: str) -> list[tuple[int, int, float, float]]:
