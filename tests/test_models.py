@@ -231,3 +231,43 @@ def test_a_file_with_too_few_sizes_or_no_power_says_so(tmp_path, capsys):
     assert main([str(tmp_path / "np.h5")]) == 0
     out = capsys.readouterr().out
     assert "  model: t = alpha" in out and "dynamic model" not in out
+
+
+def coll_series_file(path, op: str, ranks: int, alpha: float, beta: float):
+    """A synthetic coll file of one op at one rank count: Hockney's curve of `alpha` and `beta` per
+    operation over 8 sizes, 5 trials of 100 operations with 1 % noise, no power."""
+    rng = np.random.default_rng(ranks)
+    sizes = [2**k for k in range(4, 20, 2)]
+    t = np.array([alpha + 8 * s / beta for s in sizes])
+    trials = (t[:, None] * 100) * (1 + 0.01 * rng.standard_normal((len(sizes), 5)))
+    starts = [[1.7e9 + 10 * k + j for j in range(5)] for k in range(len(sizes))]
+    attrs = {"kind": "coll", "mode": "coll", "bytes_per_iteration_factor": 1, "one_way_divisor": 1}
+    attrs |= {"coll_op": op, "coll_ranks": ranks, "coll_bus_factor": 1.0, "coll_bus_factor_formula": "1"}
+    from npmpi_analysis.synthetic import write_run
+
+    return write_run(path, sizes, [100] * len(sizes), trials.tolist(), starts, attrs=attrs)
+
+
+def test_a_collective_s_alpha_growth_with_the_rank_count_is_named(tmp_path, capsys):
+    """allreduce's alpha grows as log2 n, alltoall's as n: each named with its R²; two rank counts
+    cannot tell the laws apart, and say so."""
+    from npmpi_analysis.cli import main
+
+    files = []
+    for n in (2, 4, 8, 16, 32):
+        files.append(
+            coll_series_file(tmp_path / f"ar{n}.h5", "allreduce", n, 1e-6 + 2e-6 * math.log2(n), 5e9)
+        )
+        files.append(coll_series_file(tmp_path / f"aa{n}.h5", "alltoall", n, 1e-6 + 1e-6 * n, 5e9 / n))
+    assert main([*map(str, files), "--json", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    rows = {r["op"]: r for r in json.loads((tmp_path / "s.json").read_text())["model_scaling"]}
+    assert rows["allreduce"]["ranks"] == [2, 4, 8, 16, 32]
+    assert rows["allreduce"]["alpha_fit"]["better"] == "log2 n"
+    assert rows["allreduce"]["alpha_fit"]["log2 n"]["slope"] == pytest.approx(2e-6, rel=0.1)
+    assert rows["alltoall"]["alpha_fit"]["better"] == "n"
+    assert rows["alltoall"]["alpha_fit"]["n"]["slope"] == pytest.approx(1e-6, rel=0.1)
+    assert "allreduce at 2, 4, 8, 16, 32 ranks: alpha = " in out and "(fits log2 n better: R² " in out
+    assert main([str(files[0]), str(files[2]), "-q", "--json", str(tmp_path / "two.json")]) == 0
+    (two,) = json.loads((tmp_path / "two.json").read_text())["model_scaling"]
+    assert two["alpha_fit"]["better"] == "" and "three or more tell log2 n from n" in two["alpha_fit"]["why"]

@@ -382,7 +382,11 @@ def _print_text(analyses) -> None:
         _say("\n".join(model_lines(a, report.render_table)))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:
+        from npmpi_analysis.model_report import scaling_lines
         from npmpi_analysis.numbers.size_comparison import common_sizes, comparison_blocks
+
+        if scaling_lines(analyses):
+            _say("\n".join(scaling_lines(analyses)) + "\n")
 
         _say(report.comparison_text(analyses))
         if not common_sizes(analyses):  # a barrier's 0 B beside the others' sizes: nothing shared

@@ -13,7 +13,7 @@ from npmpi.core.modes import MODE_TABLE
 from npmpi.core.npout import np_out_line
 from npmpi_analysis.coll_report import coll_cells, coll_heading
 from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
-from npmpi_analysis.model_report import model_html
+from npmpi_analysis.model_report import json_extras, model_html
 from npmpi_analysis.numbers import conditions
 from npmpi_analysis.numbers.analyse import RunAnalysis, size_rows
 from npmpi_analysis.numbers.compute import (
@@ -390,6 +390,7 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
             for a in analyses
         ],
         "comparison": compare([a.summary() for a in analyses]) if len(analyses) > 1 else [],
+        **json_extras(analyses),
     }
     return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
 
