@@ -271,3 +271,32 @@ def test_a_collective_s_alpha_growth_with_the_rank_count_is_named(tmp_path, caps
     assert main([str(files[0]), str(files[2]), "-q", "--json", str(tmp_path / "two.json")]) == 0
     (two,) = json.loads((tmp_path / "two.json").read_text())["model_scaling"]
     assert two["alpha_fit"]["better"] == "" and "three or more tell log2 n from n" in two["alpha_fit"]["why"]
+
+
+def test_the_resolution_by_hand():
+    """Two nodes: per size the spread s_p over n distinct readings, idle spreads 0.3 and 0.4 W over
+    100 and 25 readings: the smallest dynamic power told from zero is 2 sqrt(s_p²/n + u_idle²),
+    u_idle² = 0.3²/100 + 0.4²/25; a window D resolves P when D >= s² tau / ((P/2)² - u_idle²)."""
+    from npmpi_analysis.numbers.model_energy import resolution
+
+    def stats(sigma, count):
+        return SimpleNamespace(sigma=np.array(sigma, dtype=float), count=np.array(count))
+
+    channel = SimpleNamespace(sample_interval_s=0.1, refresh=(0.5, "bmc"))
+    nodes = [
+        SimpleNamespace(sizes=stats([0, 0], [4, 9]), idle=stats([0.3], [100]), channels=[channel]),
+        SimpleNamespace(sizes=stats([0, 0], [16, 9]), idle=stats([0.4], [25]), channels=[]),
+    ]
+    power = SimpleNamespace(job_sigma_w=np.array([1.0, 2.0]), nodes=nodes, idle_w=100.0)
+    bw = SimpleNamespace(size_bytes=np.array([8, 1024]), trials_run=np.array([7, 7]))
+    a = SimpleNamespace(power=power, attrs={}, bw=bw, sizes=2)
+    t = np.array([1e-6, 4e-6])
+    res = resolution(a, t)
+    u_idle2 = 0.3**2 / 100 + 0.4**2 / 25
+    expect = 2 * np.sqrt(np.array([1.0 / 4, 4.0 / 9]) + u_idle2)  # the fewer readings of the two nodes
+    assert np.allclose(res.power_w, expect)
+    assert np.allclose(res.per_message_j, expect * t)
+    assert np.allclose(res.per_bit_j, expect * t / (8 * np.array([8, 1024])))
+    assert res.period_s == 0.5 and res.reading_sigma_w == pytest.approx(0.5)  # sqrt(0.3² + 0.4²)
+    assert res.window_for(1.0) == pytest.approx(0.25 * 0.5 / (0.25 - u_idle2))
+    assert res.window_for(2 * math.sqrt(u_idle2) * 0.99) == math.inf  # the idle mean alone is more

@@ -167,8 +167,8 @@ def test_a_real_stream_run_is_analysed_as_a_stream(npmpi_run, tmp_path):
 def test_np_out_is_what_netpipe_writes_and_its_mbps_is_the_csv_bandwidth(
     tmp_path, mode, window, pairs, lines
 ):
+    from npmpi_analysis.np_out import np_out_bytes
     from npmpi_analysis.numbers.analyse import size_rows
-    from npmpi_analysis.report import np_out_bytes
 
     starts = [[1000.0 + 10 * k + j for j in range(2)] for k in range(2)]
     trials = [[0.010, 0.012], [0.010, 0.0125]]  # 2000 B at half the iterations: the same rate

@@ -423,10 +423,12 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
         write_atomic(args.compare_csv, comparison_csv_bytes(analyses), args.force)
         written.append(str(args.compare_csv))
     if np_out:  # named after the files (checked free before the analysis), whatever the runs' labels
+        from npmpi_analysis.np_out import np_out_bytes
+
         by_path = {a.path: a for a in analyses}
         for run_path, path in zip(args.runs, np_out, strict=True):
             if str(run_path) in by_path:
-                write_atomic(path, report.np_out_bytes(by_path[str(run_path)]), args.force)
+                write_atomic(path, np_out_bytes(by_path[str(run_path)]), args.force)
                 written.append(str(path))
     from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.report import summarise_alike

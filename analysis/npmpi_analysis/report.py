@@ -9,8 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from npmpi.core.modes import MODE_TABLE
-from npmpi.core.npout import np_out_line
 from npmpi_analysis.coll_report import coll_cells, coll_heading
 from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
 from npmpi_analysis.model_report import json_extras, model_html
@@ -28,6 +26,7 @@ from npmpi_analysis.numbers.compute import (
 )
 from npmpi_analysis.numbers.cpu_cost import summary_lines as cpu_summary_lines
 from npmpi_analysis.numbers.fabric import fabric_line, part_cells
+from npmpi_analysis.numbers.model_energy import below_resolution
 from npmpi_analysis.numbers.run_comparison import compare
 from npmpi_analysis.outfiles import rows_csv_bytes
 
@@ -120,6 +119,8 @@ def dynamic_text(a: RunAnalysis, k: int, pm: str) -> str:
         return "-"
     if a.dynamic_not_above_idle is not None and a.dynamic_not_above_idle[k]:
         return f"< {_g(a.dynamic_bound_pj_bit[k], 2)} (2σ)"
+    if below_resolution(a, k):  # above its sigma, below what the meter resolves in this window
+        return f"below resolution (< {_g(a.resolution.per_bit_j[k] * 1e12, 2)})"
     return _pm(a.dynamic_pj_bit[k], a.dynamic_sigma_pj_bit[k], pm)
 
 
@@ -393,23 +394,6 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
         **json_extras(analyses),
     }
     return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
-
-
-def np_out_bytes(a: RunAnalysis) -> bytes:
-    """NetPIPE 3.7's np.out, `%8d %lf %12.8lf`: bytes, Mbps (2^20 bit/s), seconds per message.
-
-    As NetPIPE writes it: for bidir (NetPIPE -2) the bytes column is twice the message size and
-    Mbps counts both directions ("the combined bandwidth"), the seconds one exchange; for several
-    pairs Mbps is the aggregate of all pairs (NetPIPE 5's rule; 3.7 measures one pair only) and
-    the seconds one pair's (the slowest pair's best trial). Mbps is the CSV's
-    bandwidth_peak_bit_s / 2^20 in every mode."""
-    mode = MODE_TABLE.get(str(a.attrs.get("mode", "pingpong")))
-    doubled = mode.np_out_bytes_factor if mode else 1
-    lines = []
-    for size, t, bit_s in zip(a.bw.size_bytes, a.bw.one_way_s, a.bw.peak_bit_s, strict=True):
-        if math.isfinite(t) and t > 0 and math.isfinite(bit_s):
-            lines.append(np_out_line(int(size), float(bit_s), float(t), doubled == 2))
-    return "".join(lines).encode()
 
 
 # ---------------------------------------------------------------- HTML

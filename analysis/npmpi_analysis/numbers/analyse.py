@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis.numbers import collectives, compute, conditions, cpu_cost, model_summary
+from npmpi_analysis.numbers import collectives, compute, conditions, cpu_cost, model_energy, model_summary
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
 from npmpi_analysis.numbers.fabric import (
     FabricResult,
@@ -55,6 +55,7 @@ class RunAnalysis:
     conditions: conditions.CondFigures | None = None  # core frequency, throttling, wire bytes, else None
     model: Any = None  # numbers/model.RunModel: the regimes' alpha, beta and energy (None: see model_note)
     model_note: str = ""  # why there is no model
+    resolution: Any = None  # numbers/model_energy.Resolution: what the meters resolve per size
 
     @property
     def sizes(self) -> int:
@@ -108,6 +109,7 @@ def analyse_run(run, label: str, meter_delay_s: float | None = None, model_optio
     `model_options`: numbers/model_summary.ModelOptions (default: breaks found in the data)."""
     a = _analyse(run, label, meter_delay_s)
     a.model, a.model_note, refused = model_summary.fitted(a, model_options)
+    a.resolution = model_energy.run_resolution(a)
     if refused:  # the user's --model-breaks do not fit this run
         a.problems.append(a.model_note)
     return a
@@ -440,6 +442,7 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
                     if a.dynamic_sigma_pj_bit is not None
                     else math.nan,
                     **_dynamic_flag_columns(a, k),
+                    **_resolution_columns(a, k),
                 }
             )
             for n in pw.nodes:
@@ -468,4 +471,18 @@ def _dynamic_flag_columns(a: RunAnalysis, k: int) -> dict[str, Any]:
     return {
         "dynamic_flag": DYNAMIC_NOT_ABOVE_IDLE if low else "",
         "dynamic_energy_bound_pj_bit": float(a.dynamic_bound_pj_bit[k]) if low else math.nan,
+    }
+
+
+def _resolution_columns(a: RunAnalysis, k: int) -> dict[str, Any]:
+    """The smallest dynamic power, energy of one message and energy per bit the run tells from zero
+    at size k (numbers/model_energy.py), and whether its dynamic power lies below it."""
+    res = a.resolution
+    if res is None:
+        return {}
+    return {
+        "dynamic_resolution_w": float(res.power_w[k]),
+        "dynamic_resolution_j": float(res.per_message_j[k]),
+        "dynamic_resolution_pj_bit": float(res.per_bit_j[k]) * 1e12,
+        "dynamic_below_resolution": model_energy.below_resolution(a, k),
     }

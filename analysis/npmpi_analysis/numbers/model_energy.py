@@ -109,6 +109,27 @@ def resolution(a, time_s: np.ndarray) -> Resolution:
     return Resolution(power, power * time_s, per_bit, spread, idle_u, _period(a), trials)
 
 
+def run_resolution(a) -> Resolution | None:
+    """What the run's meters resolve per size (None without power or an idle baseline)."""
+    if a.power is None or not math.isfinite(a.power.idle_w):
+        return None
+    from npmpi_analysis.numbers.model import trial_times_per_message
+
+    per_msg, count = trial_times_per_message(a)
+    with np.errstate(invalid="ignore"):
+        t = np.where(count > 0, np.nansum(per_msg, axis=1) / np.maximum(count, 1), np.nan)
+    return resolution(a, t)
+
+
+def below_resolution(a, k: int) -> bool:
+    """Whether size k's dynamic power lies below what the run resolves there."""
+    res = getattr(a, "resolution", None)
+    if res is None or a.dynamic_w is None:
+        return False
+    dyn, floor = float(a.dynamic_w[k]), float(res.power_w[k])
+    return math.isfinite(dyn) and math.isfinite(floor) and abs(dyn) < floor
+
+
 def fit_model(
     a, breaks_bytes: list[int] | None = None, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
 ) -> RunModel:
