@@ -464,11 +464,15 @@ def html_report(
                 ],
             )
         )
-        from npmpi_analysis.numbers.size_comparison import comparison_blocks
+        from npmpi_analysis.numbers.size_comparison import common_sizes, comparison_blocks
+        from npmpi_analysis.numbers.verdicts import summary_lines
 
         parts.append("<h3>Per message size (sizes every run measured)</h3>")
         for title, headers, rows in comparison_blocks(analyses):
             parts.append(f"<h4>{_e(title)}</h4>" + html_table(headers, rows, left=0))
+        if common_sizes(analyses):
+            verdicts = "\n".join(summary_lines(analyses, common_sizes(analyses)))
+            parts.append(f"<h3>Differences beyond noise</h3><pre id=verdicts>{_e(verdicts)}</pre>")
     if figures:
         parts.append("<h2>Figures</h2>")
     parts += figures_html(figures)
