@@ -300,3 +300,34 @@ def test_the_resolution_by_hand():
     assert res.period_s == 0.5 and res.reading_sigma_w == pytest.approx(0.5)  # sqrt(0.3² + 0.4²)
     assert res.window_for(1.0) == pytest.approx(0.25 * 0.5 / (0.25 - u_idle2))
     assert res.window_for(2 * math.sqrt(u_idle2) * 0.99) == math.inf  # the idle mean alone is more
+
+
+def test_a_map_gives_each_link_alpha_beta_with_intervals(tmp_path, capsys):
+    """A synthetic 6-node map of known latency and bandwidth, one link 2x slower, jitter +-1 %
+    over 7 trials: each link's alpha and beta (through its 3 sizes) hold the truth in their 95 %
+    intervals (or nearly: the few that miss, by little), the slow link's are 2x worse; the CSV and
+    JSON carry them, the summary the medians."""
+    from npmpi_analysis.cli import main
+    from npmpi_analysis.synthetic_map import MapTruth, write_map
+
+    truth = MapTruth([f"n{k}" for k in range(6)], slow_links={(1, 4): 0.5}, jitter=0.01, trials=7, seed=3)
+    path = write_map(tmp_path / "m.h5", truth)
+    assert main([str(path), "--csv", str(tmp_path / "m.csv"), "--json", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out
+    assert "model per link (t = alpha + bits/beta through its 3 sizes" in out
+    rows = [
+        r for r in csv.DictReader((tmp_path / "m.csv").read_text().splitlines()) if r["size_bytes"] == "1"
+    ]
+    assert len(rows) == 15
+    inside = 0
+    for r in rows:
+        slow = {r["host_a"], r["host_b"]} == {"n1", "n4"}
+        alpha, beta = truth.latency_s / (0.5 if slow else 1), truth.bandwidth_bit_s * (0.5 if slow else 1)
+        a, lo, hi = (float(r[f"model_alpha{k}_s"]) for k in ("", "_lo", "_hi"))
+        b, blo, bhi = (float(r[f"model_beta{k}_bit_s"]) for k in ("", "_lo", "_hi"))
+        inside += (lo <= alpha <= hi) + (blo <= beta <= bhi)
+        assert a == pytest.approx(alpha, rel=0.05) and b == pytest.approx(beta, rel=0.02)
+    assert inside >= 26  # of 30: 95 % intervals
+    doc = json.loads((tmp_path / "m.json").read_text())["maps"][0]
+    assert doc["summary"]["median_model_beta_bit_s"] == pytest.approx(truth.bandwidth_bit_s, rel=0.01)
+    assert len(doc["model_alpha_s"]) == 6

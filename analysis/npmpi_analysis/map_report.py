@@ -11,6 +11,7 @@ import numpy as np
 from npmpi.core.modes import MODE_TABLE
 from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.html_parts import figures_html, html_text
+from npmpi_analysis.numbers import map_model
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.map_conditions import map_lines, map_matrices, map_summary, pair_columns
 from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
@@ -106,7 +107,7 @@ def summary(a) -> dict[str, Any]:
         out["flagged_pairs"] = {
             FLAG_NAMES[c]: int((flags == c).sum()) for c in range(1, len(FLAG_NAMES)) if (flags == c).any()
         }
-    return {**out, **map_summary(a.conditions)}
+    return {**out, **map_summary(a.conditions), **map_model.summary(a.model, upper)}
 
 
 def _median(x: np.ndarray) -> float | None:
@@ -146,6 +147,7 @@ def summary_text(a, show_matrices: bool = True) -> str:
             for b, z in zip(s["median_bandwidth_bit_s"], s["size_bytes"], strict=True)
         )
     )
+    out += map_model.summary_line(s, len(s["size_bytes"]))
     if not s["has_power"]:
         out.append(f"  power: {NO_POWER}")
     else:
@@ -294,6 +296,7 @@ def pair_rows(a) -> list[dict[str, Any]]:
                     }
                 )
             row.update(pair_columns(a.conditions, k, i, j, int(size), row.get("energy_pj_bit")))
+            row.update(map_model.pair_columns(a.model, i, j))
             rows.append(row)
     return rows
 
@@ -355,6 +358,7 @@ def map_doc(a) -> dict[str, Any]:
         "trials_stalled": a.trials_stalled,
         "outliers": [_finding(f) for f in a.outliers],
         **map_matrices(a.conditions),
+        **map_model.matrices(a.model),
     }
     if a.energy is not None:
         e = a.energy

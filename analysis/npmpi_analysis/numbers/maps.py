@@ -27,6 +27,7 @@ from npmpi_analysis.numbers.compute import FLAG_NONE
 from npmpi_analysis.numbers.machines import machine_of
 from npmpi_analysis.numbers.map_conditions import MapConditions, analyse_map_conditions, confirm_conditions
 from npmpi_analysis.numbers.map_file import MapFile
+from npmpi_analysis.numbers.map_model import link_models
 from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
 
 STORED_TOLERANCE = 1e-6  # relative difference between the file's derived matrices and ours
@@ -75,6 +76,7 @@ class MapAnalysis:
     problems: list[str] = field(default_factory=list)
     outliers: list = field(default_factory=list)  # npmpi_analysis.numbers.map_outliers.Finding
     conditions: MapConditions | None = None  # both sides' conditions per pair (format 1.10)
+    model: Any = None  # numbers/map_model.LinkModels: each link's alpha, beta, energy per bit
 
     @property
     def nodes(self) -> int:
@@ -245,6 +247,7 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
                 "among its ranks measured in that round (a pair's energy is an even share, not a "
                 "measurement of that pair alone)"
             )
+    a.model = link_models(a)
     a.outliers = find_outliers(a)
     confirm_findings(a, m.confirm)
     a.conditions = analyse_map_conditions(m, a, entry_hosts(m), is_directed(m.map_attrs))

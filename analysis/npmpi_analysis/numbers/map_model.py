@@ -1,0 +1,193 @@
+"""A cluster map's model per link: t = alpha + 8m/beta and the energy per bit eb (the slope of the
+energy of one message against its bits) through each pair's sizes, with 95 % intervals (docs/
+analysis.md, "Models").
+
+Each pair's mean one-way time per size and its sigma (the standard deviation of the mean of its
+trials, stalled trials left out: numbers/maps.py) give a weighted straight line in closed form for
+all pairs at once; its coefficients are linear in the means, so their variances follow exactly
+from the sizes' sigmas (with two sizes, the line through both points), and the interval is
+t(0.975, trials - 1) of them (Student's t: 2.45 at NetPIPE's 7 trials). beta's interval is the
+slope's inverted. The energy of one message at a size is the pair's energy per bit times its bits,
+its sigma the energy per bit's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+        10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}  # fmt: skip
+REL_FLOOR = 1e-3
+
+
+def t975(df: np.ndarray) -> np.ndarray:
+    """Student's t quantile 0.975 for `df` degrees of freedom (the table's next lower entry; 1.96
+    beyond 30; NaN below 1)."""
+    keys = np.array(sorted(T975))
+    values = np.array([T975[k] for k in keys])
+    df = np.asarray(df, dtype=float)
+    idx = np.searchsorted(keys, np.where(df >= 1, df, 1), side="right") - 1
+    out = np.where(df > 30, 1.96, values[np.clip(idx, 0, len(keys) - 1)])
+    return np.where(df >= 1, out, np.nan)
+
+
+@dataclass
+class Line:
+    """[N, N] per pair: intercept and slope with their 95 % half-widths."""
+
+    intercept: np.ndarray
+    intercept_half: np.ndarray
+    slope: np.ndarray
+    slope_half: np.ndarray
+
+
+def weighted_lines(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, quantile: np.ndarray) -> Line:
+    """Lines y = a + b x through y [S, N, N] at x [S] weighted by 1/sigma² (at least 0.1 % of y),
+    the half-widths `quantile` [N, N] times the coefficients' standard deviations."""
+    ok = np.isfinite(y) & np.isfinite(sigma)
+    s = np.maximum(np.where(ok, sigma, 0.0), REL_FLOOR * np.abs(np.where(ok, y, 0.0)))
+    w = np.where(ok & (s > 0), 1.0 / np.where(s > 0, s, 1.0) ** 2, 0.0)
+    xs = x[:, None, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sw = w.sum(axis=0)
+        mx = (w * xs).sum(axis=0) / sw
+        my = (w * np.where(ok, y, 0.0)).sum(axis=0) / sw
+        dx = xs - mx
+        sxx = (w * dx * dx).sum(axis=0)
+        slope = (w * dx * np.where(ok, y, 0.0)).sum(axis=0) / sxx
+        intercept = my - slope * mx
+        var_slope = 1.0 / sxx
+        var_intercept = 1.0 / sw + mx * mx * var_slope
+    two = ok.sum(axis=0) >= 2
+    nan = np.full(slope.shape, np.nan)
+    return Line(
+        np.where(two, intercept, nan),
+        np.where(two, quantile * np.sqrt(var_intercept), nan),
+        np.where(two, slope, nan),
+        np.where(two, quantile * np.sqrt(var_slope), nan),
+    )
+
+
+@dataclass
+class LinkModels:
+    """[N, N] per link: alpha, beta and the energy per bit with their 95 % intervals."""
+
+    alpha_s: np.ndarray
+    alpha_lo_s: np.ndarray
+    alpha_hi_s: np.ndarray
+    beta_bit_s: np.ndarray
+    beta_lo_bit_s: np.ndarray
+    beta_hi_bit_s: np.ndarray
+    energy_per_bit_j: np.ndarray | None
+    energy_per_bit_lo_j: np.ndarray | None
+    energy_per_bit_hi_j: np.ndarray | None
+
+
+def _inverse(slope: np.ndarray, half: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(1/slope, its interval) from the slope's: an interval reaching 0 leaves beta unbounded above."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo_s, hi_s = slope - half, slope + half
+        value = np.where(slope > 0, 1.0 / slope, np.inf)
+        lo = np.where(hi_s > 0, 1.0 / hi_s, np.inf)
+        hi = np.where(lo_s > 0, 1.0 / lo_s, np.inf)
+    bad = ~np.isfinite(slope)
+    return tuple(np.where(bad, np.nan, v) for v in (value, lo, hi))
+
+
+def link_models(a) -> LinkModels | None:
+    """The model of every link of the analysed map `a` (numbers/maps.MapAnalysis); None with fewer
+    than two sizes."""
+    if len(a.size_bytes) < 2:
+        return None
+    bits = 8.0 * a.size_bytes.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = bits[:, None, None] / a.mean_bit_s
+        sigma_t = t * a.sigma_bit_s / a.mean_bit_s
+    kept = a.trials_run - a.trials_stalled
+    q = t975(np.min(np.where(kept > 0, kept, 0), axis=0) - 1.0)
+    line = weighted_lines(bits, t, sigma_t, q)
+    beta, beta_lo, beta_hi = _inverse(line.slope, line.slope_half)
+    out = LinkModels(
+        line.intercept,
+        line.intercept - line.intercept_half,
+        line.intercept + line.intercept_half,
+        beta,
+        beta_lo,
+        beta_hi,
+        None,
+        None,
+        None,
+    )
+    if a.energy is not None:
+        e = a.energy.energy_pj_bit * 1e-12 * bits[:, None, None]
+        se = a.energy.energy_sigma_pj_bit * 1e-12 * bits[:, None, None]
+        energy = weighted_lines(bits, e, se, q)
+        out.energy_per_bit_j = energy.slope
+        out.energy_per_bit_lo_j = energy.slope - energy.slope_half
+        out.energy_per_bit_hi_j = energy.slope + energy.slope_half
+    return out
+
+
+NAMES = (
+    ("model_alpha_s", "alpha_s"),
+    ("model_alpha_lo_s", "alpha_lo_s"),
+    ("model_alpha_hi_s", "alpha_hi_s"),
+    ("model_beta_bit_s", "beta_bit_s"),
+    ("model_beta_lo_bit_s", "beta_lo_bit_s"),
+    ("model_beta_hi_bit_s", "beta_hi_bit_s"),
+    ("model_energy_per_bit_j", "energy_per_bit_j"),
+    ("model_energy_per_bit_lo_j", "energy_per_bit_lo_j"),
+    ("model_energy_per_bit_hi_j", "energy_per_bit_hi_j"),
+)
+
+
+def pair_columns(lm: LinkModels | None, i: int, j: int) -> dict[str, float]:
+    """The map CSV's model columns of link (i, j)."""
+    if lm is None:
+        return {}
+    return {col: float(getattr(lm, attr)[i, j]) for col, attr in NAMES if getattr(lm, attr) is not None}
+
+
+def matrices(lm: LinkModels | None) -> dict[str, Any]:
+    """The map JSON's model matrices."""
+    if lm is None:
+        return {}
+    return {col: getattr(lm, attr) for col, attr in NAMES if getattr(lm, attr) is not None}
+
+
+def _median(x: np.ndarray) -> float | None:
+    x = x[np.isfinite(x)]
+    return float(np.median(x)) if x.size else None
+
+
+def summary(lm: LinkModels | None, upper: np.ndarray) -> dict[str, Any]:
+    """The medians over the links of alpha, beta and the energy per bit."""
+    if lm is None:
+        return {}
+    out = {
+        "median_model_alpha_s": _median(lm.alpha_s[upper]),
+        "median_model_beta_bit_s": _median(lm.beta_bit_s[upper]),
+    }
+    if lm.energy_per_bit_j is not None:
+        out["median_model_energy_per_bit_j"] = _median(lm.energy_per_bit_j[upper])
+    return out
+
+
+def summary_line(s: dict[str, Any], sizes: int) -> list[str]:
+    """The text summary's line of the links' model."""
+    if s.get("median_model_alpha_s") is None:
+        return []
+    beta = s.get("median_model_beta_bit_s")
+    text = (
+        f"  model per link (t = alpha + bits/beta through its {sizes} sizes; each with a 95 % interval in "
+        f"the CSV and JSON): median alpha {s['median_model_alpha_s'] * 1e6:.4g} us, median beta "
+        + (f"{beta * 1e-9:.4g} Gbit/s" if beta is not None else "-")
+    )
+    e = s.get("median_model_energy_per_bit_j")
+    if e is not None and math.isfinite(e):
+        text += f", median energy per bit {e * 1e12:.4g} pJ/bit"
+    return [text]
