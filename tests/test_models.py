@@ -331,3 +331,32 @@ def test_a_map_gives_each_link_alpha_beta_with_intervals(tmp_path, capsys):
     doc = json.loads((tmp_path / "m.json").read_text())["maps"][0]
     assert doc["summary"]["median_model_beta_bit_s"] == pytest.approx(truth.bandwidth_bit_s, rel=0.01)
     assert len(doc["model_alpha_s"]) == 6
+
+
+def drift_file(path, within: float, across_per_min: float, seed: int):
+    """Hockney's curve over 40 sizes measured in a random order, one size every 3 s: each trial j
+    (of 7) 1 + within x j times its size's time, each size 1 + across x minutes since the start."""
+    from npmpi_analysis.synthetic import write_run
+
+    rng = np.random.default_rng(seed)
+    sizes = np.unique(np.geomspace(1, 1 << 20, 40).astype(int))
+    order = rng.permutation(len(sizes))
+    minutes = order * 3 / 60.0
+    t = (2e-6 + 8 * sizes / 10e9) * (1 + across_per_min * minutes)
+    trials = (
+        t[:, None] * 200 * (1 + within * np.arange(7)) * (1 + 0.002 * rng.standard_normal((len(sizes), 7)))
+    )
+    starts = [[1.7e9 + 3 * o + 0.3 * j for j in range(7)] for o in order]
+    return write_run(path, sizes.tolist(), [100] * len(sizes), trials.tolist(), starts)
+
+
+def test_drift_within_sizes_and_across_the_run_is_seen_with_its_interval(tmp_path):
+    from npmpi_analysis import open_run
+
+    quiet = open_run(drift_file(tmp_path / "q.h5", 0.0, 0.0, 1)).summary["drift"]
+    assert not quiet["within_sizes"]["drift"] and not quiet["across_run"]["drift"]
+    warm = open_run(drift_file(tmp_path / "w.h5", 0.01, 0.0, 2)).summary["drift"]["within_sizes"]
+    truth = 1.0 / 1.03  # 1 % of the first trial's time per trial, in % of the mean of 7 (1 + 0.03)
+    assert warm["drift"] and warm["slope_lo_percent_per_trial"] < truth < warm["slope_hi_percent_per_trial"]
+    hot = open_run(drift_file(tmp_path / "h.h5", 0.0, 0.05, 3)).summary["drift"]["across_run"]
+    assert hot["drift"] and hot["slope_percent_per_minute"] == pytest.approx(5.0, rel=0.25)

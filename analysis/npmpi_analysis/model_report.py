@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from npmpi_analysis.numbers.model_drift import drift
+from npmpi_analysis.numbers.model_drift import lines as drift_lines
 from npmpi_analysis.numbers.model_summary import WINDOW_TARGETS_W, regime_rows, summary
 
 HEADERS = ["sizes B", "alpha us", "beta Gbit/s", "E/msg nJ", "E/bit pJ", "R2 t", "worst t", "R2 E"]
@@ -126,7 +128,7 @@ def model_lines(a, render_table) -> list[str]:
         left = s["energy_left_out_sizes_bytes"]
         out.append(f"  energy model: {len(left)} size(s) with flagged power left out (first {left[0]} B)")
     out += resolution_lines(s.get("resolution"), int(a.model.resolution.trials) if a.model.resolution else 0)
-    return out
+    return out + drift_lines(drift(a), str(a.attrs.get("size_order", "ascending")))
 
 
 CSV_COLUMNS = ("run", "regime")

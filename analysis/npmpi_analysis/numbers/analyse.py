@@ -10,7 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis.numbers import collectives, compute, conditions, cpu_cost, model_energy, model_summary
+from npmpi_analysis.numbers import (
+    collectives,
+    compute,
+    conditions,
+    cpu_cost,
+    model_drift,
+    model_energy,
+    model_summary,
+)
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
 from npmpi_analysis.numbers.fabric import (
     FabricResult,
@@ -220,6 +228,7 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     out.update(conditions.summary(a.conditions) if a.conditions is not None else {})
     out["has_power"] = a.power is not None
     out["model"] = model_summary.summary(a.model, a.model_note)
+    out["drift"] = model_drift.drift(a)
     if a.power is None:
         return out
     t0 = _add_power_figures(out, a)
