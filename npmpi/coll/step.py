@@ -39,13 +39,11 @@ def mpi_datatype(MPI, dtype_name: str, reduction: bool):
     return getattr(MPI, "SIGNED_CHAR" if reduction and d.mpi == "CHAR" else d.mpi)
 
 
-def page_aligned(values: np.ndarray) -> np.ndarray:
-    """`values` copied into a page-aligned buffer of its own, every page touched (as OSU's buffers)."""
-    if not values.size:
-        return values
-    buf = allocate(values.nbytes, HUGE_PAGES_SYSTEM).view(values.dtype)
-    buf[:] = values
-    return buf
+def page_aligned(elements: int, dtype: np.dtype) -> np.ndarray:
+    """A page-aligned buffer of `elements` of `dtype` of its own (as OSU's buffers), unfilled."""
+    if not elements:
+        return np.zeros(0, dtype=dtype)
+    return allocate(elements * dtype.itemsize, HUGE_PAGES_SYSTEM).view(dtype)
 
 
 def _fault_size() -> int | None:
@@ -105,11 +103,17 @@ class CollStep(GroupStep):
     def set_size(self, size: int) -> None:
         op, n, dt = self.op, self.n, self.dtype
         self.size, self.count = size, size // dt.itemsize
-        send = pattern(self.rank, op.elements(op.send_blocks, self.count, n), dt)
-        self.send = page_aligned(send)
-        self.recv = page_aligned(np.zeros(op.elements(op.recv_blocks, self.count, n), dtype=dt))
+        # the last size's buffers go before this size's come; each written in place, every page
+        # touched: the message's bytes and no more (no temporary of another type, no copy)
+        self.send = self.recv = self.call = None
+        elements = op.elements(op.send_blocks, self.count, n)
+        self.send = pattern(self.rank, elements, dt, page_aligned(elements, dt))
         if op.name == "bcast":  # one buffer: the root's values, the others' overwritten
-            self.recv = page_aligned(send if self.rank == 0 else np.zeros_like(send))
+            self.recv = self.send if self.rank == 0 else page_aligned(elements, dt)
+        else:
+            self.recv = page_aligned(op.elements(op.recv_blocks, self.count, n), dt)
+        if self.recv is not self.send:
+            self.recv[:] = 0
         self.call = self._bind()
 
     def _bind(self):
