@@ -328,6 +328,9 @@ def test_a_map_gives_each_link_alpha_beta_with_intervals(tmp_path, capsys):
         inside += (lo <= alpha <= hi) + (blo <= beta <= bhi)
         assert a == pytest.approx(alpha, rel=0.05) and b == pytest.approx(beta, rel=0.02)
     assert inside >= 26  # of 30: 95 % intervals
+    from npmpi_analysis import open_run
+
+    assert len(open_run(path).model) == 0  # run.model is a run's regimes: a map's links are in its tables
     doc = json.loads((tmp_path / "m.json").read_text())["maps"][0]
     assert doc["summary"]["median_model_beta_bit_s"] == pytest.approx(truth.bandwidth_bit_s, rel=0.01)
     assert len(doc["model_alpha_s"]) == 6

@@ -138,7 +138,7 @@ class RunData:
         rows = [
             {"run": d.label, "regime": k + 1, **row}
             for d in (self.series or [self])
-            if getattr(d.analysis, "model", None) is not None
+            if hasattr(getattr(d.analysis, "model", None), "regimes")  # a map's links: its tables
             for k, row in enumerate(regime_rows(d.analysis.model))
         ]
         return Table(rows) if rows else Table([], MODEL_COLUMNS)
