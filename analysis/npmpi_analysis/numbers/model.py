@@ -30,6 +30,7 @@ MIN_POINTS_FIXED = 3  # with the user's breaks
 MAX_REGIMES = 4  # eager, rendezvous, cache to memory and one more at most
 REL_FLOOR = 1e-3  # a size's weight: its time's sigma, at least 0.1 % of its time
 CHUNK = 250  # resamples drawn at a time (memory: chunk x sizes x trials)
+CHUNK_ELEMENTS = 2_000_000  # at most this many drawn trials at a time (16 MB a float array)
 LEVEL = 95.0
 
 
@@ -240,9 +241,10 @@ def fit_time(a, breaks_bytes: list[int] | None, resamples: int, seed: int):
         source = "found"
     fits = segmented.fit_lines(x, y, w, breaks)
     rng = np.random.default_rng(seed)
+    chunk = max(10, min(CHUNK, CHUNK_ELEMENTS // max(per_msg.size, 1)))  # many trials: fewer at a time
     drawn = [
-        resample_means(per_msg[rows], count[rows], rng, min(CHUNK, resamples - k))
-        for k in range(0, resamples, CHUNK)
+        resample_means(per_msg[rows], count[rows], rng, min(chunk, resamples - k))
+        for k in range(0, resamples, chunk)
     ]
     boot_t = np.concatenate([d[0] for d in drawn], axis=0)
     boot_w = weights(boot_t, np.concatenate([d[1] for d in drawn], axis=0))
