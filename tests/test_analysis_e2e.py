@@ -66,7 +66,9 @@ def test_real_run_is_analysed_end_to_end(tmp_path):
     assert len((out / "np.out").read_text().splitlines()) == len(rows)
     figures = sorted(p.stem for p in (out / "plots").glob("*.png"))
     # one node: no stacked per-node power (it would repeat the job's); the ranks' CPU (format 1.7)
-    assert len(figures) == 9 and "power_time" in figures and "power_nodes" not in figures
+    assert (
+        len(figures) == 10 and "model" in figures and "power_time" in figures and "power_nodes" not in figures
+    )
     assert "cpu_per_kib" in figures and all(r["cpu_us_per_kib"] for r in rows[1:])
     page = (out / "report.html").read_text()
-    assert page.count("<img ") == 9 and "ESTIMATED, not measured" in page
+    assert page.count("<img ") == 10 and "ESTIMATED, not measured" in page

@@ -229,9 +229,11 @@ def test_several_runs_side_by_side_per_size(tmp_path, capsys):
     rows = (tmp_path / "c.csv").read_text().splitlines()
     assert rows[0] == (
         "size_bytes,a_latency_min_s,b_latency_min_s,b_latency_min_s_ratio,"
-        "a_bandwidth_peak_bit_s,b_bandwidth_peak_bit_s,b_bandwidth_peak_bit_s_ratio"
+        "a_bandwidth_peak_bit_s,b_bandwidth_peak_bit_s,b_bandwidth_peak_bit_s_ratio,"
+        "b_time_ratio,b_time_ratio_lo,b_time_ratio_hi,b_time_verdict"
     )
-    size, lat_a, lat_b, lat_ratio, bw_a, bw_b, bw_ratio = (float(x) for x in rows[1].split(","))
+    assert rows[1].endswith(",2.0,,,")  # one trial a size: no spread to judge a difference by
+    size, lat_a, lat_b, lat_ratio, bw_a, bw_b, bw_ratio = (float(x) for x in rows[1].split(",")[:7])
     assert size == 8 and lat_a == pytest.approx(2e-6) and lat_b == pytest.approx(4e-6)
     assert lat_ratio == pytest.approx(2.0) and bw_ratio == pytest.approx(0.5)
     assert bw_a == pytest.approx(2 * 10 * 8 * 8 / 4e-5) and bw_b == pytest.approx(bw_a / 2)

@@ -90,7 +90,9 @@ def test_the_verdict_text_names_the_difference_and_its_interval(tmp_path, capsys
     assert main([str(a), str(b), "--report", str(tmp_path / "r.html")]) == 0
     out = capsys.readouterr().out
     page = (tmp_path / "r.html").read_text()
-    assert "<h3>Differences beyond noise</h3><pre id=verdicts>" in page and "b vs a, time per message" in page
+    assert (
+        "<h3>Differences beyond noise</h3><ul id=verdicts><li>" in page and "b vs a, time per message" in page
+    )
     line = next(x for x in out.splitlines() if "b vs a, time per message" in x)
     assert f"{len(SIZES)} size(s) slower" in line and "largest at" in line and "slower by " in line
     model = [x for x in out.splitlines() if "b vs a, model" in x]

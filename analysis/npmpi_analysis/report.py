@@ -471,8 +471,10 @@ def html_report(
         for title, headers, rows in comparison_blocks(analyses):
             parts.append(f"<h4>{_e(title)}</h4>" + html_table(headers, rows, left=0))
         if common_sizes(analyses):
-            verdicts = "\n".join(summary_lines(analyses, common_sizes(analyses)))
-            parts.append(f"<h3>Differences beyond noise</h3><pre id=verdicts>{_e(verdicts)}</pre>")
+            items = "".join(
+                f"<li>{_e(x.strip())}</li>" for x in summary_lines(analyses, common_sizes(analyses))
+            )
+            parts.append(f"<h3>Differences beyond noise</h3><ul id=verdicts>{items}</ul>")
     if figures:
         parts.append("<h2>Figures</h2>")
     parts += figures_html(figures)

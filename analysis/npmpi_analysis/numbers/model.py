@@ -145,15 +145,37 @@ def size_sigma(per_msg: np.ndarray, count: np.ndarray, mean: np.ndarray) -> np.n
     about +-50 %; unshrunk, a size whose few trials happened to agree would weigh as much as all
     the others and its regime would be split off by chance."""
     with np.errstate(invalid="ignore"):
-        var = np.where(count > 1, np.nanvar(per_msg, axis=1, ddof=1) if per_msg.shape[1] > 1 else 0.0, np.nan)
+        var = row_variance(per_msg)
     return _shrunk_sigma(var[None, :], np.maximum(count, 1)[None, :], mean[None, :])[0]
+
+
+def row_variance(x: np.ndarray) -> np.ndarray:
+    """Each row's sample variance (ddof 1) of its finite values; NaN with fewer than two (no
+    warning, as numpy's nanvar gives)."""
+    finite = np.isfinite(x)
+    k = finite.sum(axis=1)
+    mean = np.where(finite, x, 0.0).sum(axis=1) / np.maximum(k, 1)
+    dev = np.where(finite, x - mean[:, None], 0.0)
+    return np.where(k > 1, (dev * dev).sum(axis=1) / np.maximum(k - 1, 1), np.nan)
+
+
+def row_median(x: np.ndarray) -> np.ndarray:
+    """Each row's median of its finite values; NaN where it has none (no warning)."""
+    x = np.where(np.isfinite(x), x, np.nan)
+    k = np.isfinite(x).sum(axis=1)
+    ordered = np.sort(x, axis=1)  # NaN last
+    lo = np.take_along_axis(ordered, np.maximum((k - 1) // 2, 0)[:, None], axis=1)[:, 0]
+    hi = np.take_along_axis(ordered, np.maximum(k // 2, 0)[:, None].clip(max=max(x.shape[1] - 1, 0)), axis=1)[
+        :, 0
+    ]
+    return np.where(k > 0, 0.5 * (lo + hi), np.nan)
 
 
 def _shrunk_sigma(var: np.ndarray, count: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """[rows, sizes] size_sigma of each row (a resample) from its variances and means."""
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = var / mean**2
-        typical = np.nanmedian(np.where(np.isfinite(rel), rel, np.nan), axis=1, keepdims=True)
+        typical = row_median(rel)[:, None]
     typical = np.where(np.isfinite(typical), typical, 0.0)
     pooled = typical * mean**2
     shrunk = np.where(np.isfinite(var), 0.5 * (var + pooled), pooled)

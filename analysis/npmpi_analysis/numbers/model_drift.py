@@ -53,15 +53,20 @@ def drift(a) -> dict[str, Any]:
     out: dict[str, Any] = {"within_sizes": None, "across_run": None}
     trial_s = a.bw.trial_s
     if trial_s is not None and trial_s.ndim == 2 and trial_s.shape[1] >= 3:
+        finite = np.isfinite(trial_s)
         with np.errstate(invalid="ignore", divide="ignore"):
-            rel = trial_s / np.nanmean(trial_s, axis=1, keepdims=True) - 1.0
+            mean = np.where(finite, trial_s, 0.0).sum(axis=1, keepdims=True) / finite.sum(
+                axis=1, keepdims=True
+            )
+            rel = trial_s / mean - 1.0
         order = np.broadcast_to(np.arange(trial_s.shape[1], dtype=float), trial_s.shape)
         out["within_sizes"] = _entry(*slope_interval(order.ravel(), rel.ravel()), "trial", 100.0)
     model = getattr(a, "model", None)
-    if model is not None:
+    starts = a.window_start_unix_s[np.isfinite(a.window_start_unix_s)]
+    if model is not None and starts.size:
         with np.errstate(invalid="ignore", divide="ignore"):
             resid = model.time_s / model.fit_time_s - 1.0
-        minutes = (a.window_start_unix_s - np.nanmin(a.window_start_unix_s)) / 60.0
+        minutes = (a.window_start_unix_s - starts.min()) / 60.0
         out["across_run"] = _entry(*slope_interval(minutes, resid), "minute", 100.0)
     return out
 

@@ -66,12 +66,14 @@ def _rows_of(a, sizes: list[int]) -> np.ndarray:
 def _draws(
     a, rows: np.ndarray, rng, b: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """(mean times, their resamples [b, n], energies of one message, their resamples) at `rows`."""
+    """(mean times, their resamples [b, n], energies of one message, their resamples) at `rows`; a
+    size of one trial has no spread to judge by: its resamples are NaN (no verdict)."""
     per_msg, count = trial_times_per_message(a)
     per_msg, count = per_msg[rows], count[rows]
     with np.errstate(invalid="ignore"):
         t = np.where(count > 0, np.nansum(per_msg, axis=1) / np.maximum(count, 1), np.nan)
     boot_t = resample_means(per_msg, count, rng, b)[0]
+    boot_t[:, count < 2] = np.nan
     if a.power is None:
         return t, boot_t, None, None
     p = np.asarray(a.power.job_w, dtype=float)[rows]
