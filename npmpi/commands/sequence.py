@@ -80,7 +80,7 @@ class MpiCommand:
             guard.cancel()
 
     def _started(self, argv: list[str], opts, level: str, guard) -> int:
-        from npmpi.core.job import load_mpi
+        from npmpi.core.job import frozen_for_a_test, load_mpi
         from npmpi.core.messages import StopFlag
 
         MPI = load_mpi(level)
@@ -88,6 +88,7 @@ class MpiCommand:
             return 2
         comm = MPI.COMM_WORLD
         rank = comm.Get_rank()
+        frozen_for_a_test("startup", rank)  # after MPI_Init, inside the start-up guard's bound
         stop = StopFlag()
         if self.stop_signals:
             install_signal_handlers(stop, writer_rank=rank == 0)

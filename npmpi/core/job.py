@@ -265,16 +265,16 @@ def report_end(comm) -> None:
 
     from npmpi.core.messages import END_TAG
 
-    _frozen_for_a_test("end", comm.Get_rank())
+    frozen_for_a_test("end", comm.Get_rank())
     comm.Send(np.ones(1, dtype=np.int64), 0, END_TAG)
     leave = np.zeros(1, dtype=np.int64)
     req = comm.Irecv(leave, 0, END_TAG)
     while not req.Test():
         time.sleep(END_POLL_S)
-    _frozen_for_a_test("leave", comm.Get_rank())
+    frozen_for_a_test("leave", comm.Get_rank())
 
 
-def _frozen_for_a_test(where: str, rank: int) -> None:
+def frozen_for_a_test(where: str, rank: int) -> None:
     """Fault injection for the test suite: NPMPI_FAULT_FREEZE=WHERE:RANK stops that rank (SIGSTOP)
     at that point of its end, where a test's own SIGSTOP could not be timed."""
     if os.environ.get("NPMPI_FAULT_FREEZE") == f"{where}:{rank}":
