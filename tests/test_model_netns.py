@@ -42,21 +42,8 @@ def test_a_rate_limited_link_reads_slower_where_the_limit_bites(hosts, tmp_path)
     fast, slow = tmp_path / "fast.h5", tmp_path / "slow.h5"
     sweep(hosts, fast)
     first = hosts.names[0]
-    tc(
-        first,
-        "qdisc",
-        "replace",
-        "dev",
-        "eth0",
-        "root",
-        "tbf",
-        "rate",
-        SLOW,
-        "burst",
-        BURST,
-        "latency",
-        "50ms",
-    )
+    tc(first, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", SLOW, "burst", BURST,
+       "latency", "50ms")  # fmt: skip
     try:
         sweep(hosts, slow)
     finally:

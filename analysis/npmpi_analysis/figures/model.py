@@ -44,31 +44,13 @@ def plot_model(a, several: bool) -> Plot | None:
     grid = fig.add_gridspec(2, cols, height_ratios=(3, 1), hspace=0.08, wspace=0.3)
     fig.subplots_adjust(left=0.09, right=0.97, bottom=0.1, top=0.86)
     x = a.bw.size_bytes.astype(float)
-    top = fig.add_subplot(grid[0, 0])
-    res = fig.add_subplot(grid[1, 0], sharex=top)
-    _panel(
-        top,
-        res,
-        x,
-        m.time_s * 1e6,
-        m.fit_time_s * 1e6,
-        m.breaks_bytes,
-        "time of one message (us)",
-        "tab:blue",
-    )
+    panels = [(m.time_s * 1e6, m.fit_time_s * 1e6, "time of one message (us)", "tab:blue")]
     if energy:
-        top_e = fig.add_subplot(grid[0, 1])
-        res_e = fig.add_subplot(grid[1, 1], sharex=top_e)
-        _panel(
-            top_e,
-            res_e,
-            x,
-            m.energy_j * 1e9,
-            m.fit_energy_j * 1e9,
-            m.breaks_bytes,
-            "energy of one message (nJ)",
-            "tab:red",
-        )
+        panels.append((m.energy_j * 1e9, m.fit_energy_j * 1e9, "energy of one message (nJ)", "tab:red"))
+    for col, (measured, fitted, ylabel, color) in enumerate(panels):
+        top = fig.add_subplot(grid[0, col])
+        res = fig.add_subplot(grid[1, col], sharex=top)
+        _panel(top, res, x, measured, fitted, m.breaks_bytes, ylabel, color)
     source = "breaks given" if m.breaks_source == "given" else "breaks found in the data"
     fig.suptitle(
         f"{a.label}: t = alpha + bits/beta{' and E = E0 + Eb bits' if energy else ''} per regime "
