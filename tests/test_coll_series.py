@@ -22,6 +22,7 @@ from npmpi.coll.ops import OPS
 from npmpi.coll.series import osu_counts
 from npmpi.core.errors import UsageError
 from npmpi.core.layout import node_layout
+from npmpi.runfile.attrseal import seal
 from npmpi.runfile.reader import load_run
 
 WATTS = 77.0
@@ -263,3 +264,150 @@ def test_a_c_kernel_that_cannot_time_each_call_is_refused_for_osu_iterations(mon
     osu = KIND.parse(["--kernel", "c", "--iterations", "osu"])
     assert "cannot time each call as --iterations osu needs" in KIND.member_problem(None, osu, None)
     assert KIND.member_problem(None, KIND.parse(["--kernel", "c"]), None) is None
+
+
+def _row(op: str, n: int, **changed) -> dict:
+    """A series table's row as npmpi writes it (npmpi/coll/series.py), with `changed` keys."""
+    o = OPS[op] if op in OPS else OPS["allreduce"]
+    row = {"op": op, "ranks": n, "algbw_bytes_factor": n if o.algbw_ranks else 1,
+           "bus_factor": float(o.bus_factor(n)), "bus_factor_formula": o.bus_factor_text,
+           "mpi_function": f"MPI_{o.method}", "size_meaning": "m"}  # fmt: skip
+    return {**row, **changed}
+
+
+def forged(path, series=None, table=None, **root):
+    """A coll file of len(series) rows of 1024 B (3 trials of 0.1 s, 1000 iterations), no power:
+    `table` its coll_series_json and `series` each row's index; without them a one-op file
+    (allreduce on 2 ranks) whose root attributes are the factors, `root` changing any."""
+    n = len(series) if series is not None else 2
+    attrs = {"kind": "coll", "mode": "coll", "bytes_per_iteration_factor": 1, "one_way_divisor": 1,
+             "coll_op": "allreduce", "coll_ranks": 2, "coll_algbw_bytes_factor": 1, "coll_bus_factor": 1.0,
+             "coll_bus_factor_formula": "2(n-1)/n"}  # fmt: skip
+    if table is not None:
+        attrs |= {"coll_series_json": json.dumps(table), "coll_bus_factor": math.nan}
+    status = root.pop("status", None)
+    starts = [[10.0 * k, 10.0 * k + 1, 10.0 * k + 2] for k in range(n)]
+    path = write_run(path, [1024] * n, [1000] * n, [[0.1, 0.1, 0.1]] * n, starts, attrs={**attrs, **root})
+    with h5py.File(path, "r+") as f:
+        if series is not None:
+            f["pingpong"].create_dataset("coll_series", data=np.array(series), fletcher32=True)
+        if status is not None:
+            f.attrs["status"] = status
+            seal(f)
+    return path
+
+
+ALGBW = 8 * 1024 / 1e-4  # 1024 B per 0.1 ms operation
+
+
+@pytest.mark.parametrize(
+    "root, bus, said",
+    [
+        ({"coll_bus_factor": -1.0}, 1.0, "coll_bus_factor -1 -> 1"),
+        ({"coll_bus_factor": 1e300}, 1.0, "coll_bus_factor 1e+300 -> 1"),
+        ({"coll_bus_factor": 0.0}, 1.0, "coll_bus_factor 0 -> 1"),
+        ({"coll_algbw_bytes_factor": 0}, 1.0, "coll_algbw_bytes_factor 0 -> 1"),
+        ({"coll_algbw_bytes_factor": -5}, 1.0, "coll_algbw_bytes_factor -5 -> 1"),
+        ({"coll_algbw_bytes_factor": "x"}, 1.0, "coll_algbw_bytes_factor x -> 1"),
+        ({"coll_bus_factor_formula": "(n-1)/n"}, 1.0, "coll_bus_factor_formula '(n-1)/n' -> '2(n-1)/n'"),
+        ({"coll_ranks": 4, "coll_bus_factor": 1.0}, 1.5, "coll_bus_factor 1 -> 1.5"),
+    ],
+)
+def test_forged_root_factors_are_npmpi_s_for_the_op_with_a_notice(tmp_path, root, bus, said, capsys):
+    """A one-op file's factors come from its op and rank count (npmpi/coll/ops.py); a stored value
+    that disagrees is named beside the one used, and the heading shows the one used."""
+    from npmpi_analysis.cli import main
+    from npmpi_analysis.coll_report import coll_heading
+
+    ((_, a, rows),) = analysed(forged(tmp_path / "f.h5", **root))
+    assert rows[0]["algbw_bit_s"] == pytest.approx(ALGBW) and rows[0]["busbw_bit_s"] == pytest.approx(
+        ALGBW * bus
+    )
+    (notice,) = [n for n in a.notices if "factors are not" in n]
+    assert said in notice and notice.endswith(
+        f"npmpi's for allreduce on {a.attrs['coll_ranks']} ranks are used"
+    )
+    assert f"algbw = 1 x size / t; busbw = algbw x 2(n-1)/n = {bus:g}" in coll_heading(a)
+    assert main([str(tmp_path / "f.h5")]) == 0 and said in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "changed, algbw, busbw, said",
+    [
+        ({"algbw_bytes_factor": 1e300}, ALGBW, ALGBW, "coll_algbw_bytes_factor 1e+300 -> 1"),
+        ({"bus_factor": -1.0}, ALGBW, ALGBW, "coll_bus_factor -1 -> 1"),
+        ({"bus_factor": "x"}, ALGBW, ALGBW, "coll_bus_factor x -> 1"),
+    ],
+)
+def test_a_series_forged_factors_are_npmpi_s(tmp_path, changed, algbw, busbw, said):
+    """A series' algbw_bytes_factor of 1e300 gave 2.6e307 bit/s; its own factors are checked too."""
+    table = [_row("allreduce", 2, **changed), _row("allgather", 4)]
+    parts = analysed(forged(tmp_path / "s.h5", [0, 1], table))
+    (_, a, rows), (_, b, other) = parts
+    assert rows[0]["algbw_bit_s"] == pytest.approx(algbw) and rows[0]["busbw_bit_s"] == pytest.approx(busbw)
+    assert any(
+        said.split(" ->")[0] in n and "npmpi's for allreduce on 2 ranks are used" in n for n in a.notices
+    )
+    assert other[0]["algbw_bit_s"] == pytest.approx(4 * ALGBW)  # allgather: S = n m
+    assert not any("factors are not" in n for n in b.notices)
+
+
+def test_an_unknown_op_keeps_sane_factors_and_says_the_others(tmp_path, capsys):
+    """An op npmpi does not know: a bus factor of 1e300 is not used (busbw blank, a problem); an algbw
+    factor of 1e300 leaves its rows out (a problem); the other series analysed; exit 1."""
+    from npmpi_analysis.cli import main
+
+    table = [
+        _row("allreduce", 2),
+        _row("frobnicate", 2, bus_factor=1e300),
+        _row("twiddle", 2, algbw_bytes_factor=1e300),
+    ]
+    path = forged(tmp_path / "u.h5", [0, 1, 2], table)
+    found: list[str] = []
+    parts = series_runs(load_run(path), "u", found)
+    assert [name for _, name in parts] == ["u-allreduce-2", "u-frobnicate-2"]
+    assert any(
+        "frobnicate on 2 ranks (an op npmpi does not know): coll_bus_factor = 1e+300" in p for p in found
+    )
+    assert any("twiddle on 2 ranks" in p and "its rows are left out" in p for p in found)
+    a = analyse_run(parts[1][0], "f")
+    assert math.isnan(size_rows(a)[0]["busbw_bit_s"]) and size_rows(a)[0]["algbw_bit_s"] == pytest.approx(
+        ALGBW
+    )
+    assert main([str(path), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("its rows are left out") == 1 and "Traceback" not in err
+    one = forged(tmp_path / "one.h5", [0, 0], [_row("twiddle", 2, algbw_bytes_factor=0)])
+    assert main([str(one), "-q"]) == 1
+    assert (
+        "twiddle on 2 ranks (an op npmpi does not know): coll_algbw_bytes_factor = 0"
+        in capsys.readouterr().err
+    )
+
+
+def test_rows_of_series_the_table_does_not_hold_are_said(tmp_path, capsys):
+    """A one-entry series table in a 6-series, 10-row file was 'complete; 2 sizes analysed'."""
+    from npmpi_analysis.cli import main
+
+    path = forged(tmp_path / "t.h5", [0, 1, 2, 3, 4, 5, 0, 1, 2, 3], [_row("allreduce", 2)])
+    assert main([str(path), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "t.h5: 8 of its 10 rows belong to series 1, 2, 3, 4, 5, which its series table" in err
+    assert "(coll_series_json) of 1 does not hold: those rows are left out" in err
+
+
+@pytest.mark.parametrize("status", ["weird", "", 5])
+def test_a_status_no_writer_gives_is_said(tmp_path, status, capsys):
+    from npmpi_analysis.cli import main
+
+    path = forged(tmp_path / "w.h5", status=status)
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"the file's status {str(status)!r} is none a writer gives (running, complete, interrupted, failed)"
+        in out
+    )
+    assert (
+        main([str(forged(tmp_path / "ok.h5"))]) == 0
+        and "is none a writer gives" not in capsys.readouterr().out
+    )

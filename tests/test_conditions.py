@@ -259,3 +259,100 @@ def test_a_reader_that_fails_is_a_recorded_unknown_not_the_end(tree, monkeypatch
     figures = trialspan.TrialSpan()
     assert figures.lap("trial") == "trial"  # the trial's result passes through
     assert "failed: gone" in figures.stop().info["cpu_freq_reason"]
+
+
+@pytest.mark.parametrize(
+    "khz",
+    [10**15, 10**60, int("9" * 70), 1, [1, 10**12]],
+    ids=["1e15 kHz", "1e60 kHz", "70 digits", "1 kHz", "flapping 1 kHz and 1e12 kHz"],
+)
+def test_a_frequency_no_core_runs_at_is_unknown_with_the_reason(tree, khz):
+    """scaling_cur_freq of 1e15 kHz was stored as 1e18 Hz (shown 1e9 GHz), 1 kHz as 1e-6 GHz: a core
+    runs between 1 MHz and 10 GHz, anything else is unknown, and the rank's text says why."""
+    reads = khz if isinstance(khz, list) else [khz]
+    tree.cpu(0, cur_khz=reads[0])
+    span = ConditionSpan(probe(tree))
+    for k in range(3):
+        tree.set_freq(0, reads[(k + 1) % len(reads)])
+        span.lap()
+    v, info = span.stop()
+    assert all(math.isnan(x) for x in v[:3])
+    assert info["cpu_freq_source"] == "unknown"
+    assert (
+        "scaling_cur_freq read" in info["cpu_freq_reason"] and "outside any core's" in info["cpu_freq_reason"]
+    )
+    assert info["refused"] and "1 MHz to 10 GHz" in info["refused"][0]
+
+
+def test_a_5000_digit_frequency_is_unknown(tree):
+    tree.cpu(0)
+    (tree.root / cpufreq.CPU / "cpu0/cpufreq/scaling_cur_freq").write_text("9" * 5000 + "\n")
+    v, info = ConditionSpan(probe(tree)).stop()
+    assert math.isnan(v[0]) and "outside any core's" in info["cpu_freq_reason"]
+
+
+def test_real_frequencies_at_the_edges_are_kept(tree):
+    for khz in (1_000, 400_000, 6_000_000, 10_000_000):  # 1 MHz, 400 MHz, 6 GHz, 10 GHz
+        tree.cpu(0, cur_khz=khz)
+        v, info = ConditionSpan(probe(tree)).stop()
+        assert v[0] == khz * 1e3 and "refused" not in info
+
+
+def test_a_cycles_counter_faster_than_any_core_is_unknown(tree):
+    marks = iter([(0, 0), (0, 0), (10**15, 1_000_000)])  # 1e15 cycles in 1 ms: 1e9 GHz
+    tree.cpu(0)
+    span = ConditionSpan(probe(tree, lambda flags: 99, lambda fd: next(marks)))
+    span.lap()
+    v, info = span.stop()
+    assert all(math.isnan(x) for x in v[:3]) and "perf cycles read" in info["cpu_freq_reason"]
+
+
+def test_throttle_counts_beyond_what_a_core_counts_are_unknown(tree):
+    """8.2e31 (beyond a 64-bit counter) and a rise of 1e9 events within a second: unknown, with the
+    reason; a real rise of thousands of events is kept."""
+    tree.cpu(0, throttle=(5, 7))
+    span = ConditionSpan(probe(tree))
+    tree.set_throttle(0, 82 * 10**30, 7 + 10**9)
+    v, info = span.stop()
+    got = values(v)
+    assert math.isnan(got["core_throttle_count"]) and math.isnan(got["package_throttle_count"])
+    assert any("core_throttle_count read 8.2e+31, beyond a 64-bit counter" in w for w in info["refused"])
+    assert any("package_throttle_count rose by 1e+09" in w for w in info["refused"])
+    span = ConditionSpan(probe(tree))
+    tree.set_throttle(0, 82 * 10**30, 7 + 10**9 + 5000)
+    got = values(span.stop()[0])
+    assert math.isnan(got["core_throttle_count"]) and got["package_throttle_count"] == 5000
+
+
+def test_nic_counters_that_jump_beyond_their_link_are_unknown(tree):
+    """A jump of 1e18 bytes on a 10 Gbit/s device, 1e13 on a virtual interface, 6e25 (beyond a
+    64-bit counter), 1e16 words on a 100 Gbit/s IB port: unknown with the reason; a full 10 Gbit/s
+    second's bytes are kept, and 100 GB in a moment on a virtual interface (memory copies)."""
+    tree.cpu(0)
+    tree.net("eth0", 1000, 0, speed_mbit=10_000)
+    span = ConditionSpan(probe(tree))
+    tree.set_net("eth0", 1000 + 10**18, 1_250_000_000)  # rx: one second at 10 Gbit/s
+    v, info = span.stop()
+    got = values(v)
+    assert math.isnan(got["nic_tx_bytes"]) and got["nic_rx_bytes"] == 1_250_000_000
+    assert "eth0 tx rose by 1e+18 bytes" in info["refused"][0] and "4 x its 10 Gbit/s" in info["refused"][0]
+    tree.net("veth0", 0, 0)  # no device: a virtual interface, bounded by 4 x 400 Gbit/s
+    span = ConditionSpan(probe(tree))
+    tree.set_net("veth0", 10**13, 10**11)  # rx 100 GB in a moment: a veth's memory copies may
+    got, info = values((out := span.stop())[0]), out[1]
+    assert math.isnan(got["nic_tx_bytes"]) and got["nic_rx_bytes"] == 10**11
+    assert any("veth0 tx rose by 1e+13 bytes" in w and "no line rate known" in w for w in info["refused"])
+    span = ConditionSpan(probe(tree))
+    tree.set_net("veth0", 6 * 10**25, 10**11)
+    got, info = values((out := span.stop())[0]), out[1]
+    assert math.isnan(got["nic_tx_bytes"]) and info["refused"] == [
+        "veth0 tx read 6e+25, beyond a 64-bit counter: unknown"
+    ]
+    tree.ib("mlx5_0", 1, 10, 10, rate="100 Gb/sec (4X EDR)")
+    (counter,) = [
+        c for c in nic.find_counters(Root(tree.root)) if c.name == "mlx5_0/1" and c.direction == "tx"
+    ]
+    assert counter.max_rate == 100e9 / 8 * 4
+    assert math.isnan(nic.delta_bytes(counter, 10, 10 + 10**16, 0.5))
+    assert nic.delta_bytes(counter, 10, 10 + 10**9, 0.5) == 4e9  # 32 Gbit/s for 1 s: real
+    assert nic.delta_bytes(counter, 10, 10 + 10**16) == 4e16  # no time given: not bounded (as before)

@@ -146,3 +146,45 @@ def test_a_file_without_them_and_a_damaged_one(tmp_path, capsys):
     assert run.pingpong.conditions.info == {}
     assert any("attribute conditions is not the expected JSON" in n for n in run.notices)
     assert main([str(bad)]) == 0
+
+
+def test_values_no_machine_reads_are_unknown_with_a_notice(tmp_path, capsys):
+    """A file written before the readers were bounded (or forged): 1e18 Hz (shown 1e9 GHz), 1 kHz
+    (1e-6 GHz), 8.2e31 throttle events, 6e25 NIC bytes are unknown with one notice; a cycles
+    counter's 0.5 MHz (user-mode cycles over running time) and real figures are kept."""
+    path = _write(tmp_path, tx=((6e25, 1e6), (2e6, 2e6), (0.0, 0.0)))
+    with h5py.File(path, "a") as f:
+        pp = f["pingpong"]
+        pp["cpu_freq_hz"][0, 0] = 1e18
+        pp["cpu_freq_max_hz"][0, 0] = 1e18
+        pp["cpu_freq_min_hz"][1, 1] = 1e3  # 1 kHz: 1e-6 GHz
+        pp["cpu_freq_hz"][1, 1] = 5e5  # rank 1's source is no cycles counter: refused
+        pp["core_throttle_count"][2, 0] = 8.2e31
+        info = json.loads(f.attrs["conditions"])
+        info["ranks"]["0"]["refused"] = ["cpu3's scaling_cur_freq read 1e+09 GHz, outside any core's"]
+        f.attrs["conditions"] = json.dumps(info)
+        seal(f)
+    a = analyse_run(load_run(path), "r")
+    rows = size_rows(a)
+    assert math.isnan(rows[0]["cpu_freq_ghz"]) and math.isnan(rows[0]["rank0_cpu_freq_max_ghz"])
+    assert math.isnan(rows[1]["rank1_cpu_freq_min_ghz"]) and math.isnan(rows[1]["rank1_cpu_freq_ghz"])
+    assert math.isnan(rows[2]["rank0_throttle_count"]) and rows[2]["conditions_flag"] == ""
+    assert math.isnan(rows[0]["nic_tx_bytes"]) and math.isnan(rows[0]["wire_bytes_per_payload_byte"])
+    assert rows[1]["cpu_freq_ghz"] == pytest.approx(2.75)  # the rest as before
+    (said,) = [n for n in a.notices if "no machine reads" in n]
+    assert said.startswith(
+        "conditions: 7 value(s) no machine reads left unknown (cpu_freq_hz 1e+09 GHz at 1000 B (rank 0)"
+    )
+    assert "a core runs at 1 MHz to 10 GHz" in said
+    table = size_table(a)
+    assert " ?  " in table and "1e+09" not in table
+    assert "conditions refused on a: cpu3's scaling_cur_freq read 1e+09 GHz" in summary_text(a)
+    assert main([str(path), "--csv", str(tmp_path / "o.csv"), "-q"]) == 0
+    assert "6e+25" not in (tmp_path / "o.csv").read_text() and "1e+09" not in (tmp_path / "o.csv").read_text()
+    cycles = _write(tmp_path, "cycles.h5")
+    with h5py.File(cycles, "a") as f:
+        f["pingpong/cpu_freq_min_hz"][1, 0] = 5e5  # rank 0's source: perf cycles
+        seal(f)
+    a = analyse_run(load_run(cycles), "c")
+    assert size_rows(a)[1]["rank0_cpu_freq_min_ghz"] == pytest.approx(5e-4)
+    assert not any("no machine reads" in n for n in a.notices)

@@ -318,3 +318,28 @@ def test_a_flipped_bit_in_the_conditions_is_a_problem_and_the_map_analysed_witho
     assert any("/map/cond_cpu_freq_hz fails its checksum" in p and "left out" in p for p in a.problems), (
         a.problems
     )
+
+
+def test_values_no_machine_reads_are_unknown_with_a_notice(tmp_path):
+    """A map written before the readers were bounded (or forged): a transmitter at 1e6 GHz, a
+    throttle count of 1e15 and 1e17 NIC bytes in a pair's milliseconds are unknown, with a notice;
+    the pair's other figures stay."""
+    path = cond_map(tmp_path / "c.h5")
+    with h5py.File(path, "a") as f:
+        g = f["map"]
+        for i, j in ((0, 1), (1, 0)):
+            g[COND_PREFIX + "cpu_freq_hz"][0, i, j, 0] = 1e15
+        g[COND_PREFIX + "core_throttle_count"][0, 0, 2, 1] = 1e15
+        g[COND_PREFIX + "nic_tx_bytes"][0, 0, 2, 1] = 1e17
+    a = analyse_map(load_map(path, FIELDS), "c")
+    rows = {(r["host_a"], r["host_b"]): r for r in pair_rows(a)}
+    r01, r02 = rows[("h0", "h1")], rows[("h0", "h2")]
+    assert math.isnan(r01["transmitter_cpu_freq_ghz"]) and r01["reflector_cpu_freq_ghz"] == 3.0
+    assert math.isnan(r02["reflector_throttle_count"]) and math.isnan(r02["wire_bytes_per_payload_byte"])
+    (said,) = [n for n in a.notices if "no machine reads" in n]
+    assert said.startswith(
+        "conditions: 4 value(s) no machine reads left unknown "
+        "(cpu_freq_hz 1e+06 GHz at h0–h1 at 1000 B (transmitter)"
+    )
+    doc = json.loads(json_bytes([a], []))["maps"][0]
+    assert doc["cpu_freq_ghz"][0][0][1][0] is None and doc["cpu_freq_ghz"][0][0][1][1] == 3.0

@@ -191,7 +191,11 @@ def _open_rows(p: Path, kind: str, label: str, meter_delay_s: float | None) -> R
     from npmpi_analysis.numbers.collectives import series_runs
 
     run, load_problems = load(p)
-    parts = series_runs(run, label)
+    parts = series_runs(run, label, load_problems)  # the file's coll problems join its own
+    if not parts:
+        from npmpi.core.errors import RunFileError
+
+        raise RunFileError("; ".join(load_problems))
     if len(parts) == 1:
         return _analysed(p, kind, parts[0][0], label, meter_delay_s, load_problems)[0]
     done = [_analysed(p, kind, part, name, meter_delay_s, load_problems) for part, name in parts]

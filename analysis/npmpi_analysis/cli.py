@@ -204,9 +204,15 @@ def _analyse_files(args, labels: list[str]) -> tuple[int, list]:
             _error(str(exc))
             failed += 1
             continue
-        for part, name in series_runs(run, label):  # a coll file: each op at each rank count
+        found: list[str] = []  # the file's coll problems: said once, with its first series
+        parts = series_runs(run, label, found)  # a coll file: each op at each rank count
+        if not parts:
+            for problem in summarise_alike(load_problems + found):
+                _error(problem)
+            failed += 1
+        for k, (part, name) in enumerate(parts):
             a = analyse_run(part, name, args.meter_delay, args.model_options)
-            a.problems[:0] = load_problems
+            a.problems[:0] = load_problems + (found if k == 0 else [])
             for problem in summarise_alike(a.problems):
                 _error(problem)
             if a.sizes == 0:

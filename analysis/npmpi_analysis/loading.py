@@ -43,7 +43,24 @@ def load(path: Path):
 
     run, problems = _load(path)
     run.attrs = shown_attrs(run.attrs, JSON_ATTRS)
+    run.notices.extend(status_notices(run.attrs))
     return run, problems
+
+
+def status_notices(attrs: dict) -> list[str]:
+    """A notice for a root `status` no writer gives ('weird', '', 5, none): the reader's notices
+    cover running, interrupted and failed; complete needs none."""
+    from npmpi.core.safetext import shown
+    from npmpi.runfile.format import STATUSES
+
+    status = attrs.get("status")
+    if isinstance(status, str) and status in STATUSES:
+        return []
+    said = "none" if status is None else repr(shown(status, 40))
+    return [
+        f"the file's status {said} is none a writer gives ({', '.join(STATUSES)}): whether the run "
+        "finished is not known; every size in it is analysed"
+    ]
 
 
 def _load(path: Path):

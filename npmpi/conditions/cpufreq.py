@@ -9,7 +9,10 @@ Paths (under the root prefix, npmpi/conditions/paths.py):
   sys/devices/system/cpu/cpuN/cpuidle/stateK/{name, disable}        (disable 0: the state is enabled)
   sys/devices/system/cpu/cpuN/thermal_throttle/{core,package}_throttle_count
   sys/class/powercap/*/constraint_K_{name, power_limit_uw}          (RAPL power limits)
-Each one missing or unreadable is left out of the settings (or None), never guessed.
+Each one missing or unreadable is left out of the settings (or None), never guessed. A current
+frequency outside what any core runs at (FREQ_MIN_HZ to FREQ_MAX_HZ) and a throttle counter beyond a
+64-bit count, or rising faster than THROTTLE_MAX_RATE, are unknown with the reason (`refused`), never
+stored as figures.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ CPU = "sys/devices/system/cpu"
 SLURM_ENV = "SLURM_CPU_FREQ_REQ"
 MAX_IDLE_STATES = 32
 MAX_ZONES = 64
+FREQ_MIN_HZ, FREQ_MAX_HZ = 1e6, 1e10  # no core runs below 1 MHz or above 10 GHz
+THROTTLE_MAX_RATE = 1e6  # events per second: a thermal throttle counter never rises faster
+COUNT_MAX = (1 << 64) - 1  # the kernel's counters are at most 64 bits
 
 
 def pinned_cpu() -> int:
@@ -50,12 +56,49 @@ def rank_cpu(stat: str = "/proc/thread-self/stat") -> int:
     return -1
 
 
-def cur_freq_hz(root: Root, cpu: int) -> float | None:
-    """cpufreq's current frequency of `cpu` (scaling_cur_freq, kHz) in Hz, None when not given."""
+def freq_refused(hz: float, what: str) -> str:
+    """Why a frequency of `hz` read from `what` is not a core's ('' when it may be)."""
+    if FREQ_MIN_HZ <= hz <= FREQ_MAX_HZ:
+        return ""
+    return (
+        f"{what} read {hz / 1e9:.3g} GHz, outside any core's {FREQ_MIN_HZ / 1e6:g} MHz to "
+        f"{FREQ_MAX_HZ / 1e9:g} GHz: unknown"
+    )
+
+
+def read_cur_freq(root: Root, cpu: int) -> tuple[float | None, str]:
+    """cpufreq's current frequency of `cpu` (scaling_cur_freq, kHz) in Hz, None when not given or
+    refused; and why refused ('' otherwise)."""
     if cpu < 0:
-        return None
+        return None, ""
     khz = root.integer(f"{CPU}/cpu{cpu}/cpufreq/scaling_cur_freq")
-    return float(khz) * 1e3 if khz is not None and khz > 0 else None
+    if khz is None or khz <= 0:
+        return None, ""
+    hz = float(min(khz, 10**300)) * 1e3  # a 5,000-digit text must not overflow a float
+    why = freq_refused(hz, f"cpu{cpu}'s scaling_cur_freq")
+    return (None, why) if why else (hz, "")
+
+
+def cur_freq_hz(root: Root, cpu: int) -> float | None:
+    """cpufreq's current frequency of `cpu` in Hz, None when not given or outside a core's range."""
+    return read_cur_freq(root, cpu)[0]
+
+
+def throttle_refused(before: int | None, after: int | None, elapsed_s: float, what: str) -> str:
+    """Why a throttle counter's rise from `before` to `after` over `elapsed_s` seconds is no count
+    of events ('' when it may be): a read beyond a 64-bit counter, or a rise faster than
+    THROTTLE_MAX_RATE (over at least one second)."""
+    if before is None or after is None:
+        return ""
+    if max(before, after) > COUNT_MAX:
+        return f"{what} read {float(min(max(before, after), 10**300)):.3g}, beyond a 64-bit counter: unknown"
+    limit = THROTTLE_MAX_RATE * max(elapsed_s, 1.0)
+    if after - before > limit:
+        return (
+            f"{what} rose by {float(after - before):.3g} in {elapsed_s:.3g} s, more than "
+            f"{THROTTLE_MAX_RATE:g} events/s: unknown"
+        )
+    return ""
 
 
 def throttle_counts(root: Root, cpu: int) -> tuple[int | None, int | None]:

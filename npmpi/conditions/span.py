@@ -7,13 +7,16 @@ lowest and highest over single trials (Hz), the core's and its package's thermal
 during the size, and the node's NIC bytes sent and received (npmpi/conditions/nic.py). The frequency
 is the rank's own cycles over its running time where the kernel gives a cycles counter
 (npmpi/conditions/cycles.py), else cpufreq's scaling_cur_freq of its core sampled at each read,
-else unknown with the reason (`cpu_freq_reason`).
+else unknown with the reason (`cpu_freq_reason`). A read no machine gives (a frequency outside a
+core's range, a throttle or byte counter beyond what it can count in the size's time: cpufreq.py,
+nic.py) is unknown, its reason in the rank's text (`refused`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import numpy as np
 
@@ -22,6 +25,7 @@ from npmpi.conditions.paths import Root
 from npmpi.runfile.format import COND_DATASETS
 
 SOURCE_CPUFREQ = "cpufreq scaling_cur_freq (sampled)"
+MAX_REFUSED = 8  # reasons kept per size
 
 
 class Probe:
@@ -83,16 +87,38 @@ class ConditionSpan:
             self.p.first_settings = cpufreq.settings(self.p.root, self.cpu0)
         self.throttle0 = cpufreq.throttle_counts(self.p.root, self.cpu0)
         self.nic0 = nic.read_all(self.p.root, self.p.counters)
+        self.refused: list[str] = []
+        self.freq_refused = ""  # the first frequency refused
+        self.t0 = time.monotonic()
         self.marks = [_read_cycles(self.p)]
-        self.sampled = [cpufreq.cur_freq_hz(self.p.root, self.cpu0)]
+        self.sampled = [self._cur_freq(self.cpu0)]
+
+    def _refuse(self, why: str, freq: bool = False) -> None:
+        if freq and why and not self.freq_refused:
+            self.freq_refused = why
+        if why and why not in self.refused and len(self.refused) < MAX_REFUSED:
+            self.refused.append(why)
+
+    def _cur_freq(self, cpu: int) -> float | None:
+        hz, why = cpufreq.read_cur_freq(self.p.root, cpu)
+        self._refuse(why, freq=True)
+        return hz
 
     def lap(self, value=None):
         """A read between two trials (returns `value`, so it wraps a trial's result)."""
         if self.p.cycles is not None:
             self.marks.append(_read_cycles(self.p))
         else:
-            self.sampled.append(cpufreq.cur_freq_hz(self.p.root, self.p.core()))  # an unbound rank moves
+            self.sampled.append(self._cur_freq(self.p.core()))  # an unbound rank moves
         return value
+
+    def _bounded(self, hz: float) -> float:
+        """A cycles counter's frequency, NaN (said) above any core's: user-mode cycles over running
+        time may be far below the core's clock, so only the upper bound applies."""
+        if math.isfinite(hz) and hz > cpufreq.FREQ_MAX_HZ:
+            self._refuse(cpufreq.freq_refused(hz, self.p.cycles.source if self.p.cycles else "cycles"), True)
+            return math.nan
+        return hz
 
     def _frequency(self) -> tuple[float, float, float]:
         if self.p.cycles is not None:
@@ -100,9 +126,10 @@ class ConditionSpan:
             if any(m is None for m in marks) or len(marks) < 2:
                 return math.nan, math.nan, math.nan
             spans = [(b[0] - a[0], b[1] - a[1]) for a, b in itertools.pairwise(marks)]
-            per = [c / t * 1e9 for c, t in spans if t > 0 and c >= 0]
+            per = [self._bounded(c / t * 1e9) for c, t in spans if t > 0 and c >= 0]
+            per = [f for f in per if math.isfinite(f)]
             c_all, t_all = marks[-1][0] - marks[0][0], marks[-1][1] - marks[0][1]  # type: ignore[index]
-            mean = c_all / t_all * 1e9 if t_all > 0 and c_all >= 0 else math.nan
+            mean = self._bounded(c_all / t_all * 1e9) if t_all > 0 and c_all >= 0 else math.nan
             return mean, min(per, default=math.nan), max(per, default=math.nan)
         known = [f for f in self.sampled if f is not None]
         if not known:
@@ -117,16 +144,25 @@ class ConditionSpan:
         if len(self.marks) < 2 and len(self.sampled) < 2:
             self.lap()
         cpu1 = self.p.core()
+        elapsed = time.monotonic() - self.t0
         throttle1 = cpufreq.throttle_counts(self.p.root, cpu1)
         same_core = cpu1 == self.cpu0
-        throttled = [
-            float(b - a) if same_core and a is not None and b is not None and b >= a else math.nan
-            for a, b in zip(self.throttle0, throttle1, strict=True)
-        ]
-        tx, rx = nic.totals(self.p.counters, self.nic0, nic.read_all(self.p.root, self.p.counters))
+        throttled = []
+        for a, b, which in zip(self.throttle0, throttle1, ("core", "package"), strict=True):
+            why = cpufreq.throttle_refused(a, b, elapsed, f"cpu{cpu1}'s {which}_throttle_count")
+            self._refuse(why)
+            known = same_core and a is not None and b is not None and b >= a and not why
+            throttled.append(float(b - a) if known else math.nan)  # type: ignore[operator]
+        why_nic: list[str] = []
+        after = nic.read_all(self.p.root, self.p.counters)
+        tx, rx = nic.totals(self.p.counters, self.nic0, after, elapsed, why_nic)
+        for why in why_nic:
+            self._refuse(why)
         values = np.array([*self._frequency(), *throttled, tx, rx], dtype=np.float64)
         assert len(values) == len(COND_DATASETS)
         source, reason = self.p.source()
+        if self.freq_refused and (source == "unknown" or not np.isfinite(values[0])):
+            source, reason = "unknown", f"unknown, because {self.freq_refused}"
         info = {
             "cpu": cpu1,
             "cpu_freq_source": source,
@@ -135,4 +171,6 @@ class ConditionSpan:
             "settings_before": self.p.first_settings,
             "settings_after": cpufreq.settings(self.p.root, cpu1),
         }
+        if self.refused:
+            info["refused"] = list(self.refused)
         return values, info

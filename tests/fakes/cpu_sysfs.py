@@ -85,16 +85,27 @@ class ConditionsTree:
         return self
 
     def net(
-        self, name: str, tx: int = 0, rx: int = 0, kind: int = 1, state: str = "up", extra: str = ""
+        self,
+        name: str,
+        tx: int = 0,
+        rx: int = 0,
+        kind: int = 1,
+        state: str = "up",
+        extra: str = "",
+        speed_mbit: int | None = None,
     ) -> None:
         """An interface: type (1 Ethernet, 772 loopback, 32 IPoIB), operstate, byte counters; `extra`
-        a subdirectory that marks it (`bridge`, `bonding`)."""
+        a subdirectory that marks it (`bridge`, `bonding`); `speed_mbit` a device behind it (its
+        `device` directory) and its `speed`."""
         base = self.root / "sys/class/net" / name
         write_attr(base / "type", kind)
         write_attr(base / "operstate", state)
         self.set_net(name, tx, rx)
         if extra:
             (base / extra).mkdir(parents=True, exist_ok=True)
+        if speed_mbit is not None:
+            (base / "device").mkdir(parents=True, exist_ok=True)
+            write_attr(base / "speed", speed_mbit)
 
     def set_net(self, name: str, tx: int, rx: int) -> None:
         base = self.root / "sys/class/net" / name / "statistics"
@@ -109,11 +120,15 @@ class ConditionsTree:
         rcv_words: int,
         extended: bool = False,
         legacy: bool = False,
+        rate: str | None = None,
     ) -> None:
         """An InfiniBand port's data counters (4-octet words) in `counters/port_*_data`: 64-bit (the
         kernel's since 4.5 on an HCA with extended counters), or with `legacy` the 32-bit PMA counters,
-        which stop at 2^32-1; with `extended` also older OFED's `counters_ext/port_*_data_64`."""
+        which stop at 2^32-1; with `extended` also older OFED's `counters_ext/port_*_data_64`; `rate`
+        the port's `rate` ('100 Gb/sec (4X EDR)')."""
         base = self.root / "sys/class/infiniband" / dev / "ports" / str(port)
+        if rate is not None:
+            write_attr(base / "rate", rate)
         ceiling = (1 << 32) - 1 if legacy else 1 << 64
         write_attr(base / "counters" / "port_xmit_data", min(xmit_words, ceiling))
         write_attr(base / "counters" / "port_rcv_data", min(rcv_words, ceiling))

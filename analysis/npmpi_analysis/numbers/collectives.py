@@ -107,19 +107,110 @@ def series_table(attrs: dict) -> list[dict] | None:
     return table if ok and table else None
 
 
-def series_runs(run, label: str) -> list[tuple]:
+MAX_ALGBW_FACTOR = 1 << 20  # the reader's bound on bytes_per_iteration_factor
+BUS_FACTOR_RANGE = (0.0, 2.0)  # every op's bus factor: 0 (barrier) up to 2(n-1)/n < 2
+ALGBW_KEYS = ("coll_algbw_bytes_factor", "bytes_per_iteration_factor")
+
+
+def op_factors(op: str, n: int) -> tuple[int, float, str] | None:
+    """(algbw bytes factor, bus factor, its formula) npmpi gives `op` on `n` ranks
+    (npmpi/coll/series.py, Series.table_row); None for an op it does not know or no rank count."""
+    from npmpi.coll.ops import OPS
+
+    o = OPS.get(op)
+    if o is None or n < 1:
+        return None
+    return (n if o.algbw_ranks else 1), float(o.bus_factor(n)), o.bus_factor_text
+
+
+def _number(value) -> float | None:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    return float(value) if ok else None
+
+
+def checked_factors(attrs: dict, notices: list[str], problems: list[str]) -> dict | None:
+    """A coll run's (or series') attributes with its factors as npmpi derives them from coll_op and
+    coll_ranks: a stored value that disagrees is replaced (a notice names both). For an op npmpi does
+    not know, its own factors are kept when sane, else a problem: a bus factor outside 0 to 2 is not
+    used (busbw unknown); an algbw factor that is no whole number from 1 to 2^20 leaves the series
+    out (None)."""
+    op, n = str(attrs.get("coll_op", "")), coll_ranks(attrs)
+    want = op_factors(op, n)
+    where = f"{shown_op(op)} on {n or '?'} ranks"
+    if want is None:
+        from npmpi.coll.ops import OPS
+
+        why = "no rank count in the file" if op in OPS else "an op npmpi does not know"
+        out = dict(attrs)
+        bus = _number(attrs.get("coll_bus_factor"))
+        if "coll_bus_factor" in attrs and not (
+            bus is not None and (math.isnan(bus) or BUS_FACTOR_RANGE[0] <= bus <= BUS_FACTOR_RANGE[1])
+        ):
+            problems.append(
+                f"{where} ({why}): coll_bus_factor = "
+                f"{shown_op(attrs['coll_bus_factor'])} is not from {BUS_FACTOR_RANGE[0]:g} to "
+                f"{BUS_FACTOR_RANGE[1]:g}: busbw is not given"
+            )
+            out["coll_bus_factor"] = math.nan
+        for key in ALGBW_KEYS:
+            x = _number(attrs.get(key))
+            if key in attrs and not (x is not None and 1 <= x <= MAX_ALGBW_FACTOR and x == int(x)):
+                problems.append(
+                    f"{where} ({why}): {key} = {shown_op(attrs[key])} is no whole "
+                    f"number from 1 to {MAX_ALGBW_FACTOR}: its rows are left out"
+                )
+                return None
+        return out
+    algbw, bus, formula = want
+    fixed = {}
+    for key, value in ((*ALGBW_KEYS[:1], algbw), (ALGBW_KEYS[1], algbw), ("coll_bus_factor", bus)):
+        x = _number(attrs.get(key))
+        if key in attrs and not (x is not None and math.isclose(x, value, rel_tol=1e-9, abs_tol=1e-12)):
+            fixed[key] = (attrs[key], value)
+    if "coll_bus_factor_formula" in attrs and str(attrs["coll_bus_factor_formula"]) != formula:
+        fixed["coll_bus_factor_formula"] = (attrs["coll_bus_factor_formula"], formula)
+    if not fixed:
+        return attrs
+    said = "; ".join(f"{key} {shown_op(old)} -> {new:g}" if not isinstance(new, str) else
+                     f"{key} {shown_op(old)!r} -> {new!r}" for key, (old, new) in fixed.items())  # fmt: skip
+    notices.append(f"the file's factors are not {where}'s ({said}): npmpi's for {where} are used")
+    return {**attrs, **{key: new for key, (_, new) in fixed.items()}}
+
+
+def shown_op(value) -> str:
+    """A stored value in a line: printable, at most 40 characters."""
+    from npmpi.core.safetext import shown
+
+    return shown(
+        value if isinstance(value, str) else f"{value!r}" if not isinstance(value, float) else f"{value:g}",
+        40,
+    )
+
+
+def series_runs(run, label: str, problems: list[str] | None = None) -> list[tuple]:
     """A coll file as one (run, label) per series (each op at each rank count), every row of a series
     with its own factors, the members beyond its ranks left out; the file itself when it has one
-    series or none. A series' power is every node's over its own rows' trials (numbers/node_power)."""
+    series or none. A series' power is every node's over its own rows' trials (numbers/node_power).
+    Each one's factors are checked (`checked_factors`); rows of no series in the table are said, as
+    are a series left out, in `problems`."""
     from dataclasses import replace
 
     from npmpi.core.safetext import shown_attrs
 
+    problems = [] if problems is None else problems
     pp = run.pingpong
     table = series_table(run.attrs) if is_coll(run.attrs) else None
     if table is None or pp.coll_series is None:
-        return [(run, label)]
+        return _checked([(run, label)], problems)
     out = []
+    unplaced = ~np.isin(pp.coll_series, np.arange(len(table)))
+    if unplaced.any():
+        others = sorted({int(x) for x in pp.coll_series[unplaced]})
+        problems.append(
+            f"{run.path.name}: {int(unplaced.sum())} of its {len(pp)} rows belong to series "
+            f"{', '.join(map(str, others[:5]))}{' ...' if len(others) > 5 else ''}, which its series "
+            f"table (coll_series_json) of {len(table)} does not hold: those rows are left out"
+        )
     for index, row in enumerate(table):
         keep = pp.coll_series == index
         if not keep.any():
@@ -134,7 +225,23 @@ def series_runs(run, label: str) -> list[tuple]:
             else f"{label}-{attrs.get('coll_op', index)}-{attrs.get('coll_ranks', '')}"
         )
         out.append((part, name))
-    return out or [(run, label)]
+    return _checked(out, problems) if out else _checked([(run, label)], problems)
+
+
+def _checked(parts: list[tuple], problems: list[str]) -> list[tuple]:
+    """The parts with their factors checked (`checked_factors`), those that cannot be used left out."""
+    from dataclasses import replace
+
+    out = []
+    for part, name in parts:
+        if not is_coll(part.attrs):
+            out.append((part, name))
+            continue
+        notices = list(part.notices)
+        attrs = checked_factors(part.attrs, notices, problems)
+        if attrs is not None:
+            out.append((replace(part, attrs=attrs, notices=notices), name))
+    return out
 
 
 def _rows(pp, keep: np.ndarray, ranks):

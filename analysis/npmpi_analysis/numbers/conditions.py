@@ -17,6 +17,12 @@ the bytes the nodes' NICs moved against the payload.
 A pair meant to cross nodes whose NICs moved less than WIRE_LOW of its payload did not go through
 them (shared memory, another interface); more than WIRE_HIGH times, beyond HEADER_BYTES per message
 (small messages are mostly headers), is far more than its payload.
+
+A value no machine reads (`bounded`: a core's frequency outside 1 MHz to 10 GHz, a throttle counter
+rising faster than 1e6 events/s, a node's NIC bytes beyond 4 x 400 Gbit/s per interface over the
+trials plus the counters' lag, the writer's own bounds in npmpi/conditions/) is unknown with a notice,
+whatever wrote the file (one written before npmpi bounded its reads, a forged one). A frequency below
+1 MHz from a cycles counter is kept: user-mode cycles over running time may be far below the clock.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from npmpi.conditions.cpufreq import COUNT_MAX, FREQ_MAX_HZ, FREQ_MIN_HZ, THROTTLE_MAX_RATE
+from npmpi.conditions.nic import ABSOLUTE_RATE, max_bytes
 from npmpi.core.safetext import shown
 from npmpi_analysis.numbers.compute import ranks_moving, run_mode_factors
 
@@ -36,6 +44,8 @@ WIRE_HIGH = 4.0  # more than 4 bytes on the wire per payload byte: far more than
 HEADER_BYTES = 64  # per message allowed above WIRE_HIGH: its frames' Ethernet, IP and TCP headers
 MOVED, THROTTLED = "frequency moved", "throttled"
 MAX_NODE_LINES = 4  # nodes the text summary names one by one (the rest in the JSON)
+MAX_REFUSED_NAMED = 3  # values beyond a machine's the notice names one by one
+FREQ_NAMES = ("cpu_freq_hz", "cpu_freq_min_hz", "cpu_freq_max_hz")
 SETTING_KEYS = (
     "governor",
     "scaling_min_freq_hz",
@@ -128,13 +138,63 @@ def throttle_events(v: dict[str, np.ndarray]) -> np.ndarray:
     return v["core_throttle_count"] + np.nan_to_num(v["package_throttle_count"])
 
 
+def bounded(
+    v: dict[str, np.ndarray], elapsed_s, cycles, interfaces, place
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The COND_DATASETS arrays `v` with every value no machine reads made NaN, and the notice saying
+    so ([] when none). Broadcast against each array: `elapsed_s` the trials' seconds, `cycles` where
+    the frequency is a cycles counter's (no lower bound), `interfaces` the NIC counters summed in a
+    value; `place(index)` names an element."""
+    el = np.maximum(np.nan_to_num(np.asarray(elapsed_s, dtype=float), nan=0.0, posinf=0.0), 0.0)
+    out, named, count = dict(v), [], 0
+    for name, x in v.items():
+        if name in FREQ_NAMES:
+            bad, unit = (x > FREQ_MAX_HZ) | ((x < FREQ_MIN_HZ) & ~np.asarray(cycles, dtype=bool)), 1e9
+        elif name.endswith("_throttle_count"):
+            bad, unit = x > np.minimum(THROTTLE_MAX_RATE * np.maximum(el, 1.0), COUNT_MAX), 1.0
+        elif name.startswith("nic_"):
+            bad, unit = x > max_bytes(ABSOLUTE_RATE, el) * np.maximum(interfaces, 1), 1.0
+        else:
+            continue
+        bad = np.broadcast_to(np.isfinite(x) & bad, x.shape)
+        if bad.any():
+            out[name] = np.where(bad, np.nan, x)
+            count += int(bad.sum())
+            words = "GHz" if unit > 1 else "bytes" if name.startswith("nic_") else "events"
+            for index in list(zip(*np.nonzero(bad), strict=True))[: MAX_REFUSED_NAMED - len(named)]:
+                named.append(f"{name} {float(x[index]) / unit:.3g} {words} at {place(index)}")
+    if not count:
+        return out, []
+    more = f" and {count - len(named)} more" if count > len(named) else ""
+    return out, [
+        f"conditions: {count} value(s) no machine reads left unknown ({'; '.join(named)}{more}): a core "
+        f"runs at {FREQ_MIN_HZ / 1e6:g} MHz to {FREQ_MAX_HZ / 1e9:g} GHz, a throttle counter rises at "
+        f"most {THROTTLE_MAX_RATE:g} events/s, a NIC counts at most 4 x 400 Gbit/s over the trials "
+        "(a forged or damaged file, or one written before npmpi bounded its reads)"
+    ]
+
+
+def rank_sources(info: dict, ranks: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank: whether its frequency is a cycles counter's, and how many NIC counters it sums."""
+    texts = [info.get(str(r)) if isinstance(info.get(str(r)), dict) else {} for r in ranks]
+    cycles = [str(t.get("cpu_freq_source", "")).startswith("perf") for t in texts]
+    counted = [len(t["nic_counters"]) if isinstance(t.get("nic_counters"), list) else 1 for t in texts]
+    return np.array(cycles, dtype=bool), np.array(counted, dtype=float)
+
+
 def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
     """The run's conditions; None for a file without them."""
     cond = getattr(run.pingpong, "conditions", None)
     if cond is None:
         return None
-    pp, v = run.pingpong, cond.values
+    pp = run.pingpong
     ranks = [int(r) for r in cond.ranks]
+    cycles, interfaces = rank_sources(cond.info, ranks)
+    elapsed = np.nansum(np.where(np.asarray(pp.trial_s) > 0, pp.trial_s, np.nan), axis=1)[:, None]
+    sizes = [int(x) for x in pp.size_bytes]
+    v, refused = bounded(
+        cond.values, elapsed, cycles, interfaces, lambda i: f"{sizes[i[0]]} B (rank {ranks[i[1]]})"
+    )
     hosts_all = [str(h) for h in run.layout.get("host", [])]
     nodes_all = [int(x) for x in run.layout.get("node_index", [])] or list(range(len(hosts_all)))
     first_of_node: dict[int, int] = {}
@@ -165,7 +225,7 @@ def analyse_conditions(run, trials_run: np.ndarray) -> CondFigures | None:
         info=cond.info,
         crossing=share > 0,
     )
-    figures.warnings = _wire_warnings(figures, pp.size_bytes)
+    figures.warnings = refused + _wire_warnings(figures, pp.size_bytes)
     return figures
 
 
@@ -257,6 +317,7 @@ def summary(c: CondFigures) -> dict[str, Any]:
         node["ranks"].append({
             "rank": r, "cpu": info.get("cpu"), "cpu_freq_source": info.get("cpu_freq_source", "unknown"),
             "cpu_freq_reason": info.get("cpu_freq_reason", ""), "nic_counters": info.get("nic_counters", []),
+            **({"refused": info["refused"]} if isinstance(info.get("refused"), list) else {}),
         })  # fmt: skip
     return {
         "conditions": {
@@ -299,6 +360,10 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         sources = sorted({(r["cpu_freq_source"], r["cpu_freq_reason"]) for r in node["ranks"]})
         for source, reason in sources:
             out.append(f"  core frequency on {node['host']}: {reason or source}")
+        refused = [str(w) for r in node["ranks"] for w in r.get("refused", [])]
+        if refused:
+            more = f" (and {len(refused) - 1} more: see --json)" if len(refused) > 1 else ""
+            out.append(f"  conditions refused on {node['host']}: {refused[0]}{more}")
     if len(cond["nodes"]) > MAX_NODE_LINES:
         out.append(f"  conditions of {len(cond['nodes']) - MAX_NODE_LINES} more node(s): see --json")
     flagged = cond["flagged_sizes"]

@@ -17,7 +17,9 @@ within a re-measurement, or whose cores ran more than SLOWER_CLOCK slower than t
 measured with it (their median) — a CPU's clock or heat, not the network, may be what was confirmed.
 
 An addition, not the map: a file without them reads and analyses as before; datasets of another
-shape or with impossible values are left out with a notice.
+shape or with impossible values are left out with a notice, and values no machine reads (a
+frequency outside a core's, a counter beyond what it counts in the pair's trials:
+`conditions.bounded`) are unknown with a notice.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from npmpi_analysis.numbers.conditions import (
     FREQ_MOVED_FRACTION,
     MOVED,
     CondFigures,
+    bounded,
     freq_moved,
+    rank_sources,
     row_flags,
     summary,
     summary_lines,
@@ -63,10 +67,58 @@ def read_map_conditions(g, p: Path, m) -> None:
     if all(present):
         m.cond = _read_sets(g, p, m, "", (len(m.size_bytes), m.nodes, m.nodes, 2))
         m.cond_info = _read_text(g, m.notices) if m.cond is not None else {}
+        if m.cond is not None:
+            m.cond = _bounded_pairs(m, m.cond)
     elif any(present):
         m.notices.append("/map: some of the conditions datasets (cond_*) are missing: conditions left out")
     if all(f"confirm_{n}" in g for n in names) and "confirm_pair" in g:
         m.confirm_cond = _read_sets(g, p, m, "confirm_", (g["confirm_pair"].shape[0], 2))
+        if m.confirm_cond is not None:
+            m.confirm_cond = _bounded_again(g, m, m.confirm_cond)
+
+
+def _side_sources(m) -> tuple[np.ndarray, np.ndarray]:
+    """[N, N, 2]: whether each side's frequency is a cycles counter's, and its NIC counters."""
+    cycles, interfaces = rank_sources(getattr(m, "cond_info", {}) or {}, [int(r) for r in m.ranks])
+    n = len(cycles)
+    both = [np.stack([np.broadcast_to(x[:, None], (n, n)), np.broadcast_to(x[None, :], (n, n))], -1)
+            for x in (cycles, interfaces)]  # fmt: skip
+    return both[0], both[1]
+
+
+def _bounded_pairs(m, cond: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """/map/cond_* with the values no machine reads made unknown (a notice says which): the pair's
+    trials last the sum of its trials' one-way times x iterations x 2 (a round trip's)."""
+    cycles, interfaces = _side_sources(m)
+    with np.errstate(invalid="ignore"):
+        elapsed = np.nansum(np.where(m.trial_s > 0, m.trial_s, np.nan), axis=-1) * m.iterations * 2.0
+    hosts = [shown(h) for h in m.hosts]
+    sides = ("transmitter", "reflector")
+
+    def place(i) -> str:
+        k, a, b, side = (int(x) for x in i)
+        ends = "–".join(hosts[e] if e < len(hosts) else str(e) for e in (a, b))
+        return f"{ends} at {int(m.size_bytes[k])} B ({sides[side]})"
+
+    out, said = bounded(cond, elapsed[..., None], cycles, interfaces, place)
+    m.notices.extend(said)
+    return out
+
+
+def _bounded_again(g, m, cond: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """/map/confirm_cond_* bounded as /map/cond_*, over each re-measurement's window (none when the
+    windows cannot be read: only the counters' lag)."""
+    k = next(iter(cond.values())).shape[0]
+    try:
+        start, end = (np.asarray(g[f"confirm_window_{w}_unix_s"][()], dtype=float) for w in ("start", "end"))
+        elapsed = end - start if start.shape == end.shape == (k,) else np.zeros(k)
+    except (KeyError, OSError, TypeError, ValueError):
+        elapsed = np.zeros(k)
+    out, said = bounded(
+        cond, np.asarray(elapsed, float)[:, None], False, 1, lambda i: f"re-measurement {int(i[0])}"
+    )
+    m.notices.extend(said)
+    return out
 
 
 def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, np.ndarray] | None:
