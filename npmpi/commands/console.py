@@ -176,7 +176,7 @@ class Console:
         if outcome.stopped_early:
             self._print(f"stopped early: {outcome.stopped_early}")
         self._print(f"{len(outcome.rows)} sizes in {elapsed_s:.1f} s, status {outcome.status}: {output}")
-        if outcome.status != "complete":
+        if outcome.status != "complete" and not (collector is not None and collector.lost):  # abort's line
             print(
                 printable(f"npmpi: {outcome.message}; the {len(outcome.rows)} completed sizes are in ")
                 + printable(output),

@@ -252,7 +252,7 @@ class GroupRecording(FileRecording):
         self.writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=now_utc())
         console.summary(outcome, self.output, elapsed, self.collector)
         if self.collector is not None:
-            self.collector.end_job_if_lost(outcome.exit_code)
+            self.collector.end_job_if_lost(outcome.exit_code, outcome.message + self._kept())
         return outcome.exit_code
 
     def _watched(self):

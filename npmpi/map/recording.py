@@ -357,14 +357,11 @@ class MapRecording(FileRecording):
         console.note(
             f"{outcome.rounds} rounds in {elapsed:.1f} s, status {outcome.status}: {self.agreed.output}"
         )
+        kept = f"; the {outcome.rounds} completed rounds are in {self.agreed.output}"
+        if collector is not None and collector.lost:  # the abort's one line says it
+            collector.end_job_if_lost(outcome.exit_code, outcome.message + kept)
         if outcome.status != "complete":
-            say(
-                f"npmpi: {outcome.message}; the {outcome.rounds} completed rounds are in "
-                f"{self.agreed.output}",
-                sys.stderr,
-            )
-        if collector is not None:
-            collector.end_job_if_lost(outcome.exit_code)
+            say(f"npmpi: {outcome.message}{kept}", sys.stderr)
         return outcome.exit_code
 
     def _confirm(self, outcome: MapOutcome) -> None:

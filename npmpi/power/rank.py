@@ -453,13 +453,13 @@ class PowerCollector:
         """What the file's status message and the closing line say of the power ranks given up on."""
         return "; ".join(why for _since, why in self.lost.values())
 
-    def end_job_if_lost(self, code: int) -> None:
+    def end_job_if_lost(self, code: int, line: str = "") -> None:
         """After the file is closed: end the job with MPI_Abort if a power rank was given up on (it
-        would never reach MPI_Finalize, where every other rank would wait for it)."""
+        would never reach MPI_Finalize, where every other rank would wait for it); `line` says why."""
         if self.lost:
             from npmpi.core.job import abort
 
-            abort(self.comm, self.lost_message() + "; ending the job without it", code or 1)
+            abort(self.comm, line or self.lost_message() + "; ending the job without it", code or 1, 0.3)
 
     def _count_faults(self, node: int | str, channel: int, faults: list[FaultRecord]) -> None:
         """Distinct faults and all their occurrences: a repeat sent again with a grown count is not new."""

@@ -71,6 +71,7 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
     from npmpi.power.calibration import largest_delay_s
 
     collector.collect()
+    seconds = 0.0
     if outcome.status == "complete" and not stop:
         baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
         seconds = after_baseline_s(baseline_s, power_nodes, largest_delay_s(calibration, layout, power_nodes))
@@ -78,12 +79,44 @@ def final_power(writer, collector, layout, power_nodes, opts, calibration, outco
             console.note(f"recording {seconds:g} s of idle power after the sweep")
             window = collector.baseline(seconds, stop, "the idle baseline after the measurements")
             store_baseline(writer, layout, window, after=True)
-        if collector.lost and outcome.status == "complete":  # a frozen power rank, gone on without
-            outcome.message = collector.lost_message()
         if stop:  # a stop signal during that baseline: the file says so, though every size was measured
             stop.mark_interrupted(outcome, " during the idle baseline after the sweep")
     fabric = fabric_info(power_nodes)
     store_offsets(writer, collector.clock_offsets(), "end", fabric[0] if fabric else None)
+    if collector.lost:  # a frozen power rank, gone on without: the job ends with MPI_Abort (failed)
+        lost = lost_power_message(collector, layout, outcome, seconds)
+        if outcome.status == "complete":
+            outcome.status, outcome.message, outcome.exit_code = "failed", lost, 1
+        else:
+            outcome.message = f"{outcome.message}; {lost}" if outcome.message else lost
+
+
+def lost_power_message(collector, layout, outcome, after_s: float) -> str:
+    """The status message of a recording that went on without a power rank (it ends with MPI_Abort:
+    a stopped process never reaches MPI_Finalize): who stopped answering, when the samples rank 0 has
+    of it end, what of its node's power is missing; every size (or round) is kept (docs/power.md)."""
+    import datetime as dt
+
+    rows = getattr(outcome, "rows", None)  # a run's or a group kind's sizes; a map has rounds
+    unit = "size" if rows is not None else "round"
+    parts = []
+    for rank, (since, why) in collector.lost.items():
+        node = collector.power_ranks.index(rank)
+        beats = [b for (n, _), b in collector.heartbeats.items() if n == node]
+        ticks = [b.last_tick for b in beats if b.last_tick is not None]
+        last = max(ticks) if ticks else since  # no batch ever came: from when rank 0 gave up
+        stamp = dt.datetime.fromtimestamp(last, dt.timezone.utc).strftime("%H:%M:%S UTC")
+        missing = "no samples to the end"
+        if rows:
+            hit = sum(1 for r in rows if max(r.trial_end_unix_s) >= last)
+            missing = f"none for the last {hit} of the {len(rows)} sizes (flagged 'recorded gap')"
+        if after_s > 0:
+            missing += " nor in its idle baseline after the sweep"
+        parts.append(
+            f"{why}: its samples end at {stamp} (the last it handed over), so node {node} "
+            f"({layout.hosts[rank]}) has no power from then on: {missing}, a gap to the end in its channels"
+        )
+    return f"{'; '.join(parts)}; every {unit} was measured and is kept, with the power up to then"
 
 
 def store_offsets(writer, offsets, which: str, fabric_node: int | None = None) -> None:

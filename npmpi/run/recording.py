@@ -252,7 +252,7 @@ class Recording(FileRecording):
         )
         console.summary(outcome, s.output, elapsed, collector)
         if collector is not None:
-            collector.end_job_if_lost(outcome.exit_code)
+            collector.end_job_if_lost(outcome.exit_code, outcome.message + self._kept())
         return outcome.exit_code
 
     def _watchdog(self):

@@ -102,3 +102,27 @@ def disturbed_notices(layout: dict, node_attrs: list[dict], windows: tuple, name
                     f"{100 * MAX_SYSTEM_BUSY_FRACTION:.0f} %): its idle power is too high"
                 )
     return out
+
+
+def empty_baselines(where: str, windows, gaps, notices: list[str], problems: list[str]) -> None:
+    """Say which of a node's idle baselines ((window, WindowStats) before and after the sweep) holds
+    no sample: a problem, unless one of its channels' recorded gaps (`gaps`: FaultInfo of kind gap)
+    overlaps the window (its power rank was stopped, or gone on without: the file says so), which is a
+    notice naming the gap; the idle power then comes from the other baseline, when it has samples."""
+    names = ("", " after the sweep")
+    empty = [bool(w) and stats.flag[0] == FLAG_NONE for w, stats in windows]
+    for k, (window, _stats) in enumerate(windows):
+        if not empty[k]:
+            continue
+        over = [f for f in gaps if f.first_unix_s <= window[1] and f.last_unix_s >= window[0]]
+        line = f"{where}: no sample in or near the baseline window{names[k]}"
+        if not over:
+            problems.append(f"{line}: no idle power")
+            continue
+        other = windows[1 - k]
+        source = (
+            f"the idle power comes from the baseline {('before', 'after')[1 - k]} the sweep alone"
+            if other[0] and not empty[1 - k]
+            else "no idle power"
+        )
+        notices.append(f"{line}: a recorded gap covers it ({over[0].message}); {source}")

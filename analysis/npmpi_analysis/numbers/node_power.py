@@ -316,11 +316,11 @@ def node_group_power(
         sizes = empty_stats(len(starts))
         active, before, later = empty_stats(1), empty_stats(1), empty_stats(1)
         plot_t, plot_w, series = np.zeros(0), np.zeros(0), None
-    for label, window, stats in (("", baseline, before), (" after the sweep", after, later)):
-        if window and readings and stats.flag[0] == FLAG_NONE:
-            problems.append(
-                f"{where} ({host}): no sample in or near the baseline window{label}: no idle power"
-            )
+    if readings:  # a baseline without samples: a problem, unless a recorded gap says why (a notice)
+        gaps = [f for c in infos for f in c.fault_records if f.kind == KIND_GAP]
+        baselines.empty_baselines(
+            f"{where} ({host})", ((baseline, before), (after, later)), gaps, notices, problems
+        )
     node_power = NodePower(
         index=i,
         host=host,
