@@ -15,6 +15,7 @@ from npmpi_analysis.numbers import map_model
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.map_conditions import map_lines, map_matrices, map_summary, pair_columns
 from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
+from npmpi_analysis.numbers.map_plan import plan_summary, plan_text
 from npmpi_analysis.outfiles import rows_csv_bytes
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
@@ -107,7 +108,7 @@ def summary(a) -> dict[str, Any]:
         out["flagged_pairs"] = {
             FLAG_NAMES[c]: int((flags == c).sum()) for c in range(1, len(FLAG_NAMES)) if (flags == c).any()
         }
-    return {**out, **map_summary(a.conditions), **map_model.summary(a.model, upper)}
+    return {**out, **map_summary(a.conditions), **map_model.summary(a.model, upper), **plan_summary(a)}
 
 
 def _median(x: np.ndarray) -> float | None:
@@ -133,6 +134,7 @@ def summary_text(a, show_matrices: bool = True) -> str:
         f"kernel {s['kernel'] or '?'}, mode {s['mode'] or '?'}"
     )
     out.append(f"  directions: {directions_text(a.map_attrs)}")
+    out += plan_text(a)
     out.append(f"  hosts ({a.nodes}): {', '.join(a.names)}")
     measured = ", ".join(
         f"{d}/{s['pairs']} at {format_size(z)}"

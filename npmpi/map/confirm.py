@@ -304,14 +304,22 @@ def _measure(coordinator, plan: Plan, jobs, sizes, console) -> tuple[list, float
 
 
 def confirm_suspects(
-    coordinator, writer, repeats: int, budget: float, map_s: float, console, names: list[str]
+    coordinator,
+    writer,
+    repeats: int,
+    budget: float,
+    map_s: float,
+    console,
+    names: list[str],
+    left_s: float = math.inf,
 ) -> None:
     """Measure the suspects again (within the budget, made smaller to fit it) with reference links
-    of each size, one pair at a time, windows interleaved; store them. A stop ends it early."""
+    of each size, one pair at a time, windows interleaved; store them. A stop ends it early.
+    `left_s`: the time --max-minutes leaves; the budget is at most 1 / OVERRUN of it."""
     directed = coordinator.mopts.directions == "both"
     best, sizes = writer.best_all(), writer.map_sizes
     suspects = find_suspects(best, sizes, directed)
-    allowed = max(budget * map_s, MIN_BUDGET_S if budget > 0 else 0.0)
+    allowed = min(max(budget * map_s, MIN_BUDGET_S if budget > 0 else 0.0), max(left_s, 0.0) / OVERRUN)
     plan = plan_confirmation(suspects, writer, repeats, coordinator.mopts.run.trials, allowed)
     if plan.chosen:
         console.note(

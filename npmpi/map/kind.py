@@ -5,9 +5,11 @@ Launched like a run (mpirun/srun): the lowest rank of each node measures (every 
 --per-rank), each node's highest rank samples its meters when --meter is given, other ranks wait
 asleep. Every rank agrees on the options, the roles and the output before anything is written (the
 sequence of every kind, npmpi/kinds/command.py); rank 0 then records the map (npmpi/map/recording.py)
-while the other members answer its rounds (npmpi/map/pair.py). Bad usage: one line, exit 2
-everywhere; a stop signal ends the current round, marks the file interrupted and releases every
-rank; an error on any rank ends the job with one message.
+while the other members answer its rounds (npmpi/map/pair.py). Bad usage, and a map whose planned
+file would not fit the output's disk (npmpi/map/plan.py): one line, exit 2 everywhere; a stop signal
+ends the current round, marks the file interrupted and releases every rank; --max-minutes ends the
+map the same way between rounds, with exit status 0; an error on any rank ends the job with one
+message.
 """
 
 from __future__ import annotations
@@ -111,6 +113,20 @@ class MapKind(Kind):
         agreed.kernel = get_kernels(mopts.run.kernel)  # NpmpiError: the problem (npmpi.kinds.command)
         layout = agreed.roles.layout
         return memory_problem(layout, list(layout.members), agreed.roles.rank, mopts.sizes_bytes[-1])
+
+    def prepare_output(self, mopts: MapOptions, agreed) -> str | None:
+        """Rank 0: the output reserved as every kind's, then the map's plan (npmpi/map/plan.py) made
+        and the map refused when its file would not fit the output's disk."""
+        from npmpi.map.plan import disk_problem, make_plan
+
+        problem = super().prepare_output(mopts, agreed)
+        if problem is not None:
+            return problem
+        layout = agreed.roles.layout
+        power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
+        plan = make_plan(mopts, len(layout.groups[0]), power_nodes)
+        agreed.extra["plan"] = plan
+        return disk_problem(agreed.output, plan)
 
     def settled(self, MPI, comm, mopts: MapOptions, agreed) -> None:
         layout = agreed.roles.layout

@@ -42,6 +42,7 @@ DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
 MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank
 MAX_MAP_SIZES = 64
 DIRECTIONS_ONE, DIRECTIONS_BOTH = "one", "both"
+MAX_MINUTES = 10_000_000.0  # --max-minutes' bound (19 years: any larger number is a typo)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class MapOptions:
     directions: str = DIRECTIONS_ONE  # both: i -> j and j -> i measured apart (a stream's default)
     confirm_repeats: int = DEFAULT_REPEATS  # each suspect measured again this many times (0: not)
     confirm_budget: float = DEFAULT_BUDGET  # the re-measurements' time, a fraction of the map's
+    max_minutes: float | None = None  # --max-minutes: no round starts that would end past it
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -150,6 +152,16 @@ def _add_map_power_and_output(p: UsageParser) -> None:
     )
 
 
+def _minutes_arg(text: str) -> float:
+    """Minutes (argparse type): the strict number grammar of npmpi.core.units."""
+    try:
+        return parse_number(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid minutes {text!r}: expected a plain decimal number, e.g. 30 or 0.5"
+        ) from None
+
+
 def _fraction_arg(text: str) -> float:
     """A fraction (argparse type): the strict number grammar of npmpi.core.units."""
     try:
@@ -188,6 +200,16 @@ def _add_map_measuring(p: UsageParser) -> None:
         "still does not is listed as not re-measured, with the budget that would measure it "
         "(default: %(default)s)",
     )
+    p.add_argument(
+        "--max-minutes",
+        type=_minutes_arg,
+        default=None,
+        metavar="M",
+        help="stop the map cleanly once M minutes have passed since its file was created: no round "
+        "starts that the estimate says would end past them (the first always runs); the file keeps "
+        "every round measured, its status is interrupted with the reason, and the exit status is 0 "
+        "(default: no limit)",
+    )
 
 
 def parse_map_options(argv: list[str]) -> MapOptions:
@@ -201,6 +223,10 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         raise UsageError(f"--confirm {ns.confirm}: give between 0 (no re-measurement) and 100 repeats")
     if not 0 <= ns.confirm_budget <= 100:
         raise UsageError(f"--confirm-budget {ns.confirm_budget}: give a fraction of the map's time, 0 to 100")
+    if ns.max_minutes is not None and not 0 < ns.max_minutes <= MAX_MINUTES:
+        raise UsageError(
+            f"--max-minutes {ns.max_minutes:g}: give a time limit above 0 and at most {MAX_MINUTES:g} minutes"
+        )
     if ns.schedule not in SCHEDULES:
         raise UsageError(
             f"--schedule {ns.schedule!r}: unknown schedule; choose one of: {', '.join(SCHEDULES)}"
@@ -225,6 +251,7 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         directions=directions,
         confirm_repeats=ns.confirm,
         confirm_budget=ns.confirm_budget,
+        max_minutes=ns.max_minutes,
     )
 
 

@@ -11,6 +11,7 @@ before each round and between a pair's trials (npmpi/map/pair.py).
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from npmpi.map.pair import (
     transmit,
     wait_for,
 )
+from npmpi.map.plan import RoundClock, make_plan, plan_line
 from npmpi.map.schedule import make_rounds, round_matrix
 from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
 from npmpi.runfile.format import KIND_MAP
@@ -60,8 +62,9 @@ class MapCoordinator:
     "ready" (members wait for the go) or "trials" (waiting for results); `stop.timing` is set while
     rank 0's own pair is in a timed loop."""
 
-    def __init__(self, comm, mopts, members: list[int], side: PairSide, stop, on_round) -> None:
+    def __init__(self, comm, mopts, members: list[int], side: PairSide, stop, on_round, clock=None) -> None:
         self.comm, self.mopts, self.members, self.side, self.stop = comm, mopts, members, side, stop
+        self.clock = clock  # npmpi.map.plan.RoundClock: the rounds' time, the time limit (None: none)
         self.rounds = make_rounds(mopts.schedule, len(members))
         self.on_round = on_round  # (size index, round index, (start, end), [PairResult])
         self.state = "between"
@@ -76,10 +79,15 @@ class MapCoordinator:
         """Every size, every round, until done or stopped."""
         outcome = MapOutcome()
         total = len(self.rounds) * len(self.mopts.sizes_bytes)
+        clock, limited = self.clock, False
         for s, size in enumerate(self.mopts.sizes_bytes):
             for r, pairs in enumerate(self.rounds):
                 if self.stop:
                     break
+                if clock is not None and clock.stop_before(s, outcome.rounds):
+                    limited = True
+                    break
+                begun = time.monotonic()
                 self.progress.label = f"round {outcome.rounds + 1} of {total}"
                 measured = self.measure_round(size, pairs)
                 if measured is None:
@@ -87,11 +95,15 @@ class MapCoordinator:
                 window, results = measured
                 self.on_round(s, r, window, results)
                 outcome.rounds += 1
-            if self.stop:
+                if clock is not None:
+                    clock.learn(s, time.monotonic() - begun)
+            if self.stop or limited:
                 break
         self.progress.label = "a suspect's re-measurement (--confirm)"
         if self.stop:
             self.stop.mark_interrupted(outcome, f"; stopped after {outcome.rounds} rounds")
+        elif limited:  # asked for: the file is whole up to here, exit status 0
+            outcome.status, outcome.message = "interrupted", clock.stop_message(outcome.rounds)
         return outcome
 
     def measure_round(self, size: int, pairs: list[tuple[int, int]], trials: int = 0):
@@ -225,15 +237,25 @@ class MapRecording(FileRecording):
         self.stall_timeout_s = opts.stall_timeout_s
         self.collector = power_collector(comm, layout, self.power_nodes, opts.stall_timeout_s)
         self.coordinator = None
-        super().__init__()  # the clock of the map's elapsed time starts here
+        self.plan = agreed.extra.get("plan") or make_plan(
+            mopts, len(agreed.extra["members"]), self.power_nodes
+        )
+        super().__init__()  # the clock of the map's elapsed time (and of --max-minutes) starts here
         self.last_collect = self.last_progress = self.rounds_started = self.started
 
     def _open(self) -> None:
         from npmpi.commands.filerecording import layout_rows
 
         a, opts, mopts = self.agreed, self.opts, self.mopts
+        plan = self.plan
         self.coordinator = MapCoordinator(
-            self.comm, mopts, a.extra["members"], PairSide(opts, a.kernel), self.stop, self.on_round
+            self.comm,
+            mopts,
+            a.extra["members"],
+            PairSide(opts, a.kernel),
+            self.stop,
+            self.on_round,
+            RoundClock(plan, self.started),
         )
         n = len(a.extra["members"])
         spec = {
@@ -244,6 +266,10 @@ class MapRecording(FileRecording):
                 "mode": opts.mode,
                 "window": opts.window,
                 "directions": mopts.directions,
+                "planned_rounds": plan.total_rounds,
+                "planned_duration_s": plan.duration_s,
+                "planned_file_bytes": plan.file_bytes,
+                "time_limit_s": plan.limit_s,
             },
             "hosts": list(a.extra["names"]),
             "ranks": list(a.extra["members"]),
@@ -324,6 +350,7 @@ class MapRecording(FileRecording):
             f"{len(self.mopts.sizes_bytes)} sizes, {opts.trials} trials of ~{opts.target_time_s:g} s; "
             f"kernel {opts.kernel}, mode {opts.mode}, {_directions_words(self.mopts)}"
         )
+        console.note(plan_line(self.plan))
         if collector is not None:
             power_setup(writer, collector, self.layout, self.power_nodes, opts, console, self.stop)
             if self.agreed.calibration is not None:
@@ -370,6 +397,7 @@ class MapRecording(FileRecording):
 
         map_s = time.monotonic() - self.rounds_started
         m = self.mopts
+        limit_s = self.plan.limit_s or math.inf  # --max-minutes: the re-measurement kept within it
         confirm_suspects(
             self.coordinator,
             self.writer,
@@ -378,6 +406,7 @@ class MapRecording(FileRecording):
             map_s,
             self.console,
             list(self.agreed.extra["names"]),
+            left_s=limit_s - (time.monotonic() - self.started),
         )
         if self.stop:
             self.stop.mark_interrupted(outcome, " while suspects were measured again")

@@ -50,6 +50,31 @@ class PairResult:
     cond_info: list[dict] | None = None  # each side's text (with its "rank"): source or reason, counters
 
 
+def pair_datasets(trials: int) -> list[tuple[str, tuple[int, ...], type, float]]:
+    """/map's datasets of shape [S, N, N, ...]: (name, the shape after [S, N, N], type, fill value)."""
+    nan = np.nan
+    return [
+        ("trial_s", (trials,), np.float64, nan),
+        ("iterations", (), np.int64, 0),
+        ("bytes_moved", (), np.int64, 0),
+        ("bandwidth_bit_s", (), np.float64, nan),
+        ("pair_window_s", (), np.float64, nan),
+        ("runq_wait_s", (trials, 2), np.float64, nan),
+        *((COND_PREFIX + name, (2,), np.float64, nan) for name in COND_DATASETS),
+    ]
+
+
+def map_data_bytes(members: int, sizes: int, trials: int, rounds: int) -> int:
+    """The bytes of /map's datasets once every round is stored (HDF5's structures not counted): per
+    size and ordered pair (the diagonal's cells too) what `pair_datasets` hold, about
+    24 x trials + 144; per ordered pair the latency and the round; per size and round its window."""
+    per_pair = sum(
+        int(np.prod(tail, dtype=np.int64)) * np.dtype(dt).itemsize for _, tail, dt, _ in pair_datasets(trials)
+    )
+    cells = members * members
+    return sizes * cells * per_pair + cells * (8 + 4) + sizes * rounds * 16 + sizes * 8 + members * 4
+
+
 def _waits(res: PairResult, trials: int) -> np.ndarray:
     """[trials, 2] the result's run-queue waits, NaN where not known."""
     out = np.full((trials, 2), np.nan)
@@ -142,24 +167,15 @@ class MapWriter(RunWriter):
         g.create_dataset("round", data=np.asarray(rounds_matrix, dtype=np.int32), **CHECKSUM)
         c = min(n, CHUNK_EDGE)
         nan = np.nan
-        g.create_dataset("trial_s", (s, n, n, t), np.float64, chunks=(1, c, c, t), fillvalue=nan, **CHECKSUM)
-        for name in ("iterations", "bytes_moved"):
-            g.create_dataset(name, (s, n, n), np.int64, chunks=(1, c, c), fillvalue=0, **CHECKSUM)
-        g.create_dataset(
-            "bandwidth_bit_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan, **CHECKSUM
-        )
+        for name, tail, dtype, fill in pair_datasets(t):
+            ds = g.create_dataset(
+                name, (s, n, n, *tail), dtype, chunks=(1, c, c, *tail), fillvalue=fill, **CHECKSUM
+            )
+            if name.startswith(COND_PREFIX):
+                ds.attrs["sides"] = list(COND_SIDES)
         g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan, **CHECKSUM)
-        g.create_dataset("pair_window_s", (s, n, n), np.float64, chunks=(1, c, c), fillvalue=nan, **CHECKSUM)
-        g.create_dataset(
-            "runq_wait_s", (s, n, n, t, 2), np.float64, chunks=(1, c, c, t, 2), fillvalue=nan, **CHECKSUM
-        )
         for name in ("window_start_unix_s", "window_end_unix_s"):
             g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan, **CHECKSUM)
-        for name in COND_DATASETS:
-            ds = g.create_dataset(
-                COND_PREFIX + name, (s, n, n, 2), np.float64, chunks=(1, c, c, 2), fillvalue=nan, **CHECKSUM
-            )
-            ds.attrs["sides"] = list(COND_SIDES)
         self._pending_bytes += 8 * (s * n_rounds * 2 + 4 * n * n)
 
     def store_round(
@@ -345,7 +361,7 @@ class MapWriter(RunWriter):
             with contextlib.suppress(RunFileWriteError), self._checked("writing the ranks' conditions"):
                 self._write_condition_text(self._file[MAP_GROUP], final=True)
             with contextlib.suppress(RunFileWriteError):
-                self.set_group_attrs(MAP_GROUP, status=status)
+                self.set_group_attrs(MAP_GROUP, status=status, status_message=message)
         if self._error is not None and self._res.fd >= 0:
             with contextlib.suppress(Exception):  # written by the salvage's flush, once space is freed
                 g = self._file[MAP_GROUP]
