@@ -112,8 +112,8 @@ def order_fields(ns: argparse.Namespace) -> dict:
         raise UsageError(f"--order {ns.order!r}: give {' or '.join(ORDERS)}")
     if ns.order_seed is not None and ns.order != RANDOM:
         raise UsageError("--order-seed orders the sizes at random: give it with --order random")
-    if ns.order_seed is not None and not 0 <= ns.order_seed < 2**63:
-        raise UsageError(f"--order-seed {ns.order_seed}: give a seed from 0 to 2^63 - 1")
+    if ns.order_seed is not None and ns.order_seed >= 2**63:
+        raise UsageError(f"--order-seed {ns.order_seed}: give a seed below 2^63")
     return {"size_order": ns.order, "size_order_seed": ns.order_seed}
 
 
