@@ -42,41 +42,9 @@ def load(path: Path):
     from npmpi.runfile.format import JSON_ATTRS
 
     run, problems = _load(path)
-    run.pingpong = rows_by_size(run.pingpong)
     run.attrs = shown_attrs(run.attrs, JSON_ATTRS)
     run.notices.extend(status_notices(run.attrs))
     return run, problems
-
-
-def rows_by_size(pp):
-    """The /pingpong rows in increasing size (stable: a coll file's series keep their order within a
-    size), as the analysis reads them; a file measured with --order random keeps its rows in the
-    order measured (their trials' start times say when). Every per-size array is permuted alike; a
-    file already in order is returned as it is."""
-    from dataclasses import fields, is_dataclass, replace
-
-    import numpy as np
-
-    n = len(pp.size_bytes)
-    order = np.argsort(np.asarray(pp.size_bytes), kind="stable")
-    if n < 2 or np.array_equal(order, np.arange(n)):
-        return pp
-
-    def permuted(value):
-        if isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n:
-            return value[order]
-        if isinstance(value, dict):
-            return {k: permuted(v) for k, v in value.items()}
-        return value
-
-    changes = {}
-    for f in fields(pp):
-        value = getattr(pp, f.name)
-        if is_dataclass(value):  # CPU times, conditions: [n, ranks] arrays beside [ranks] ids
-            inner = {g.name: getattr(value, g.name) for g in fields(value)}
-            value = replace(value, **{k: permuted(v) for k, v in inner.items() if k not in ("ranks", "info")})
-        changes[f.name] = permuted(value)
-    return replace(pp, **changes)
 
 
 def status_notices(attrs: dict) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 from npmpi.coll.series import Series, osu_counts
-from npmpi.core.order import RateBook, ordered
 from npmpi.kinds.group import GroupCoordinator, GroupOutcome
 from npmpi.runfile.format import CPU_DATASETS
 from npmpi.sweep.driver import SizeDriver
@@ -61,11 +60,10 @@ class CollCoordinator(GroupCoordinator):
                 break
             self.enter(index, series)
             prev_s = 0.0
-            book = RateBook()  # --order random: each size's rate from the sizes measured nearest it
-            for size in ordered(list(series.sizes), self.opts, index):
+            for size in series.sizes:
                 if self.stop:
                     break
-                rate = self.rate_before(size, book.estimate(size) if self.shuffled else prev_s)
+                rate = self.rate_before(size, prev_s)  # a series' first size: a probe first
                 if rate is None:
                     abandoned = True
                     break
@@ -78,7 +76,6 @@ class CollCoordinator(GroupCoordinator):
                 self.on_row(len(outcome.rows), row)
                 outcome.rows.append(row)
                 prev_s = min(row.trial_s) / iterations
-                book.add(size, prev_s)
         if self.stop:
             self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome

@@ -104,19 +104,6 @@ def default_output_name(now_utc_stamp: str, directory: str = ".") -> str:
     return str(candidate)
 
 
-def order_fields(ns: argparse.Namespace) -> dict:
-    """--order and --order-seed checked, as the keyword arguments of a run's or a group kind's options."""
-    from npmpi.core.order import ORDERS, RANDOM
-
-    if ns.order not in ORDERS:
-        raise UsageError(f"--order {ns.order!r}: give {' or '.join(ORDERS)}")
-    if ns.order_seed is not None and ns.order != RANDOM:
-        raise UsageError("--order-seed orders the sizes at random: give it with --order random")
-    if ns.order_seed is not None and ns.order_seed >= 2**63:
-        raise UsageError(f"--order-seed {ns.order_seed}: give a seed below 2^63")
-    return {"size_order": ns.order, "size_order_seed": ns.order_seed}
-
-
 def shared_fields(ns: argparse.Namespace, example: str = "run.h5") -> dict:
     """The options every kind shares, checked (`check_power_and_output`, `check_stall_timeout`), as
     the keyword arguments of a kind's options (npmpi.core.config.Options, the map's, a group kind's):

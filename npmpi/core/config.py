@@ -77,8 +77,6 @@ class Options:
     rma_op: str = "put"
     rma_sync: str = "fence"
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # --stall-timeout (0: no stall watchdog)
-    size_order: str = "ascending"  # --order (npmpi/core/order.py)
-    size_order_seed: int | None = None  # --order-seed (None: drawn by rank 0, stored in the file)
 
     def to_dict(self) -> dict:
         """The options as the run file stores them (options_json): a spec as it was given."""

@@ -19,7 +19,6 @@ import numpy as np
 
 from npmpi.core.errors import DataMismatch
 from npmpi.core.messages import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
-from npmpi.core.order import ASCENDING, RANDOM, RateBook, ordered
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
 from npmpi.sweep import span as trialspan
@@ -84,7 +83,6 @@ class GroupCoordinator:
         self.state = "between"  # "trials" while the members wait for a go: release() abandons the size
         self.series = 0  # the series measured (a kind with several: npmpi/coll/series.py)
         self.watchdog = None  # the recording's StallWatchdog, once it has one
-        self.shuffled = getattr(opts, "size_order", ASCENDING) == RANDOM  # --order random
         stop.transmitter = self
 
     def _iterations(self, prev_s: float) -> int:
@@ -114,11 +112,10 @@ class GroupCoordinator:
         """Every size until done or stopped."""
         outcome = GroupOutcome()
         prev_s = 0.0
-        book = RateBook()  # --order random: each size's rate from the sizes measured nearest it
-        for index, size in enumerate(ordered(list(self.opts.sizes_bytes), self.opts)):
+        for index, size in enumerate(self.opts.sizes_bytes):
             if self.stop:
                 break
-            rate = self.rate_before(size, book.estimate(size) if self.shuffled else prev_s)
+            rate = self.rate_before(size, prev_s)
             if rate is None:
                 break
             iterations = self._iterations(rate)
@@ -128,7 +125,6 @@ class GroupCoordinator:
             outcome.rows.append(row)
             self.on_row(index, row)
             prev_s = min(row.trial_s) / iterations
-            book.add(size, prev_s)
         if self.stop:
             self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome

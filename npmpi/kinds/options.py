@@ -32,11 +32,6 @@ _SHARED_HELP = {
     "--output": "run file to write (default runs/npmpi-KIND-YYYYmmdd-HHMMSS.h5)",
     "--force": "overwrite an existing --output",
     "--quiet": "print nothing but errors",
-    "--order": "the order the sizes are measured in: 'ascending' (each size's iterations from the "
-    "last's) or 'random' (a seeded permutation, each size's iterations from the sizes measured "
-    "nearest it: a slow drift is not read as a size effect) (default: %(default)s)",
-    "--order-seed": "the seed of --order random, to measure the same order again (default: drawn, "
-    "stored in the file as size_order_seed)",
     "--stall-timeout": "end the run when a member stops answering for max(SECONDS, 20 x what the step "
     "should take); 0: never (default: %(default)g s)",
 }
@@ -63,8 +58,6 @@ class GroupOptions:
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
     thread_level: str = THREAD_LEVEL_AUTO
     repeats: int | None = None
-    size_order: str = "ascending"  # --order (npmpi/core/order.py)
-    size_order_seed: int | None = None  # --order-seed
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -110,7 +103,7 @@ def sizes_arg(text: str | None) -> tuple[int, ...]:
 
 def group_options(ns: argparse.Namespace, extra: dict) -> GroupOptions:
     """The shared options of a parsed command line checked (UsageError: one line), with the kind's own."""
-    from npmpi.commands.checks import order_fields, shared_fields, trials_and_target
+    from npmpi.commands.checks import shared_fields, trials_and_target
 
     trials, target = trials_and_target(ns.trials, ns.target_time, ns.quick, "per size")
     return GroupOptions(
@@ -119,6 +112,5 @@ def group_options(ns: argparse.Namespace, extra: dict) -> GroupOptions:
         target_time_s=target,
         quick=ns.quick,
         extra=extra,
-        **order_fields(ns),
         **shared_fields(ns),
     )

@@ -19,7 +19,6 @@ import numpy as np
 from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, now_utc, power_collector
 from npmpi.core.errors import NpmpiError, UsageError
 from npmpi.core.layout import Layout, Words
-from npmpi.core.order import ASCENDING, order_seed
 from npmpi.kinds.group import GroupCoordinator, GroupStep, serve_group
 from npmpi.kinds.kind import Kind
 from npmpi.kinds.options import GroupOptions, group_options, group_parser
@@ -169,8 +168,6 @@ class GroupRecording(FileRecording):
             "timing_comparable": True,
             "member_ranks": np.array(members, dtype=np.int64),
             "thread_level_requested": self.opts.thread_level,
-            "size_order": getattr(self.opts, "size_order", ASCENDING),
-            "size_order_seed": order_seed(self.opts),
             **kind.attrs(self.opts, layout),
         }
 

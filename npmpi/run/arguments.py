@@ -146,20 +146,6 @@ def _add_repetition_options(p: argparse.ArgumentParser) -> None:
         "to SECONDS/2, so a script that gave it keeps its ping-pong's limit (now tested, as NetPIPE "
         "does, after each group of sizes n-p, n, n+p; default: --max-one-way's)",
     )
-    add_option(
-        g,
-        "--order",
-        "the order the sizes are measured in: 'ascending' (NetPIPE's: each size's iterations from the "
-        "size before it) or 'random' (a seeded permutation, each size's iterations from the sizes "
-        "measured nearest it, the stop rule's limit then skipping every larger size: a slow drift "
-        "is not read as a size effect) (default: %(default)s)",
-    )
-    add_option(
-        g,
-        "--order-seed",
-        "the seed of --order random, to measure the same order again (default: drawn, stored in the "
-        "file as size_order_seed)",
-    )
 
 
 def _add_mode_options(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,6 @@ from npmpi.commands.checks import (  # noqa: F401  (default_output_name, meter_s
     check_stall_timeout,
     default_output_name,
     meter_specs,
-    order_fields,
     shared_fields,
     trials_and_target,
 )
@@ -70,7 +69,6 @@ def parse_options(argv: list[str]) -> Options:
         thread_level=ns.thread_level,
         np_out=ns.np_out,
         **protocol_fields,
-        **order_fields(ns),
         **shared,
     )
 

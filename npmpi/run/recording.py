@@ -108,7 +108,6 @@ def buffers_note(opts: Options) -> str:
 def mode_attrs(opts: Options, layout) -> dict[str, Any]:
     """The mode's root attributes (docs/file-format.md), with the number of pairs actually run."""
     from npmpi.core.buffers import thp_policy
-    from npmpi.core.order import order_seed
 
     pairs = len(layout.pairs)
     factors = opts.mode_value.factors(opts.window, pairs)
@@ -125,8 +124,6 @@ def mode_attrs(opts: Options, layout) -> dict[str, Any]:
         "thp_policy": thp_policy(),
         "bytes_per_iteration_factor": factors.bytes_per_iteration_factor,
         "one_way_divisor": factors.one_way_factor,
-        "size_order": opts.size_order,
-        "size_order_seed": order_seed(opts),
     }
 
 

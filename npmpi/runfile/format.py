@@ -12,7 +12,7 @@ import numpy as np
 
 FORMAT_NAME = "npmpi-run"
 # what each minor version added, and which readers read which files: docs/file-format.md (`format_version`)
-FORMAT_VERSION = (1, 11)
+FORMAT_VERSION = (1, 10)
 KIND_RUN, KIND_MAP = "run", "map"
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"

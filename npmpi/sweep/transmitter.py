@@ -33,7 +33,6 @@ from npmpi.core.messages import (
     CMD_PROBE,
     StopFlag,
 )
-from npmpi.core.order import RANDOM, RateBook, ordered
 from npmpi.core.schedule import SizePoint, netpipe_repeats
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
@@ -256,8 +255,6 @@ class Transmitter:
             # the bare --stall-timeout, which a long warm-up passes): a first look, when its round
             # trips are at most a tenth of the first size's trials
             self._probe(opts.lower_bytes, PROBE_CHUNKS)
-        if opts.size_order == RANDOM:
-            return self._sweep_random(points, outcome, unit, prev_t)
         for index, point in enumerate(points):
             if self.stop:
                 break
@@ -281,46 +278,6 @@ class Transmitter:
                     f"{prev_t:.3g} s, at least --max-one-way {opts.max_one_way_s:g} s"
                 )
                 break
-        if self.stop:
-            self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
-        return outcome
-
-    def _sweep_random(self, points: list[SizePoint], outcome: SweepOutcome, unit: float, probe_t: float):
-        """The sizes in the seeded order of --order random (npmpi/core/order.py): each size's
-        iterations by NetPIPE's rule from the time the sizes measured so far give it (RateBook), no
-        increment; a size at or past --max-one-way skips every larger size still to come."""
-        opts = self.opts
-        book = RateBook()
-        book.add(opts.lower_bytes, probe_t)
-        limit = None  # the smallest size that reached --max-one-way
-        for index, point in enumerate(ordered(points, opts)):
-            if self.stop:
-                break
-            size = point.size_bytes
-            if limit is not None and size > limit:
-                continue
-            iterations = opts.repeats
-            if iterations is None:
-                repeats = netpipe_repeats(
-                    opts.target_time_s, size, 1, book.estimate(size), opts.trials, MAX_ITERATIONS
-                )
-                iterations = -(-repeats // opts.messages_per_iteration)
-            try:
-                row = self.measure_size(size, iterations)
-            except LinkLost as exc:
-                raise LinkLost(f"{exc} at message size {size} B; every size before it is kept") from None
-            if row is None:
-                break
-            outcome.rows.append(row)
-            self.on_row(index, row)
-            t = min(row.trial_s) / (iterations * unit)
-            book.add(size, t)
-            if t >= opts.max_one_way_s and (limit is None or size < limit):
-                limit = size
-                outcome.stopped_early = (
-                    f"the one-way time of {size} B (best trial, NetPIPE's time per message) was {t:.3g} s, "
-                    f"at least --max-one-way {opts.max_one_way_s:g} s: the larger sizes were not measured"
-                )
         if self.stop:
             self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome
