@@ -196,7 +196,7 @@ def test_netpipe_buffers_run_and_check_every_message(npmpi_run, tmp_path, kernel
     run = load_run(tmp_path / "r.h5")
     assert run.status == "complete" and np.all(run.pingpong.data_verified)
     assert run.attrs["buffers"] == "netpipe" and run.attrs["huge_pages"] == "system"
-    assert run.attrs["format_version"] == "1.10"  # 1.3 added these attributes
+    assert run.attrs["format_version"] == "1.11"  # 1.3 added these attributes
     hp = run.pingpong.buffer_huge_page_bytes
     assert hp is not None and len(hp) == len(run.pingpong) and np.all(hp >= -1)
 

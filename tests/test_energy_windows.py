@@ -286,7 +286,7 @@ def test_disturbed_baselines_are_flagged():
 def test_baseline_cpu_is_stored_per_rank_and_format_1_3_files_still_read(tmp_path):
     path = write_run(tmp_path / "v.h5", [1], [1], [[1.0]], [[T0]])
     with h5py.File(path, "r+") as f:
-        assert f.attrs["format_version"] == f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}" == "1.10"
+        assert f.attrs["format_version"] == f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}" == "1.11"
         f.attrs["format_version"] = "1.3"
         unseal_all(f)  # a 1.3 file has no attribute checksums
     run = load_run(path)

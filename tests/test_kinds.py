@@ -33,7 +33,7 @@ def test_a_kind_from_outside_runs_with_a_power_rank_and_the_analysis_reads_it(tm
     assert "2 measuring ranks" in proc.stdout and "status complete" in proc.stdout
     with h5py.File(out, "r") as f:
         a = f.attrs
-        assert a["kind"] == "ring" and a["format_version"] == "1.10" and a["status"] == "complete"
+        assert a["kind"] == "ring" and a["format_version"] == "1.11" and a["status"] == "complete"
         assert a["bytes_per_iteration_factor"] == 2 and a["one_way_divisor"] == 1  # 2 members, one hop
         roles = [r.decode() if isinstance(r, bytes) else r for r in f["layout/role"][:]]
         assert sorted(roles) == ["power", "ring", "ring"]

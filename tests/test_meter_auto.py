@@ -159,7 +159,7 @@ def test_run_with_meter_auto_on_a_fake_cray_node(npmpi_run, tmp_path):
         node = f["power/node0"].attrs
         record = json.loads(node["meter_auto"])
         assert record[0]["chosen"] == [f"cray:root={tree.root}"]
-        assert "cray" in node["meter_auto_summary"] and f.attrs["format_version"] == "1.10"
+        assert "cray" in node["meter_auto_summary"] and f.attrs["format_version"] == "1.11"
 
 
 def test_meters_command_with_fifos_in_the_trees_ends_and_says_why(tmp_path):

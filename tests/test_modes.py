@@ -192,7 +192,7 @@ def _check_common(proc, run, mode, pairs, kernel, window=1):
     assert run.status == "complete" and run.notices == []
     a = run.attrs
     f = mode_factors(mode, window, pairs)
-    assert a["format_version"] == "1.10"
+    assert a["format_version"] == "1.11"
     assert (a["mode"], a["window"], a["pairs"], a["kernel"]) == (mode, window, pairs, kernel)
     assert a["bytes_per_iteration_factor"] == f.bytes_per_iteration_factor
     assert a["one_way_divisor"] == f.one_way_factor

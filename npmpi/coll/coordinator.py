@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from npmpi.coll.series import Series, osu_counts
+from npmpi.core import sampling
 from npmpi.kinds.group import GroupCoordinator, GroupOutcome
 from npmpi.runfile.format import CPU_DATASETS
 from npmpi.sweep.driver import SizeDriver
@@ -55,15 +56,19 @@ class CollCoordinator(GroupCoordinator):
         """Every series' sizes until done or stopped."""
         outcome = GroupOutcome()
         abandoned = False
+        counts = [len(s.sizes) for s in self.plan]
+        shuffled = self.opts.size_order == sampling.ORDER_RANDOM and not self.osu
         for index, series in enumerate(self.plan):
             if self.stop or abandoned:
                 break
             self.enter(index, series)
             prev_s = 0.0
-            for size in series.sizes:
+            measured: dict[int, float] = {}  # --order random: each measured size's time per step
+            for size in self.ordered(series.sizes, index, counts):
                 if self.stop:
                     break
-                rate = self.rate_before(size, prev_s)  # a series' first size: a probe first
+                # a series' first size (or, random, one with no measured size near): a probe first
+                rate = self.rate_near(size, measured) if shuffled else self.rate_before(size, prev_s)
                 if rate is None:
                     abandoned = True
                     break
@@ -75,7 +80,7 @@ class CollCoordinator(GroupCoordinator):
                 self.spread(row, index)
                 self.on_row(len(outcome.rows), row)
                 outcome.rows.append(row)
-                prev_s = min(row.trial_s) / iterations
+                prev_s = measured[size] = min(row.trial_s) / iterations
         if self.stop:
             self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome
@@ -83,7 +88,7 @@ class CollCoordinator(GroupCoordinator):
     def spread(self, row, index: int) -> None:
         """The row's series, and its CPU figures and conditions in every member's place (NaN: not in
         the series)."""
-        row.row_columns = {"coll_series": index}
+        row.row_columns = {**(row.row_columns or {}), "coll_series": index}
         if row.cpu_ranks is None:
             return
         where = {rank: i for i, rank in enumerate(row.cpu_ranks)}

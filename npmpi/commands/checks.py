@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -102,6 +103,58 @@ def default_output_name(now_utc_stamp: str, directory: str = ".") -> str:
         candidate = Path(directory) / f"{stem}-{k}.h5"
         k += 1
     return str(candidate)
+
+
+def parse_precision(text: str) -> float:
+    """--precision: a fraction (0.01) or a percentage (1%) above 0 and at most 1 (100 %)."""
+    from npmpi.core.units import parse_number
+
+    raw = text.strip()
+    percent = raw.endswith("%")
+    try:
+        value = parse_number(raw[:-1] if percent else raw)
+    except ValueError:
+        value = math.nan
+    value = value / 100 if percent else value
+    if not 0 < value <= 1:
+        raise UsageError(
+            f"--precision {text!r}: give a relative precision above 0 and at most 1, as a fraction "
+            "(0.01) or a percentage (1%)"
+        )
+    return value
+
+
+def sampling_fields(ns: argparse.Namespace) -> dict:
+    """--order, --order-seed, --precision, --precision-cap and --max-trials checked, as the options'
+    keywords (npmpi/core/sampling.py); --order random without a seed draws one."""
+    from npmpi.core import sampling
+
+    if ns.order not in sampling.ORDERS:
+        raise UsageError(f"--order {ns.order!r}: give {' or '.join(sampling.ORDERS)}")
+    seed = ns.order_seed
+    if seed is not None and ns.order != sampling.ORDER_RANDOM:
+        raise UsageError("--order-seed needs --order random")
+    if seed is not None and seed > sampling.MAX_SEED:
+        raise UsageError(f"--order-seed {seed}: give a seed from 0 to {sampling.MAX_SEED}")
+    if seed is None and ns.order == sampling.ORDER_RANDOM:
+        seed = sampling.draw_seed()
+    precision = None if ns.precision is None else parse_precision(ns.precision)
+    if precision is None and (ns.precision_cap is not None or ns.max_trials is not None):
+        raise UsageError("--precision-cap and --max-trials need --precision")
+    if ns.precision_cap is not None and not 0 < ns.precision_cap <= MAX_TARGET_TIME_S:
+        raise UsageError(
+            f"--precision-cap {ns.precision_cap:g}: give a time above 0 and at most {MAX_TARGET_TIME_S:.0f} s"
+        )
+    max_trials = sampling.DEFAULT_MAX_TRIALS if ns.max_trials is None else ns.max_trials
+    if not 2 <= max_trials <= sampling.MAX_MAX_TRIALS:
+        raise UsageError(f"--max-trials {max_trials}: give 2 to {sampling.MAX_MAX_TRIALS} trials per size")
+    return {
+        "size_order": ns.order,
+        "order_seed": seed,
+        "precision": precision,
+        "precision_cap_s": ns.precision_cap,
+        "max_trials": max_trials,
+    }
 
 
 def shared_fields(ns: argparse.Namespace, example: str = "run.h5") -> dict:

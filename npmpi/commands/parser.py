@@ -110,6 +110,11 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "--output": (("-o", "--output"), {"default": None, "metavar": "FILE"}),
     "--force": (("--force",), {"action": "store_true"}),
     "--quiet": (("-q", "--quiet"), {"action": "store_true"}),
+    "--order": (("--order",), {"default": "ascending", "metavar": "ORDER"}),
+    "--order-seed": (("--order-seed",), {"type": count_arg, "default": None, "metavar": "N"}),
+    "--precision": (("--precision",), {"default": None, "metavar": "P"}),
+    "--precision-cap": (("--precision-cap",), {"type": seconds_arg, "default": None, "metavar": "SECONDS"}),
+    "--max-trials": (("--max-trials",), {"type": count_arg, "default": None, "metavar": "N"}),
     "--stall-timeout": (
         ("--stall-timeout",),
         {"type": seconds_arg, "default": DEFAULT_STALL_TIMEOUT_S, "metavar": "SECONDS"},

@@ -77,6 +77,13 @@ class Options:
     rma_op: str = "put"
     rma_sync: str = "fence"
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # --stall-timeout (0: no stall watchdog)
+    # how the sizes are sampled (npmpi/core/sampling.py): --order and its seed (drawn when not given),
+    # --precision (a fraction; None: --trials trials per size), --precision-cap, --max-trials
+    size_order: str = "ascending"
+    order_seed: int | None = None
+    precision: float | None = None
+    precision_cap_s: float | None = None
+    max_trials: int = 100
 
     def to_dict(self) -> dict:
         """The options as the run file stores them (options_json): a spec as it was given."""

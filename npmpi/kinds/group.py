@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.core import sampling
 from npmpi.core.errors import DataMismatch
 from npmpi.core.messages import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
 from npmpi.runfile.format import SizeResult
@@ -77,7 +78,7 @@ class GroupCoordinator:
         self.members = list(members)
         self.others = [r for r in self.members if r != 0]
         self.idle = [r for r in range(comm.Get_size()) if r not in self.members]
-        self.progress = Progress(opts.trials)
+        self.progress = Progress(sampling.trials_bound(opts))
         self.driver = SizeDriver(comm, self.others, self.others, self.progress, stop)
         self.watched = self.others[0] if self.others else 0  # the rank named while rank 0 is in a trial
         self.state = "between"  # "trials" while the members wait for a go: release() abandons the size
@@ -108,14 +109,27 @@ class GroupCoordinator:
             return prev_s
         return self.first_rate_s(size)
 
+    def rate_near(self, size: int, measured: dict[int, float]) -> float | None:
+        """--order random: the time per step of `size` from the measured size nearest to it (within a
+        factor of 2, npmpi.core.sampling.nearest_time), else from a probe of `size` itself."""
+        near = sampling.nearest_time(size, measured)
+        return near if near is not None else self.rate_before(size, 0.0)
+
+    def ordered(self, sizes, series: int = 0, counts=None) -> list[int]:
+        """`sizes` in the order measured (--order; a coll file's series `series` of `counts` sizes)."""
+        sizes = list(sizes)
+        return [sizes[i] for i in sampling.measure_order(len(sizes), self.opts, series, counts)]
+
     def run(self) -> GroupOutcome:
         """Every size until done or stopped."""
         outcome = GroupOutcome()
         prev_s = 0.0
-        for index, size in enumerate(self.opts.sizes_bytes):
+        measured: dict[int, float] = {}
+        shuffled = self.opts.size_order == sampling.ORDER_RANDOM
+        for index, size in enumerate(self.ordered(self.opts.sizes_bytes)):
             if self.stop:
                 break
-            rate = self.rate_before(size, prev_s)
+            rate = self.rate_near(size, measured) if shuffled else self.rate_before(size, prev_s)
             if rate is None:
                 break
             iterations = self._iterations(rate)
@@ -124,7 +138,7 @@ class GroupCoordinator:
                 break
             outcome.rows.append(row)
             self.on_row(index, row)
-            prev_s = min(row.trial_s) / iterations
+            prev_s = measured[size] = min(row.trial_s) / iterations
         if self.stop:
             self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome
@@ -140,14 +154,19 @@ class GroupCoordinator:
         opts = self.opts
         warm = self.step.warmup(size, iterations)
         self.progress.at(size, WARMUP, self.watched, warm)
-        self.driver.start_size(size, iterations, opts.trials | self.series << SERIES_SHIFT)
+        self.driver.start_size(size, iterations, sampling.trials_bound(opts) | self.series << SERIES_SHIFT)
         self.step.set_size(size)
         with self.stop.timed():
             self.step.run(warm)
         self.state = "trials"
         span = trialspan.TrialSpan()
         trials = self.driver.trials(
-            size, iterations, opts.trials, self.watched, lambda: span.lap(self._trial(iterations))
+            size,
+            iterations,
+            sampling.trials_bound(opts),
+            self.watched,
+            lambda: span.lap(self._trial(iterations)),
+            sampling.stop_rule(opts),  # on rank 0's own times: the slowest member's come after the size
         )
         if trials is None:
             self.state = "between"
@@ -155,7 +174,7 @@ class GroupCoordinator:
         own_span = span.stop()
         own, starts, ends = (list(column) for column in zip(*trials, strict=True))
         ok = self.step.check()
-        reports = self.driver.reports(size, iterations, opts.trials)
+        reports = self.driver.reports(size, iterations, len(own))
         self.state = "between"
         if reports.signal and not self.stop:
             self.stop.set(reports.signal, f"signal {reports.signal} on a member rank")
@@ -169,6 +188,7 @@ class GroupCoordinator:
         slowest = np.max(np.array(member_times), axis=0).tolist()
         cpu = cputime.row_fields([0, *self.others], [own_span.cpu, *reports.cpu])
         cpu.update(trialspan.row_fields([0, *self.others], own_span, reports.cond))
+        ints, floats = sampling.precision_fields(opts, own)
         return SizeResult(
             size,
             iterations,
@@ -178,6 +198,8 @@ class GroupCoordinator:
             ends,
             self.step.verifies,
             member_trial_s=member_times,
+            row_columns=ints or None,
+            row_floats=floats or None,
             **cpu,
         )
 

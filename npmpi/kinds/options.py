@@ -22,6 +22,15 @@ _SHARED_HELP = {
     "--target-time": "seconds each trial aims to take; the iterations of a size follow from the last "
     "size's time (default: 0.05; 0.004 with --quick)",
     "--quick": "fewer trials and shorter trials, for a first look",
+    "--order": "ascending: each size after the one before (NetPIPE's); random: the sizes of each "
+    "series in a seeded random order, each size's iterations from the measured size nearest to it or "
+    "a probe of its own (default: ascending)",
+    "--order-seed": "the seed of --order random (default: one drawn and stored in the file)",
+    "--precision": "trials go on past --trials until the 95%% confidence interval of the size's mean "
+    "trial time (rank 0's) is within P of it, e.g. 1%% or 0.01 (default: none, --trials trials)",
+    "--precision-cap": "with --precision: seconds a size's trials may take (default: 10 x trials x "
+    "target time)",
+    "--max-trials": "with --precision: the most trials of a size (default: 100)",
     "--meter": "meter channel(s) of every node, as for a run (NPMPI_METERS overrides per node)",
     "--meter-optional": "go on without meters that cannot be opened",
     "--sample-interval": "seconds between samples (default: each meter's natural period)",
@@ -58,6 +67,12 @@ class GroupOptions:
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
     thread_level: str = THREAD_LEVEL_AUTO
     repeats: int | None = None
+    # how the sizes are sampled (npmpi/core/sampling.py): as a run's Options
+    size_order: str = "ascending"
+    order_seed: int | None = None
+    precision: float | None = None
+    precision_cap_s: float | None = None
+    max_trials: int = 100
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -103,7 +118,7 @@ def sizes_arg(text: str | None) -> tuple[int, ...]:
 
 def group_options(ns: argparse.Namespace, extra: dict) -> GroupOptions:
     """The shared options of a parsed command line checked (UsageError: one line), with the kind's own."""
-    from npmpi.commands.checks import shared_fields, trials_and_target
+    from npmpi.commands.checks import sampling_fields, shared_fields, trials_and_target
 
     trials, target = trials_and_target(ns.trials, ns.target_time, ns.quick, "per size")
     return GroupOptions(
@@ -112,5 +127,6 @@ def group_options(ns: argparse.Namespace, extra: dict) -> GroupOptions:
         target_time_s=target,
         quick=ns.quick,
         extra=extra,
+        **sampling_fields(ns),
         **shared_fields(ns),
     )

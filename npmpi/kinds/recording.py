@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, now_utc, power_collector
+from npmpi.core import sampling
 from npmpi.core.errors import NpmpiError, UsageError
 from npmpi.core.layout import Layout, Words
 from npmpi.kinds.group import GroupCoordinator, GroupStep, serve_group
@@ -169,6 +170,7 @@ class GroupRecording(FileRecording):
             "member_ranks": np.array(members, dtype=np.int64),
             "thread_level_requested": self.opts.thread_level,
             **kind.attrs(self.opts, layout),
+            **sampling.file_attrs(self.opts),
         }
 
     def on_row(self, index, row) -> None:
@@ -196,10 +198,11 @@ class GroupRecording(FileRecording):
             self.output,
             attrs,
             layout_rows(layout, self.agreed.thread_levels),
-            opts.trials,
+            sampling.trials_bound(opts),
             overwrite=opts.force,
             reservation=self.reservation,
             members=len(members),
+            sort_rows=opts.size_order == sampling.ORDER_RANDOM,
         )
         self.stop.mark_file = self.mark_file
         console.factor = int(attrs["bytes_per_iteration_factor"])

@@ -128,6 +128,29 @@ def _add_repetition_options(p: argparse.ArgumentParser) -> None:
         "--quick",
         "a run of a few seconds: same sizes, fewer trials, shorter target time",
     )
+    add_option(
+        g,
+        "--order",
+        "ascending: each size after the one before (NetPIPE's); random: the same sizes in a seeded "
+        "random order, so a slow drift is not read as a size effect; each size's iterations then come "
+        "from the measured size nearest to it (within a factor of 2) or an untimed probe of its own, "
+        "and --max-one-way skips the sizes beyond a group that reaches it (default: ascending)",
+    )
+    add_option(g, "--order-seed", "the seed of --order random (default: one drawn and stored in the file)")
+    add_option(
+        g,
+        "--precision",
+        "trials go on past --trials until the 95%% confidence interval of the size's mean trial time "
+        "(t-distribution, rank 0's pair) is within P of the mean, e.g. 1%% or 0.01, or until "
+        "--precision-cap or --max-trials (default: none, --trials trials per size)",
+    )
+    add_option(
+        g,
+        "--precision-cap",
+        "with --precision: seconds a size's trials may take, from its first trial's start "
+        "(default: 10 x --trials x --target-time)",
+    )
+    add_option(g, "--max-trials", "with --precision: the most trials of a size (default: 100)")
     g.add_argument(
         "--max-one-way",
         type=seconds_arg,

@@ -9,6 +9,7 @@ from npmpi.commands.checks import (  # noqa: F401  (default_output_name, meter_s
     check_stall_timeout,
     default_output_name,
     meter_specs,
+    sampling_fields,
     shared_fields,
     trials_and_target,
 )
@@ -69,6 +70,7 @@ def parse_options(argv: list[str]) -> Options:
         thread_level=ns.thread_level,
         np_out=ns.np_out,
         **protocol_fields,
+        **sampling_fields(ns),
         **shared,
     )
 

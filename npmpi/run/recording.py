@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, now_utc, power_collector
+from npmpi.core import sampling
 from npmpi.core.config import Options
 from npmpi.core.slurmcontext import consumed_energy_attrs
 from npmpi.power.recording import final_power, power_setup
@@ -139,6 +140,7 @@ class Recording(FileRecording):
         self.attrs = provenance(s.MPI, opts, s.argv, s.layout, s.kernel.note, s.kernel.measure_clock())
         self.attrs.update(thread_attrs(opts, s.layout, s.thread_levels))
         self.attrs.update(protocol_attrs(opts, s.link_settings, s.layout.pairs))
+        self.attrs.update(sampling.file_attrs(opts))
         self.points = sweep.schedule_for(opts)
         self.console = Console(quiet=opts.quiet)
         self.writer = None
@@ -190,10 +192,11 @@ class Recording(FileRecording):
             s.output,
             self.attrs,
             layout_rows(s.layout, s.thread_levels),
-            opts.trials,
+            sampling.trials_bound(opts),
             overwrite=opts.force,
             pairs=len(s.layout.pairs),
             reservation=s.reservation,
+            sort_rows=opts.size_order == sampling.ORDER_RANDOM,
         )
         s.stop.mark_file = self.mark_file
         if opts.kernel == "c":  # a trial in one call: the handlers wait for its end (job.py's thread)

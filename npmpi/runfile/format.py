@@ -12,7 +12,7 @@ import numpy as np
 
 FORMAT_NAME = "npmpi-run"
 # what each minor version added, and which readers read which files: docs/file-format.md (`format_version`)
-FORMAT_VERSION = (1, 10)
+FORMAT_VERSION = (1, 11)
 KIND_RUN, KIND_MAP = "run", "map"
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"
@@ -153,6 +153,9 @@ class SizeResult:
     # a kind's own per-row integers (/pingpong/NAME, int64, -1 in rows before the first that has it),
     # such as a coll file's series index
     row_columns: dict[str, int] | None = None
+    # a row's own per-row floats (/pingpong/NAME, float64, NaN in rows before the first that has it),
+    # such as --precision's achieved relative half-width (format 1.11)
+    row_floats: dict[str, float] | None = None
     # the conditions of each measuring rank over the size's trials (COND_DATASETS, in cpu_ranks' order)
     # and what each says in text (core, frequency source or why unknown, NIC counters, settings)
     conditions: dict[str, list[float]] | None = None

@@ -80,6 +80,7 @@ class RunWriter:
         pairs: int = 1,
         reservation=None,
         members: int = 0,
+        sort_rows: bool = False,
     ) -> None:
         import h5py
 
@@ -89,6 +90,10 @@ class RunWriter:
         self.trials = trials
         self.pairs = pairs
         self.members = members  # a group kind's measuring ranks: /pingpong/member_trial_s (format 1.8)
+        # --order random (format 1.11): each row goes in its place by (series, size), and
+        # /pingpong/measure_index says when it was measured
+        self.sort_rows = sort_rows
+        self._keys: list[tuple[int, int]] = []  # the rows' (series, size), in the file's order
         # (node or FABRIC_GROUP, channel): fault id -> row
         self._fault_rows: dict[tuple[int | str, int], dict[int, int]] = {}
         self._conditions: dict[str, Any] = {}  # the root attribute COND_ATTR, grown row by row
@@ -222,9 +227,11 @@ class RunWriter:
             self._flush()
 
     def append(self, result: SizeResult) -> None:
-        """Append one size's row to every dataset, then flush."""
+        """Append one size's row to every dataset (with sort_rows: then move it to its place), then flush."""
         with self._checked(f"appending the row of {result.size_bytes} B"):
             self._append(result)
+            if self.sort_rows:
+                self._place_last_row(result)
             self._flush()
         self._rows += 1
 
@@ -251,19 +258,43 @@ class RunWriter:
             got = result.conditions
             self._append_ranked(n, COND_DATASETS, result.cpu_ranks, lambda name: got.get(name))
             self._note_conditions(result.condition_info or [])
-        for name, value in (result.row_columns or {}).items():
+        columns = dict(result.row_columns or {})
+        if self.sort_rows:
+            columns["measure_index"] = n
+        for name, value in columns.items():
             self._append_row_column(n, name, value)
+        for name, value in (result.row_floats or {}).items():
+            self._append_row_column(n, name, value, np.float64)
         self._file.attrs["sizes_completed"] = n + 1
 
-    def _append_row_column(self, n: int, name: str, value: int) -> None:
-        """Row n of a kind's per-row int64 dataset /pingpong/NAME, created at its first row (-1 before)."""
+    def _append_row_column(self, n: int, name: str, value, dtype=np.int64) -> None:
+        """Row n of a per-row dataset /pingpong/NAME (int64, or float64), created at its first row
+        (earlier rows -1, or NaN)."""
         pp = self._h("pingpong")
         if name not in pp:
-            pp.create_dataset(
-                name, data=np.full(n, -1, dtype=np.int64), maxshape=(None,), chunks=(256,), **CHECKSUM
-            )
+            fill = np.full(n, -1 if dtype == np.int64 else np.nan, dtype=dtype)
+            pp.create_dataset(name, data=fill, maxshape=(None,), chunks=(256,), **CHECKSUM)
         ds, _ = self._grow(f"pingpong/{name}", 1)
         ds[n] = value
+
+    def _place_last_row(self, result: SizeResult) -> None:
+        """Move the row just appended (the last) to its place by (series, size) in every row dataset
+        of /pingpong: the rows stay in ascending size within each series (format 1.11)."""
+        import bisect
+
+        n = self._rows
+        key = ((result.row_columns or {}).get("coll_series", 0), result.size_bytes)
+        k = bisect.bisect_right(self._keys, key)
+        self._keys.insert(k, key)
+        if k == n:
+            return
+        pp = self._h("pingpong")
+        for name in pp:
+            ds = self._h(f"pingpong/{name}")
+            if getattr(ds, "shape", None) and ds.shape[0] == n + 1:
+                block = ds[k : n + 1]
+                ds[k] = block[-1]
+                ds[k + 1 : n + 1] = block[:-1]
 
     def _note_conditions(self, infos: list[dict]) -> None:
         """The root attribute COND_ATTR: per rank its core, frequency source (or why unknown), NIC

@@ -5,7 +5,8 @@ the start of a map's round (npmpi/map/recording.py: its command per member, read
     rank 0                                   each other member
     CMD_SIZE (size, iterations, trials)  ->  its buffers, the untimed warm-up
     per trial:  <- ready (1) ................ sends ready, waits for the go
-                go (1: run, 0: abandon) ->    runs its trial (timed on its own clock)
+                go (1: run, 0: abandon,       runs its trial (timed on its own clock)
+                    2: done, --precision) ->  or leaves its trials for the report
     after the trials: <- its data check and the stop signal it saw (RESULT_TAG),
                       <- its trial times, if it times (TIMES_TAG), <- its CPU time (CPU_TAG),
                       <- its conditions (COND_TAG: frequency, throttling, NIC bytes; sweep/span.py)
@@ -42,6 +43,8 @@ from npmpi.core.messages import (
 )
 from npmpi.sweep import cputime, span
 from npmpi.sweep.watchdog import READY, RESULTS, Progress
+
+GO_RUN, GO_ABANDON, GO_DONE = 1, 0, 2  # a go's values: run the trial, leave the size, end its trials
 
 
 @dataclass
@@ -102,11 +105,12 @@ class SizeDriver:
         announce: Callable[[int], Any],
         receive: Callable[..., Any] | None = None,
         before_go: Callable[[], Any] | None = None,
+        done: bool = False,
     ) -> bool:
         """Every rank's ready, each wait announced first (`announce(rank)`, for the stall watchdog) and
         received by `receive(comm, buf, rank, tag)` (default a blocking Recv; the map's sleeps between
         tests); then `before_go()` and the go to all of them: 1, or 0 when a stop came meanwhile
-        (without `before_go`). True when they go."""
+        (without `before_go`); `done`: the go 2, every member ends its trials. True when they go."""
         for rank in ranks:  # everyone is ready: the previous trial or round ended everywhere
             announce(rank)
             if receive is None:
@@ -116,15 +120,23 @@ class SizeDriver:
         going = not self.stop
         if going and before_go is not None:
             before_go()
-        self.go(int(going), ranks)
+        self.go((GO_DONE if done else GO_RUN) if going else GO_ABANDON, ranks)
         return going
 
     def trials(
-        self, size: int, iterations: int, trials: int, watched: int, run_trial: Callable[[], Any]
+        self,
+        size: int,
+        iterations: int,
+        trials: int,
+        watched: int,
+        run_trial: Callable[[], Any],
+        enough: Callable[[list[Any]], bool] | None = None,
     ) -> list[Any] | None:
         """Each trial: every member ready, then the go, then rank 0's own `run_trial()` (the watchdog
-        watching rank `watched` meanwhile); their results, or None when a stop abandoned the size."""
-        out = []
+        watching rank `watched` meanwhile); their results, or None when a stop abandoned the size.
+        With `enough` (--precision) `trials` is the most: after each trial before the last,
+        `enough(results)` true ends them (every member's next ready answered with the go 2, done)."""
+        out: list[Any] = []
         for t in range(trials):
             if not self.ready_then_go(
                 self.members, lambda rank: self.progress.at(size, READY, rank, iterations)
@@ -132,6 +144,9 @@ class SizeDriver:
                 return None
             self.progress.at(size, t, watched, iterations)
             out.append(run_trial())
+            if enough is not None and t + 1 < trials and enough(out):
+                announce = lambda rank: self.progress.at(size, READY, rank, iterations)  # noqa: E731
+                return out if self.ready_then_go(self.members, announce, done=True) else None
         return out
 
     def reports(self, size: int, iterations: int, trials: int) -> Reports:
@@ -143,7 +158,7 @@ class SizeDriver:
             if not self.result[0]:
                 rep.wrong.append(rank)
             rep.signal = rep.signal or int(self.result[1])
-        buf = np.zeros(trials, dtype=np.float64)
+        buf = np.zeros(trials, dtype=np.float64)  # the trials that ran (fewer than commanded: --precision)
         for rank in self.timers:
             self.comm.Recv(buf, rank, TIMES_TAG)
             rep.times[rank] = buf.tolist()
@@ -162,12 +177,18 @@ def member_ready(comm, sync: np.ndarray | None = None) -> bool:
 
 
 def member_trials(comm, trials: int, run_trial: Callable[[], Any]) -> list[Any] | None:
-    """A member's trials: ready, the go, `run_trial()`; their results, or None when rank 0 said leave."""
+    """A member's trials, at most `trials`: ready, the go, `run_trial()`; their results, or None when
+    rank 0 said leave (the go 0); the go 2 ends them early."""
     sync = np.zeros(1, dtype=np.int64)
     out = []
     for _ in range(trials):
-        if not member_ready(comm, sync):
+        sync[0] = 1
+        comm.Send(sync, 0, SYNC_TAG)
+        comm.Recv(sync, 0, SYNC_TAG)
+        if sync[0] == GO_ABANDON:
             return None
+        if sync[0] == GO_DONE:  # rank 0 has enough trials (--precision): `trials` was the most
+            break
         out.append(run_trial())
     return out
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npmpi.core import sampling
 from npmpi.core.config import Options
 from npmpi.core.errors import DataMismatch, LinkLost
 from npmpi.core.layout import Layout
@@ -99,7 +100,8 @@ class Transmitter:
         # where the reflector is: "between" sizes (waiting for a command) or in "trials" (waiting for
         # a sync); inside a timed loop (self.stop.timing) only an abort can end it
         self.state = "between"
-        self.progress = Progress(opts.trials)  # where rank 0 is, for the stall watchdog (watchdog.py)
+        # where rank 0 is, for the stall watchdog (watchdog.py)
+        self.progress = Progress(sampling.trials_bound(opts))
         # the per-size sequence with every other pair rank (one pair: the reflector alone)
         self.driver = SizeDriver(comm, self.members, self.pair_transmitters, self.progress, stop)
 
@@ -114,12 +116,13 @@ class Transmitter:
     def _prepare(self, size: int) -> None:
         self.loop.set_size(size, self.patterns, 0)
 
-    def probe_round_trip_s(self) -> float:
-        """Round trip of the smallest size, to seed the iteration rule (NetPIPE's latency run).
+    def probe_round_trip_s(self, size: int | None = None) -> float:
+        """Round trip of the smallest size (or of `size`: --order random), to seed the iteration rule
+        (NetPIPE's latency run).
 
         A first look of a few single round trips; the full probe only when it takes at most
         PROBE_BUDGET_S (a 2 GiB smallest size would otherwise spend minutes here)."""
-        size = self.opts.lower_bytes
+        size = self.opts.lower_bytes if size is None else size
         rt = self._probe(size, PROBE_CHUNKS)
         if rt * PROBE_ROUND_TRIPS <= PROBE_BUDGET_S:
             rt = self._probe(size, PROBE_ROUND_TRIPS)
@@ -143,7 +146,7 @@ class Transmitter:
         opts = self.opts
         warm = warmup_iterations(iterations)
         self.progress.at(size, WARMUP, self.peer, warm)
-        self.driver.start_size(size, iterations, opts.trials, opts.integrity)
+        self.driver.start_size(size, iterations, sampling.trials_bound(opts), opts.integrity)
         self._prepare(size)
         with self.stop.timed():
             self.loop.run(self.link, warm)
@@ -157,7 +160,12 @@ class Transmitter:
         warm = self._start_size(size, iterations)
         span = trialspan.TrialSpan()  # rank 0's CPU and conditions over the trials (the warm-up is done)
         trials = self.driver.trials(
-            size, iterations, opts.trials, self.peer, lambda: span.lap(self._trial(size, iterations))
+            size,
+            iterations,
+            sampling.trials_bound(opts),
+            self.peer,
+            lambda: span.lap(self._trial(size, iterations)),
+            sampling.stop_rule(opts),
         )
         if trials is None:
             self.state = "between"
@@ -165,7 +173,7 @@ class Transmitter:
         own_span = span.stop()
         own, starts, ends, oks = (list(column) for column in zip(*trials, strict=True))
         verified = all(oks) and self.loop.received_ok(self.patterns, self.peer, 0, iterations)
-        reports = self.driver.reports(size, iterations, opts.trials)
+        reports = self.driver.reports(size, iterations, len(own))
         self.state = "between"
         cpu = cputime.row_fields([0, *self.members], [own_span.cpu, *reports.cpu])
         cpu.update(trialspan.row_fields([0, *self.members], own_span, reports.cond))
@@ -181,6 +189,7 @@ class Transmitter:
                 "the run file keeps every size "
                 "before this one"
             )
+        ints, floats = sampling.precision_fields(opts, own)  # pair 0's times: what the rule followed
         pair_times = None
         if self.multi:  # the aggregate: all pairs' data moved by the slowest pair's end
             pair_times = [own, *(reports.times[rank] for rank in self.pair_transmitters)]
@@ -195,6 +204,8 @@ class Transmitter:
             True,
             pair_trial_s=pair_times,
             buffer_huge_page_bytes=self.loop.huge_page_bytes(),
+            row_columns=ints or None,
+            row_floats=floats or None,
             **cpu,
         )
 
@@ -245,21 +256,36 @@ class Transmitter:
         opts = self.opts
         outcome = SweepOutcome(status="complete")
         unit = opts.mode_value.factors(opts.window).one_way_factor  # iteration time / NetPIPE's time
+        order = sampling.measure_order(len(points), opts)
+        shuffled = opts.size_order == sampling.ORDER_RANDOM
         prev_size = opts.lower_bytes
         prev_t = 0.0
-        if opts.repeats is None:
+        if opts.repeats is None and not shuffled:
             prev_t = self.probe_round_trip_s() / unit
-        elif opts.stall_timeout_s > 0 and opts.repeats * opts.trials >= 10 * (PROBE_CHUNKS + 1):
+        elif (
+            opts.repeats is not None
+            and opts.stall_timeout_s > 0
+            and opts.repeats * opts.trials >= 10 * (PROBE_CHUNKS + 1)
+        ):
             # fixed --repeats need no estimate for the iteration rule, but the stall watchdog needs a
             # time per iteration to bound the first size's warm-up and trials by (else its bound is
             # the bare --stall-timeout, which a long warm-up passes): a first look, when its round
             # trips are at most a tenth of the first size's trials
-            self._probe(opts.lower_bytes, PROBE_CHUNKS)
-        for index, point in enumerate(points):
+            self._probe(points[order[0]].size_bytes if order else opts.lower_bytes, PROBE_CHUNKS)
+        groups = _group_indices(points)
+        measured: dict[int, float] = {}  # --order random: each measured size's NetPIPE time
+        last_group = len(points)  # --order random: groups after the first that reached --max-one-way go
+        for index, i in enumerate(order):
             if self.stop:
                 break
+            point = points[i]
+            if groups[i] > last_group:
+                continue
             size = point.size_bytes
-            iterations = self._iterations(point, prev_size, prev_t)
+            if shuffled:
+                iterations = self._iterations_near(size, measured, unit)
+            else:
+                iterations = self._iterations(point, prev_size, prev_t)
             try:
                 row = self.measure_size(size, iterations)
             except LinkLost as exc:
@@ -270,9 +296,18 @@ class Transmitter:
             self.on_row(index, row)
             # NetPIPE's tlast: the best trial's time per message (one way for a ping-pong)
             prev_size, prev_t = size, min(row.trial_s) / (iterations * unit)
+            measured[size] = prev_t
+            if shuffled and prev_t >= opts.max_one_way_s and groups[i] < last_group:
+                # the sizes of later groups are skipped, as NetPIPE's stop skips them in ascending order
+                last_group = groups[i]
+                outcome.stopped_early = (
+                    f"the one-way time of {size} B (best trial, NetPIPE's time per message) was "
+                    f"{prev_t:.3g} s, at least --max-one-way {opts.max_one_way_s:g} s: larger sizes "
+                    "not yet measured were skipped"
+                )
             # NetPIPE 3.7 tests its stop rule (tlast < STOPTM) before each base point, so a base
             # point's perturbed sizes are all measured
-            if point.group_end and prev_t >= opts.max_one_way_s:
+            if not shuffled and point.group_end and prev_t >= opts.max_one_way_s:
                 outcome.stopped_early = (
                     f"the one-way time of {size} B (best trial, NetPIPE's time per message) was "
                     f"{prev_t:.3g} s, at least --max-one-way {opts.max_one_way_s:g} s"
@@ -282,6 +317,18 @@ class Transmitter:
             self.stop.mark_interrupted(outcome, f"; stopped after {len(outcome.rows)} sizes")
         return outcome
 
+    def _iterations_near(self, size: int, measured: dict[int, float], unit: float) -> int:
+        """--order random: iterations per trial of `size` from its own estimate of NetPIPE's time
+        (npmpi.core.sampling.nearest_time: the nearest measured size, or a probe of this size)."""
+        opts = self.opts
+        if opts.repeats is not None:
+            return opts.repeats
+        t = sampling.nearest_time(size, measured)
+        if t is None:
+            t = self.probe_round_trip_s(size) / unit
+        repeats = int(min(max(opts.target_time_s / max(t, 1e-9), opts.trials), MAX_ITERATIONS))
+        return -(-repeats // opts.messages_per_iteration)
+
     def release(self, exit_code: int) -> bool:
         """Tell the reflector and the waiting ranks to exit; False if the reflector is mid-loop."""
         if self.stop.timing:
@@ -289,3 +336,12 @@ class Transmitter:
         self.driver.release(exit_code, self.state == "trials", self.others)
         self.state = "between"
         return True
+
+
+def _group_indices(points: list[SizePoint]) -> list[int]:
+    """Each point's base-point group (n-p, n, n+p share one), counted from 0 in schedule order."""
+    out, group = [], 0
+    for point in points:
+        out.append(group)
+        group += int(point.group_end)
+    return out
