@@ -363,3 +363,32 @@ def test_drift_within_sizes_and_across_the_run_is_seen_with_its_interval(tmp_pat
     assert warm["drift"] and warm["slope_lo_percent_per_trial"] < truth < warm["slope_hi_percent_per_trial"]
     hot = open_run(drift_file(tmp_path / "h.h5", 0.0, 0.05, 3)).summary["drift"]["across_run"]
     assert hot["drift"] and hot["slope_percent_per_minute"] == pytest.approx(5.0, rel=0.25)
+
+
+def test_what_precision_gave_each_size_is_said(tmp_path, capsys):
+    """A file of --precision 1 % (root attribute precision 0.01): per size the half-width from its
+    stored trials and whether within 1 %, and the summary's count and the sizes that were not."""
+    from npmpi_analysis.cli import main
+    from npmpi_analysis.synthetic import write_run
+
+    quiet = [1.0, 1.001, 0.999, 1.0, 1.0005, 0.9995, 1.0] + [math.nan] * 3
+    noisy = [1.0, 1.2, 0.8, 1.1, 0.9, 1.3, 0.7, 1.05, 0.95, 1.0]
+    sizes = [1, 2, 4, 8]
+    trials = [quiet, noisy, quiet, quiet]
+    starts = [[1.7e9 + 20 * k + j for j in range(10)] for k in range(4)]
+    attrs = {"precision": 0.01, "precision_cap_s": 9.0, "precision_max_trials": 10}
+    write_run(tmp_path / "p.h5", sizes, [100] * 4, trials, starts, attrs=attrs)
+    assert (
+        main([str(tmp_path / "p.h5"), "--csv", str(tmp_path / "p.csv"), "--json", str(tmp_path / "p.json")])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "precision: 1 % asked" in out and "reached at 3 of 4 sizes with 7 to 10 trials" in out
+    assert "not at 2 B" in out
+    rows = list(csv.DictReader((tmp_path / "p.csv").read_text().splitlines()))
+    assert [r["precision_reached"] for r in rows] == ["True", "False", "True", "True"]
+    from npmpi.core.sampling import relative_halfwidth
+
+    assert float(rows[1]["precision_rel_halfwidth"]) == pytest.approx(relative_halfwidth(noisy))
+    s = json.loads((tmp_path / "p.json").read_text())["runs"][0]["summary"]["precision"]
+    assert s["sizes_not_reached_bytes"] == [2] and s["max_trials"] == 10 and s["precision_cap_s"] == 9.0

@@ -8,6 +8,8 @@ import math
 from npmpi_analysis.numbers.model_drift import drift
 from npmpi_analysis.numbers.model_drift import lines as drift_lines
 from npmpi_analysis.numbers.model_summary import WINDOW_TARGETS_W, regime_rows, summary
+from npmpi_analysis.numbers.precision import lines as precision_lines
+from npmpi_analysis.numbers.precision import summary as precision_summary
 
 HEADERS = ["sizes B", "alpha us", "beta Gbit/s", "E/msg nJ", "E/bit pJ", "R2 t", "worst t", "R2 E"]
 DYN_HEADERS = ["sizes B", "dyn E/msg nJ", "dyn E/bit pJ"]
@@ -128,7 +130,8 @@ def model_lines(a, render_table) -> list[str]:
         left = s["energy_left_out_sizes_bytes"]
         out.append(f"  energy model: {len(left)} size(s) with flagged power left out (first {left[0]} B)")
     out += resolution_lines(s.get("resolution"), int(a.model.resolution.trials) if a.model.resolution else 0)
-    return out + drift_lines(drift(a), str(a.attrs.get("size_order", "ascending")))
+    out += drift_lines(drift(a), str(a.attrs.get("size_order", "ascending")))
+    return out + precision_lines(precision_summary(a))
 
 
 CSV_COLUMNS = ("run", "regime")

@@ -18,6 +18,7 @@ from npmpi_analysis.numbers import (
     model_drift,
     model_energy,
     model_summary,
+    precision,
 )
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK, Bandwidth, EnergyRate
 from npmpi_analysis.numbers.fabric import (
@@ -229,6 +230,7 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     out["has_power"] = a.power is not None
     out["model"] = model_summary.summary(a.model, a.model_note)
     out["drift"] = model_drift.drift(a)
+    out["precision"] = precision.summary(a)
     if a.power is None:
         return out
     t0 = _add_power_figures(out, a)
@@ -467,6 +469,7 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
             row.update(collectives.size_columns(a.coll, k))
         if a.conditions is not None:
             row.update(conditions.size_columns(a.conditions, k, row.get("energy_pj_bit")))
+        row.update(precision.size_columns(a, k))
         rows.append(row)
     return rows
 
