@@ -48,6 +48,16 @@ def _beta(row: dict) -> str:
     return with_interval(value, lo, hi if hi is not None else math.inf, 1e-9)
 
 
+def _per_bit(row: dict) -> str:
+    """The energy per bit with its interval; one whose whole interval is below 0 (the energy of one
+    message falls with its size: a regime whose time does not grow, or a power that fell) is said so,
+    not shown as a negative energy."""
+    hi = row["energy_per_bit_j_hi"]
+    if hi is not None and hi < 0:
+        return "< 0 (falls with size)"
+    return with_interval(row["energy_per_bit_j"], row["energy_per_bit_j_lo"], hi, 1e12)
+
+
 def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The regimes' cells: sizes, alpha, beta, energy per message and per bit, fits' quality."""
     cells = []
@@ -60,9 +70,7 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
                 with_interval(
                     r["energy_per_message_j"], r["energy_per_message_j_lo"], r["energy_per_message_j_hi"], 1e9
                 ),
-                with_interval(
-                    r["energy_per_bit_j"], r["energy_per_bit_j_lo"], r["energy_per_bit_j_hi"], 1e12
-                ),
+                _per_bit(r),
                 _num(r["r2"]),
                 f"{r['max_residual'] * 100:.3g} %" if r["max_residual"] is not None else "-",
                 _num(r["energy_r2"]),
