@@ -322,11 +322,11 @@ def test_outputs_of_a_map_with_power(tmp_path, capsys):
     assert "power: SIMULATED, not measured" in text and "none named" in text
     names = sorted(p.stem for p in out_dir.iterdir())
     assert names == sorted(
-        ["map_latency"]
+        ["map_latency", "map_model_alpha", "map_model_beta", "map_model_energy_per_bit"]
         + [f"map_{w}_{s}" for w in ("bandwidth", "energy", "dynamic_energy") for s in ("1", "4M")]
     )
     page = (tmp_path / "r.html").read_text()
-    assert page.count('<img src="data:image/png;base64,') == 7
+    assert page.count('<img src="data:image/png;base64,') == 10
     assert page.count("Power is SIMULATED, not measured") >= 5  # the page and every energy figure
     rows = list(csv.DictReader(io.StringIO((tmp_path / "m.csv").read_text())))
     assert len(rows) == 2 * 6
@@ -349,7 +349,7 @@ def test_report_holds_the_sentences_and_boxes(tmp_path, capsys):
     assert "    link h1–h2: bandwidth 0.12x the median at 4 MiB" in out
     page = (tmp_path / "r.html").read_text()
     assert "<li>link h1–h2: bandwidth 0.12x the median at 4 MiB</li>" in page
-    assert page.count('<img src="data:image/png;base64,') == 4  # latency, bandwidth at 3 sizes
+    assert page.count('<img src="data:image/png;base64,') == 6  # latency, bandwidth at 3 sizes, model
     assert "no power data in this file" in page
     doc = json.loads((tmp_path / "m.json").read_text())
     found = doc["maps"][0]["outliers"]

@@ -183,8 +183,53 @@ def map_plots(analyses: list) -> list[Plot]:
                     _boxes(a, "bandwidth", size),
                 )
             )
-        plots += _energy_plots(a, tag, who)
+        plots += _energy_plots(a, tag, who) + _model_plots(a, tag, who)
     return plots
+
+
+def _model_plots(a, tag: str, who: str) -> list[Plot]:
+    """Each link's model through its sizes (numbers/map_model.py): alpha, beta and, with power, the
+    energy per bit, each with its 95 % interval in the CSV and JSON."""
+    m = a.model
+    if m is None:
+        return []
+    sizes = f"through its {len(a.size_bytes)} sizes"
+    out = [
+        heatmap(
+            f"map_model_alpha{tag}",
+            m.alpha_s * 1e6,
+            a.names,
+            f"Model: alpha of every link (t = alpha + bits/beta {sizes})\n{who}",
+            "µs",
+            "Each link's alpha, the time of a message of no bytes in its model; colour: ratio to the "
+            "map's median, red higher (worse). Intervals: the CSV's model_alpha_lo_s, model_alpha_hi_s.",
+            worse=WORSE_HIGH,
+        ),
+        heatmap(
+            f"map_model_beta{tag}",
+            m.beta_bit_s / 1e9,
+            a.names,
+            f"Model: beta of every link (t = alpha + bits/beta {sizes})\n{who}",
+            "Gbit/s",
+            "Each link's beta, the bandwidth its time grows by; colour: ratio to the map's median, red "
+            "lower (worse). Intervals: the CSV's model_beta_lo_bit_s, model_beta_hi_bit_s.",
+        ),
+    ]
+    if m.energy_per_bit_j is not None:
+        out.append(
+            heatmap(
+                f"map_model_energy_per_bit{tag}",
+                m.energy_per_bit_j * 1e12,
+                a.names,
+                f"Model: energy per bit of every link (the slope of a message's energy {sizes})\n{who}",
+                "pJ/bit",
+                "Each link's energy per bit in its model: the growth of a message's energy (the pair's "
+                "two nodes) with its bits; colour: ratio to the map's median, red higher (worse).",
+                a.caveat,
+                worse=WORSE_HIGH,
+            )
+        )
+    return out
 
 
 def _energy_plots(a, tag: str, who: str) -> list[Plot]:
