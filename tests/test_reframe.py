@@ -58,7 +58,11 @@ def test_the_figures_are_npmpi_analyze_s(tmp_path):
     assert f["latency_small"] == pytest.approx(sorted(small)[len(small) // 2] * 1e6)  # 5 sizes: the middle
     assert f["power_idle"] == s["idle_power_w"] and npmpi_results.problems(doc, 0, {"meter": True}) == []
     m = npmpi_results.figures(analysed(tmp_path, power_map(tmp_path / "m.h5")))
-    assert set(m) == {"latency_small", "bandwidth_peak", "energy_least", "power_idle"}
+    assert set(m) == {"latency_small", "bandwidth_peak", "energy_least", "power_idle"} | {
+        "model_alpha",
+        "model_beta",
+        "model_energy_per_bit",
+    }
     c = analysed(tmp_path, coll_file(tmp_path / "c.h5"))
     fc = npmpi_results.figures(c)
     assert fc["energy_per_op"] == c["runs"][0]["sizes"][-1]["energy_per_op_j"] and "energy_least" not in fc

@@ -13,7 +13,7 @@ The figures (units in FIGURE_UNITS):
   model_alpha     µs      the model's alpha of its first regime (the smallest sizes' latency)
   model_beta      Gbit/s  the model's beta of its last regime (the bandwidth the largest sizes reach)
   model_energy_per_bit  pJ/bit  the model's energy per bit of its last regime (with a meter)
-  (the model: docs/analysis.md, "Models"; a coll file: its first series')
+  (the model: docs/analysis.md, "Models"; a coll file: its first series'; a map: the median link's)
 """
 
 from __future__ import annotations
@@ -74,7 +74,11 @@ def figures(doc: dict) -> dict[str, float]:
             "bandwidth_peak": max((b for b in bandwidths if math.isfinite(b)), default=math.nan) * 1e-9,
             "energy_least": min((e for e in energies if math.isfinite(e)), default=math.nan),
             "power_idle": sum(idle) if idle else math.nan,
+            "model_alpha": _num(s.get("median_model_alpha_s")) * 1e6,
+            "model_beta": _num(s.get("median_model_beta_bit_s")) * 1e-9,
         }
+        if s.get("median_model_energy_per_bit_j") is not None:
+            out["model_energy_per_bit"] = _num(s["median_model_energy_per_bit_j"]) * 1e12
     elif "collective" in s:
         busbw = [_num(r.get("busbw_bit_s")) for r in rows]
         out = {
