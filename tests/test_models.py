@@ -392,3 +392,23 @@ def test_what_precision_gave_each_size_is_said(tmp_path, capsys):
     assert float(rows[1]["precision_rel_halfwidth"]) == pytest.approx(relative_halfwidth(noisy))
     s = json.loads((tmp_path / "p.json").read_text())["runs"][0]["summary"]["precision"]
     assert s["sizes_not_reached_bytes"] == [2] and s["max_trials"] == 10 and s["precision_cap_s"] == 9.0
+
+
+def test_two_maps_compared_say_which_links_models_moved_beyond_noise(tmp_path, capsys):
+    """Before, and after with one link 2x slower: that link's alpha and beta are slower beyond their
+    intervals, the others (the same truth, other jitter) mostly the same."""
+    from npmpi_analysis.cli import main
+    from npmpi_analysis.synthetic_map import MapTruth, write_map
+
+    hosts = [f"n{k}" for k in range(6)]
+    before = write_map(tmp_path / "b.h5", MapTruth(hosts, jitter=0.01, trials=7, seed=1))
+    after = write_map(
+        tmp_path / "a.h5", MapTruth(hosts, slow_links={(1, 4): 0.5}, jitter=0.01, trials=7, seed=2)
+    )
+    assert main([str(before), str(after), "--json", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    assert "each link's model, after / before beyond its 95 % interval (15 links): alpha: " in out
+    (change,) = json.loads((tmp_path / "c.json").read_text())["comparison"]
+    v = change["model_verdicts"]
+    assert v["beta"]["slower"] >= 1 and v["alpha"]["slower"] >= 1
+    assert v["beta"]["same"] >= 12 and v["beta"]["links"] == 15

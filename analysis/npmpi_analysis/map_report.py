@@ -245,6 +245,7 @@ def change_text(change) -> str:
             out.append(_render(*matrix_cells(change.names, change.bandwidth_ratio[k], 3)))
     out.append(f"  changed beyond the median change ({CHANGE_TEXT}):")
     out += [f"    {f.sentence}" for f in change.findings] or ["    none named"]
+    out += map_model.verdict_line(change.model_verdicts)
     out += [f"  notice: {n}" for n in change.notes]
     return "\n".join(out)
 
@@ -400,6 +401,7 @@ def json_bytes(analyses: list, changes: list) -> bytes:
                 "latency_ratio": c.latency_ratio,
                 "bandwidth_ratio": c.bandwidth_ratio,
                 "changes": [_finding(f) for f in c.findings],
+                "model_verdicts": c.model_verdicts,
                 "notes": c.notes,
             }
             for c in changes

@@ -191,3 +191,60 @@ def summary_line(s: dict[str, Any], sizes: int) -> list[str]:
     if e is not None and math.isfinite(e):
         text += f", median energy per bit {e * 1e12:.4g} pJ/bit"
     return [text]
+
+
+def _log_sigma(value: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The sigma of ln(value) from a 95 % interval (half its log width over 1.96); NaN where the
+    interval is not positive and finite."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ok = (lo > 0) & np.isfinite(hi) & (value > 0)
+        return np.where(
+            ok, (np.log(np.where(ok, hi, 1.0)) - np.log(np.where(ok, lo, 1.0))) / (2 * 1.96), np.nan
+        )
+
+
+def link_verdicts(before, after, ia: list[int], ib: list[int]) -> dict[str, dict[str, int]]:
+    """Per common link (i < j of `after`'s order), after / before of alpha and beta with a 95 %
+    interval (the two maps' intervals combined on a log scale): how many links are the same within
+    noise, faster and slower ({} without both models)."""
+    m0, m1 = before.model, after.model
+    if m0 is None or m1 is None or len(ia) < 2:
+        return {}
+    pick1, pick0 = np.ix_(ia, ia), np.ix_(ib, ib)
+    upper = np.triu(np.ones((len(ia), len(ia)), dtype=bool), 1)
+    out = {}
+    for name, up_is_slower in (("alpha", True), ("beta", False)):
+        fields_ = (
+            ("alpha_s", "alpha_lo_s", "alpha_hi_s")
+            if name == "alpha"
+            else ("beta_bit_s", "beta_lo_bit_s", "beta_hi_bit_s")
+        )
+        v1, lo1, hi1 = (getattr(m1, f)[pick1] for f in fields_)
+        v0, lo0, hi0 = (getattr(m0, f)[pick0] for f in fields_)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.log(v1 / v0)
+            sigma = np.sqrt(_log_sigma(v1, lo1, hi1) ** 2 + _log_sigma(v0, lo0, hi0) ** 2)
+        ok = upper & np.isfinite(ratio) & np.isfinite(sigma)
+        above, below = ok & (ratio - 1.96 * sigma > 0), ok & (ratio + 1.96 * sigma < 0)
+        slower, faster = (above, below) if up_is_slower else (below, above)
+        out[name] = {
+            "links": int(ok.sum()),
+            "same": int((ok & ~above & ~below).sum()),
+            "faster": int(faster.sum()),
+            "slower": int(slower.sum()),
+        }
+    return out
+
+
+def verdict_line(verdicts: dict[str, dict[str, int]]) -> list[str]:
+    """The comparison's line of the links' models beyond noise."""
+    if not verdicts:
+        return []
+    parts = [
+        f"{name}: {v['slower']} slower, {v['faster']} faster, {v['same']} the same within noise"
+        for name, v in verdicts.items()
+    ]
+    links = max(v["links"] for v in verdicts.values())
+    return [
+        f"  each link's model, after / before beyond its 95 % interval ({links} links): " + "; ".join(parts)
+    ]

@@ -36,6 +36,7 @@ from npmpi.map.stats import (
     detect_directions,
     stats,
 )
+from npmpi_analysis.numbers.map_model import link_verdicts
 
 DASH = "–"  # en dash between a link's two ends
 ARROW = "→"  # between the two ends of one direction of a link (a map with --directions both)
@@ -152,6 +153,7 @@ class MapChange:
     findings: list[Finding]
     medians: list[tuple[str, int, float]] = field(default_factory=list)  # (metric, size, median ratio)
     notes: list[str] = field(default_factory=list)
+    model_verdicts: dict = field(default_factory=dict)  # numbers/map_model.link_verdicts
 
 
 def _common(before, after) -> tuple[list[str], list[int], list[int], list[int], list[int]]:
@@ -175,6 +177,7 @@ def compare_maps(before, after) -> MapChange:
     sizes = after.size_bytes[sa]
     change = MapChange(before.label, after.label, names, sizes, lat, bw, [])
     change.notes = _coverage_notes(before, after, names, sizes)
+    change.model_verdicts = link_verdicts(before, after, ia, ib)
     if len(names) < 2:
         return change
     jobs = [("latency", lat, int(after.size_bytes[0]))] if sa and sa[0] == 0 and sb[0] == 0 else []
