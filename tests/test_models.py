@@ -412,3 +412,16 @@ def test_two_maps_compared_say_which_links_models_moved_beyond_noise(tmp_path, c
     v = change["model_verdicts"]
     assert v["beta"]["slower"] >= 1 and v["alpha"]["slower"] >= 1
     assert v["beta"]["same"] >= 12 and v["beta"]["links"] == 15
+
+
+def test_a_map_with_power_says_what_its_meters_resolve_per_pair(tmp_path, capsys):
+    from npmpi_analysis.cli import main
+    from test_map_analysis import power_map
+
+    path = power_map(tmp_path / "m.h5")
+    assert main([str(path), "--json", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out
+    assert "  resolution: a pair's dynamic power is told from zero above (median over the pairs) " in out
+    res = json.loads((tmp_path / "m.json").read_text())["maps"][0]["summary"]["resolution"]
+    assert all(w is not None and w > 0 for w in res["dynamic_power_resolution_w_median"])
+    assert res["meter_period_s"] > 0

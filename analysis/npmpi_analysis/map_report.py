@@ -108,6 +108,7 @@ def summary(a) -> dict[str, Any]:
         out["flagged_pairs"] = {
             FLAG_NAMES[c]: int((flags == c).sum()) for c in range(1, len(FLAG_NAMES)) if (flags == c).any()
         }
+    out["resolution"] = map_model.resolution(a)
     return {**out, **map_summary(a.conditions), **map_model.summary(a.model, upper), **plan_summary(a)}
 
 
@@ -149,7 +150,7 @@ def summary_text(a, show_matrices: bool = True) -> str:
             for b, z in zip(s["median_bandwidth_bit_s"], s["size_bytes"], strict=True)
         )
     )
-    out += map_model.summary_line(s, len(s["size_bytes"]))
+    out += map_model.summary_line(s, len(s["size_bytes"])) + map_model.resolution_line(s, s["size_bytes"])
     if not s["has_power"]:
         out.append(f"  power: {NO_POWER}")
     else:

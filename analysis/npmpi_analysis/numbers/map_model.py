@@ -177,6 +177,24 @@ def summary(lm: LinkModels | None, upper: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def resolution_line(s: dict[str, Any], sizes: list[int]) -> list[str]:
+    """The text summary's line of what the meters resolve per pair."""
+    res = s.get("resolution") or {}
+    watts = res.get("dynamic_power_resolution_w_median") or []
+    if not any(w is not None for w in watts):
+        return []
+    per_bit = res.get("dynamic_resolution_pj_bit_median") or []
+    parts = [
+        f"{w:.3g} W ({b:.3g} pJ/bit) at {z} B"
+        for w, b, z in zip(watts, per_bit, sizes, strict=False)
+        if w is not None and b is not None
+    ]
+    return [
+        "  resolution: a pair's dynamic power is told from zero above (median over the pairs) "
+        + "; ".join(parts)
+    ]
+
+
 def summary_line(s: dict[str, Any], sizes: int) -> list[str]:
     """The text summary's line of the links' model."""
     if s.get("median_model_alpha_s") is None:
@@ -248,3 +266,38 @@ def verdict_line(verdicts: dict[str, dict[str, int]]) -> list[str]:
     return [
         f"  each link's model, after / before beyond its 95 % interval ({links} links): " + "; ".join(parts)
     ]
+
+
+def resolution(a) -> dict[str, Any]:
+    """What the meters resolve in a map, per size the median over its pairs: the smallest dynamic
+    power told from zero, 2 sqrt(u_pair² + u_idle²), u_pair the pair's σ_p over the square root of
+    the readings its window holds (its length over the slowest meter's period) and u_idle the idle
+    mean's of its two nodes (the median node's, twice); and that power per bit moved ({} without
+    power)."""
+    e, power = a.energy, getattr(a, "power", None)
+    if e is None or power is None:
+        return {}
+    periods = [
+        max(float(c.sample_interval_s or 0.0), float(c.refresh[0] or 0.0))
+        for nd in power.nodes
+        for c in nd.channels
+    ]
+    periods = [p for p in periods if math.isfinite(p) and p > 0]
+    period = max(periods) if periods else math.nan
+    idle_u = [
+        float(nd.idle.sigma[0]) / math.sqrt(max(float(nd.idle.count[0]), 1.0))
+        for nd in power.nodes
+        if len(nd.idle.sigma) and math.isfinite(float(nd.idle.sigma[0]))
+    ]
+    u_idle2 = 2 * float(np.median(idle_u)) ** 2 if idle_u else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        readings = np.maximum(e.window_s / period, 1.0) if math.isfinite(period) else np.ones_like(e.window_s)
+        res_w = 2.0 * np.sqrt((e.power_sigma_w / np.sqrt(readings)) ** 2 + u_idle2)
+        res_pj_bit = res_w * e.energy_pj_bit / e.power_w
+    n = a.nodes
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    return {
+        "dynamic_power_resolution_w_median": [_median(res_w[k][upper]) for k in range(len(a.size_bytes))],
+        "dynamic_resolution_pj_bit_median": [_median(res_pj_bit[k][upper]) for k in range(len(a.size_bytes))],
+        "meter_period_s": period if math.isfinite(period) else None,
+    }
