@@ -172,7 +172,7 @@ def test_constant_power_gives_energy_as_power_times_the_time_model(constant_powe
         assert e.per_bit_j.value == pytest.approx(WATTS * slope, rel=1e-6, abs=1e-18)
         assert d.per_message_j.lo <= 0.0 <= d.per_message_j.hi
         assert d.per_bit_j.lo <= 0.0 <= d.per_bit_j.hi
-        assert abs(d.per_message_j.value) < 1e-9 * WATTS * r.alpha_s.value + 1e-18
+        assert abs(d.per_message_j.value) <= 1e-9 * WATTS * abs(r.alpha_s.value) + 1e-18
     table = run.model
     assert list(table["alpha_s"]) == [r.alpha_s.value for r in model.regimes]
 
