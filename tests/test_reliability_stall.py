@@ -161,12 +161,13 @@ def test_a_frozen_rank_of_another_pair_ends_the_job(tmp_path):
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_trials_longer_than_the_stall_timeout_do_not_trip_it(tmp_path):
-    """Two trials of about 2 s each with --stall-timeout 1: the bound follows the trial (20 x the
-    trial the probe's time per round trip predicts). The iterations are fixed (--repeats: 10^6 round
-    trips of 1 B, 2 µs each in the Python kernel), not derived from --target-time: on a loaded machine
+    """Two trials of 2 s or more each with --stall-timeout 1: the bound follows the trial (20 x the
+    trial the probe's time per round trip predicts). The iterations are fixed (--repeats: 3 x 10^6
+    round trips of 1 B, 0.6 µs each in the Python kernel on a quiet machine, 2 µs on a loaded one: 10^6
+    made trials of 0.61 s on a quiet one), not derived from --target-time: on a loaded machine
     the probe can see round trips a thousand times slower than the trials then run (the peer
     descheduled throughout it), and the trials would be shorter than the stall timeout."""
     name = "slow-live.h5"
-    args = ["-l", "1", "-u", "1", "-p", "0", "--trials", "2", "--repeats", "1000000", "--stall-timeout", "1"]
+    args = ["-l", "1", "-u", "1", "-p", "0", "--trials", "2", "--repeats", "3000000", "--stall-timeout", "1"]
     with run_without_tripping(args, tmp_path, name, 90, 1.0) as f:
         assert f["pingpong/trial_s"][0].min() > 1.0  # each trial was longer than --stall-timeout
