@@ -110,6 +110,12 @@ def trial_times_per_message(a) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(per_msg, axis=1), np.isfinite(per_msg).sum(axis=1)
 
 
+def mean_times(per_msg: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Each size's mean time per message over its finite trials (NaN where none ran)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(count > 0, np.nansum(per_msg, axis=1) / np.maximum(count, 1), np.nan)
+
+
 def message_bits(a) -> np.ndarray:
     """Bits per message that the bandwidth counts: 8 m F / D (a ping-pong's 8 m)."""
     factor, divisor = run_mode_factors(a.attrs)
@@ -239,7 +245,7 @@ def fit_time(a, breaks_bytes: list[int] | None, resamples: int, seed: int):
     generator); ModelError when impossible."""
     name = a.path.rsplit("/", 1)[-1]
     per_msg, count = trial_times_per_message(a)
-    mean_t = np.where(count > 0, np.nansum(per_msg, axis=1) / np.maximum(count, 1), np.nan)
+    mean_t = mean_times(per_msg, count)
     keep = np.isfinite(mean_t)
     given = breaks_bytes is not None
     if keep.sum() < (MIN_POINTS_FIXED if given else MIN_POINTS):

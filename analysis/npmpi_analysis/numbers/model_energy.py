@@ -29,8 +29,10 @@ from npmpi_analysis.numbers.model import (
     RunModel,
     fit_time,
     interval,
+    mean_times,
     message_bits,
     quality,
+    trial_times_per_message,
     weights,
 )
 
@@ -73,6 +75,13 @@ def _readings(a) -> np.ndarray:
     return np.maximum(np.min(np.vstack(counts), axis=0), 1.0)
 
 
+def power_mean_sigma(a) -> np.ndarray:
+    """Per size the uncertainty of the job's window power as a mean: sigma_p over the square root of
+    the fewest distinct readings a node had (0 where unknown)."""
+    u = np.asarray(a.power.job_sigma_w, dtype=float) / np.sqrt(_readings(a))
+    return np.where(np.isfinite(u), u, 0.0)
+
+
 def _idle_mean_sigma(a) -> tuple[float, float]:
     """(the job's idle readings' spread, the idle mean's uncertainty) over every node."""
     spread2 = mean2 = 0.0
@@ -113,12 +122,7 @@ def run_resolution(a) -> Resolution | None:
     """What the run's meters resolve per size (None without power or an idle baseline)."""
     if a.power is None or not math.isfinite(a.power.idle_w):
         return None
-    from npmpi_analysis.numbers.model import trial_times_per_message
-
-    per_msg, count = trial_times_per_message(a)
-    with np.errstate(invalid="ignore"):
-        t = np.where(count > 0, np.nansum(per_msg, axis=1) / np.maximum(count, 1), np.nan)
-    return resolution(a, t)
+    return resolution(a, mean_times(*trial_times_per_message(a)))
 
 
 def below_resolution(a, k: int) -> bool:
@@ -147,8 +151,7 @@ def fit_energy(a, model, rows: np.ndarray, fits, boot_t: np.ndarray, rng: np.ran
     t = model.time_s
     x_all = energy_bits(a)
     p = np.asarray(pw.job_w, dtype=float)
-    u = np.asarray(pw.job_sigma_w, dtype=float) / np.sqrt(_readings(a))
-    u = np.where(np.isfinite(u), u, 0.0)
+    u = power_mean_sigma(a)
     flagged = np.asarray(pw.job_flag) != FLAG_OK
     good = np.isfinite(p) & np.isfinite(t) & ~flagged
     model.energy_left_out = [int(a.bw.size_bytes[k]) for k in np.flatnonzero(flagged & np.isfinite(t))]

@@ -18,8 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi_analysis.numbers.compute import FLAG_OK
-from npmpi_analysis.numbers.model import LEVEL, ModelError, resample_means, trial_times_per_message
-from npmpi_analysis.numbers.model_energy import fit_model
+from npmpi_analysis.numbers.model import (
+    LEVEL,
+    ModelError,
+    mean_times,
+    resample_means,
+    trial_times_per_message,
+)
+from npmpi_analysis.numbers.model_energy import fit_model, power_mean_sigma
 
 SAME, FASTER, SLOWER, BETTER, WORSE = "same", "faster", "slower", "better", "worse"
 RESAMPLES = 1000
@@ -70,18 +76,14 @@ def _draws(
     size of one trial has no spread to judge by: its resamples are NaN (no verdict)."""
     per_msg, count = trial_times_per_message(a)
     per_msg, count = per_msg[rows], count[rows]
-    with np.errstate(invalid="ignore"):
-        t = np.where(count > 0, np.nansum(per_msg, axis=1) / np.maximum(count, 1), np.nan)
+    t = mean_times(per_msg, count)
     boot_t = resample_means(per_msg, count, rng, b)[0]
     boot_t[:, count < 2] = np.nan
     if a.power is None:
         return t, boot_t, None, None
     p = np.asarray(a.power.job_w, dtype=float)[rows]
     flagged = np.asarray(a.power.job_flag)[rows] != FLAG_OK
-    counts = [np.asarray(n.sizes.count, dtype=float)[rows] for n in a.power.nodes]
-    readings = np.maximum(np.min(np.vstack(counts), axis=0), 1.0) if counts else np.ones(len(rows))
-    u = np.asarray(a.power.job_sigma_w, dtype=float)[rows] / np.sqrt(readings)
-    u = np.where(np.isfinite(u), u, 0.0)
+    u = power_mean_sigma(a)[rows]
     p = np.where(flagged, np.nan, p)
     boot_p = p[None, :] + rng.standard_normal(boot_t.shape) * u[None, :]
     return t, boot_t, p * t, boot_p * boot_t
