@@ -25,12 +25,15 @@ from npmpi.sweep import cputime
 from npmpi.sweep import span as trialspan
 from npmpi.sweep.driver import SizeDriver, member_report, member_trials
 from npmpi.sweep.messageloop import warmup_iterations
-from npmpi.sweep.watchdog import WARMUP, Progress
+from npmpi.sweep.watchdog import LOOK, WARMUP, Progress
 
 MAX_ITERATIONS = 1_000_000_000
 PROBE_ITERATIONS = 20  # the first size's time per step, from a measurement of this many not kept
 COMMAND_POLL_S = 0.001  # serve_group(quiet=True)'s sleep between looks for rank 0's next command
 SERIES_SHIFT = 40  # a kind's series index rides in CMD_SIZE's trials field, above the integrity bit
+LOOK_BIT = 1 << 33  # in CMD_SIZE's trials field: run LOOK_ITERATIONS untimed before the warm-up
+LOOK_ITERATIONS = 1
+LOOK_RATIO = 2  # a size more than this many times the last measured one starts with a look
 
 
 class GroupStep:
@@ -78,7 +81,7 @@ class GroupCoordinator:
         self.members = list(members)
         self.others = [r for r in self.members if r != 0]
         self.idle = [r for r in range(comm.Get_size()) if r not in self.members]
-        self.progress = Progress(sampling.trials_bound(opts))
+        self.progress = Progress(sampling.trials_bound(opts), len(self.members))
         self.driver = SizeDriver(comm, self.others, self.others, self.progress, stop)
         self.watched = self.others[0] if self.others else 0  # the rank named while rank 0 is in a trial
         self.state = "between"  # "trials" while the members wait for a go: release() abandons the size
@@ -153,10 +156,19 @@ class GroupCoordinator:
         """All trials of one size; None when a stop request abandoned it."""
         opts = self.opts
         warm = self.step.warmup(size, iterations)
-        self.progress.at(size, WARMUP, self.watched, warm)
-        self.driver.start_size(size, iterations, sampling.trials_bound(opts) | self.series << SERIES_SHIFT)
+        # the stall watchdog's rate is of the last size: scaled by a large size ratio it bounds the
+        # warm-up and trials by hours, so a much larger size's own rate comes from a look first
+        measured = self.progress.rate[0]
+        look = LOOK_BIT if measured > 0 and size > LOOK_RATIO * measured else 0
+        self.progress.at(size, LOOK if look else WARMUP, self.watched, LOOK_ITERATIONS if look else warm)
+        self.driver.start_size(
+            size, iterations, sampling.trials_bound(opts) | look | self.series << SERIES_SHIFT
+        )
         self.step.set_size(size)
         with self.stop.timed():
+            if look:
+                self.step.run(LOOK_ITERATIONS)
+                self.progress.at(size, WARMUP, self.watched, warm)
             self.step.run(warm)
         self.state = "trials"
         span = trialspan.TrialSpan()
@@ -216,6 +228,7 @@ def serve_group(comm, step: GroupStep, stop: StopFlag, quiet: bool = False) -> i
     """A member other than rank 0: each size's trials as rank 0 commands them, the idle baselines,
     until the stop; returns the exit code rank 0 sends. `quiet`: wait for each command without
     spinning a core in a blocking receive (a member that sits out a series of a coll run)."""
+    from npmpi.core.job import frozen_for_a_test
     from npmpi.power.baseline import take_part
 
     ctrl = np.zeros(4, dtype=np.int64)
@@ -235,7 +248,10 @@ def serve_group(comm, step: GroupStep, stop: StopFlag, quiet: bool = False) -> i
                 return code
             continue
         step.select(trials >> SERIES_SHIFT)
+        frozen_for_a_test(f"size-{size}", comm.Get_rank())
         step.set_size(size)
+        if trials & LOOK_BIT:
+            step.run(LOOK_ITERATIONS)
         step.run(step.warmup(size, iterations))
         span = trialspan.TrialSpan()
         times = member_trials(comm, trials & 0xFFFFFFFF, lambda: span.lap(step.run(iterations)))  # noqa: B023

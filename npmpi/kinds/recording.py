@@ -205,6 +205,11 @@ class GroupRecording(FileRecording):
             sort_rows=opts.size_order == sampling.ORDER_RANDOM,
         )
         self.stop.mark_file = self.mark_file
+        # a step in one C call (coll --kernel c) never returns to Python before its end, so a stop
+        # signal's handlers wait for it and mpirun kills rank 0 first: the signal thread
+        # (npmpi.core.job.watch_signals_in_a_thread) marks the file and abandons the trial instead.
+        # It acts only when the main thread has not answered the signal and is inside a timed step.
+        self.stop.abandon = self.abandon
         console.factor = int(attrs["bytes_per_iteration_factor"])
         console.one_way_factor = self.kind.one_way_divisor
         console.bandwidth_label, console.latency_label = "bandwidth", "time per operation"

@@ -18,6 +18,16 @@ from npmpi.sweep.kernels import Kernel, TransferSettings
 PROBE_CHUNKS = 5  # the probe's chunks of round trips (rank 0 and its peers run the same number)
 
 
+def probe_chunks(round_trips: int) -> tuple[int, int]:
+    """The probe's chunk of iterations and how many chunks it runs (rank 0 and its peers alike):
+    PROBE_CHUNKS + 1 chunks of round_trips // PROBE_CHUNKS (the first untimed); fewer round trips
+    than PROBE_CHUNKS (a windowed mode's first look, an iteration being a whole window) run that many
+    single iterations, each timed."""
+    if round_trips >= PROBE_CHUNKS:
+        return round_trips // PROBE_CHUNKS, PROBE_CHUNKS + 1
+    return 1, max(round_trips, 1)
+
+
 def warmup_iterations(iterations: int) -> int:
     """Untimed round trips before a size's trials: a tenth of a trial, at least 2."""
     return max(2, min(iterations // 10, iterations))

@@ -26,7 +26,7 @@ from npmpi.power.baseline import take_part
 from npmpi.sweep.driver import member_report, member_trials
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import Link, MpiLink
-from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
+from npmpi.sweep.messageloop import MessageLoop, Patterns, probe_chunks, warmup_iterations
 from npmpi.sweep.span import TrialSpan
 
 IDLE_POLL_S = 0.05
@@ -61,8 +61,8 @@ def serve_commands(
         loop.set_size(size, patterns, me)
         try:
             if cmd == CMD_PROBE:
-                chunk = iterations // PROBE_CHUNKS
-                for _ in range(PROBE_CHUNKS + 1):
+                chunk, chunks = probe_chunks(iterations)
+                for _ in range(chunks):
                     loop.run(link, chunk)
                 continue
             measure(size, iterations, packed & 0xFFFFFFFF, bool(packed >> 32))

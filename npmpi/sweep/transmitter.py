@@ -20,6 +20,7 @@ the timed loop does (MessageLoop); the protocol around the loops is the same for
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from npmpi.sweep import span as trialspan
 from npmpi.sweep.driver import SizeDriver
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import Link, MpiLink
-from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, warmup_iterations
+from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, probe_chunks, warmup_iterations
 from npmpi.sweep.watchdog import PROBE, WARMUP, Progress
 
 PROBE_ROUND_TRIPS = 200
@@ -101,7 +102,7 @@ class Transmitter:
         # a sync); inside a timed loop (self.stop.timing) only an abort can end it
         self.state = "between"
         # where rank 0 is, for the stall watchdog (watchdog.py)
-        self.progress = Progress(sampling.trials_bound(opts))
+        self.progress = Progress(sampling.trials_bound(opts), 2 * opts.messages_per_iteration)
         # the per-size sequence with every other pair rank (one pair: the reflector alone)
         self.driver = SizeDriver(comm, self.members, self.pair_transmitters, self.progress, stop)
 
@@ -120,24 +121,32 @@ class Transmitter:
         """Round trip of the smallest size (or of `size`: --order random), to seed the iteration rule
         (NetPIPE's latency run).
 
-        A first look of a few single round trips; the full probe only when it takes at most
-        PROBE_BUDGET_S (a 2 GiB smallest size would otherwise spend minutes here)."""
+        A first look of a few single round trips (of one iteration in a windowed mode: a window of
+        65536 messages, or of 64 of 1 GiB, is already seconds); the full probe only when it takes at
+        most PROBE_BUDGET_S (a 2 GiB smallest size would otherwise spend minutes here)."""
         size = self.opts.lower_bytes if size is None else size
-        rt = self._probe(size, PROBE_CHUNKS)
+        rt = self._probe(size, self.first_look)
         if rt * PROBE_ROUND_TRIPS <= PROBE_BUDGET_S:
             rt = self._probe(size, PROBE_ROUND_TRIPS)
         return rt
 
+    @property
+    def first_look(self) -> int:
+        """The probe's first look, in iterations: PROBE_CHUNKS, or one when an iteration is a window."""
+        return PROBE_CHUNKS if self.opts.messages_per_iteration == 1 else 1
+
     def _probe(self, size: int, round_trips: int) -> float:
         """A warm-up chunk, then the fastest of PROBE_CHUNKS chunks (one scheduling hiccup must not
-        shrink the first size's iterations): seconds per round trip."""
-        self.progress.at(size, PROBE, self.peer, round_trips)
+        shrink the first size's iterations): seconds per round trip (probe_chunks: a first look of
+        fewer iterations times each)."""
+        chunk, chunks = probe_chunks(round_trips)
+        self.progress.at(size, PROBE, self.peer, chunk * chunks)
         self.driver.command(CMD_PROBE, size, round_trips)
         self._prepare(size)
-        chunk = round_trips // PROBE_CHUNKS
         with self.stop.timed():
-            self.loop.run(self.link, chunk)
-            best = min(self.loop.run(self.link, chunk) for _ in range(PROBE_CHUNKS))
+            if chunks > PROBE_CHUNKS:
+                self.loop.run(self.link, chunk)
+            best = min(self.loop.run(self.link, chunk) for _ in range(min(chunks, PROBE_CHUNKS)))
         self.state = "between"
         return best / chunk
 
@@ -265,13 +274,13 @@ class Transmitter:
         elif (
             opts.repeats is not None
             and opts.stall_timeout_s > 0
-            and opts.repeats * opts.trials >= 10 * (PROBE_CHUNKS + 1)
+            and opts.repeats * opts.trials >= 10 * math.prod(probe_chunks(self.first_look))
         ):
             # fixed --repeats need no estimate for the iteration rule, but the stall watchdog needs a
             # time per iteration to bound the first size's warm-up and trials by (else its bound is
             # the bare --stall-timeout, which a long warm-up passes): a first look, when its round
             # trips are at most a tenth of the first size's trials
-            self._probe(points[order[0]].size_bytes if order else opts.lower_bytes, PROBE_CHUNKS)
+            self._probe(points[order[0]].size_bytes if order else opts.lower_bytes, self.first_look)
         groups = _group_indices(points)
         measured: dict[int, float] = {}  # --order random: each measured size's NetPIPE time
         last_group = len(points)  # --order random: groups after the first that reached --max-one-way go

@@ -29,8 +29,14 @@ transport's protocol between sizes is what the factor is for). NetPIPE's rule pi
 that a trial lasts about --target-time, and its stop rule (--max-one-way) ends the sweep once
 messages get slower than that, so the expectation follows what the run is asked to do; no fixed
 number could (a 2 GiB message on a slow link takes seconds per iteration). A step
-with no estimate yet (the first look of the probe) gets the floor alone. --stall-timeout 0 turns
-the watchdog off.
+with no estimate yet (the first look of the probe) is expected to take at least what its messages
+cost at a floor price (`floor_step_s`: MESSAGE_FLOOR_S a message plus BYTE_FLOOR_S a byte, for the
+messages each way of an iteration, a whole window of them in a windowed mode), so a first look at
+a window of 1 GiB messages is not bounded by the bare floor. A group kind's size much larger than
+the last measured (coll --sizes 8,64K) starts with an untimed look of LOOK_ITERATIONS (its bound:
+the last rate plus its bytes at LOOK_BYTE_S, not the size ratio's blow-up, so a member stopped
+before it is found within seconds), and its warm-up and trials follow the look's own rate.
+--stall-timeout 0 turns the watchdog off.
 
 Why writing the file from this thread is safe. HDF5 must not be entered by this thread while the
 main thread is inside h5py (h5py serialises single calls, not a row's several writes). The watchdog
@@ -61,9 +67,18 @@ PAUSE_SLACK_S = 0.1  # a wake this much later than asked is rank 0 paused (or no
 # which the warm-up (the rate the first trial's bound is learned from) does not do; a generous
 # cost of that check, added to each trial iteration's expected time
 INTEGRITY_CHECK_S = 2e-4
+# the least a message is taken to cost with no measured rate yet (the probe's first look): a fast
+# shared-memory message, and a byte at 10 GB/s; STALL_FACTOR times it is what a step of a window of
+# large messages may take before it is called a stall (floor_step_s)
+MESSAGE_FLOOR_S = 1e-6
+BYTE_FLOOR_S = 1e-10
 
-# steps other than a trial (whose step is its index from 0)
-PROBE, WARMUP, READY, RESULTS = -1, -2, -3, -4
+# steps other than a trial (whose step is its index from 0); LOOK: a group kind's untimed first
+# look at a size much larger than the last measured (its rate is then the size's own)
+PROBE, WARMUP, READY, RESULTS, LOOK = -1, -2, -3, -4, -5
+# a look's expected time per iteration: the last rate scaled by the size ratio, but at most the last
+# rate plus each of the step's messages at this cost a byte (100 MB/s; STALL_FACTOR times it: 5 MB/s)
+LOOK_BYTE_S = 1e-8
 
 
 def stall_bound_s(floor_s: float, expected_s: float) -> float:
@@ -84,6 +99,12 @@ def expected_step_s(iterations: int, per_iteration_s: float, measured_size: int,
     return max(iterations, 1) * per_iteration_s * ratio
 
 
+def floor_step_s(iterations: int, messages: int, size: int) -> float:
+    """The least a step of `iterations` at `size` can take: `messages` per iteration (both ways, a
+    window's worth in a windowed mode) at MESSAGE_FLOOR_S each plus BYTE_FLOOR_S a byte."""
+    return max(iterations, 1) * max(messages, 0) * (MESSAGE_FLOOR_S + size * BYTE_FLOOR_S)
+
+
 class Step(NamedTuple):
     size: int
     step: int  # a trial's index, or PROBE, WARMUP, READY, RESULTS
@@ -97,8 +118,9 @@ class Progress:
 
     lost = "the size in progress is not recorded"  # what the stall costs, for the one line
 
-    def __init__(self, trials: int) -> None:
+    def __init__(self, trials: int, messages: int = 1) -> None:
         self.trials = trials
+        self.messages = messages  # messages an iteration moves, both ways (floor_step_s)
         self.lock = threading.RLock()
         self.armed = False
         self.current: Step | None = None
@@ -130,6 +152,10 @@ class Progress:
             return stall_bound_s(floor_s, 0.0)
         measured_size, per_iteration = self.rate
         expected = expected_step_s(step.iterations, per_iteration, measured_size, step.size)
+        if step.step == LOOK and per_iteration > 0:  # not the raw size ratio's blow-up
+            capped = per_iteration + self.messages * step.size * LOOK_BYTE_S
+            expected = min(expected, max(step.iterations, 1) * capped)
+        expected = max(expected, floor_step_s(step.iterations, self.messages, step.size))
         if step.step >= 0:  # a trial: with --integrity, every iteration's check too
             expected += step.iterations * self.check_s
         return stall_bound_s(floor_s, expected)
@@ -138,6 +164,7 @@ class Progress:
         """What rank 0 was doing: 'trial 3 of 7 at 64 KiB'."""
         what = {
             PROBE: "the probe",
+            LOOK: "the first look",
             WARMUP: "the warm-up",
             READY: "the wait for it to be ready for a trial",
             RESULTS: "the wait for its results",
@@ -228,7 +255,7 @@ class StallWatchdog:
         partner = self.partner_of.get(rank)
         also = f" (or its partner rank {partner}, whose messages it waits for)" if partner is not None else ""
         who = f"rank {rank} ({host}){also}"
-        if self.group and (step.step >= 0 or step.step == WARMUP):  # rank 0 inside the group's step
+        if self.group and (step.step >= 0 or step.step in (WARMUP, LOOK)):  # rank 0 inside the group's step
             others = ", ".join(str(r) for r in self.group if r != 0)
             who = f"one of the measuring ranks {others} (inside a step of the whole group each waits for all)"
         return (
