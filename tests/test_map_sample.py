@@ -127,8 +127,13 @@ def test_topology_file_and_its_hosts(tmp_path):
         bad.write_text(text)
         with pytest.raises(UsageError, match=words):
             parse_map_options(["--pairs", "sample:1", "--topology", str(bad)])
-    with pytest.raises(UsageError, match="cannot read it"):
+    with pytest.raises(UsageError, match=r"missing\.txt: no such file"):
         parse_map_options(["--pairs", "sample:1", "--topology", str(tmp_path / "missing.txt")])
+    with pytest.raises(UsageError, match="is a directory"):
+        parse_map_options(["--pairs", "sample:1", "--topology", str(tmp_path)])
+    bad.write_bytes(b"ha \xff\n")
+    with pytest.raises(UsageError, match="not UTF-8 text"):
+        parse_map_options(["--pairs", "sample:1", "--topology", str(bad)])
     sample_problem(mopts, ["ha", "hb", "hc", "hd"])
     with pytest.raises(UsageError, match="host hd is not in this map"):
         sample_problem(mopts, ["ha", "hb", "hc"])

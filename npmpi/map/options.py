@@ -31,6 +31,7 @@ from npmpi.core.config import (
     Options,
 )
 from npmpi.core.errors import UsageError
+from npmpi.core.inputfiles import read_regular_file
 from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
@@ -285,6 +286,7 @@ def parse_map_options(argv: list[str]) -> MapOptions:
 
 
 MAX_SEED = 2**63 - 1
+MAX_TOPOLOGY_BYTES = 16 << 20  # a line per host: a million hosts
 
 
 def _pairs(text: str) -> tuple[int, int]:
@@ -307,11 +309,11 @@ def _pairs(text: str) -> tuple[int, int]:
 
 def read_topology(path: str) -> tuple[tuple[str, str], ...]:
     """--topology FILE: lines 'host switch' ('#' starts a comment); UsageError on a bad file."""
+    data = read_regular_file(path, f"--topology {path}", UsageError, limit=MAX_TOPOLOGY_BYTES)
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--topology {path}: cannot read it ({exc.__class__.__name__}: {exc})") from None
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"--topology {path}: not UTF-8 text") from None
     out: dict[str, str] = {}
     for number, line in enumerate(lines, 1):
         words = line.split("#", 1)[0].split()
