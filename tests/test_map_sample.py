@@ -5,6 +5,8 @@ plan line, the outlier rule on unmeasured pairs, and a real sampled map of 4 ran
 from __future__ import annotations
 
 import itertools
+import json
+import socket
 import subprocess
 
 import h5py
@@ -161,9 +163,10 @@ def test_outlier_rule_judges_only_measured_links():
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_four_rank_sampled_map_and_its_analysis(npmpi_run, tmp_path):
+    (tmp_path / "topo.txt").write_text(f"{socket.gethostname()} switch-a\n")
     proc = npmpi_run(
         ["map", "--per-rank", "--quick", "--sizes", "1,64K", "--confirm", "0", "--pairs", "sample:1:9",
-         "-o", "map.h5"],
+         "--topology", "topo.txt", "-o", "map.h5"],
         np=4,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -172,6 +175,7 @@ def test_four_rank_sampled_map_and_its_analysis(npmpi_run, tmp_path):
     with h5py.File(tmp_path / "map.h5") as f:
         g = f["map"]
         assert g.attrs["pairs_plan"] == "sample:1" and int(g.attrs["pairs_seed"]) == 9
+        assert json.loads(g.attrs["topology_json"]) == {socket.gethostname(): "switch-a"}
         assert g.attrs["status"] == "complete" and int(g.attrs["n_rounds"]) == 1
         finite = np.isfinite(g["trial_s"][:]).any(axis=(0, 3))
     measured = {(i, j) for i, j in itertools.combinations(range(4), 2) if finite[i, j] or finite[j, i]}
@@ -186,7 +190,7 @@ def test_four_rank_sampled_map_and_its_analysis(npmpi_run, tmp_path):
     assert analysis.returncode == 0, analysis.stdout + analysis.stderr
     assert (
         "sampled map: 1 partners per node; 2 of 6 pairs measured; the others not measured "
-        "(not healthy, not slow); seed 9" in analysis.stdout
+        "(not healthy, not slow); seed 9; pairs of switches measured: 1 of 1" in analysis.stdout
     )
     assert "not every pair was measured" not in analysis.stdout
 

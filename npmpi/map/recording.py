@@ -360,9 +360,11 @@ class MapRecording(FileRecording):
         opts, writer, collector, console = self.opts, self.writer, self.collector, self.console
         n, rounds = len(self.agreed.extra["members"]), len(self.coordinator.rounds)
         console.note(f"output: {self.agreed.output}")
+        mopts = self.mopts
+        sampled = f", pairs {mopts.pairs_plan} (seed {mopts.sample_seed})" if mopts.sample_k else ""
         console.note(
             f"map: {n} members ({'every rank' if self.mopts.per_rank else 'one rank per node'}, "
-            f"{self.layout.node_count} node(s)); schedule {self.mopts.schedule}: {rounds} rounds x "
+            f"{self.layout.node_count} node(s)); schedule {self.mopts.schedule}{sampled}: {rounds} rounds x "
             f"{len(self.mopts.sizes_bytes)} sizes, {opts.trials} trials of ~{opts.target_time_s:g} s; "
             f"kernel {opts.kernel}, mode {opts.mode}, {_directions_words(self.mopts)}"
         )

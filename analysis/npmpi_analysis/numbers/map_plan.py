@@ -14,6 +14,7 @@ measured links only: NaN is left out of every median and never named).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Any
@@ -66,20 +67,38 @@ def sample_facts(a) -> dict[str, Any] | None:
         "seed": int(seed) if seed is not None else None,
         "pairs_measured": int(measured.sum()),
         "pairs": n * (n - 1) // 2,
-        "topology": "topology_json" in a.map_attrs,
+        **_switch_cover(a, measured),
     }
+
+
+def _switch_cover(a, measured: np.ndarray) -> dict[str, Any]:
+    """With /map topology_json: the pairs of switches to cover (two distinct switches, or a switch
+    with itself when it has two members or more) and how many of them a measured pair covers."""
+    try:
+        switch_of = json.loads(str(a.map_attrs.get("topology_json")))
+        switches = [switch_of[str(name).rsplit(":", 1)[0] if a.map_attrs.get("per_rank") else str(name)]
+                    for name in a.names]  # fmt: skip
+    except (ValueError, KeyError, TypeError):
+        return {"switch_pairs": None, "switch_pairs_measured": None}
+    count = {w: switches.count(w) for w in switches}
+    need = {(u, v) for u in count for v in count if u < v or (u == v and count[u] > 1)}
+    got = {tuple(sorted((switches[i], switches[j]))) for i, j in np.argwhere(measured)}
+    return {"switch_pairs": len(need), "switch_pairs_measured": len(need & got)}
 
 
 def sample_text(a) -> list[str]:
     """'  sampled map: 3 partners per node; 12 of 28 pairs measured; the others not measured (not
-    healthy, not slow); seed 20261128' (none for a map of every pair)."""
+    healthy, not slow); seed 20261128', then with --topology '; pairs of switches measured: 3 of 3'
+    (none for a map of every pair)."""
     got = sample_facts(a)
     if got is None:
         return []
-    switches = "; every pair of switches (--topology) covered" if got["topology"] else ""
+    switches = ""
+    if got["switch_pairs"] is not None:
+        switches = f"; pairs of switches measured: {got['switch_pairs_measured']} of {got['switch_pairs']}"
     return [
         f"  sampled map: {got['partners']} partners per node; {got['pairs_measured']} of {got['pairs']} "
-        f"pairs measured; the others not measured (not healthy, not slow){switches}; seed {got['seed']}"
+        f"pairs measured; the others not measured (not healthy, not slow); seed {got['seed']}{switches}"
     ]
 
 
