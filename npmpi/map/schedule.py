@@ -101,14 +101,16 @@ def sample_rounds(n: int, k: int, seed: int, switches: list[int] | None = None) 
     need = switch_pairs(switches) if switches is not None else set()
     covered: set[tuple[int, int]] = set()
     rounds = []
+    covers = [_covers(r, switches) for r in full] if switches is not None else []
     for _ in range(k):
         pick = left[0]
         if need - covered:
-            pick = max(left, key=lambda r: len(_covers(full[r], switches) & need - covered))
+            missing = need - covered
+            pick = max(left, key=lambda r: len(covers[r] & missing))
         left.remove(pick)
         rounds.append(full[pick])
         if switches is not None:
-            covered |= _covers(full[pick], switches)
+            covered |= covers[pick]
     met: list[set[int]] = [set() for _ in range(n)]
     for pairs in rounds:
         for i, j in pairs:
