@@ -83,6 +83,29 @@ def memory_problem(layout: Layout, members: list[int], rank: int, largest: int) 
     return None
 
 
+def sample_problem(mopts: MapOptions, hosts: list[str]) -> None:
+    """--pairs sample:K beyond the members, or a --topology that does not match the map's hosts:
+    UsageError (on every rank: they all see the same layout)."""
+    n = len(hosts)
+    if mopts.sample_k > n - 1:
+        raise UsageError(
+            f"--pairs sample:{mopts.sample_k}: this map has {n} members, so each has only {n - 1} others; "
+            f"give K from 1 to {n - 1}"
+        )
+    if not mopts.topology:
+        return
+    known, here = dict(mopts.topology), set(hosts)
+    unknown = [h for h in known if h not in here]
+    if unknown:
+        raise UsageError(
+            f"--topology: host {unknown[0]} is not in this map (its hosts: {', '.join(sorted(here)[:8])}"
+            f"{' …' if len(here) > 8 else ''}); give a line for each host of the map and no other"
+        )
+    missing = [h for h in hosts if h not in known]
+    if missing:
+        raise UsageError(f"--topology: host {missing[0]} of this map has no 'host switch' line")
+
+
 class MapKind(Kind):
     """`python -m npmpi map`: every pair of nodes (or ranks) measured, round by round."""
 
@@ -105,6 +128,7 @@ class MapKind(Kind):
     def groups(self, layout: Layout, mopts: MapOptions) -> Layout:
         """One group: the members, whose rounds pair them two by two (npmpi/map/schedule.py)."""
         mapped, members = map_layout(layout, mopts.per_rank)
+        sample_problem(mopts, [layout.hosts[r] for r in members])
         return replace(mapped, groups=(tuple(members),))
 
     def member_problem(self, MPI, mopts: MapOptions, agreed) -> str | None:
@@ -118,14 +142,17 @@ class MapKind(Kind):
         """Rank 0: the output reserved as every kind's, then the map's plan (npmpi/map/plan.py) made
         and the map refused when its file would not fit the output's disk."""
         from npmpi.map.plan import disk_problem, make_plan
+        from npmpi.map.schedule import map_rounds
 
         problem = super().prepare_output(mopts, agreed)
         if problem is not None:
             return problem
         layout = agreed.roles.layout
         power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
-        plan = make_plan(mopts, len(layout.groups[0]), power_nodes)
-        agreed.extra["plan"] = plan
+        members = list(layout.groups[0])
+        rounds = map_rounds(mopts, len(members), [layout.hosts[r] for r in members])
+        plan = make_plan(mopts, len(members), power_nodes, rounds)
+        agreed.extra["plan"], agreed.extra["rounds"] = plan, rounds
         return disk_problem(agreed.output, plan)
 
     def settled(self, MPI, comm, mopts: MapOptions, agreed) -> None:

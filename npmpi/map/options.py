@@ -8,6 +8,7 @@ whether every rank is mapped.
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass
 
 from npmpi.commands.checks import shared_fields, trials_and_target
@@ -30,6 +31,7 @@ from npmpi.core.config import (
     Options,
 )
 from npmpi.core.errors import UsageError
+from npmpi.core.inputfiles import read_regular_file
 from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
@@ -57,6 +59,14 @@ class MapOptions:
     confirm_repeats: int = DEFAULT_REPEATS  # each suspect measured again this many times (0: not)
     confirm_budget: float = DEFAULT_BUDGET  # the re-measurements' time, a fraction of the map's
     max_minutes: float | None = None  # --max-minutes: no round starts that would end past it
+    sample_k: int = 0  # --pairs sample:K: K partners per member (0: --pairs all, every pair)
+    sample_seed: int = 0  # the sample's seed (--pairs sample:K:SEED; default: today's date, YYYYMMDD UTC)
+    topology: tuple[tuple[str, str], ...] = ()  # --topology: (host, switch) lines, in the file's order
+
+    @property
+    def pairs_plan(self) -> str:
+        """/map's pairs_plan: 'all' or 'sample:K'."""
+        return f"sample:{self.sample_k}" if self.sample_k else "all"
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -93,6 +103,20 @@ def build_parser() -> UsageParser:
         metavar="NAME",
         help="'rounds': N-1 rounds of disjoint pairs measured at once (N rounds with a bye each "
         "when N is odd); 'serial': one pair at a time, N(N-1)/2 rounds (default: %(default)s)",
+    )
+    p.add_argument(
+        "--pairs",
+        default="all",
+        metavar="WHICH",
+        help="'all': every pair (default); 'sample:K': the daily check, each node measured against K "
+        "others in about K rounds (and every pair of switches at least once with --topology); "
+        "'sample:K:SEED' chooses them reproducibly (default seed: today's date, YYYYMMDD UTC)",
+    )
+    p.add_argument(
+        "--topology",
+        default=None,
+        metavar="FILE",
+        help="with --pairs sample:K: each host's switch, one 'host switch' line per host of the map",
     )
     p.add_argument(
         "--per-rank",
@@ -231,6 +255,9 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         raise UsageError(
             f"--schedule {ns.schedule!r}: unknown schedule; choose one of: {', '.join(SCHEDULES)}"
         )
+    sample_k, sample_seed = _pairs(ns.pairs)
+    if ns.topology is not None and not sample_k:
+        raise UsageError("--topology: only a sampled map uses it; give --pairs sample:K with it")
     if ns.kernel not in KERNEL_NAMES:
         raise UsageError(f"--kernel {ns.kernel!r}: unknown kernel; choose one of: {', '.join(KERNEL_NAMES)}")
     plain = ns.mode == MODE_PINGPONG
@@ -252,7 +279,54 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         confirm_repeats=ns.confirm,
         confirm_budget=ns.confirm_budget,
         max_minutes=ns.max_minutes,
+        sample_k=sample_k,
+        sample_seed=sample_seed,
+        topology=read_topology(ns.topology) if ns.topology is not None else (),
     )
+
+
+MAX_SEED = 2**63 - 1
+MAX_TOPOLOGY_BYTES = 16 << 20  # a line per host: a million hosts
+
+
+def _pairs(text: str) -> tuple[int, int]:
+    """--pairs: (0, 0) for 'all', else (K, seed) of 'sample:K' or 'sample:K:SEED'."""
+    if text == "all":
+        return 0, 0
+    words = text.split(":")
+    if words[0] == "sample" and len(words) in (2, 3) and all(w.isascii() and w.isdigit() for w in words[1:]):
+        k = int(words[1])
+        if k < 1:
+            raise UsageError(f"--pairs {text}: give at least 1 partner per node (sample:K, K >= 1)")
+        seed = int(words[2]) if len(words) == 3 else int(time.strftime("%Y%m%d", time.gmtime()))
+        if seed > MAX_SEED:
+            raise UsageError(f"--pairs {text}: the seed is above {MAX_SEED}")
+        return k, seed
+    raise UsageError(
+        f"--pairs {text!r}: give 'all' or 'sample:K' (K partners per node), optionally 'sample:K:SEED'"
+    )
+
+
+def read_topology(path: str) -> tuple[tuple[str, str], ...]:
+    """--topology FILE: lines 'host switch' ('#' starts a comment); UsageError on a bad file."""
+    data = read_regular_file(path, f"--topology {path}", UsageError, limit=MAX_TOPOLOGY_BYTES)
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"--topology {path}: not UTF-8 text") from None
+    out: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) != 2:
+            raise UsageError(f"--topology {path}: line {number} is not 'host switch': {line.strip()!r}")
+        if words[0] in out and out[words[0]] != words[1]:
+            raise UsageError(f"--topology {path}: line {number}: host {words[0]} is given two switches")
+        out[words[0]] = words[1]
+    if not out:
+        raise UsageError(f"--topology {path}: no 'host switch' line in it")
+    return tuple(out.items())
 
 
 def _check_directions(ns: argparse.Namespace) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from npmpi.core.config import DEFAULT_BASELINE_S
 from npmpi.map.confirm import MIN_BUDGET_S
 from npmpi.map.options import DIRECTIONS_BOTH
-from npmpi.map.schedule import make_rounds
+from npmpi.map.schedule import map_rounds
 from npmpi.runfile.mapwriter import map_data_bytes
 
 PROBE_TARGETS = 0.3  # first contact and the probe, in --target-time (chunks doubled to a tenth of it)
@@ -69,6 +69,8 @@ class MapPlan:
     confirm_repeats: int = 0
     confirm_budget: float = 0.0
     limit_s: float = 0.0  # --max-minutes in seconds (0: none)
+    sample_k: int = 0  # --pairs sample:K (0: every pair)
+    sampled_pairs: int = 0  # the pairs the sample measures (with sample_k)
 
     @property
     def total_rounds(self) -> int:
@@ -138,11 +140,12 @@ def power_bytes(channels: tuple[tuple[int, float], ...], duration_s: float) -> i
     return total
 
 
-def make_plan(mopts, members: int, power_nodes: list | None = None) -> MapPlan:
+def make_plan(mopts, members: int, power_nodes: list | None = None, rounds: list | None = None) -> MapPlan:
     """The plan of a map of `members` members with these options (power_nodes: the power ranks'
-    gathered descriptions, None or empty without meters)."""
+    gathered descriptions, None or empty without meters; rounds: the map's, npmpi/map/schedule.py
+    `map_rounds`, made here without the members' switches when not given)."""
     run = mopts.run
-    rounds = make_rounds(mopts.schedule, members)
+    rounds = rounds if rounds is not None else map_rounds(mopts, members)
     pairs = max(len(r) for r in rounds)
     directions = 2 if mopts.directions == DIRECTIONS_BOTH else 1
     baseline_s = 0.0
@@ -167,6 +170,8 @@ def make_plan(mopts, members: int, power_nodes: list | None = None) -> MapPlan:
         confirm_repeats=mopts.confirm_repeats,
         confirm_budget=mopts.confirm_budget,
         limit_s=60.0 * limit if limit else 0.0,
+        sample_k=mopts.sample_k,
+        sampled_pairs=sum(len(r) for r in rounds) if mopts.sample_k else 0,
     )
 
 
@@ -199,6 +204,12 @@ def plan_line(plan: MapPlan) -> str:
         f"members, {who}{ways}), about {format_duration(plan.duration_s)} and "
         f"{format_bytes(plan.file_bytes)} (file)"
     )
+    if plan.sample_k:
+        every = plan.members * (plan.members - 1) // 2
+        line += (
+            f"; sampled: {plan.sample_k} partners per member, {plan.sampled_pairs} of {every} pairs, "
+            "the others not measured"
+        )
     if plan.confirm_repeats and plan.confirm_budget > 0:
         rounds_s = plan.duration_s - plan.start_s - plan.end_s
         most = max(plan.confirm_budget * rounds_s, MIN_BUDGET_S)

@@ -11,6 +11,7 @@ before each round and between a pair's trials (npmpi/map/pair.py).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import sys
 import time
@@ -35,7 +36,7 @@ from npmpi.map.pair import (
     wait_for,
 )
 from npmpi.map.plan import RoundClock, make_plan, plan_line
-from npmpi.map.schedule import make_rounds, round_matrix
+from npmpi.map.schedule import map_rounds, round_matrix
 from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
 from npmpi.runfile.format import KIND_MAP
 from npmpi.runfile.mapwriter import MapWriter, PairResult
@@ -57,15 +58,28 @@ class MapOutcome:
     rounds: int = 0
 
 
+def sample_attrs(mopts) -> dict:
+    """/map's attributes of what was chosen to be measured: pairs_plan ('all' or 'sample:K'), and for
+    a sample its seed and, with --topology, each member's switch (JSON, in /map/hosts' order)."""
+    out: dict = {"pairs_plan": mopts.pairs_plan}
+    if mopts.sample_k:
+        out["pairs_seed"] = mopts.sample_seed
+        if mopts.topology:
+            out["topology_json"] = json.dumps(dict(mopts.topology), sort_keys=True)
+    return out
+
+
 class MapCoordinator:
     """Rank 0's rounds. `state` tells a stop signal's handler where rank 0 is: "between" rounds,
     "ready" (members wait for the go) or "trials" (waiting for results); `stop.timing` is set while
     rank 0's own pair is in a timed loop."""
 
-    def __init__(self, comm, mopts, members: list[int], side: PairSide, stop, on_round, clock=None) -> None:
+    def __init__(
+        self, comm, mopts, members: list[int], side: PairSide, stop, on_round, clock=None, rounds=None
+    ) -> None:
         self.comm, self.mopts, self.members, self.side, self.stop = comm, mopts, members, side, stop
         self.clock = clock  # npmpi.map.plan.RoundClock: the rounds' time, the time limit (None: none)
-        self.rounds = make_rounds(mopts.schedule, len(members))
+        self.rounds = rounds if rounds is not None else map_rounds(mopts, len(members))
         self.on_round = on_round  # (size index, round index, (start, end), [PairResult])
         self.state = "between"
         self.commanded: list[int] = []
@@ -256,6 +270,7 @@ class MapRecording(FileRecording):
             self.stop,
             self.on_round,
             RoundClock(plan, self.started),
+            a.extra.get("rounds"),
         )
         n = len(a.extra["members"])
         spec = {
@@ -270,6 +285,7 @@ class MapRecording(FileRecording):
                 "planned_duration_s": plan.duration_s,
                 "planned_file_bytes": plan.file_bytes,
                 "time_limit_s": plan.limit_s,
+                **sample_attrs(mopts),
             },
             "hosts": list(a.extra["names"]),
             "ranks": list(a.extra["members"]),
@@ -344,9 +360,11 @@ class MapRecording(FileRecording):
         opts, writer, collector, console = self.opts, self.writer, self.collector, self.console
         n, rounds = len(self.agreed.extra["members"]), len(self.coordinator.rounds)
         console.note(f"output: {self.agreed.output}")
+        mopts = self.mopts
+        sampled = f", pairs {mopts.pairs_plan} (seed {mopts.sample_seed})" if mopts.sample_k else ""
         console.note(
             f"map: {n} members ({'every rank' if self.mopts.per_rank else 'one rank per node'}, "
-            f"{self.layout.node_count} node(s)); schedule {self.mopts.schedule}: {rounds} rounds x "
+            f"{self.layout.node_count} node(s)); schedule {self.mopts.schedule}{sampled}: {rounds} rounds x "
             f"{len(self.mopts.sizes_bytes)} sizes, {opts.trials} trials of ~{opts.target_time_s:g} s; "
             f"kernel {opts.kernel}, mode {opts.mode}, {_directions_words(self.mopts)}"
         )

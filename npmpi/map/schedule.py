@@ -5,6 +5,14 @@ place per round, and position k meets position m-1-k. With N even that is N-1 ro
 disjoint pairs; with N odd a phantom member makes N+1 positions, so there are N rounds and whoever
 meets the phantom has a bye. Every pair meets exactly once and no member is in two pairs of a round.
 `serial` measures one pair per round, N(N-1)/2 rounds, in the order (0,1), (0,2) ... (N-2,N-1).
+
+`sample_rounds` is `--pairs sample:K`, the daily check: the members shuffled by a seeded generator,
+K rounds of their circle schedule (with switches known, each next round the one covering most
+pairs of switches not covered yet, ties in the shuffled order), then make-up rounds, only where
+needed: for each pair of switches still not covered (a switch with itself when it has two members),
+and for each member with fewer than K partners (an odd N has a bye per round). Every member then
+meets at least K distinct partners (exactly K with N even and no make-up round; a make-up round
+gives some K + 1), every pair at most once, no member twice in a round; the seed reproduces it.
 """
 
 from __future__ import annotations
@@ -45,6 +53,116 @@ def make_rounds(schedule: str, n: int) -> list[Round]:
     if schedule == SCHEDULE_SERIAL:
         return serial_rounds(n)
     raise ValueError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+
+
+def map_rounds(mopts, n: int, hosts: list[str] | None = None) -> list[Round]:
+    """A map's rounds by its options (npmpi/map/options.py MapOptions): the schedule's, or with
+    --pairs sample:K the sample's (each member's switch from --topology by `hosts`, the members'
+    hosts; with --schedule serial one of its pairs per round)."""
+    if not mopts.sample_k:
+        return make_rounds(mopts.schedule, n)
+    switches = None
+    if mopts.topology and hosts is not None:
+        switch_of = dict(mopts.topology)
+        ids = {w: i for i, w in enumerate(sorted({switch_of[h] for h in hosts}))}
+        switches = [ids[switch_of[h]] for h in hosts]
+    rounds = sample_rounds(n, mopts.sample_k, mopts.sample_seed, switches)
+    if mopts.schedule == SCHEDULE_SERIAL:
+        return [[p] for r in rounds for p in r]
+    return rounds
+
+
+def switch_pairs(switches: list[int]) -> set[tuple[int, int]]:
+    """The pairs of switches (s <= t) a sample must cover: every two distinct switches, and a switch
+    with itself when it has two members or more."""
+    count: dict[int, int] = {}
+    for w in switches:
+        count[w] = count.get(w, 0) + 1
+    ids = sorted(count)
+    return {(s, t) for s in ids for t in ids if s < t or (s == t and count[s] > 1)}
+
+
+def _covers(pairs: Round, switches: list[int]) -> set[tuple[int, int]]:
+    return {(min(switches[i], switches[j]), max(switches[i], switches[j])) for i, j in pairs}
+
+
+def sample_rounds(n: int, k: int, seed: int, switches: list[int] | None = None) -> list[Round]:
+    """`--pairs sample:K`'s rounds (module docstring); `switches`: each member's switch (an int), or None."""
+    if n < 2:
+        raise ValueError(f"a map needs at least 2 members, {n} given")
+    if not 1 <= k <= n - 1:
+        raise ValueError(f"a sample of {k} partners per member needs 1 to {n - 1} (the members - 1)")
+    rng = np.random.default_rng(seed)
+    order = [int(m) for m in rng.permutation(n)]  # position -> member
+    full = [_renamed(r, order) for r in circle_rounds(n)]
+    if k == n - 1:
+        return full  # every pair: the full map in a shuffled order
+    left = [int(r) for r in rng.permutation(len(full))]
+    need = switch_pairs(switches) if switches is not None else set()
+    covered: set[tuple[int, int]] = set()
+    rounds = []
+    covers = [_covers(r, switches) for r in full] if switches is not None else []
+    for _ in range(k):
+        pick = left[0]
+        if need - covered:
+            missing = need - covered
+            pick = max(left, key=lambda r: len(covers[r] & missing))
+        left.remove(pick)
+        rounds.append(full[pick])
+        if switches is not None:
+            covered |= covers[pick]
+    met: list[set[int]] = [set() for _ in range(n)]
+    for pairs in rounds:
+        for i, j in pairs:
+            met[i].add(j)
+            met[j].add(i)
+    return rounds + _make_up(n, k, met, order, switches, need - covered)
+
+
+def _renamed(pairs: Round, order: list[int]) -> Round:
+    return sorted((min(order[i], order[j]), max(order[i], order[j])) for i, j in pairs)
+
+
+def _take(pairs: Round, busy: set[int], met: list[set[int]], i: int, j: int) -> None:
+    pairs.append((min(i, j), max(i, j)))
+    busy.update((i, j))
+    met[i].add(j)
+    met[j].add(i)
+
+
+def _make_up(
+    n: int, k: int, met: list[set[int]], order: list[int], switches, missing: set[tuple[int, int]]
+) -> list[Round]:
+    """Rounds of pairs not met yet, until every pair of switches is covered and every member has k
+    partners; each round's pairs chosen greedily (the members with fewest partners first)."""
+    out: list[Round] = []
+    members_of: dict[int, list[int]] = {}
+    for m in order:
+        if switches is not None:
+            members_of.setdefault(switches[m], []).append(m)
+    while True:
+        busy: set[int] = set()
+        pairs: Round = []
+        for s, t in sorted(missing):
+            free = [
+                (len(met[i]) + len(met[j]), i, j)
+                for i in members_of[s]
+                for j in members_of[t]
+                if i != j and j not in met[i] and not busy & {i, j}
+            ]
+            if free:
+                _, i, j = min(free)
+                _take(pairs, busy, met, i, j)
+                missing.discard((s, t))
+        for i in sorted(order, key=lambda m: len(met[m])):
+            if len(met[i]) >= k or i in busy:
+                continue
+            free = [j for j in order if j != i and j not in met[i] and j not in busy]
+            if free:
+                _take(pairs, busy, met, i, min(free, key=lambda j: (len(met[j]) >= k, len(met[j]))))
+        if not pairs:
+            return out
+        out.append(sorted(pairs))
 
 
 def round_matrix(rounds: list[Round], n: int) -> np.ndarray:

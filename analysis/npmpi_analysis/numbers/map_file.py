@@ -422,8 +422,10 @@ def _sort_sizes(m: MapFile) -> None:
 def _status_notices(m: MapFile) -> None:
     status = m.status
     n = m.nodes
-    pairs = n * (n - 1) // 2
     upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    # a sample (--pairs sample:K, /map pairs_plan) is whole when its scheduled pairs were measured
+    sampled = str(m.map_attrs.get("pairs_plan", "all")).startswith("sample:")
+    pairs = int(((m.round >= 0) & upper).sum()) if sampled else n * (n - 1) // 2
     measured = np.isfinite(m.trial_s).any(axis=3) | np.isfinite(m.trial_s).any(axis=3).transpose(0, 2, 1)
     done = [int((measured[k] & upper).sum()) for k in range(len(m.size_bytes))]
     if status != STATUS_COMPLETE or min(done) < pairs:
@@ -435,8 +437,9 @@ def _status_notices(m: MapFile) -> None:
         }.get(status, f"the map's status is {status!r}")
         msg = str(m.map_attrs.get("status_message", m.attrs.get("status_message", "")) or "")
         if status == STATUS_COMPLETE:
-            why = "the map is complete but not every pair was measured"
+            why = f"the map is complete but not every {'scheduled ' if sampled else ''}pair was measured"
         m.notices.append(
-            f"{why}{': ' + msg if msg else ''}; pairs measured of {pairs}: {per_size}. "
+            f"{why}{': ' + msg if msg else ''}; pairs measured of {pairs}{' scheduled' if sampled else ''}: "
+            f"{per_size}. "
             "Unmeasured pairs are blank in the matrices and left out of the statistics"
         )
