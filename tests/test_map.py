@@ -15,13 +15,15 @@ import numpy as np
 import pytest
 from conftest import VENV
 from fakes.cpu_sysfs import CPU, ConditionsTree, moving, unreadable
+from support.mapcells import dense_map
 from support.reliability import Job
 
 from npmpi.conditions.paths import ROOT_ENV
 from npmpi.core.errors import UsageError
 from npmpi.map.options import DEFAULT_MAP_SIZES, parse_map_options
 from npmpi.map.schedule import circle_rounds, make_rounds, round_matrix, serial_rounds
-from npmpi.runfile.mapwriter import MapWriter, PairResult, derived
+from npmpi.runfile.maprows import derived
+from npmpi.runfile.mapwriter import MapWriter, PairResult
 
 # ---- the schedules (pure)
 
@@ -111,35 +113,36 @@ def test_map_writer_stores_one_way_times_bytes_and_derived_figures(tmp_path):
         "n_rounds": 3,
     }
     w = MapWriter(tmp_path / "m.h5", {"kernel": "python"}, {"host": ["a", "b", "c"]}, 2, map_spec=spec)
+    r01, r12 = int(spec["rounds_matrix"][0, 1]), int(spec["rounds_matrix"][1, 2])
     # pair (0, 1) at 1 B: 100 round trips per trial, trials of 2.0 ms and 1.0 ms -> best one way 5 us
-    w.store_round(0, 0, (10.0, 10.5), [PairResult(0, 1, 100, 30, np.array([2e-3, 1e-3]))])
+    w.store_round(0, r01, (10.0, 10.5), [PairResult(0, 1, 100, 30, np.array([2e-3, 1e-3]))])
     # pair (1, 2) at 1000 B: 10 round trips; one trial only (a stop): NaN for the other
-    w.store_round(1, 2, (20.0, 21.0), [PairResult(1, 2, 10, 4, np.array([4e-3, np.nan]))])
+    w.store_round(1, r12, (20.0, 21.0), [PairResult(1, 2, 10, 4, np.array([4e-3, np.nan]))])
     w.finish("interrupted", "test")
     with h5py.File(tmp_path / "m.h5") as f:
         g = f["map"]
         assert g.attrs["status"] == "interrupted" and f.attrs["status"] == "interrupted"
         assert g.attrs["rounds_completed"] == 2 and g.attrs["n_rounds"] == 3
-        t = g["trial_s"][:]
+        assert f.attrs["format_version"] == "2.0" and g["trial_s"].shape == (2, 3, 2)  # 3 pairs: rows
+        cells = dense_map(g)
+        t = cells["trial_s"]
         assert t.shape == (2, 3, 3, 2)
         assert t[0, 0, 1] == pytest.approx([1e-5, 5e-6]) and t[0, 1, 0] == pytest.approx([1e-5, 5e-6])
         assert t[1, 2, 1, 0] == pytest.approx(2e-4) and np.isnan(t[1, 2, 1, 1])
         assert np.isnan(t[0, 1, 2]).all() and np.isnan(t[1, 0, 1]).all()  # not measured
-        assert g["iterations"][0, 1, 0] == 100 and g["iterations"][1, 1, 2] == 10
+        assert cells["iterations"][0, 1, 0] == 100 and cells["iterations"][1, 1, 2] == 10
         # bytes: 2 directions x size x (untimed + iterations x trials run)
-        assert g["bytes_moved"][0, 0, 1] == 2 * 1 * (30 + 100 * 2)
-        assert g["bytes_moved"][1, 2, 1] == 2 * 1000 * (4 + 10 * 1)
-        lat, bw = g["latency_s"][:], g["bandwidth_bit_s"][:]
+        assert cells["bytes_moved"][0, 0, 1] == 2 * 1 * (30 + 100 * 2)
+        assert cells["bytes_moved"][1, 2, 1] == 2 * 1000 * (4 + 10 * 1)
+        lat, bw = cells["latency_s"], cells["bandwidth_bit_s"]
         assert lat[0, 1] == lat[1, 0] == pytest.approx(5e-6) and np.isnan(np.diag(lat)).all()
         assert bw[0, 0, 1] == pytest.approx(8 / 5e-6) and bw[1, 1, 2] == pytest.approx(8000 / 2e-4)
         assert np.isnan(bw[1, 0, 1]) and np.isnan(lat[1, 2])  # 1000 B is not the latency size
-        lat2, bw2 = derived(g["size_bytes"][:], t)
-        np.testing.assert_array_equal(lat2, lat)
-        np.testing.assert_array_equal(bw2, bw)
-        np.testing.assert_array_equal(
-            g["window_start_unix_s"][:], [[10.0, np.nan, np.nan], [np.nan, np.nan, 20.0]]
-        )
-        assert g["window_end_unix_s"][1, 2] == 21.0
+        np.testing.assert_array_equal(cells["round"], spec["rounds_matrix"])
+        start = np.full((2, 3), np.nan)
+        start[0, r01], start[1, r12] = 10.0, 20.0
+        np.testing.assert_array_equal(g["window_start_unix_s"][:], start)
+        assert g["window_end_unix_s"][1, r12] == 21.0
 
 
 # ---- real maps
@@ -158,20 +161,21 @@ def check_complete_map(path, n: int, sizes: list[int], trials: int, per_rank: bo
         s = len(sizes)
         assert list(g["size_bytes"][:]) == sizes
         assert g["hosts"].shape == (n,) and g["ranks"].dtype == np.int32
-        assert g["round"][:].tolist() == round_matrix(circle_rounds(n), n).tolist()
-        t = g["trial_s"][:]
+        assert g["trial_s"].shape == (s, n * (n - 1) // 2, trials)  # a row per pair (format 2.0)
+        cells = dense_map(g)
+        assert cells["round"].tolist() == round_matrix(circle_rounds(n), n).tolist()
+        t = cells["trial_s"]
         assert t.shape == (s, n, n, trials)
         off = ~np.eye(n, dtype=bool)
         np.testing.assert_array_equal(t, t.transpose(0, 2, 1, 3))
         assert np.isnan(t[:, ~off]).all() and np.isfinite(t[:, off]).all() and (t[:, off] > 0).all()
-        it, moved = g["iterations"][:], g["bytes_moved"][:]
+        it, moved = cells["iterations"], cells["bytes_moved"]
         assert (it[:, off] >= trials).all() and (it == it.transpose(0, 2, 1)).all()
         size = np.asarray(sizes)[:, None, None]
         assert (moved[:, off] >= (2 * size * it * trials)[:, off]).all()
         lat, bw = derived(g["size_bytes"][:], t)
-        np.testing.assert_array_equal(g["latency_s"][:], lat)
-        np.testing.assert_array_equal(g["bandwidth_bit_s"][:], bw)
         assert np.isnan(np.diag(lat)).all() and np.isfinite(lat[off]).all()
+        assert np.isfinite(bw[:, off]).all() and (bw[:, off] > 0).all()
         start, end = g["window_start_unix_s"][:], g["window_end_unix_s"][:]
         assert start.shape == end.shape == (s, rounds)
         assert (end > start).all()
@@ -193,7 +197,8 @@ def _conditions(path) -> tuple[dict, dict]:
     """(COND_DATASETS name -> [S, N, N, 2], str(rank) -> text) of a map file."""
     with h5py.File(path) as f:
         g = f["map"]
-        cond = {k[len("cond_") :]: g[k][:] for k in g if k.startswith("cond_")}
+        cells = dense_map(g)
+        cond = {k[len("cond_") :]: v for k, v in cells.items() if k.startswith("cond_")}
         return cond, json.loads(g["conditions_json"][()])["ranks"]
 
 
@@ -257,8 +262,9 @@ def test_four_rank_quick_map_is_complete(npmpi_run, tmp_path):
     assert got["ranks"].tolist() == [0, 1, 2, 3]
     with h5py.File(tmp_path / "map.h5") as f:  # each rank's run-queue wait over every trial
         g = f["map"]
-        wait, one_way, it = g["runq_wait_s"][:], g["trial_s"][:], g["iterations"][:]
-        assert wait.shape == (*one_way.shape, 2) and g["runq_wait_s"].fletcher32
+        assert g["runq_wait_s"].shape == (*g["trial_s"].shape, 2) and g["runq_wait_s"].fletcher32
+        cells = dense_map(g)
+        wait, one_way, it = cells["runq_wait_s"], cells["trial_s"], cells["iterations"]
     off = ~np.eye(4, dtype=bool)
     loop = (2 * one_way * it[..., None])[:, off]  # ping-pong: two one-way times per iteration
     assert np.isfinite(wait[:, off]).all() and (wait[:, off] >= 0).all()
@@ -389,7 +395,7 @@ def test_ctrl_c_keeps_every_completed_round(tmp_path, capsys):
         assert 6 <= done <= 12  # both sizes printed before the signal
         start = g["window_start_unix_s"][:].ravel()
         assert np.isfinite(start[:done]).all() and np.isnan(start[done:]).all()
-        t = g["trial_s"][:]
+        t = dense_map(g)["trial_s"]
         assert np.isfinite(t[:2][:, ~np.eye(4, dtype=bool)]).all()  # the sizes before are whole
         assert np.isnan(t[:, 0, 0]).all()
     analyse_stopped_map(capsys, tmp_path / name, tmp_path / "out")
@@ -435,10 +441,11 @@ def test_sigkill_of_a_member_keeps_every_completed_round(tmp_path, capsys):
         assert f.attrs["status"] in ("running", "interrupted", "failed")
         done = int(g.attrs["rounds_completed"])
         assert done >= 6  # both sizes printed before the kill
-        rounds = g["round"][:]
+        cells = dense_map(g)
+        rounds = cells["round"]
         start, end = g["window_start_unix_s"][:].ravel(), g["window_end_unix_s"][:].ravel()
         assert np.isfinite(start[:done]).all() and (end[:done] > start[:done]).all()
-        t = g["trial_s"][:]
+        t = cells["trial_s"]
         for k in range(done):  # every pair of every completed round is whole
             s, r = divmod(k, 3)
             assert np.isfinite(t[s][rounds == r]).all()

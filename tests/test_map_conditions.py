@@ -17,6 +17,7 @@ from npmpi_analysis.numbers.map_conditions import pair_columns
 from npmpi_analysis.numbers.map_file import load_map
 from npmpi_analysis.numbers.maps import analyse_map
 from npmpi_analysis.synthetic_map import MapTruth, write_map
+from support.mapcells import dense_map, row
 
 from npmpi.map.pair import receive_report
 from npmpi.map.schedule import round_matrix, serial_rounds
@@ -91,11 +92,14 @@ def test_each_side_is_stored_and_the_pairs_rows_show_its_figures_and_flags(tmp_p
     path = cond_map(tmp_path / "c.h5")
     with h5py.File(path) as f:
         g = f["map"]
-        freq = g[COND_PREFIX + "cpu_freq_hz"]
-        assert freq.shape == (1, 3, 3, 2) and list(freq.attrs["sides"]) == ["transmitter", "reflector"]
+        stored = g[COND_PREFIX + "cpu_freq_hz"]
+        assert stored.shape == (1, 3, 2) and list(stored.attrs["sides"]) == ["transmitter", "reflector"]
+        assert stored.fletcher32  # a row per pair (3 pairs), not N x N cells
+        cells = dense_map(g)
+        freq = cells[COND_PREFIX + "cpu_freq_hz"]
         assert freq[0, 0, 1].tolist() == freq[0, 1, 0].tolist() == [2.0e9, 3.0e9]  # both cells of a pair
-        assert g[COND_PREFIX + "core_throttle_count"][0, 0, 2].tolist() == [0, 2]
-        assert np.isnan(freq[0, 0, 0]).all() and freq.fletcher32
+        assert cells[COND_PREFIX + "core_throttle_count"][0, 0, 2].tolist() == [0, 2]
+        assert np.isnan(freq[0, 0, 0]).all()
         ranks = json.loads(g[COND_TEXT][()])["ranks"]
         assert sorted(ranks) == ["0", "1", "2"] and ranks["2"]["cpu_freq_source"] == "unknown"
     a = analyse_map(load_map(path, FIELDS), "c")
@@ -170,7 +174,7 @@ def test_a_stream_maps_directions_keep_their_own_sides(tmp_path):
     """Each direction is its own measurement: cell (i, j) holds i's side as transmitter."""
     path = cond_map(tmp_path / "d.h5", directed=True)
     with h5py.File(path) as f:
-        freq = f["map"][COND_PREFIX + "cpu_freq_hz"]
+        freq = dense_map(f["map"])[COND_PREFIX + "cpu_freq_hz"]
         assert freq[0, 0, 1].tolist() == [2.0e9, 3.0e9] and freq[0, 1, 0].tolist() == [3.0e9, 2.0e9]
     rows = {(r["host_a"], r["host_b"]): r for r in pair_rows(analyse_map(load_map(path, FIELDS), "d"))}
     assert rows[("h1", "h0")]["transmitter_cpu_freq_ghz"] == 3.0 and len(rows) == 6
@@ -201,7 +205,10 @@ def test_an_older_map_without_conditions_reads_and_analyses_as_before(tmp_path):
             "negative",
             "holds negative, infinite or impossible values: the map's conditions (cond_*) are left out",
         ),
-        ("shape", "expected (1, 3, 3, 2): the map's conditions (cond_*) are left out"),
+        (
+            "shape",
+            "expected (1, 3, 2): the map's conditions (cond_*) are left out",
+        ),
     ],
 )
 def test_damaged_conditions_are_left_out_with_a_notice_and_the_map_analysed(tmp_path, damage, says):
@@ -210,7 +217,7 @@ def test_damaged_conditions_are_left_out_with_a_notice_and_the_map_analysed(tmp_
         g = f["map"]
         name = COND_PREFIX + "nic_tx_bytes"
         if damage == "negative":
-            g[name][0, 0, 1] = [-5.0, 1.0]
+            g[name][0, row(g, 0, 1)] = [-5.0, 1.0]
         else:
             del g[name]
             if damage == "shape":
@@ -275,7 +282,7 @@ def test_a_side_that_ran_no_trial_is_nan_and_keeps_the_ranks_text(tmp_path):
     w.store_round(1, 0, (3.0, 4.0), [stopped])
     w.finish("interrupted", "test")
     with h5py.File(tmp_path / "s.h5") as f:
-        freq = f["map"][COND_PREFIX + "cpu_freq_hz"]
+        freq = dense_map(f["map"])[COND_PREFIX + "cpu_freq_hz"]
         assert freq[0, 0, 1].tolist() == [2.0e9, 3.0e9] and np.isnan(freq[1]).all()
         ranks = json.loads(f["map"][COND_TEXT][()])["ranks"]
     assert ranks["1"]["cpu_freq_source"] == "cpufreq scaling_cur_freq (sampled)"
@@ -327,10 +334,9 @@ def test_values_no_machine_reads_are_unknown_with_a_notice(tmp_path):
     path = cond_map(tmp_path / "c.h5")
     with h5py.File(path, "a") as f:
         g = f["map"]
-        for i, j in ((0, 1), (1, 0)):
-            g[COND_PREFIX + "cpu_freq_hz"][0, i, j, 0] = 1e15
-        g[COND_PREFIX + "core_throttle_count"][0, 0, 2, 1] = 1e15
-        g[COND_PREFIX + "nic_tx_bytes"][0, 0, 2, 1] = 1e17
+        g[COND_PREFIX + "cpu_freq_hz"][0, row(g, 0, 1), 0] = 1e15  # the pair's row: both its cells
+        g[COND_PREFIX + "core_throttle_count"][0, row(g, 0, 2), 1] = 1e15
+        g[COND_PREFIX + "nic_tx_bytes"][0, row(g, 0, 2), 1] = 1e17
     a = analyse_map(load_map(path, FIELDS), "c")
     rows = {(r["host_a"], r["host_b"]): r for r in pair_rows(a)}
     r01, r02 = rows[("h0", "h1")], rows[("h0", "h2")]
@@ -338,7 +344,7 @@ def test_values_no_machine_reads_are_unknown_with_a_notice(tmp_path):
     assert math.isnan(r02["reflector_throttle_count"]) and math.isnan(r02["wire_bytes_per_payload_byte"])
     (said,) = [n for n in a.notices if "no machine reads" in n]
     assert said.startswith(
-        "conditions: 4 value(s) no machine reads left unknown "
+        "conditions: 6 value(s) no machine reads left unknown "  # each in both cells of its pair
         "(cpu_freq_hz 1e+06 GHz at h0–h1 at 1000 B (transmitter)"
     )
     doc = json.loads(json_bytes([a], []))["maps"][0]

@@ -26,7 +26,8 @@ from npmpi.map.plan import (
 )
 from npmpi.map.schedule import circle_rounds, round_matrix
 from npmpi.runfile.format import COND_DATASETS
-from npmpi.runfile.mapwriter import MapWriter, PairResult, map_data_bytes, pair_datasets
+from npmpi.runfile.maprows import row_datasets
+from npmpi.runfile.mapwriter import MapWriter, PairResult, map_data_bytes
 
 # ---- the plan (pure)
 
@@ -34,16 +35,17 @@ from npmpi.runfile.mapwriter import MapWriter, PairResult, map_data_bytes, pair_
 def test_the_plan_counts_rounds_sizes_trials_and_bytes_per_size_and_pair():
     plan = make_plan(parse_map_options(["--sizes", "1,4M"]), 64)
     assert (plan.rounds, len(plan.sizes), plan.trials, plan.total_rounds) == (63, 2, 7, 126)
-    # the writer's datasets per size and ordered pair: 24 x trials + 144 bytes (312 at 7 trials)
-    per_pair = sum(int(np.prod(tail)) * np.dtype(dt).itemsize for _, tail, dt, _ in pair_datasets(7))
-    assert per_pair == 24 * 7 + 144 == 312
-    assert map_data_bytes(64, 2, 7, 63) >= 2 * 64 * 64 * 312
+    # the writer's datasets per size and row (a pair): 24 x trials + 136 bytes (304 at 7 trials)
+    per_row = sum(int(np.prod(tail)) * np.dtype(dt).itemsize for _, tail, dt, _, _ in row_datasets(7))
+    assert per_row == 24 * 7 + 136 == 304
+    rows = 64 * 63 // 2  # a round-trip map: one row per pair, not N x N cells
+    assert 2 * rows * 304 <= map_data_bytes(rows, 2, 7, 63, 64) < 2 * rows * 304 * 1.05
     # a ping-pong trial lasts 2 x the target (a round trip per iteration): 7.1 trials, the probe
     pair_s = (7 + 0.1) * 2 * 0.05 + 0.3 * 0.05
     assert pair_s < plan.round_s < pair_s + 0.05
     line = plan_line(plan)
     assert line.startswith("map plan: 63 rounds x 2 sizes x 7 trials (64 members, one rank per node)")
-    assert re.search(r"\), about 9\d s and 2\.\d MiB \(file\);", line) and "\n" not in line
+    assert re.search(r"\), about 9\d s and 1\.\d MiB \(file\);", line) and "\n" not in line
     assert "suspects, if any, measured again after it: up to" in line
     # a stream map measures each direction apart: twice the work per round
     both = make_plan(parse_map_options(["--mode", "stream"]), 64)

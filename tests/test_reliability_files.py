@@ -732,7 +732,8 @@ MAP_REQUIRED = [
         "hosts",
         "ranks",
         "size_bytes",
-        "round",
+        "pair",
+        "round_first_row",
         "trial_s",
         "iterations",
         "bytes_moved",
@@ -813,7 +814,7 @@ def mutate_map(base: Path, dst: Path, rng, kind: str) -> Mutation:
             return Mutation(f"{name} deleted", "error", (f"/{name} is missing",))
         if kind == "shape":
             name = pick(MAP_REQUIRED)
-            _rewrite(f, name, np.zeros((2, 3, 5, 7)) if name != "map/trial_s" else np.zeros((3, 4, 4)))
+            _rewrite(f, name, np.zeros((2, 3, 5, 7)) if name != "map/trial_s" else np.zeros((3, 4, 4, 3)))
             return Mutation(f"{name} reshaped", "error", (f"/{name}",))
         if kind == "mistype":
             name = pick(MAP_REQUIRED)
@@ -823,15 +824,15 @@ def mutate_map(base: Path, dst: Path, rng, kind: str) -> Mutation:
         if kind == "values":
             name, index, value, frag = pick(
                 [
-                    ("map/trial_s", (0, 0, 1, 0), -1.0, "non-positive"),
-                    ("map/trial_s", (1, 2, 3, 1), np.inf, "infinite"),
-                    ("map/trial_s", (2, 1, 0, 2), 1e300, "impossible"),
+                    ("map/trial_s", (0, 1, 0), -1.0, "non-positive"),  # a rows map: [S, P, T]
+                    ("map/trial_s", (1, 3, 1), np.inf, "infinite"),
+                    ("map/trial_s", (2, 1, 2), 1e300, "impossible"),
                     ("map/size_bytes", (1,), 0, "below 1 byte"),
                     ("map/size_bytes", (2,), 1, "a size twice"),
-                    ("map/round", (0, 1), 7, "round outside"),
-                    ("map/round", (0, 0), 1, "diagonal"),
-                    ("map/iterations", (0, 0, 1), 0, "below 1"),
-                    ("map/bytes_moved", (1, 2, 3), -5, "negative"),
+                    ("map/pair", (0, 1), 7, "a member that is not mapped"),
+                    ("map/round_first_row", (1,), 100, "does not run from 0"),
+                    ("map/iterations", (0, 1), 0, "below 1"),
+                    ("map/bytes_moved", (1, 3), -5, "negative"),
                 ]
             )
             data = f[name][()]
@@ -842,7 +843,7 @@ def mutate_map(base: Path, dst: Path, rng, kind: str) -> Mutation:
             name = pick(["map/trial_s", "map/iterations", "map/hosts"])
             ds = f[name]
             claimed = 100_000 if name == "map/hosts" else int(10 ** rng.uniform(4, 6))
-            shape = (claimed, *ds.shape[1:]) if name != "map/trial_s" else (3, 4, 4, claimed)
+            shape = (claimed, *ds.shape[1:]) if name != "map/trial_s" else (*ds.shape[:2], claimed)
             _rewrite(f, name, shape=shape, chunks=tuple(min(d, 64) for d in shape), dtype=ds.dtype)
             return Mutation(f"{name} claims {shape}", "error", (f"/{name}", "/map/"))
         if kind == "link":

@@ -126,7 +126,7 @@ def _fill_during_a_map(mnt) -> None:
         "hosts": [f"h{k}" for k in range(n)],
         "ranks": list(range(n)),
         "sizes": sizes,
-        "rounds_matrix": np.zeros((n, n), dtype=np.int64),
+        "rounds": [[p] for p in [(i, j) for i in range(n) for j in range(i + 1, n)]],
         "n_rounds": 6,
     }
     path = mnt / "m.h5"

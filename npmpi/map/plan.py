@@ -13,7 +13,8 @@ at least `trials` iterations) lasts longer than planned: the first round of each
 estimate of every later round uses the rounds measured (`RoundClock`).
 
 The file: the /map group's datasets at their full shape (npmpi/runfile/mapwriter.py
-`map_data_bytes`: about 24 x trials + 144 bytes per size and ordered pair), HDF5's own structures
+`map_data_bytes`: about 24 x trials + 136 bytes per size and row, a row a measured pair or, measured
+apart, each direction of one; before the compression of the waits and conditions), HDF5's own structures
 and the members' text, and each power channel's samples at its interval over the planned duration.
 """
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from npmpi.core.config import DEFAULT_BASELINE_S
 from npmpi.map.confirm import MIN_BUDGET_S
 from npmpi.map.options import DIRECTIONS_BOTH
-from npmpi.map.schedule import map_rounds
+from npmpi.map.schedule import map_rounds, round_lengths
 from npmpi.runfile.mapwriter import map_data_bytes
 
 PROBE_TARGETS = 0.3  # first contact and the probe, in --target-time (chunks doubled to a tenth of it)
@@ -40,7 +41,7 @@ START_S = 0.04  # the file created, before the first round (and the power set up
 POWER_QUIET_S = 1.0  # a power rank answers no flush for half of COLLECT_EVERY_S after one
 # (npmpi/power/rank.py): with meters, each size after the first lasts at least this long, and the
 # samples' last collection, right after the last size's, waits as long
-FILE_OVERHEAD_BYTES = 96 * 1024  # an empty map file: attributes, /layout, /pingpong, HDF5's headers
+FILE_OVERHEAD_BYTES = 76 * 1024  # an empty map file: attributes, /layout, /pingpong, HDF5's headers
 MEMBER_TEXT_BYTES = 1024  # each member's conditions text (/map/conditions_json) and its names
 CHUNK_OVERHEAD_BYTES = 64  # per chunk of a /map dataset: its index entry and checksum
 SAMPLE_CHUNK_ROWS = 4096  # a sample dataset grows by chunks of this many rows (npmpi/runfile/writer.py)
@@ -146,13 +147,16 @@ def make_plan(mopts, members: int, power_nodes: list | None = None, rounds: list
     `map_rounds`, made here without the members' switches when not given)."""
     run = mopts.run
     rounds = rounds if rounds is not None else map_rounds(mopts, members)
-    pairs = max(len(r) for r in rounds)
+    lengths = round_lengths(rounds)
+    pairs = int(lengths.max())
     directions = 2 if mopts.directions == DIRECTIONS_BOTH else 1
     baseline_s = 0.0
     if power_nodes:
         baseline_s = run.baseline_s if run.baseline_s is not None else DEFAULT_BASELINE_S
-    data = map_data_bytes(members, len(mopts.sizes_bytes), run.trials, len(rounds))
-    chunks = len(mopts.sizes_bytes) * math.ceil(members / 8) ** 2 * 16  # 16 datasets of [S, N, N, ...]
+    rows = int(lengths.sum()) * directions  # a pair's row, or each direction's
+    data = map_data_bytes(rows, len(mopts.sizes_bytes), run.trials, len(rounds), members)
+    per_round = max(pairs * directions, 64)
+    chunks = len(mopts.sizes_bytes) * math.ceil(rows / per_round) * 12  # 12 datasets of [S, P, ...]
     limit = mopts.max_minutes
     return MapPlan(
         members=members,
@@ -171,7 +175,7 @@ def make_plan(mopts, members: int, power_nodes: list | None = None, rounds: list
         confirm_budget=mopts.confirm_budget,
         limit_s=60.0 * limit if limit else 0.0,
         sample_k=mopts.sample_k,
-        sampled_pairs=sum(len(r) for r in rounds) if mopts.sample_k else 0,
+        sampled_pairs=int(lengths.sum()) if mopts.sample_k else 0,
     )
 
 

@@ -36,7 +36,7 @@ from npmpi.map.pair import (
     wait_for,
 )
 from npmpi.map.plan import RoundClock, make_plan, plan_line
-from npmpi.map.schedule import map_rounds, round_matrix
+from npmpi.map.schedule import map_rounds
 from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
 from npmpi.runfile.format import KIND_MAP
 from npmpi.runfile.mapwriter import MapWriter, PairResult
@@ -272,7 +272,6 @@ class MapRecording(FileRecording):
             RoundClock(plan, self.started),
             a.extra.get("rounds"),
         )
-        n = len(a.extra["members"])
         spec = {
             "attrs": {
                 "schedule": mopts.schedule,
@@ -290,7 +289,7 @@ class MapRecording(FileRecording):
             "hosts": list(a.extra["names"]),
             "ranks": list(a.extra["members"]),
             "sizes": list(mopts.sizes_bytes),
-            "rounds_matrix": round_matrix(self.coordinator.rounds, n),
+            "rounds": self.coordinator.rounds,
             "n_rounds": len(self.coordinator.rounds),
         }
         self.writer = MapWriter(

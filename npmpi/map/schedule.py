@@ -17,6 +17,8 @@ gives some K + 1), every pair at most once, no member twice in a round; the seed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 SCHEDULE_ROUNDS = "rounds"
@@ -26,17 +28,61 @@ SCHEDULES = (SCHEDULE_ROUNDS, SCHEDULE_SERIAL)
 Round = list[tuple[int, int]]
 
 
-def circle_rounds(n: int) -> list[Round]:
+class CircleRounds(Sequence):
+    """The circle method's rounds for n members, each made when asked for (a list of pairs (i, j),
+    i < j, in order): N - 1 rounds of N / 2 pairs are not held as N^2 / 2 tuples (a 4,096-member map's
+    would take a gigabyte); `array()` gives them all as one [R, P, 2] array."""
+
+    def __init__(self, n: int) -> None:
+        if n < 2:
+            raise ValueError(f"a map needs at least 2 members, {n} given")
+        self.n, self.m = n, n if n % 2 == 0 else n + 1  # positions; member n is the phantom of an odd n
+
+    def __len__(self) -> int:
+        return self.m - 1
+
+    def __getitem__(self, r):
+        if isinstance(r, slice):
+            return [self[k] for k in range(*r.indices(len(self)))]
+        r = range(len(self))[r]  # an index out of range raises IndexError, a negative one counts back
+        return [tuple(p) for p in self._pairs(np.array([r]))[0].tolist()]
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+    def _pairs(self, r: np.ndarray) -> np.ndarray:
+        """[len(r), P, 2] the pairs of rounds r, each round's sorted."""
+        m, k = self.m, np.arange(self.m // 2)
+
+        def at(pos: np.ndarray) -> np.ndarray:  # the member at each position in round r
+            return np.where(pos == 0, 0, 1 + (pos[None, :] - 1 + r[:, None]) % (m - 1))
+
+        a, b = at(k), at(m - 1 - k)
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        keep = hi < self.n  # the phantom's pair is a bye
+        per = int(keep[0].sum())
+        lo, hi = lo[keep].reshape(len(r), per), hi[keep].reshape(len(r), per)
+        order = np.argsort(lo, axis=1, kind="stable")  # (lo, hi) sorted: each lo is in one pair
+        return np.stack([np.take_along_axis(lo, order, 1), np.take_along_axis(hi, order, 1)], -1)
+
+    def array(self) -> np.ndarray:
+        """[R, P, 2] int32 every round's pairs (P = N // 2)."""
+        return self._pairs(np.arange(len(self))).astype(np.int32)
+
+    def lengths(self) -> np.ndarray:
+        return np.full(len(self), self.n // 2, dtype=np.int64)
+
+
+def circle_rounds(n: int) -> CircleRounds:
     """The circle method's rounds for n members: each a list of pairs (i, j), i < j."""
-    if n < 2:
-        raise ValueError(f"a map needs at least 2 members, {n} given")
-    m = n if n % 2 == 0 else n + 1  # positions; member n is the phantom of an odd n
-    rounds = []
-    for r in range(m - 1):
-        at = [0] + [1 + (k + r) % (m - 1) for k in range(m - 1)]
-        pairs = [(min(at[k], at[m - 1 - k]), max(at[k], at[m - 1 - k])) for k in range(m // 2)]
-        rounds.append(sorted(p for p in pairs if p[1] < n))
-    return rounds
+    return CircleRounds(n)
+
+
+def round_lengths(rounds) -> np.ndarray:
+    """The pairs in each round."""
+    if hasattr(rounds, "lengths"):
+        return rounds.lengths()
+    return np.array([len(r) for r in rounds], dtype=np.int64)
 
 
 def serial_rounds(n: int) -> list[Round]:

@@ -13,6 +13,9 @@ import numpy as np
 FORMAT_NAME = "npmpi-run"
 # what each minor version added, and which readers read which files: docs/file-format.md (`format_version`)
 FORMAT_VERSION = (1, 11)
+# a map file (`python -m npmpi map`) whose pairs are rows (npmpi/runfile/maprows.py): a reader of
+# 1.x reads its dense matrices, which it does not have, so the major version moved
+MAP_FORMAT_VERSION = (2, 0)
 KIND_RUN, KIND_MAP = "run", "map"
 # /layout datasets holding one row per rank and one column per baseline (before, after)
 LAYOUT_BASELINE_CPU = "baseline_cpu_s"

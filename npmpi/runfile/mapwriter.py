@@ -1,10 +1,11 @@
 """The map file: a run file (npmpi/runfile/writer.py) with the group /map, written round by round.
 
 The file has the run's root attributes, /layout and (with meters) /power exactly as a sweep writes
-them, an empty /pingpong, and /map (docs/file-format.md, "The map"): every matrix allocated at the
-start, NaN (or 0) where not measured yet, each round's pairs written and flushed as it completes,
-so a map stopped at any moment keeps every completed round. `derived` recomputes the latency and
-bandwidth matrices from `trial_s`, the figures the writer stores.
+them, an empty /pingpong, and /map (docs/file-format.md, "The map"): each measured pair a row
+(npmpi/runfile/maprows.py, format 2.0), every per-pair dataset allocated at the start, NaN (or 0)
+where not measured yet, each round's rows written at once and flushed as it completes, so a map
+stopped at any moment keeps every completed round. `maprows.derived` computes the latency and bandwidth
+matrices from dense one-way times (the analysis's, and the console's from the writer's best times).
 """
 
 from __future__ import annotations
@@ -18,16 +19,33 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi.core.errors import RunFileWriteError
-from npmpi.runfile.format import CHECKSUM, COND_DATASETS, TEXT_CHECKSUM, checksum, text_crc32
+from npmpi.runfile.format import (
+    CHECKSUM,
+    COND_DATASETS,
+    MAP_FORMAT_VERSION,
+    TEXT_CHECKSUM,
+    checksum,
+    text_crc32,
+)
+from npmpi.runfile.maprows import (
+    COND_PREFIX,
+    LAYOUT_ATTR,
+    PAIR,
+    ROUND_FIRST_ROW,
+    ROWS_LAYOUT,
+    chunk_rows,
+    row_datasets,
+    row_index,
+    rows_data_bytes,
+    warnings_off,
+)
 from npmpi.runfile.writer import RunWriter
 
 MAP_GROUP = "map"
-CHUNK_EDGE = 8  # chunks of 8 x 8 pairs: a round touches few bytes of each matrix
-# /map/cond_<COND_DATASETS name> [S, N, N, 2]: the conditions of a pair's measurement, side 0 the
-# transmitter's, side 1 the reflector's (docs/file-format.md, "1.9"); the text per rank is the
+# /map/cond_<COND_DATASETS name> [S, P, 2]: the conditions of a pair's measurement, side 0 the
+# transmitter's, side 1 the reflector's (docs/file-format.md, "1.10"); the text per rank is the
 # JSON of /map/COND_TEXT, as a run's root attribute COND_ATTR (a dataset: a map's many ranks' text
 # may outgrow an attribute's 64 KiB)
-COND_PREFIX = "cond_"
 COND_TEXT = "conditions_json"
 COND_TEXT_EVERY_S = 2.0
 COND_SIDES = ("transmitter", "reflector")
@@ -50,29 +68,22 @@ class PairResult:
     cond_info: list[dict] | None = None  # each side's text (with its "rank"): source or reason, counters
 
 
-def pair_datasets(trials: int) -> list[tuple[str, tuple[int, ...], type, float]]:
-    """/map's datasets of shape [S, N, N, ...]: (name, the shape after [S, N, N], type, fill value)."""
-    nan = np.nan
-    return [
-        ("trial_s", (trials,), np.float64, nan),
-        ("iterations", (), np.int64, 0),
-        ("bytes_moved", (), np.int64, 0),
-        ("bandwidth_bit_s", (), np.float64, nan),
-        ("pair_window_s", (), np.float64, nan),
-        ("runq_wait_s", (trials, 2), np.float64, nan),
-        *((COND_PREFIX + name, (2,), np.float64, nan) for name in COND_DATASETS),
-    ]
+def map_data_bytes(rows: int, sizes: int, trials: int, rounds: int, members: int) -> int:
+    """The bytes of /map's datasets once every round is stored (HDF5's structures not counted, and
+    before compression): npmpi/runfile/maprows.py `rows_data_bytes`, about 24 x trials + 136 bytes per
+    size and row (a measured pair, or a direction of one)."""
+    return rows_data_bytes(rows, sizes, trials, rounds, members)
 
 
-def map_data_bytes(members: int, sizes: int, trials: int, rounds: int) -> int:
-    """The bytes of /map's datasets once every round is stored (HDF5's structures not counted): per
-    size and ordered pair (the diagonal's cells too) what `pair_datasets` hold, about
-    24 x trials + 144; per ordered pair the latency and the round; per size and round its window."""
-    per_pair = sum(
-        int(np.prod(tail, dtype=np.int64)) * np.dtype(dt).itemsize for _, tail, dt, _ in pair_datasets(trials)
-    )
-    cells = members * members
-    return sizes * cells * per_pair + cells * (8 + 4) + sizes * rounds * 16 + sizes * 8 + members * 4
+def rounds_of_matrix(matrix, n_rounds: int) -> list[list[tuple[int, int]]]:
+    """A schedule's rounds (pairs i < j) from its [N, N] round matrix."""
+    m = np.asarray(matrix)
+    i, j = np.nonzero(np.triu(m >= 0, 1))
+    rounds: list[list[tuple[int, int]]] = [[] for _ in range(n_rounds)]
+    for a, b in zip(i.tolist(), j.tolist(), strict=True):
+        if 0 <= m[a, b] < n_rounds:
+            rounds[int(m[a, b])].append((a, b))
+    return rounds
 
 
 def _waits(res: PairResult, trials: int) -> np.ndarray:
@@ -88,19 +99,6 @@ def _cond(res: PairResult) -> np.ndarray:
     """[2, COND_DATASETS] the result's conditions (transmitter, reflector), NaN where not known."""
     got = np.asarray(res.cond if res.cond is not None else [], dtype=np.float64)
     return got if got.shape == (2, len(COND_DATASETS)) else np.full((2, len(COND_DATASETS)), np.nan)
-
-
-def derived(size_bytes: np.ndarray, trial_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(latency_s [N,N], bandwidth_bit_s [S,N,N]) from one-way times trial_s [S,N,N,T]:
-    the best one-way time at the smallest size, and 8 * size / the best one-way time; NaN where no
-    trial ran and on the diagonal."""
-    with np.errstate(invalid="ignore"), warnings_off():
-        best = np.nanmin(trial_s, axis=3)
-    n = trial_s.shape[1]
-    best[:, np.arange(n), np.arange(n)] = np.nan
-    latency = best[0].copy()
-    bandwidth = 8.0 * np.asarray(size_bytes, dtype=np.float64)[:, None, None] / best
-    return latency, bandwidth
 
 
 def _one_way(res: PairResult, f, trials: int) -> tuple[np.ndarray, np.ndarray]:
@@ -119,14 +117,44 @@ def _loop_s(res: PairResult, trials: int) -> np.ndarray:
     return out
 
 
-@contextlib.contextmanager
-def warnings_off():
-    """numpy's 'All-NaN slice' warning silenced (an unmeasured pair is NaN by design)."""
-    import warnings
+class _RoundRows:
+    """One round's rows as arrays, filled from its pairs' results."""
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        yield
+    def __init__(self, pair: np.ndarray, trials: int, directed: bool) -> None:
+        n = len(pair)
+        self.pair, self.directed = pair, directed
+        self.trial = np.full((n, trials), np.nan)
+        self.iterations = np.zeros(n, dtype=np.int64)
+        self.moved = np.zeros(n, dtype=np.int64)
+        self.waits = np.full((n, trials, 2), np.nan)
+        self.cond = np.full((n, 2, len(COND_DATASETS)), np.nan)
+        self.elapsed = np.full(n, np.nan)
+        self.looped = np.zeros(n)
+        self._row = {(int(i), int(j)): k for k, (i, j) in enumerate(pair.tolist())}
+
+    def row_of(self, res: PairResult) -> int:
+        """The row of a result: (i, j) as scheduled, or (j, i) for a pair measured both ways at once."""
+        k = self._row.get((res.i, res.j))
+        if k is None and not self.directed:
+            k = self._row.get((res.j, res.i))
+        if k is None:
+            raise ValueError(f"pair ({res.i}, {res.j}) is not in this round of the schedule")
+        return k
+
+    def _pair_rows(self) -> np.ndarray:
+        """Each row's partner row: the other direction of its pair (itself when measured at once)."""
+        if not self.directed:
+            return np.arange(len(self.pair))
+        return np.arange(len(self.pair)) ^ 1  # (i, j) then (j, i): rows 2k and 2k + 1
+
+    def pair_window(self) -> np.ndarray:
+        """Each row's pair window: the later of its pair's transmitters' ends (NaN when not known)."""
+        return np.fmax(self.elapsed, self.elapsed[self._pair_rows()])
+
+    def pair_looped(self) -> np.ndarray:
+        """Each row's pair's trials' loop time, both directions."""
+        other = self._pair_rows()
+        return self.looped + np.where(other != np.arange(len(other)), self.looped[other], 0.0)
 
 
 class MapWriter(RunWriter):
@@ -149,40 +177,56 @@ class MapWriter(RunWriter):
 
     def _create(self, attrs, layout_rows, trials) -> None:
         super()._create(attrs, layout_rows, trials)
+        self._file.attrs["format_version"] = f"{MAP_FORMAT_VERSION[0]}.{MAP_FORMAT_VERSION[1]}"
         self._create_map(**self._map_spec)
         self._flush()
 
-    def _create_map(self, attrs, hosts, ranks, sizes, rounds_matrix, n_rounds) -> None:
+    def _create_map(self, attrs, hosts, ranks, sizes, n_rounds, rounds=None, rounds_matrix=None) -> None:
+        """/map with its rows (`rounds`: the schedule's pairs per round; or, without them, the
+        rounds of `rounds_matrix`, [N, N])."""
         import h5py
 
-        n, s, t = len(hosts), len(sizes), self.trials
+        s, t = len(sizes), self.trials
+        if rounds is None:
+            rounds = rounds_of_matrix(rounds_matrix, n_rounds)
+        self._directed = str(attrs.get("directions", "")) == "both"
+        pair, first = row_index(rounds, self._directed)
+        self._pair, self._first = pair, first
         g = self._file.create_group(MAP_GROUP)
-        for key, value in {**attrs, "n_rounds": n_rounds, "trials": t, "rounds_completed": 0}.items():
+        for key, value in {
+            **attrs,
+            "n_rounds": n_rounds,
+            "trials": t,
+            "rounds_completed": 0,
+            LAYOUT_ATTR: ROWS_LAYOUT,
+        }.items():
             g.attrs[key] = value
         g.attrs["status"] = "running"
         ds = g.create_dataset("hosts", data=np.array(hosts, dtype=object), dtype=h5py.string_dtype())
         ds.attrs[TEXT_CHECKSUM] = text_crc32(hosts)
         g.create_dataset("ranks", data=np.asarray(ranks, dtype=np.int32), **CHECKSUM)
         g.create_dataset("size_bytes", data=np.asarray(sizes, dtype=np.int64), **CHECKSUM)
-        g.create_dataset("round", data=np.asarray(rounds_matrix, dtype=np.int32), **CHECKSUM)
-        c = min(n, CHUNK_EDGE)
-        nan = np.nan
-        for name, tail, dtype, fill in pair_datasets(t):
+        g.create_dataset(PAIR, data=pair, **CHECKSUM)
+        g.create_dataset(ROUND_FIRST_ROW, data=first, **CHECKSUM)
+        rows = max(1, len(pair))
+        per_round = int(np.max(np.diff(first))) if len(first) > 1 else 1
+        for name, tail, dtype, fill, packed in row_datasets(t):
+            c = chunk_rows(tail, np.dtype(dtype).itemsize, per_round, rows)
+            extra = {"compression": "gzip", "compression_opts": 1, "shuffle": True} if packed else {}
             ds = g.create_dataset(
-                name, (s, n, n, *tail), dtype, chunks=(1, c, c, *tail), fillvalue=fill, **CHECKSUM
+                name, (s, len(pair), *tail), dtype, chunks=(1, c, *tail), fillvalue=fill, **extra, **CHECKSUM
             )
             if name.startswith(COND_PREFIX):
                 ds.attrs["sides"] = list(COND_SIDES)
-        g.create_dataset("latency_s", (n, n), np.float64, chunks=(c, c), fillvalue=nan, **CHECKSUM)
         for name in ("window_start_unix_s", "window_end_unix_s"):
-            g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=nan, **CHECKSUM)
-        self._pending_bytes += 8 * (s * n_rounds * 2 + 4 * n * n)
+            g.create_dataset(name, (s, n_rounds), np.float64, fillvalue=np.nan, **CHECKSUM)
+        self._pending_bytes += 8 * (s * n_rounds * 2 + 2 * len(pair) + len(first))
 
     def store_round(
         self, size_index: int, round_index: int, window: tuple[float, float], results: list[PairResult]
     ) -> None:
-        """One round of one size: each pair's times both ways, iterations, bytes, the derived figures,
-        the round's window; then `rounds_completed` and a flush."""
+        """One round of one size: each pair's row (times, iterations, bytes, window, waits,
+        conditions), the round's window; then `rounds_completed` and a flush."""
         with self._checked(f"writing round {round_index} of {int(self.map_sizes[size_index])} B"):
             self._store_round(size_index, round_index, window, results)
             self._flush()
@@ -193,62 +237,60 @@ class MapWriter(RunWriter):
 
         g = self._h(MAP_GROUP)
         f = mode_factors(str(g.attrs["mode"]), int(g.attrs["window"]))
-        size = int(self.map_sizes[s])
-        trial_ds, it_ds, bytes_ds = (
-            self._h("map/trial_s"),
-            self._h("map/iterations"),
-            self._h("map/bytes_moved"),
-        )
-        bw_ds, lat_ds = self._h("map/bandwidth_bit_s"), self._h("map/latency_s")
-        t = self.trials
-        pair_ds, wait_ds = self._h("map/pair_window_s"), self._h("map/runq_wait_s")
+        size, t = int(self.map_sizes[s]), self.trials
+        a, b = int(self._first[r]), int(self._first[r + 1])
+        rows = _RoundRows(self._pair[a:b], t, self._directed)
         for res in results:
+            k = rows.row_of(res)
             one_way, times = _one_way(res, f, t)
-            moved = (
+            rows.trial[k] = one_way
+            rows.iterations[k] = res.iterations
+            rows.moved[k] = (
                 f.bytes_per_iteration_factor
                 * size
                 * (res.untimed_iterations + res.iterations * int(np.sum(np.isfinite(times))))
             )
-            with warnings_off():
-                best = float(np.nanmin(one_way))
-            ways = ((res.i, res.j),) if res.directed else ((res.i, res.j), (res.j, res.i))
-            for a, b in ways:
-                self._best[s, a, b] = best
+            rows.waits[k] = _waits(res, t)
+            if res.cond is not None:
+                rows.cond[k] = _cond(res)
             if np.isfinite(res.elapsed_s):  # the pair's window: the later of its transmitters' ends
-                elapsed = float(np.fmax(self._pair_s[s, res.i, res.j], res.elapsed_s))
-                pair_ds[s, res.i, res.j] = pair_ds[s, res.j, res.i] = elapsed
-                self._pair_s[s, res.i, res.j] = self._pair_s[s, res.j, res.i] = elapsed
-                looped = self._trials_s[s, res.i, res.j] + float(np.nansum(res.trial_s))
-                self._trials_s[s, res.i, res.j] = self._trials_s[s, res.j, res.i] = looped
-            waits = _waits(res, t)
-            self._store_conditions(s, ways, res)
+                rows.elapsed[k] = res.elapsed_s
+                rows.looped[k] = float(np.nansum(res.trial_s))
             self._merge_conditions([x for x in res.cond_info or [] if not x.get("no_trial")])
-            for a, b in ways:
-                trial_ds[s, a, b, :] = one_way
-                wait_ds[s, a, b] = waits
-                it_ds[s, a, b] = res.iterations
-                bytes_ds[s, a, b] = moved
-                if np.isfinite(best):
-                    bw_ds[s, a, b] = 8.0 * size / best
-                    if s == 0:
-                        lat_ds[a, b] = best
+        self._keep_summaries(s, rows)
+        self._write_rows(g, s, a, b, rows)
         self._write_condition_text(g)
         self._h("map/window_start_unix_s")[s, r] = window[0]
         self._h("map/window_end_unix_s")[s, r] = window[1]
         g.attrs["rounds_completed"] = self.rounds_completed + 1
-        chunk = CHUNK_EDGE * CHUNK_EDGE * 8
-        self._pending_bytes += len(results) * 2 * chunk * (3 * t + 4 + 2 * len(COND_DATASETS))
+        self._pending_bytes += (b - a) * 8 * (3 * t + 4 + 2 * len(COND_DATASETS))
 
-    def _store_conditions(self, s: int, ways, res: PairResult) -> None:
-        """A result's conditions into /map/cond_* (both cells of a pair measured both ways at once;
-        the sides' text goes to /map/COND_TEXT)."""
-        if res.cond is None:
+    def _keep_summaries(self, s: int, rows: _RoundRows) -> None:
+        """Rank 0's [S, N, N] figures of the round's pairs: best one-way time, own window, loop time."""
+        with warnings_off():
+            best = np.nanmin(rows.trial, axis=1)
+        i, j = rows.pair[:, 0], rows.pair[:, 1]
+        self._best[s, i, j] = best
+        window = rows.pair_window()
+        looped = rows.pair_looped()
+        for x, y in ((i, j), (j, i)):
+            if not rows.directed:
+                self._best[s, x, y] = best
+            self._pair_s[s, x, y] = window
+            self._trials_s[s, x, y] = looped
+
+    def _write_rows(self, g, s: int, a: int, b: int, rows: _RoundRows) -> None:
+        """The round's rows a..b of size s into each per-pair dataset, one write each."""
+        if a == b:
             return
-        cond = _cond(res)
+        window = rows.pair_window()
+        self._h("map/trial_s")[s, a:b] = rows.trial
+        self._h("map/iterations")[s, a:b] = rows.iterations
+        self._h("map/bytes_moved")[s, a:b] = rows.moved
+        self._h("map/pair_window_s")[s, a:b] = window
+        self._h("map/runq_wait_s")[s, a:b] = rows.waits
         for k, name in enumerate(COND_DATASETS):
-            ds = self._h(f"map/{COND_PREFIX}{name}")
-            for a, b in ways:
-                ds[s, a, b] = cond[:, k]
+            self._h(f"map/{COND_PREFIX}{name}")[s, a:b] = rows.cond[:, :, k]
 
     def _write_condition_text(self, g, final: bool = False) -> None:
         """/map/COND_TEXT: every rank's latest text (with its CRC-32), rewritten when it changed, at

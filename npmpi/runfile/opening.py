@@ -28,16 +28,19 @@ READ_GROUPS = ("pingpong", "power", "layout", "map")
 
 
 def read_npmpi_file(
-    path: str | os.PathLike, read: Callable[[Any, Path], T], unread: tuple[str, ...] = ()
+    path: str | os.PathLike,
+    read: Callable[[Any, Path], T],
+    unread: tuple[str, ...] | Callable[[Any], tuple[str, ...]] = (),
 ) -> T:
     """`read(open h5py file, path)` on an npmpi file (a run or a map), whatever h5py or numpy raise
     on a damaged file turned into one RunFileError line; refused before `read` when the datasets it
-    will read (all but those whose names are in `unread`) declare over MAX_READ_BYTES."""
+    will read (all but those whose names are in `unread`, or `unread(open file)`) declare over
+    MAX_READ_BYTES."""
     p = Path(path)
     f = open_npmpi_file(p)
     with f:
         try:
-            check_read_size(f, p, unread=unread)
+            check_read_size(f, p, unread=unread(f) if callable(unread) else unread)
             return read(f, p)
         except RunFileError:
             raise

@@ -34,7 +34,8 @@ import numpy as np
 
 from npmpi.core.safetext import shown
 from npmpi.runfile.format import COND_DATASETS, TEXT_CHECKSUM, text_crc32
-from npmpi.runfile.mapwriter import COND_PREFIX, COND_TEXT
+from npmpi.runfile.maprows import COND_PREFIX
+from npmpi.runfile.mapwriter import COND_TEXT
 from npmpi_analysis.numbers.compute import run_mode_factors
 from npmpi_analysis.numbers.conditions import (
     FREQ_MOVED_FRACTION,
@@ -126,15 +127,19 @@ def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, n
     one cannot be used."""
     from npmpi.core.errors import RunFileError
     from npmpi.runfile.opening import read_declared
+    from npmpi_analysis.numbers.map_rows import cond_rows
 
     got = {}
     try:
         for short in COND_DATASETS:
             name = f"{prefix}{COND_PREFIX}{short}"
-            ds = g[name]
-            if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
-                raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
-            x = got[short] = np.asarray(read_declared(ds, p, f"/map/{name}"), dtype=np.float64)
+            if prefix == "" and getattr(m, "rows", None) is not None:  # a rows map (format 2.0)
+                x = got[short] = cond_rows(g, p, m.rows, len(m.size_bytes), name)
+            else:
+                ds = g[name]
+                if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
+                    raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
+                x = got[short] = np.asarray(read_declared(ds, p, f"/map/{name}"), dtype=np.float64)
             if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))):
                 raise ValueError(f"/map/{name} holds negative, infinite or impossible values")
     except RunFileError as exc:

@@ -19,6 +19,7 @@ import numpy as np
 from npmpi.core.errors import RunFileError
 from npmpi.runfile.opening import attr_value
 from npmpi_analysis.numbers.map_conditions import read_map_conditions
+from npmpi_analysis.numbers.map_rows import is_rows
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")
@@ -72,6 +73,7 @@ class MapFile:
     cond: dict[str, np.ndarray] | None = None  # COND_DATASETS name -> [S, N, N, 2] /map/cond_* (1.9)
     cond_info: dict[str, dict] = field(default_factory=dict)  # str(rank) -> /map/conditions_json's text
     confirm_cond: dict[str, np.ndarray] | None = None  # name -> [K, 2] /map/confirm_cond_*
+    rows: Any = None  # npmpi_analysis.numbers.map_rows.MapRows of a map whose pairs are rows (2.0)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list = field(default_factory=list)  # npmpi.runfile.reader.PowerNode
@@ -95,13 +97,14 @@ def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
     from npmpi.runfile.format import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
     from npmpi.runfile.opening import read_npmpi_file
+    from npmpi_analysis.numbers.map_rows import unread_of
 
     unread = tuple(n for n in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS) if n not in (*sample_fields, "energy_j"))
-    return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields), unread)
+    return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields), lambda f: (*unread, *unread_of(f)))
 
 
 def _check_root(attrs: dict, p: Path) -> None:
-    from npmpi.runfile.format import FORMAT_VERSION
+    from npmpi.runfile.format import MAP_FORMAT_VERSION as FORMAT_VERSION
 
     fmt = attrs.get("format")
     if fmt is not None and not str(fmt).startswith("npmpi"):
@@ -148,7 +151,7 @@ def _dataset(g, name: str, kinds: str, ndim: int, p: Path, required: bool = True
 
 
 def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
-    from npmpi.runfile.opening import check_text, read_declared
+    from npmpi.runfile.opening import check_text
     from npmpi.runfile.reader import read_layout_part
 
     attrs = {k: attr_value(f.attrs[k]) for k in f.attrs}
@@ -159,14 +162,8 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     if not isinstance(g, h5py.Group):
         raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
     map_attrs = {k: attr_value(g.attrs[k]) for k in g.attrs}
-    ds = {name: _dataset(g, name, kinds, ndim, p) for name, kinds, ndim in REQUIRED}
-    ds.update(
-        {name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED + OPTIONAL}
-    )
-    _check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
-    # a stopped map's rounds not reached were never written: read as their fill value (NaN, 0)
-    data = {k: read_declared(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
-    check_text(ds["hosts"], data["hosts"], p, "/map/hosts")
+    rows, data = (_read_rows if is_rows(map_attrs) else _read_dense)(g, p, map_attrs)
+    check_text(g["hosts"], data["hosts"], p, "/map/hosts")
     hosts = [str(attr_value(h)) for h in data["hosts"]]
     m = MapFile(
         path=p,
@@ -185,8 +182,13 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         stored_bandwidth_bit_s=data.get("bandwidth_bit_s"),
         pair_window_s=data.get("pair_window_s"),
         runq_wait_s=data.get("runq_wait_s"),
+        rows=rows,
     )
     _check_values(m, p)
+    if rows is not None:
+        from npmpi_analysis.numbers.map_rows import check_unread
+
+        m.problems += check_unread(g, p, rows, len(m.size_bytes), m.trial_s.shape[3])
     read_map_conditions(g, p, m)
     _keep_counted_rounds(m)
     m.confirm = _read_confirm(g, p, m)
@@ -201,6 +203,41 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
 
     check_seals(f, p, m.notices)  # a changed attribute (npmpi/runfile/attrseal.py), the rest read
     return m
+
+
+def _read_dense(g, p: Path, map_attrs: dict) -> tuple[None, dict]:
+    """A dense map's datasets (format 1.x), checked, as they are stored."""
+    from npmpi.runfile.opening import read_declared
+
+    ds = {name: _dataset(g, name, kinds, ndim, p) for name, kinds, ndim in REQUIRED}
+    ds.update(
+        {name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED + OPTIONAL}
+    )
+    _check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
+    # a stopped map's rounds not reached were never written: read as their fill value (NaN, 0)
+    return None, {k: read_declared(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
+
+
+def _read_rows(g, p: Path, map_attrs: dict):
+    """A rows map's datasets (format 2.0) expanded to the dense matrices, checked; its index."""
+    from npmpi.runfile.opening import read_declared
+    from npmpi_analysis.numbers.map_rows import COND_NAMES, check_memory, dense_datasets, read_index
+
+    small = {
+        name: _dataset(g, name, kinds, ndim, p)
+        for name, kinds, ndim in REQUIRED
+        if name in ("hosts", "ranks", "size_bytes", "window_start_unix_s", "window_end_unix_s")
+    }
+    n, s = small["hosts"].shape[0], small["size_bytes"].shape[0]
+    trial = g.get("trial_s")
+    t = trial.shape[-1] if trial is not None and getattr(trial, "ndim", 0) == 3 else 0
+    r = small["window_start_unix_s"].shape[1]
+    _check_shapes({k: v.shape for k, v in small.items()} | {"trial_s": (s, n, n, max(t, 1))}, p)
+    check_memory(p, n, s, t, all(c in g for c in COND_NAMES))
+    rows = read_index(g, p, n, r, map_attrs)
+    data = {k: read_declared(v, p, f"/map/{k}") for k, v in small.items()}
+    data.update(dense_datasets(g, p, rows, s, t))
+    return rows, data
 
 
 def _read_power(f, p: Path, m: MapFile, sample_fields: tuple[str, ...]) -> None:

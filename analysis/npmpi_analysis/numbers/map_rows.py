@@ -1,0 +1,222 @@
+"""Reading a map whose pairs are rows (format 2.0, npmpi/runfile/maprows.py) into the dense
+[S, N, N, ...] matrices the analysis computes with, block by block.
+
+The rows are checked before anything is expanded: `/map/pair` names members that exist, never a
+member with itself, and each pair (each direction, when measured apart) once; `round_first_row`
+starts at 0, never decreases and ends at the last row; every per-pair dataset is [S, P, ...]. The
+matrices the expansion makes are bounded by what this machine can hold (the analysis needs about
+ANALYSIS_FACTOR times them); a read is at most BLOCK_BYTES at once. The run-queue waits of the map's
+own rounds are not read (the analysis uses the re-measured suspects' only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from npmpi.core.errors import RunFileError
+from npmpi.runfile.format import COND_DATASETS
+from npmpi.runfile.maprows import (
+    COND_PREFIX,
+    LAYOUT_ATTR,
+    PAIR,
+    ROUND_FIRST_ROW,
+    ROWS_LAYOUT,
+    round_matrix_of,
+    scatter,
+)
+from npmpi.runfile.opening import MAX_READ_BYTES, read_checked
+
+BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
+ANALYSIS_FACTOR = 6  # the map's analysis holds about this many times its dense matrices
+UNREAD = ("runq_wait_s",)  # per-pair datasets of a rows map the analysis does not read
+COND_NAMES = tuple(COND_PREFIX + n for n in COND_DATASETS)
+# per-pair datasets read in blocks and bounded by `check_memory`, not counted by the file's guard (opening.py)
+BLOCKED = ("trial_s", "iterations", "bytes_moved", "pair_window_s", PAIR)
+
+
+def unread_of(f) -> tuple[str, ...]:
+    """The datasets of a file the guard on what is read of a file does not count: in a rows map
+    the per-pair ones (read in blocks, bounded by `check_memory`) and those not read."""
+    g = f.get("map")
+    attrs = getattr(g, "attrs", None)
+    if attrs is None or not is_rows({LAYOUT_ATTR: _text(attrs.get(LAYOUT_ATTR, ""))}):
+        return ()
+    return (*UNREAD, *BLOCKED, *COND_NAMES)
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def is_rows(map_attrs: dict) -> bool:
+    """Whether a /map group's pairs are rows (format 2.0)."""
+    return str(map_attrs.get(LAYOUT_ATTR, "")) == ROWS_LAYOUT
+
+
+@dataclass
+class MapRows:
+    """A rows map's index: the rows of one size, their rounds, and the members."""
+
+    pair: np.ndarray  # [P, 2] int64
+    first: np.ndarray  # [R + 1] int64
+    nodes: int
+    directed: bool
+
+    def expand(self, rows: np.ndarray, fill) -> np.ndarray:
+        """[S, P, ...] rows as the dense [S, N, N, ...] (`fill` where no row is)."""
+        out = np.full((rows.shape[0], self.nodes, self.nodes, *rows.shape[2:]), fill, dtype=rows.dtype)
+        for s in range(rows.shape[0]):
+            scatter(out, s, self.pair, rows[s], self.directed)
+        return out
+
+    def round_matrix(self) -> np.ndarray:
+        return round_matrix_of(self.pair, self.first, self.nodes)
+
+
+def stored(g, name: str, p: Path):
+    """g[name] when it is a dataset stored in this file, None when absent; RunFileError for a link
+    or a group."""
+    import h5py
+
+    link = g.get(name, getlink=True)
+    if link is None:
+        return None
+    if not isinstance(link, h5py.HardLink) or not isinstance(g[name], h5py.Dataset):
+        raise RunFileError(f"{p}: /map/{name} is not a dataset stored in this file")
+    return g[name]
+
+
+def read_index(g, p: Path, nodes: int, rounds: int, map_attrs: dict) -> MapRows:
+    """/map/pair and /map/round_first_row, checked against the members and the rounds."""
+    for name in (PAIR, ROUND_FIRST_ROW):
+        if stored(g, name, p) is None:
+            raise RunFileError(f"{p}: dataset /map/{name} is missing: the map cannot be analysed")
+    shape = getattr(g[PAIR], "shape", None)
+    if not shape or shape[0] > nodes * (nodes - 1):
+        raise RunFileError(f"{p}: /map/{PAIR} has shape {shape}: more rows than {nodes} members have pairs")
+    pair = np.asarray(read_checked(g[PAIR], (), p, f"/map/{PAIR}"))
+    first = np.asarray(read_checked(g[ROUND_FIRST_ROW], (), p, f"/map/{ROUND_FIRST_ROW}"))
+    if pair.ndim != 2 or pair.shape[1] != 2 or pair.dtype.kind not in "iu":
+        raise RunFileError(
+            f"{p}: /map/{PAIR} has shape {pair.shape} and type {pair.dtype}, expected [P, 2] int"
+        )
+    if first.shape != (rounds + 1,) or first.dtype.kind not in "iu":
+        raise RunFileError(
+            f"{p}: /map/{ROUND_FIRST_ROW} has shape {first.shape}, expected ({rounds + 1},) "
+            f"for {rounds} rounds"
+        )
+    pair, first = pair.astype(np.int64), first.astype(np.int64)
+    if first[0] != 0 or first[-1] != len(pair) or np.any(np.diff(first) < 0):
+        raise RunFileError(f"{p}: /map/{ROUND_FIRST_ROW} does not run from 0 to the last row of /map/{PAIR}")
+    if np.any(pair < 0) or np.any(pair >= nodes) or np.any(pair[:, 0] == pair[:, 1]):
+        raise RunFileError(f"{p}: /map/{PAIR} names a member that is not mapped, or a member with itself")
+    directed = str(map_attrs.get("directions", "")) == "both"
+    key = pair if directed else np.sort(pair, axis=1)
+    if len(np.unique(key[:, 0] * nodes + key[:, 1])) < len(pair):
+        raise RunFileError(f"{p}: /map/{PAIR} holds a pair twice")
+    return MapRows(pair, first, nodes, directed)
+
+
+def check_memory(p: Path, nodes: int, sizes: int, trials: int, cond: bool) -> None:
+    """RunFileError when the dense matrices of this map (times, counts, windows, conditions) would
+    outgrow what the analysis may hold: MAX_READ_BYTES, or a sixth of this machine's free memory
+    when more."""
+    n2 = sizes * nodes * nodes
+    need = n2 * 8 * (trials + 3 + (2 * len(COND_DATASETS) if cond else 0))
+    cap = max(MAX_READ_BYTES, available_bytes() // ANALYSIS_FACTOR)
+    if need > cap:
+        raise RunFileError(
+            f"{p}: a map of {nodes} members and {sizes} size(s) makes {need / (1 << 30):.3g} GiB of "
+            f"N x N matrices, about {ANALYSIS_FACTOR * need / (1 << 30):.3g} GiB to analyse; this machine "
+            f"has {ANALYSIS_FACTOR * cap / (1 << 30):.3g} GiB free for it: analyse the file on a machine "
+            "with more memory (docs/clusters.md, 'Large machines')"
+        )
+
+
+def available_bytes() -> int:
+    """This machine's available memory (Linux MemAvailable), at most this process's address-space
+    limit (`ulimit -v`); 0 when neither is known."""
+    import resource
+
+    known = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            known += [int(ln.split()[1]) * 1024 for ln in fh if ln.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        known.append(int(soft))
+    return min(known) if known else 0
+
+
+def check_unread(g, p: Path, rows: MapRows, sizes: int, trials: int) -> list[str]:
+    """The per-pair datasets the analysis does not use (UNREAD: the map's own run-queue waits)
+    read block by block and dropped, so that damage to them is said: the problems found."""
+    problems = []
+    for name in UNREAD:
+        if name in g:
+            try:
+                read_rows(
+                    stored(g, name, p), p, f"/map/{name}", (sizes, len(rows.pair), trials, 2), keep=False
+                )
+            except (RunFileError, OSError, ValueError, TypeError, AttributeError) as exc:
+                problems.append(f"{exc}; /map/{name} is kept in the file, not used")
+    return problems
+
+
+def read_rows(ds, p: Path, where: str, want: tuple[int, ...], keep: bool = True) -> np.ndarray | None:
+    """All of a per-pair dataset [S, P, ...] read in blocks of at most BLOCK_BYTES, checked; its
+    never-written rows as the fill value (None when not `keep`: read to check it only)."""
+    if tuple(ds.shape) != want:
+        raise RunFileError(
+            f"{p}: {where} has shape {tuple(ds.shape)}, expected {want}: the map's datasets disagree"
+        )
+    plist = ds.id.get_create_plist()
+    if ds.is_virtual or plist.get_external_count() > 0:
+        raise RunFileError(f"{p}: {where} keeps its data in another file; an npmpi file keeps its own")
+    out = np.empty(ds.shape if keep else (0,), dtype=ds.dtype)
+    row_bytes = max(1, math.prod(ds.shape[2:]) * ds.dtype.itemsize)
+    step = max(1, BLOCK_BYTES // row_bytes)
+    for s in range(ds.shape[0]):
+        for a in range(0, ds.shape[1], step):
+            block = read_checked(ds, (s, slice(a, a + step)), p, where)
+            if keep:
+                out[s, a : a + step] = block
+    return out if keep else None
+
+
+def dense_datasets(g, p: Path, rows: MapRows, sizes: int, trials: int) -> dict[str, np.ndarray]:
+    """The dense matrices of a rows map: round [N, N], trial_s [S, N, N, T], iterations, bytes_moved
+    and (when stored) pair_window_s [S, N, N]."""
+    P = len(rows.pair)
+    out = {"round": rows.round_matrix()}
+    for name, tail, kinds, fill, required in (
+        ("trial_s", (trials,), "f", np.nan, True),
+        ("iterations", (), "iu", 0, True),
+        ("bytes_moved", (), "iu", 0, True),
+        ("pair_window_s", (), "f", np.nan, False),
+    ):
+        ds = stored(g, name, p)
+        if ds is None:
+            if required:
+                raise RunFileError(f"{p}: dataset /map/{name} is missing: the map cannot be analysed")
+            continue
+        if ds.dtype.kind not in kinds:
+            raise RunFileError(f"{p}: /map/{name} has type {ds.dtype}, expected numbers")
+        values = read_rows(ds, p, f"/map/{name}", (sizes, P, *tail))
+        out[name] = rows.expand(values.astype(np.float64 if kinds == "f" else np.int64), fill)
+    return out
+
+
+def cond_rows(g, p: Path, rows: MapRows, sizes: int, name: str) -> np.ndarray:
+    """One /map/cond_<name> [S, P, 2] expanded to [S, N, N, 2] (NaN where no row is)."""
+    ds, want = stored(g, name, p), (sizes, len(rows.pair), 2)
+    if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
+        raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
+    values = read_rows(ds, p, f"/map/{name}", want)
+    return rows.expand(values.astype(np.float64), np.nan)

@@ -1,0 +1,55 @@
+"""A map file's per-pair cells in tests, whichever its layout: read as dense matrices
+(npmpi.runfile.maprows.dense_map), and the row of a pair to change one in place."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from npmpi.runfile.maprows import LAYOUT_ATTR, PAIR, ROWS_LAYOUT, dense_map
+
+__all__ = ["dense_map", "is_rows", "row"]
+
+
+def is_rows(g) -> bool:
+    """Whether a /map group stores its pairs as rows (format 2.0)."""
+    value = g.attrs.get(LAYOUT_ATTR, "")
+    return (value.decode() if isinstance(value, bytes) else str(value)) == ROWS_LAYOUT
+
+
+def row(g, i: int, j: int) -> int:
+    """The row of pair (i, j) in a rows map (either order for a pair measured both ways at once)."""
+    pair = g[PAIR][()]
+    hit = np.nonzero((pair[:, 0] == i) & (pair[:, 1] == j))[0]
+    if not len(hit) and str(g.attrs.get("directions", "")) != "both":
+        hit = np.nonzero((pair[:, 0] == j) & (pair[:, 1] == i))[0]
+    assert len(hit) == 1, f"pair ({i}, {j}) has no row"
+    return int(hit[0])
+
+
+def to_rows(src, dst) -> None:
+    """A copy of the dense map `src` (format 1.x) in the rows layout (2.0), as the writer of 2.0
+    would have stored the same measurements; the attribute seals made anew."""
+    import shutil
+
+    import h5py
+
+    from npmpi.runfile.attrseal import seal_all
+    from npmpi.runfile.maprows import ROUND_FIRST_ROW, row_index
+    from npmpi.runfile.mapwriter import rounds_of_matrix
+
+    shutil.copy(src, dst)
+    with h5py.File(dst, "r+") as f:
+        g = f["map"]
+        cells = dense_map(g)
+        directed = str(g.attrs.get("directions", "")) == "both"
+        pair, first = row_index(rounds_of_matrix(cells["round"], int(g.attrs["n_rounds"])), directed)
+        for name in cells:
+            del g[name]
+        g.create_dataset(PAIR, data=pair, fletcher32=True)
+        g.create_dataset(ROUND_FIRST_ROW, data=first, fletcher32=True)
+        for name, dense in cells.items():
+            if name not in ("round", "latency_s", "bandwidth_bit_s"):
+                g.create_dataset(name, data=dense[:, pair[:, 0], pair[:, 1]], fletcher32=True)
+        g.attrs[LAYOUT_ATTR] = ROWS_LAYOUT
+        f.attrs["format_version"] = "2.0"
+        seal_all(f)

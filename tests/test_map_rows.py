@@ -1,0 +1,164 @@
+"""A map's pairs as rows (format 2.0, npmpi/runfile/maprows.py; issue 44): maps of today's dense
+layout (format 1.11, saved in tests/data/maps by the analysis before the rows) give every number
+they gave; the same measurements as rows give the same numbers; the file grows with the pairs
+measured; the rows read in blocks; a map too large for this machine refused in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from support.mapcells import dense_map, to_rows
+
+from npmpi.core.errors import RunFileError
+from npmpi.map.schedule import circle_rounds
+from npmpi.runfile.format import SAMPLE_FIELDS
+from npmpi.runfile.mapwriter import MapWriter, PairResult
+
+DATA = Path(__file__).parent / "data" / "maps"
+SAVED = ["pp", "st"]  # 4 members with a simulated meter and re-measured suspects; 5 streaming both ways
+
+
+def _analyse(capsys, tmp_path: Path, name: str) -> tuple[str, str, dict]:
+    """npmpi-analyze NAME --json --csv in tmp_path: (text less the 'wrote' line, CSV, JSON)."""
+    import os
+
+    from npmpi_analysis.cli import main
+
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        capsys.readouterr()
+        code = main([name, "--json", "out.json", "--csv", "out.csv", "--force"])
+    finally:
+        os.chdir(here)
+    got = capsys.readouterr()
+    assert code == 0 and "Traceback" not in got.out + got.err, got.err
+    text = "".join(ln + "\n" for ln in got.out.splitlines() if not ln.startswith("wrote "))
+    return text, (tmp_path / "out.csv").read_text(), json.loads((tmp_path / "out.json").read_text())
+
+
+@pytest.mark.parametrize("which", SAVED)
+def test_saved_dense_maps_give_every_number_they_gave(tmp_path, capsys, which):
+    """Outputs saved from the analysis before the rows (text, CSV, JSON), byte for byte."""
+    name = f"map_1_11_{which}.h5"
+    shutil.copy(DATA / name, tmp_path / name)
+    text, csv, doc = _analyse(capsys, tmp_path, name)
+    assert text == (DATA / f"old_{which}.txt").read_text()
+    assert csv == (DATA / f"old_{which}.csv").read_text()
+    assert doc == json.loads((DATA / f"old_{which}.json").read_text())
+
+
+@pytest.mark.parametrize("which", SAVED)
+def test_the_same_measurements_as_rows_give_the_same_numbers(tmp_path, capsys, which):
+    name = f"map_1_11_{which}.h5"
+    to_rows(DATA / name, tmp_path / name)
+    with h5py.File(tmp_path / name) as f:
+        g = f["map"]
+        n = len(g["hosts"])
+        rows = n * (n - 1) // 2 * (2 if which == "st" else 1)
+        assert g["trial_s"].shape[1] == rows and "round" not in g and f.attrs["format_version"] == "2.0"
+    text, csv, doc = _analyse(capsys, tmp_path, name)
+    old = json.loads((DATA / f"old_{which}.json").read_text())
+    for d in (doc, old):  # the file's size differs: the rows are smaller
+        d["maps"][0]["summary"].get("plan", {}).pop("file_bytes", None)
+    assert csv == (DATA / f"old_{which}.csv").read_text()
+    assert doc == old
+
+    def unplanned(t: str) -> list[str]:
+        return [ln for ln in t.splitlines() if not ln.startswith("  plan: ")]
+
+    assert unplanned(text) == unplanned((DATA / f"old_{which}.txt").read_text())
+
+
+def test_rows_read_in_small_blocks_give_the_same_matrices(tmp_path, monkeypatch):
+    from npmpi_analysis.numbers import map_rows
+    from npmpi_analysis.numbers.map_file import load_map
+
+    to_rows(DATA / "map_1_11_st.h5", tmp_path / "m.h5")
+    whole = load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
+    monkeypatch.setattr(map_rows, "BLOCK_BYTES", 100)  # a row or two at a time
+    small = load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
+    for name in ("trial_s", "iterations", "bytes_moved", "pair_window_s", "round"):
+        np.testing.assert_array_equal(getattr(whole, name), getattr(small, name))
+    with h5py.File(DATA / "map_1_11_st.h5") as f:
+        dense = dense_map(f["map"])
+    np.testing.assert_array_equal(whole.trial_s, dense["trial_s"])
+    assert whole.rows is not None and whole.runq_wait_s is None  # the map's own waits: not read
+
+
+def _writer(path: Path, n: int, sizes: list[int], trials: int) -> tuple[MapWriter, list]:
+    rounds = circle_rounds(n)
+    spec = {
+        "attrs": {
+            "schedule": "rounds",
+            "per_rank": True,
+            "kernel": "python",
+            "mode": "pingpong",
+            "window": 1,
+        },
+        "hosts": [f"h{k}" for k in range(n)],
+        "ranks": list(range(n)),
+        "sizes": sizes,
+        "rounds": rounds,
+        "n_rounds": len(rounds),
+    }
+    return MapWriter(path, {"kernel": "python"}, {"host": spec["hosts"]}, trials, map_spec=spec), rounds
+
+
+def test_the_file_grows_with_the_pairs_measured(tmp_path):
+    """A row per pair and size: the per-pair datasets of 64 members hold 2,016 rows, not 4,096 cells,
+    and a round is written as one slice of each."""
+    w, rounds = _writer(tmp_path / "m.h5", 64, [1, 4096], 7)
+    rng = np.random.default_rng(3)
+    for s in range(2):
+        for r, pairs in enumerate(rounds):
+            w.store_round(
+                s, r, (r, r + 0.5), [PairResult(i, j, 10, 2, rng.uniform(1, 2, 7)) for i, j in pairs]
+            )
+    w.finish("complete")
+    with h5py.File(tmp_path / "m.h5") as f:
+        g = f["map"]
+        assert g["trial_s"].shape == (2, 64 * 63 // 2, 7) and g["pair"].shape == (2016, 2)
+        assert g["trial_s"].chunks == (1, 64, 7)  # a round's 32 rows, at least 64 rows a chunk
+        assert np.isfinite(g["trial_s"][()]).all()
+        stored = sum(g[k].id.get_storage_size() for k in g if isinstance(g[k], h5py.Dataset))
+    assert stored < 2 * 2016 * 304 * 1.02  # 24 x 7 + 136 bytes per size and row at most
+
+
+def test_a_map_too_large_for_this_machine_is_refused_in_one_line(tmp_path):
+    from npmpi_analysis.numbers.map_file import load_map
+
+    w, _ = _writer(tmp_path / "m.h5", 4, [1], 3)
+    w.finish("complete")
+    n = 60_000
+    with h5py.File(tmp_path / "m.h5", "r+") as f:  # forged: 60,000 members (the rows not grown)
+        g = f["map"]
+        for name in ("hosts", "ranks"):
+            del g[name]
+        g.create_dataset(
+            "hosts", data=np.array([f"h{k}" for k in range(n)], dtype=object), dtype=h5py.string_dtype()
+        )
+        g.create_dataset("ranks", data=np.arange(n, dtype=np.int32))
+    with pytest.raises(RunFileError) as info:
+        load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
+    said = str(info.value)
+    assert "a map of 60000 members and 1 size(s) makes" in said and "GiB of N x N matrices" in said
+    assert "analyse the file on a machine with more memory" in said and "\n" not in said
+
+
+def test_a_newer_maps_format_is_refused_with_what_to_do(tmp_path):
+    from npmpi_analysis.numbers.map_file import load_map
+
+    w, _ = _writer(tmp_path / "m.h5", 4, [1], 3)
+    w.finish("complete")
+    with h5py.File(tmp_path / "m.h5", "r+") as f:
+        f.attrs["format_version"] = "3.0"
+    with pytest.raises(
+        RunFileError, match=r"written by a newer npmpi \(format 3\.0; this reader knows 2\.x\)"
+    ):
+        load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
