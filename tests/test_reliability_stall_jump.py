@@ -4,8 +4,9 @@
 ratio (8192, 131072) for the 64K warm-up and trials, a bound of hours. Now a size more than LOOK_RATIO
 times the last measured starts with an untimed look of one iteration (npmpi/kinds/group.py), bounded
 by the last rate plus its bytes at LOOK_BYTE_S (npmpi/sweep/watchdog.py), and the warm-up and trials
-follow the look's own rate. Rank 1 is stopped deterministically as it receives the large size's
-command (NPMPI_FAULT_FREEZE=size-N:1, npmpi.core.job.frozen_for_a_test). A live run across such a
+follow the look's own rate. Rank 1 is stopped deterministically once it has the large size's
+command, its buffers prepared and rank 0's go (NPMPI_FAULT_FREEZE=size-N:1,
+npmpi.core.job.frozen_for_a_test), just before the look. A live run across such a
 jump, whose trials are longer than --stall-timeout, still completes.
 """
 

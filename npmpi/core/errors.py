@@ -25,6 +25,11 @@ class DataMismatch(NpmpiError):
     """Received data differ from what was sent."""
 
 
+class PrepareFailed(NpmpiError):
+    """A rank could not prepare a size's buffers (out of memory, a kind's step failing there): the run
+    fails, every size completed before it kept, every rank released."""
+
+
 class RankStalled(NpmpiError):
     """A rank stopped answering where rank 0 waits for it outside the sweep's steps (an idle
     baseline, the end of the job): it cannot be released, only the job aborted."""

@@ -2,7 +2,9 @@
 
 A group kind supplies only its step (`GroupStep`: what one iteration does on each member, through the
 group's own communicator) and its bytes per iteration; the per-size sequence around it (rank 0
-commands the size; every member runs the warm-up; before each trial every member is ready and waits
+commands the size; every member prepares its buffers and says whether it could, with why not, before
+any collective: one member that cannot (out of memory) fails the run with its cause, every rank
+released; every member runs the warm-up; before each trial every member is ready and waits
 for the go, so a stop never leaves one blocked; after the size each reports its check, stop signal,
 times and CPU time) is the run's own (npmpi/sweep/driver.py). A trial's time is the slowest member's
 (the operation is done when every rank is); every member's own times are kept
@@ -12,20 +14,24 @@ idle baselines and the stop are answered between sizes.
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from npmpi.core import sampling
-from npmpi.core.errors import DataMismatch
+from npmpi.core.errors import DataMismatch, Interrupted, PrepareFailed
 from npmpi.core.messages import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
+from npmpi.core.safetext import printable
+from npmpi.core.units import format_size_iec
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep import cputime
 from npmpi.sweep import span as trialspan
-from npmpi.sweep.driver import SizeDriver, member_report, member_trials
+from npmpi.sweep.driver import SizeDriver, member_prepared, member_report, member_trials
 from npmpi.sweep.messageloop import warmup_iterations
-from npmpi.sweep.watchdog import LOOK, WARMUP, Progress
+from npmpi.sweep.watchdog import LOOK, PREPARE, WARMUP, Progress
 
 MAX_ITERATIONS = 1_000_000_000
 PROBE_ITERATIONS = 20  # the first size's time per step, from a measurement of this many not kept
@@ -34,6 +40,9 @@ SERIES_SHIFT = 40  # a kind's series index rides in CMD_SIZE's trials field, abo
 LOOK_BIT = 1 << 33  # in CMD_SIZE's trials field: run LOOK_ITERATIONS untimed before the warm-up
 LOOK_ITERATIONS = 1
 LOOK_RATIO = 2  # a size more than this many times the last measured one starts with a look
+# fault injection for the test suite: SIZE:RANK, that rank's buffers for that size fail (MemoryError)
+PREPARE_FAULT_ENV = "NPMPI_FAULT_PREPARE"
+CAUSE_CHARS = 160  # of an exception's message in the cause a rank sends
 
 
 class GroupStep:
@@ -59,6 +68,46 @@ class GroupStep:
     def warmup(self, size: int, iterations: int) -> int:
         """Untimed steps before a size's trials."""
         return warmup_iterations(iterations)
+
+
+def failure_cause(exc: BaseException) -> str:
+    """Why a rank could not prepare a size, in a few words: the exception's type and message (cut),
+    out of memory said so (MemoryError, or ENOMEM from the buffer's mmap under a memory limit)."""
+    text = printable(str(exc))[:CAUSE_CHARS]
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+        return f"{name} (out of memory){': ' + text if text else ''}"
+    return f"{name}: {text}" if text else name
+
+
+def prepare(step: GroupStep, size: int, rank: int, series: int | None = None) -> str | None:
+    """This rank's buffers for `size` (on a member, for series `series` first): None, or why it could
+    not (failure_cause). A stop's Interrupted is no failure of the size: it passes."""
+    try:
+        if series is not None:
+            step.select(series)
+        if os.environ.get(PREPARE_FAULT_ENV) == f"{size}:{rank}":
+            raise MemoryError(f"{PREPARE_FAULT_ENV}={size}:{rank}, an allocation failure for a test")
+        step.set_size(size)
+    except Interrupted:
+        raise
+    except Exception as exc:
+        return failure_cause(exc)
+    return None
+
+
+def unprepared_message(size: int, causes: dict[int, str], hosts: list[str]) -> str:
+    """The run's end when ranks could not prepare `size`: the lowest of them, its host and cause."""
+    rank = min(causes)
+    host = hosts[rank] if 0 <= rank < len(hosts) else "?"
+    others = sorted(r for r in causes if r != rank)
+    also = f" (ranks {', '.join(map(str, others))} too)" if others else ""
+    hint = ""
+    if "(out of memory)" in causes[rank]:
+        hint = "; give smaller --sizes, or run where each rank has more memory"
+    return (
+        f"rank {rank} ({host}) could not prepare {format_size_iec(size)} messages: {causes[rank]}{also}{hint}"
+    )
 
 
 @dataclass
@@ -87,6 +136,7 @@ class GroupCoordinator:
         self.state = "between"  # "trials" while the members wait for a go: release() abandons the size
         self.series = 0  # the series measured (a kind with several: npmpi/coll/series.py)
         self.watchdog = None  # the recording's StallWatchdog, once it has one
+        self.hosts: list[str] = []  # each rank's host, for a failure's message (the recording's layout)
         stop.transmitter = self
 
     def _iterations(self, prev_s: float) -> int:
@@ -152,6 +202,24 @@ class GroupCoordinator:
             elapsed = self.step.run(iterations)
         return elapsed, start, time.time()
 
+    def _start(self, size: int, iterations: int, look: int) -> bool:
+        """The size's command, rank 0's own buffers, then every member's word that it prepared its
+        own, and the go (npmpi/sweep/driver.py): True when they go on; False when a stop came (every
+        member leaves the size); PrepareFailed naming the lowest rank that could not (every member
+        has left the size: none waits inside a collective, so all can be released)."""
+        trials = sampling.trials_bound(self.opts) | look | self.series << SERIES_SHIFT
+        self.progress.at(size, PREPARE, self.watched)
+        self.driver.start_size(size, iterations, trials)
+        self.state = "trials"  # the members wait for a go: a release first tells them to leave the size
+        own = prepare(self.step, size, 0)
+        going, causes = self.driver.prepared(lambda rank: self.progress.at(size, PREPARE, rank), own is None)
+        self.state = "between"
+        if own is not None:
+            causes[0] = own
+        if causes:
+            raise PrepareFailed(unprepared_message(size, causes, self.hosts))
+        return going
+
     def measure_size(self, size: int, iterations: int) -> SizeResult | None:
         """All trials of one size; None when a stop request abandoned it."""
         opts = self.opts
@@ -160,11 +228,9 @@ class GroupCoordinator:
         # warm-up and trials by hours, so a much larger size's own rate comes from a look first
         measured = self.progress.rate[0]
         look = LOOK_BIT if measured > 0 and size > LOOK_RATIO * measured else 0
+        if not self._start(size, iterations, look):
+            return None
         self.progress.at(size, LOOK if look else WARMUP, self.watched, LOOK_ITERATIONS if look else warm)
-        self.driver.start_size(
-            size, iterations, sampling.trials_bound(opts) | look | self.series << SERIES_SHIFT
-        )
-        self.step.set_size(size)
         with self.stop.timed():
             if look:
                 self.step.run(LOOK_ITERATIONS)
@@ -247,9 +313,10 @@ def serve_group(comm, step: GroupStep, stop: StopFlag, quiet: bool = False) -> i
             if code is not None:
                 return code
             continue
-        step.select(trials >> SERIES_SHIFT)
+        failure = prepare(step, size, comm.Get_rank(), trials >> SERIES_SHIFT)
+        if not member_prepared(comm, failure):
+            continue  # a stop, or a rank could not prepare the size: rank 0 ends the run or goes on
         frozen_for_a_test(f"size-{size}", comm.Get_rank())
-        step.set_size(size)
         if trials & LOOK_BIT:
             step.run(LOOK_ITERATIONS)
         step.run(step.warmup(size, iterations))

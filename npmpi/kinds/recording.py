@@ -194,6 +194,7 @@ class GroupRecording(FileRecording):
         attrs = self.file_attrs()
         members = list(layout.groups[0])
         self.coordinator = self.kind.coordinator(self, self.kind.step(opts, self.agreed))
+        self.coordinator.hosts = list(layout.hosts)
         self.writer = RunWriter(
             self.output,
             attrs,

@@ -3,7 +3,9 @@ for the run's pair, its several pairs (--pairs), a group kind's members (npmpi/k
 the start of a map's round (npmpi/map/recording.py: its command per member, ready, go).
 
     rank 0                                   each other member
-    CMD_SIZE (size, iterations, trials)  ->  its buffers, the untimed warm-up
+    CMD_SIZE (size, iterations, trials)  ->  its buffers
+    (a group kind) <- prepared (1), or could  sends its word (and a failure's reason), waits
+                      not (3) and why ......  for the go: 1 the untimed warm-up, 0 leave the size
     per trial:  <- ready (1) ................ sends ready, waits for the go
                 go (1: run, 0: abandon,       runs its trial (timed on its own clock)
                     2: done, --precision) ->  or leaves its trials for the report
@@ -45,6 +47,10 @@ from npmpi.sweep import cputime, span
 from npmpi.sweep.watchdog import READY, RESULTS, Progress
 
 GO_RUN, GO_ABANDON, GO_DONE = 1, 0, 2  # a go's values: run the trial, leave the size, end its trials
+# a group kind's member after preparing a size's buffers, before any collective: PREPARED, or
+# UNPREPARED followed by its reason (UTF-8, zero-padded to REASON_BYTES) on SYNC_TAG
+PREPARED, UNPREPARED = 1, 3
+REASON_BYTES = 256
 
 
 @dataclass
@@ -106,22 +112,44 @@ class SizeDriver:
         receive: Callable[..., Any] | None = None,
         before_go: Callable[[], Any] | None = None,
         done: bool = False,
+        unprepared: Callable[[int], Any] | None = None,
+        refused: bool = False,
     ) -> bool:
         """Every rank's ready, each wait announced first (`announce(rank)`, for the stall watchdog) and
         received by `receive(comm, buf, rank, tag)` (default a blocking Recv; the map's sleeps between
         tests); then `before_go()` and the go to all of them: 1, or 0 when a stop came meanwhile
-        (without `before_go`); `done`: the go 2, every member ends its trials. True when they go."""
+        (without `before_go`), a rank's word was UNPREPARED (`unprepared(rank)` takes its reason) or
+        rank 0 itself could not prepare (`refused`); `done`: the go 2, every member ends its trials.
+        True when they go."""
         for rank in ranks:  # everyone is ready: the previous trial or round ended everywhere
             announce(rank)
             if receive is None:
                 self.comm.Recv(self.sync, rank, SYNC_TAG)
             else:
                 receive(self.comm, self.sync, rank, SYNC_TAG)
-        going = not self.stop
+            if self.sync[0] == UNPREPARED and unprepared is not None:
+                unprepared(rank)
+                refused = True
+        going = not self.stop and not refused
         if going and before_go is not None:
             before_go()
         self.go((GO_DONE if done else GO_RUN) if going else GO_ABANDON, ranks)
         return going
+
+    def prepared(self, announce: Callable[[int], Any], own: bool = True) -> tuple[bool, dict[int, str]]:
+        """A group kind's size, once rank 0 has prepared its own buffers (`own`: it could): every
+        member's word (member_prepared), then the go, 1 when all prepared and no stop came, else 0
+        (every member leaves the size: none is left inside a collective). Whether they go, and the
+        reason of each member that could not prepare (a small message each way per member and size)."""
+        reasons: dict[int, str] = {}
+        text = np.zeros(REASON_BYTES, dtype=np.uint8)
+
+        def reason(rank: int) -> None:
+            self.comm.Recv(text, rank, SYNC_TAG)
+            reasons[rank] = bytes(text).rstrip(b"\0").decode("utf-8", "replace")
+
+        going = self.ready_then_go(self.members, announce, unprepared=reason, refused=not own)
+        return going, reasons
 
     def trials(
         self,
@@ -174,6 +202,21 @@ def member_ready(comm, sync: np.ndarray | None = None) -> bool:
     comm.Send(sync, 0, SYNC_TAG)
     comm.Recv(sync, 0, SYNC_TAG)
     return bool(sync[0])
+
+
+def member_prepared(comm, failure: str | None) -> bool:
+    """A group kind's member, its buffers for the size prepared (`failure` None) or not (`failure`
+    says why: sent, cut to REASON_BYTES): its word to rank 0, then the go. True to go on with the
+    size, False to leave it (a stop, or a member that could not prepare it)."""
+    sync = np.array([PREPARED if failure is None else UNPREPARED], dtype=np.int64)
+    comm.Send(sync, 0, SYNC_TAG)
+    if failure is not None:
+        text = np.zeros(REASON_BYTES, dtype=np.uint8)
+        raw = failure.encode("utf-8", "replace")[:REASON_BYTES]
+        text[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+        comm.Send(text, 0, SYNC_TAG)
+    comm.Recv(sync, 0, SYNC_TAG)
+    return int(sync[0]) == GO_RUN
 
 
 def member_trials(comm, trials: int, run_trial: Callable[[], Any]) -> list[Any] | None:

@@ -35,7 +35,9 @@ messages each way of an iteration, a whole window of them in a windowed mode), s
 a window of 1 GiB messages is not bounded by the bare floor. A group kind's size much larger than
 the last measured (coll --sizes 8,64K) starts with an untimed look of LOOK_ITERATIONS (its bound:
 the last rate plus its bytes at LOOK_BYTE_S, not the size ratio's blow-up, so a member stopped
-before it is found within seconds), and its warm-up and trials follow the look's own rate.
+before it is found within seconds), and its warm-up and trials follow the look's own rate. Before
+any of it, rank 0 waits for each member's word that its buffers for the size are prepared (PREPARE:
+the message's bytes per member at PREPARE_BYTE_S, no rate).
 --stall-timeout 0 turns the watchdog off.
 
 Why writing the file from this thread is safe. HDF5 must not be entered by this thread while the
@@ -74,8 +76,12 @@ MESSAGE_FLOOR_S = 1e-6
 BYTE_FLOOR_S = 1e-10
 
 # steps other than a trial (whose step is its index from 0); LOOK: a group kind's untimed first
-# look at a size much larger than the last measured (its rate is then the size's own)
-PROBE, WARMUP, READY, RESULTS, LOOK = -1, -2, -3, -4, -5
+# look at a size much larger than the last measured (its rate is then the size's own); PREPARE: the
+# wait for a group kind's member to prepare a size's buffers (its word before the warm-up)
+PROBE, WARMUP, READY, RESULTS, LOOK, PREPARE = -1, -2, -3, -4, -5, -6
+# a member's buffers prepared at this cost a byte, a message's bytes for each member (1 GB/s;
+# STALL_FACTOR times it: 50 MB/s): allocated, every page touched, the send pattern written
+PREPARE_BYTE_S = 1e-9
 # a look's expected time per iteration: the last rate scaled by the size ratio, but at most the last
 # rate plus each of the step's messages at this cost a byte (100 MB/s; STALL_FACTOR times it: 5 MB/s)
 LOOK_BYTE_S = 1e-8
@@ -134,7 +140,7 @@ class Progress:
         be in its trial."""
         now = time.monotonic()
         last = self.current
-        ran_loop = last is not None and last.step not in (READY, RESULTS) and last.iterations > 0
+        ran_loop = last is not None and last.step not in (READY, RESULTS, PREPARE) and last.iterations > 0
         if self.armed and ran_loop and now > last.started:
             self.rate = (last.size, (now - last.started) / last.iterations)
         self.current = Step(size, step, rank, iterations, now)
@@ -155,6 +161,8 @@ class Progress:
         if step.step == LOOK and per_iteration > 0:  # not the raw size ratio's blow-up
             capped = per_iteration + self.messages * step.size * LOOK_BYTE_S
             expected = min(expected, max(step.iterations, 1) * capped)
+        if step.step == PREPARE:  # buffers to fill, no iteration: not the last rate's
+            expected = self.messages * step.size * PREPARE_BYTE_S
         expected = max(expected, floor_step_s(step.iterations, self.messages, step.size))
         if step.step >= 0:  # a trial: with --integrity, every iteration's check too
             expected += step.iterations * self.check_s
@@ -168,6 +176,7 @@ class Progress:
             WARMUP: "the warm-up",
             READY: "the wait for it to be ready for a trial",
             RESULTS: "the wait for its results",
+            PREPARE: "the wait for it to prepare its buffers",
         }.get(step.step, "")
         what = what or f"trial {step.step + 1} of {self.trials}"
         return f"{what} at {step.size} B"
