@@ -26,7 +26,15 @@ import pytest
 from support.reliability import Job, freeze_until_the_end, processes_named, rank_of
 
 from npmpi.core.job import STARTUP_FLOOR_S
-from npmpi.sweep.watchdog import INTEGRITY_CHECK_S, STALL_FACTOR, WARMUP, Progress, StallWatchdog
+from npmpi.sweep.watchdog import (
+    INTEGRITY_CHECK_S,
+    STALL_FACTOR,
+    WARMUP,
+    Progress,
+    StallWatchdog,
+    floor_step_s,
+    stall_bound_s,
+)
 
 STALL_S = 5.0  # a floor this loaded machine's sweeps stay under (a busy-polling trial can lag seconds)
 MARGIN_S = 15.0  # mpirun's abort and a loaded 2-core machine
@@ -289,4 +297,8 @@ def test_integrity_trials_are_bounded_with_their_checks():
     p.at(1, 0, 1, 1_000_000)
     assert p.bound_s(5.0) >= STALL_FACTOR * 1_000_000 * INTEGRITY_CHECK_S
     p.check_s = 0.0
-    assert p.bound_s(5.0) == 5.0  # without --integrity: the warm-up's rate alone
+    # without --integrity: the warm-up's rate (0.1 s for the trial), below the floor price of its
+    # messages (1 us each: 1 s), which bounds it: 20 x 1 s
+    assert (
+        p.bound_s(5.0) == stall_bound_s(5.0, floor_step_s(1_000_000, 1, 1)) == pytest.approx(20.0, rel=1e-3)
+    )

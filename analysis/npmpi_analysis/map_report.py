@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -311,20 +310,6 @@ def csv_bytes(analyses: list) -> bytes:
     return rows_csv_bytes(rows)
 
 
-def _clean(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _clean(x.tolist())
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def _finding(f) -> dict[str, Any]:
     return {
         "kind": f.kind,
@@ -408,7 +393,9 @@ def json_bytes(analyses: list, changes: list) -> bytes:
             for c in changes
         ],
     }
-    return (json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n").encode()
+    from npmpi_analysis.json_text import dumps
+
+    return (dumps(doc) + "\n").encode()
 
 
 # ---------------------------------------------------------------- HTML

@@ -116,7 +116,8 @@ def build_parser() -> UsageParser:
         "--topology",
         default=None,
         metavar="FILE",
-        help="with --pairs sample:K: each host's switch, one 'host switch' line per host of the map",
+        help="with --pairs sample:K: each host's switch, one 'host switch' line per host of the map "
+        "(default: none, the switches not known)",
     )
     p.add_argument(
         "--per-rank",

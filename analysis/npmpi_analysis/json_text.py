@@ -1,0 +1,92 @@
+"""JSON text of a document holding large numeric matrices (a map's N x N per size): the structure
+indented one space per level, as `json.dumps(indent=1)` writes it, and each innermost list of
+numbers on one line, written by the json module's C encoder; NaN and infinities as null.
+
+`json.dumps(indent=1)` of a 1,024-node map's matrices wrote 40 million lines in Python (minutes);
+the values and the structure are the same, only the whitespace inside the innermost lists differs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+_ENCODE = json.JSONEncoder(allow_nan=False).encode  # the C encoder (no indent)
+
+
+def dumps(x: Any) -> str:
+    """The document as JSON text (see the module's docstring)."""
+    out: list[str] = []
+    _write(x, 0, out)
+    return "".join(out)
+
+
+def _write(x: Any, level: int, out: list[str]) -> None:
+    if isinstance(x, dict):
+        if not x:
+            out.append("{}")
+            return
+        pad = "\n" + " " * (level + 1)
+        out.append("{")
+        for k, (key, value) in enumerate(x.items()):
+            out.append(("," if k else "") + pad + _ENCODE(str(key)) + ": ")
+            _write(value, level + 1, out)
+        out.append("\n" + " " * level + "}")
+    elif isinstance(x, np.ndarray):
+        _array(x, level, out)
+    elif isinstance(x, (list, tuple)):
+        if not any(isinstance(v, (dict, list, tuple, np.ndarray)) for v in x):
+            out.append(_ENCODE([_scalar(v) for v in x]))
+            return
+        _items(x, level, out)
+    else:
+        out.append(_ENCODE(_scalar(x)))
+
+
+def _items(items, level: int, out: list[str]) -> None:
+    if not len(items):
+        out.append("[]")
+        return
+    pad = "\n" + " " * (level + 1)
+    out.append("[")
+    for k, value in enumerate(items):
+        out.append(("," if k else "") + pad)
+        _write(value, level + 1, out)
+    out.append("\n" + " " * level + "]")
+
+
+def _array(a: np.ndarray, level: int, out: list[str]) -> None:
+    if a.ndim == 0:
+        out.append(_ENCODE(_scalar(a.item())))
+    elif a.ndim == 1:
+        out.append(_ENCODE(_leaf(a)))
+    elif a.ndim == 2 and a.dtype.kind in "fiub" and a.shape[0]:
+        # a numeric matrix in one call of the encoder, its rows then put on lines of their own
+        # (numbers and null hold no "], [")
+        text = _ENCODE(_leaf(a))[1:-1]
+        pad = "\n" + " " * (level + 1)
+        out.append("[" + pad + text.replace("], [", "]," + pad + "[") + "\n" + " " * level + "]")
+    else:
+        _items(list(a), level, out)
+
+
+def _leaf(a: np.ndarray) -> list:
+    """An array as (nested) lists of plain values, non-finite floats as None."""
+    if a.dtype.kind == "f":
+        obj = a.astype(object)
+        obj[~np.isfinite(a)] = None
+        return obj.tolist()
+    if a.dtype.kind in "iub":
+        return a.tolist()
+    return [_scalar(v) for v in a.tolist()]  # 1-D only: text, objects
+
+
+def _scalar(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
