@@ -162,3 +162,21 @@ def test_a_newer_maps_format_is_refused_with_what_to_do(tmp_path):
         RunFileError, match=r"written by a newer npmpi \(format 3\.0; this reader knows 2\.x\)"
     ):
         load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
+
+
+def test_the_csv_built_by_columns_is_the_csv_of_the_rows(tmp_path):
+    """Two maps at once (one with power, conditions and models; one streaming each direction apart,
+    without power): the columns' CSV is byte for byte the rows' (outfiles.rows_csv_bytes)."""
+    from npmpi_analysis.map_csv import csv_bytes
+    from npmpi_analysis.map_report import pair_rows
+    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.numbers.maps import analyse_map
+    from npmpi_analysis.outfiles import rows_csv_bytes
+
+    analyses = []
+    for which in SAVED:
+        shutil.copy(DATA / f"map_1_11_{which}.h5", tmp_path / f'{which},"x".h5')  # a label to quote
+        analyses.append(analyse_map(load_map(tmp_path / f'{which},"x".h5', SAMPLE_FIELDS), f'{which},"x"'))
+    assert analyses[0].energy is not None and analyses[1].energy is None
+    want = rows_csv_bytes([r for a in analyses for r in pair_rows(a)])
+    assert csv_bytes(analyses) == want and want.count(b"\n") == 1 + 2 * 6 + 2 * 20

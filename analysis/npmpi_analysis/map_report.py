@@ -15,7 +15,6 @@ from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.map_conditions import map_lines, map_matrices, map_summary, pair_columns
 from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
 from npmpi_analysis.numbers.map_plan import plan_summary, plan_text
-from npmpi_analysis.outfiles import rows_csv_bytes
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
 HTML_MATRIX_MAX = 64
@@ -305,9 +304,11 @@ def pair_rows(a) -> list[dict[str, Any]]:
 
 
 def csv_bytes(analyses: list) -> bytes:
-    """Every map's pair rows; an undefined figure is an empty cell."""
-    rows = [r for a in analyses for r in pair_rows(a)]
-    return rows_csv_bytes(rows)
+    """Every map's pair rows; an undefined figure is an empty cell (built a column at a time by
+    npmpi_analysis.map_csv: the bytes of rows_csv_bytes(pair_rows))."""
+    from npmpi_analysis.map_csv import csv_bytes as columns_csv
+
+    return columns_csv(analyses)
 
 
 def _finding(f) -> dict[str, Any]:
