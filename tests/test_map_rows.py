@@ -180,3 +180,38 @@ def test_the_csv_built_by_columns_is_the_csv_of_the_rows(tmp_path):
     assert analyses[0].energy is not None and analyses[1].energy is None
     want = rows_csv_bytes([r for a in analyses for r in pair_rows(a)])
     assert csv_bytes(analyses) == want and want.count(b"\n") == 1 + 2 * 6 + 2 * 20
+
+
+def test_each_nodes_reference_by_order_statistics_is_the_partitions():
+    """Above EXACT_NODES the median and MAD of the links not touching each node come from the links
+    sorted once (npmpi/map/stats.py `_without_each`): the same figures as a partition per node, on
+    matrices with gaps, a slow node and ties; and the same nodes and links named."""
+    from npmpi.map import stats as st
+
+    rng = np.random.default_rng(44)
+    for n, slow in ((40, None), (301, 3), (300, 7)):
+        x = np.round(rng.lognormal(0, 0.3, (n, n)), 3)  # rounded: ties
+        x = np.triu(x, 1) + np.triu(x, 1).T
+        x[rng.random((n, n)) < 0.05] = np.nan
+        x = np.fmin(x, x.T)
+        if slow is not None:
+            x[slow, :] *= 0.1
+            x[:, slow] *= 0.1
+        ok = np.triu(np.ones((n, n), dtype=bool), 1) & np.isfinite(x) & (x > 0)
+        fast = st._without_each(x, ok)
+        for k in range(n):
+            others = ok.copy()
+            others[k, :] = others[:, k] = False
+            med, mad = st.stats(x[others])
+            got = fast(k)
+            assert got[0] == med and got[1] == pytest.approx(mad, rel=1e-12, abs=0), (n, k)
+        partition = st.detect(x, st.LOW)
+        saved = st.EXACT_NODES
+        try:
+            st.EXACT_NODES = 10**9  # every node by partition
+            slow_way = st.detect(x, st.LOW)
+        finally:
+            st.EXACT_NODES = saved
+        assert [v[0] for v in partition.nodes] == [v[0] for v in slow_way.nodes]
+        assert partition.links == slow_way.links
+        assert (slow is None) == (not partition.nodes)
