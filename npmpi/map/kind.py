@@ -153,6 +153,17 @@ class MapKind(Kind):
         rounds = map_rounds(mopts, len(members), [layout.hosts[r] for r in members])
         plan = make_plan(mopts, len(members), power_nodes, rounds)
         agreed.extra["plan"], agreed.extra["rounds"] = plan, rounds
+        if mopts.resume is not None:
+            from npmpi.map.recording import resume_attrs
+            from npmpi.map.resume import resume_problem
+
+            names = member_names(layout, members, mopts.per_rank)
+            found = resume_problem(
+                mopts.resume, str(agreed.output), resume_attrs(mopts), names, mopts.sizes_bytes, rounds
+            )
+            if isinstance(found, str):
+                return found
+            agreed.extra["resume"] = found
         return disk_problem(agreed.output, plan)
 
     def settled(self, MPI, comm, mopts: MapOptions, agreed) -> None:

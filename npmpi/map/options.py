@@ -62,6 +62,7 @@ class MapOptions:
     sample_k: int = 0  # --pairs sample:K: K partners per member (0: --pairs all, every pair)
     sample_seed: int = 0  # the sample's seed (--pairs sample:K:SEED; default: today's date, YYYYMMDD UTC)
     topology: tuple[tuple[str, str], ...] = ()  # --topology: (host, switch) lines, in the file's order
+    resume: str | None = None  # --resume FILE: an interrupted map continued (npmpi/map/resume.py)
 
     @property
     def pairs_plan(self) -> str:
@@ -118,6 +119,13 @@ def build_parser() -> UsageParser:
         metavar="FILE",
         help="with --pairs sample:K: each host's switch, one 'host switch' line per host of the map "
         "(default: none, the switches not known)",
+    )
+    p.add_argument(
+        "--resume",
+        default=None,
+        metavar="FILE",
+        help="continue the interrupted map FILE (the same nodes and options) from its last complete "
+        "round into --output: its rounds copied, the rest measured (default: none, a new map)",
     )
     p.add_argument(
         "--per-rank",
@@ -283,6 +291,7 @@ def parse_map_options(argv: list[str]) -> MapOptions:
         sample_k=sample_k,
         sample_seed=sample_seed,
         topology=read_topology(ns.topology) if ns.topology is not None else (),
+        resume=ns.resume,
     )
 
 

@@ -69,6 +69,24 @@ def sample_attrs(mopts) -> dict:
     return out
 
 
+def resume_attrs(mopts) -> dict:
+    """/map's attributes a resumed map must share with this one (npmpi/map/resume.py)."""
+    opts = mopts.run
+    out = {
+        "schedule": mopts.schedule,
+        "per_rank": bool(mopts.per_rank),
+        "kernel": opts.kernel,
+        "mode": opts.mode,
+        "window": opts.window,
+        "directions": mopts.directions,
+        "trials": opts.trials,
+        "pairs_plan": mopts.pairs_plan,
+    }
+    if mopts.sample_k:
+        out["pairs_seed"] = mopts.sample_seed
+    return out
+
+
 class MapCoordinator:
     """Rank 0's rounds. `state` tells a stop signal's handler where rank 0 is: "between" rounds,
     "ready" (members wait for the go) or "trials" (waiting for results); `stop.timing` is set while
@@ -87,6 +105,7 @@ class MapCoordinator:
         run = mopts.run
         self.progress = RoundProgress(run.trials, run.target_time_s, mopts.directions == DIRECTIONS_BOTH)
         self.partner_of: dict[int, int] = {}  # this round's pairs without rank 0, for the watchdog's line
+        self.skip = 0  # rounds (size 0's first) copied from a map resumed (--resume), not measured
         stop.transmitter = self
 
     def run(self) -> MapOutcome:
@@ -94,11 +113,14 @@ class MapCoordinator:
         outcome = MapOutcome()
         total = len(self.rounds) * len(self.mopts.sizes_bytes)
         clock, limited = self.clock, False
+        outcome.rounds = skip = self.skip
         for s, size in enumerate(self.mopts.sizes_bytes):
             for r, pairs in enumerate(self.rounds):
+                if s * len(self.rounds) + r < skip:  # copied from the map resumed
+                    continue
                 if self.stop:
                     break
-                if clock is not None and clock.stop_before(s, outcome.rounds):
+                if clock is not None and clock.stop_before(s, outcome.rounds - skip):
                     limited = True
                     break
                 begun = time.monotonic()
@@ -274,12 +296,7 @@ class MapRecording(FileRecording):
         )
         spec = {
             "attrs": {
-                "schedule": mopts.schedule,
-                "per_rank": bool(mopts.per_rank),
-                "kernel": opts.kernel,
-                "mode": opts.mode,
-                "window": opts.window,
-                "directions": mopts.directions,
+                **{k: v for k, v in resume_attrs(mopts).items() if k != "trials"},  # the writer's own
                 "planned_rounds": plan.total_rounds,
                 "planned_duration_s": plan.duration_s,
                 "planned_file_bytes": plan.file_bytes,
@@ -301,6 +318,12 @@ class MapRecording(FileRecording):
             overwrite=opts.force,
             reservation=a.reservation,
         )
+        resume = a.extra.get("resume")
+        if resume is not None:  # --resume: its completed rounds copied, the rest measured
+            from npmpi.map.resume import copy_rounds
+
+            copy_rounds(self.writer, resume)
+            self.coordinator.skip = resume.rounds
         self.stop.mark_file = self.mark_file
         if opts.kernel == "c":  # a trial in one call: the handlers wait for its end (job.py's thread)
             self.stop.abandon = self.abandon
@@ -368,6 +391,11 @@ class MapRecording(FileRecording):
             f"kernel {opts.kernel}, mode {opts.mode}, {_directions_words(self.mopts)}"
         )
         console.note(plan_line(self.plan))
+        if self.coordinator.skip:
+            console.note(
+                f"resuming {self.mopts.resume}: its {self.coordinator.skip} completed rounds copied, "
+                f"{rounds * len(self.mopts.sizes_bytes) - self.coordinator.skip} rounds left to measure"
+            )
         if collector is not None:
             power_setup(writer, collector, self.layout, self.power_nodes, opts, console, self.stop)
             if self.agreed.calibration is not None:

@@ -311,6 +311,55 @@ class MapWriter(RunWriter):
         self._cond_text, self._cond_written = text, time.monotonic()
         self._pending_bytes += 2 * len(text)
 
+    def adopt_rows(self, old, done: int, n_rounds: int, first: np.ndarray, block: int) -> None:
+        """The first `done` rounds (size 0's first) of another rows map's /map group `old` (the same
+        map: npmpi/map/resume.py) copied into this one, `block` rows at a time, and kept in the
+        summaries as if measured here; `rounds_completed` = `done`, then a flush."""
+        from npmpi.core.modes import mode_factors
+
+        with self._checked("copying the completed rounds of the map resumed"):
+            g = self._h(MAP_GROUP)
+            f = mode_factors(str(g.attrs["mode"]), int(g.attrs["window"]))
+            for s in range(len(self.map_sizes)):
+                r_end = min(max(done - s * n_rounds, 0), n_rounds)
+                rows = int(first[r_end])
+                for name, *_ in row_datasets(self.trials):
+                    if name in old:
+                        for a in range(0, rows, block):
+                            self._h(f"map/{name}")[s, a : min(rows, a + block)] = old[name][
+                                s, a : min(rows, a + block)
+                            ]
+                for name in ("window_start_unix_s", "window_end_unix_s"):
+                    self._h(f"map/{name}")[s, :r_end] = old[name][s, :r_end]
+                if rows:
+                    self._adopt_summaries(s, rows, f.one_way_factor)
+            g.attrs["rounds_completed"] = done
+            self._flush()
+        self.rounds_completed = done
+
+    def _adopt_summaries(self, s: int, rows: int, one_way_factor: float) -> None:
+        g = self._h(MAP_GROUP)
+        trial = g["trial_s"][s, :rows]
+        with warnings_off():
+            best = np.nanmin(trial, axis=1)
+        looped = np.nansum(trial, axis=1) * g["iterations"][s, :rows] * one_way_factor
+        if self._directed:  # a pair's loops: both directions' (rows 2k and 2k + 1)
+            looped = looped + looped[np.arange(rows) ^ 1]
+        i, j = self._pair[:rows, 0], self._pair[:rows, 1]
+        window = g["pair_window_s"][s, :rows]
+        self._best[s, i, j] = best
+        for x, y in ((i, j), (j, i)):
+            if not self._directed:
+                self._best[s, x, y] = best
+            self._pair_s[s, x, y] = window
+            self._trials_s[s, x, y] = looped
+
+    def adopt_conditions(self, ranks: dict) -> None:
+        """The resumed map's ranks' condition text, kept as this map's until its ranks' own replace it."""
+        self._conditions.setdefault("ranks", {}).update(
+            {str(k): v for k, v in ranks.items() if isinstance(v, dict)}
+        )
+
     def best_all(self) -> np.ndarray:
         """[S, N, N] each measured pair's best one-way time so far (NaN elsewhere)."""
         return self._best.copy()

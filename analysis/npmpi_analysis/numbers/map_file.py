@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.errors import RunFileError
+from npmpi.core.safetext import shown
 from npmpi.runfile.opening import attr_value
 from npmpi_analysis.numbers.map_conditions import read_map_conditions
 from npmpi_analysis.numbers.map_rows import is_rows
@@ -457,6 +458,13 @@ def _sort_sizes(m: MapFile) -> None:
 
 
 def _status_notices(m: MapFile) -> None:
+    resumed = m.map_attrs.get("resumed_rounds")
+    if isinstance(resumed, int) and not isinstance(resumed, bool) and resumed > 0:
+        where = shown(m.map_attrs.get("resumed_from", "?"), 200)
+        m.notices.append(
+            f"the map was resumed (--resume): its first {resumed} round(s) were copied from {where}, "
+            "whose power samples stay there: their pairs have no power in this file (flagged 'none')"
+        )
     status = m.status
     n = m.nodes
     upper = np.triu(np.ones((n, n), dtype=bool), 1)
