@@ -215,3 +215,25 @@ def test_each_nodes_reference_by_order_statistics_is_the_partitions():
         assert [v[0] for v in partition.nodes] == [v[0] for v in slow_way.nodes]
         assert partition.links == slow_way.links
         assert (slow is None) == (not partition.nodes)
+
+
+def test_a_heatmap_of_more_than_256_hosts_shows_each_blocks_worst_link():
+    """600 hosts: 200 x 200 cells of 3 x 3 links, a slow link's cell its bandwidth (the lowest), a
+    slow latency's the highest; a box moved to its cell; the caption and title say so."""
+    from npmpi_analysis.figures.map import WORSE_HIGH, WORSE_LOW, heatmap, worst_blocks
+
+    n = 600
+    x = np.full((n, n), 10.0)
+    np.fill_diagonal(x, np.nan)
+    x[301, 7] = x[7, 301] = 2.0
+    low, names, boxes = worst_blocks(x, [f"h{k}" for k in range(n)], [(7, 301)], 3, WORSE_LOW)
+    assert low.shape == (200, 200) and low[100, 2] == low[2, 100] == 2.0 and low[0, 0] == 10.0
+    assert names[:2] == ["h0", "h3"] and boxes == [(2, 100)]
+    high, _, _ = worst_blocks(np.where(np.isnan(x), np.nan, 1.0 / x), names * 3, [], 3, WORSE_HIGH)
+    assert (
+        high[100, 2] == 0.5
+        and np.isnan(worst_blocks(np.full((4, 4), np.nan), list("abcd"), [], 2, "low")[0]).all()
+    )
+    plot = heatmap("m", x, [f"h{k}" for k in range(n)], "Bandwidth", "Gbit/s", "Caption.", boxes=[(7, 301)])
+    assert "(3 x 3 links a cell)" in plot.figure.axes[0].get_title()
+    assert "Each cell is the worst of up to 3 x 3 links" in plot.caption

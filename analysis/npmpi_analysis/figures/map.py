@@ -5,6 +5,8 @@ is labelled on every figure that shows it, as the sweep's figures do.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from npmpi.core.units import format_size_bytes
@@ -16,6 +18,7 @@ ANNOTATE_MAX = 16  # cells are labelled with their value up to this many hosts
 RATIO_SPAN = 4.0  # colours run over 1/4x to 4x the map's median, logarithmic, whatever the map holds
 WORSE_LOW, WORSE_HIGH = "low", "high"  # which way a quantity is worse: bandwidth low, latency high
 MAX_TICK_LABELS = 32
+MAX_CELLS = 256  # a heatmap of more hosts draws each cell as the worst of a block of links
 
 
 def _figure(n: int):
@@ -65,12 +68,20 @@ def heatmap(
     from matplotlib.patches import Rectangle
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
+    finite = np.asarray(x, dtype=float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    median = 1.0 if diverging or not finite.size else float(np.median(finite))
+    block = -(-len(names) // MAX_CELLS)  # a large map: each cell the worst of block x block links
+    if block > 1:
+        x, names, boxes = worst_blocks(np.asarray(x, dtype=float), names, boxes, block, worse)
+        caption += (
+            f" Each cell is the worst of up to {block} x {block} links (hosts in rank order, a cell's "
+            "first host named): the CSV and JSON hold every link."
+        )
+        title = f"{title} ({block} x {block} links a cell)"
     n = len(names)
     fig, ax = _figure(n)
     data = np.ma.masked_invalid(np.asarray(x, dtype=float))
-    finite = data.compressed()
-    finite = finite[finite > 0]
-    median = 1.0 if diverging or not finite.size else float(np.median(finite))
     ratio = np.ma.masked_invalid(np.where(np.asarray(x, dtype=float) > 0, x, np.nan) / median)
     norm = LogNorm(1.0 / RATIO_SPAN, RATIO_SPAN, clip=True)
     cmap = "RdBu" if worse == WORSE_LOW else "RdBu_r"
@@ -89,7 +100,7 @@ def heatmap(
     _fit_labels(fig, [short[k] for k in ticks])
     if domain:
         ax.set_xlabel(f"hosts: NAME{domain}", fontsize=8)
-    if n <= ANNOTATE_MAX and finite.size:
+    if n <= ANNOTATE_MAX and finite.size and block == 1:
         _annotate(ax, image, data, ratio)
     for box in boxes or []:  # (i, j): a link, both cells; (i, j, 1): one direction, its own cell
         i, j = box[0], box[1]
@@ -108,6 +119,22 @@ def heatmap(
             va="top",
         )
     return Plot(name, fig, caption, caveat)
+
+
+def worst_blocks(x: np.ndarray, names: list[str], boxes, block: int, worse: str):
+    """[N, N] as [M, M] cells of block x block (M = ceil(N / block)), each the worst of its finite
+    values (the lowest when `worse` is WORSE_LOW, else the highest; NaN when none), each cell named
+    by its first host, and the boxes moved to their cells (once each)."""
+    n = len(names)
+    m = -(-n // block)
+    padded = np.full((m * block, m * block), np.nan)
+    padded[:n, :n] = x
+    cells = padded.reshape(m, block, m, block).transpose(0, 2, 1, 3).reshape(m, m, block * block)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a cell of no measured link: NaN
+        worst = np.nanmin(cells, axis=2) if worse == WORSE_LOW else np.nanmax(cells, axis=2)
+    moved = sorted({(b[0] // block, b[1] // block, *b[2:]) for b in boxes or []})
+    return worst, [names[k * block] for k in range(m)], moved
 
 
 def _annotate(ax, image, data, ratio) -> None:
