@@ -237,3 +237,20 @@ def test_a_heatmap_of_more_than_256_hosts_shows_each_blocks_worst_link():
     plot = heatmap("m", x, [f"h{k}" for k in range(n)], "Bandwidth", "Gbit/s", "Caption.", boxes=[(7, 301)])
     assert "(3 x 3 links a cell)" in plot.figure.axes[0].get_title()
     assert "Each cell is the worst of up to 3 x 3 links" in plot.caption
+
+
+def test_a_map_too_large_for_its_matrices_in_the_text_names_its_lowest_nodes(tmp_path):
+    """20 hosts (over the 16 whose matrices the text shows): the hosts line shortened and the nodes of
+    lowest median link bandwidth named, h3 (0.9x: too little for the statistic to name it) first."""
+    from npmpi_analysis.map_report import summary_text
+    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.numbers.maps import analyse_map
+    from npmpi_analysis.synthetic_map import MapTruth, write_map
+
+    truth = MapTruth(hosts=[f"h{k}" for k in range(20)], size_bytes=[1, 65536], slow_nodes={3: 0.9})
+    text = summary_text(analyse_map(load_map(write_map(tmp_path / "m.h5", truth), SAMPLE_FIELDS), "m"))
+    assert "  hosts (20): h0, h1, h2, h3, h4, h5, h6, h7, …, h18, h19\n" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("  lowest median link bandwidth at 64 KiB"))
+    assert line.endswith(
+        ("(each node's links, to the median link): h3 0.90x, h0 1.00x, h1 1.00x, h2 1.00x, h4 1.00x")
+    )

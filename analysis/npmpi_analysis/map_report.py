@@ -13,7 +13,14 @@ from npmpi_analysis.html_parts import figures_html, html_text
 from npmpi_analysis.numbers import map_model
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.map_conditions import map_lines, map_matrices, map_summary, pair_columns
-from npmpi_analysis.numbers.map_outliers import CHANGE_TEXT, K_MAD, MAD_SCALE, MIN_EFFECT, THRESHOLD_TEXT
+from npmpi_analysis.numbers.map_outliers import (
+    CHANGE_TEXT,
+    K_MAD,
+    MAD_SCALE,
+    MIN_EFFECT,
+    THRESHOLD_TEXT,
+    lowest_nodes,
+)
 from npmpi_analysis.numbers.map_plan import plan_summary, plan_text
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
@@ -134,7 +141,8 @@ def summary_text(a, show_matrices: bool = True) -> str:
     )
     out.append(f"  directions: {directions_text(a.map_attrs)}")
     out += plan_text(a)
-    out.append(f"  hosts ({a.nodes}): {', '.join(a.names)}")
+    shown_names = a.names if a.nodes <= MATRIX_MAX else [*a.names[:8], "…", *a.names[-2:]]
+    out.append(f"  hosts ({a.nodes}): {', '.join(shown_names)}")
     measured = ", ".join(
         f"{d}/{s['pairs']} at {format_size(z)}"
         for d, z in zip(s["pairs_measured"], s["size_bytes"], strict=True)
@@ -159,6 +167,7 @@ def summary_text(a, show_matrices: bool = True) -> str:
             out.append(_render(*matrix_cells(a.names, x, digits)))
     elif show_matrices:
         out.append(f"  ({a.nodes} hosts: the matrices are in --csv, --json, --plots and --report)")
+        out += lowest_nodes(a)
     out += outlier_lines(a) + map_lines(a.conditions)
     for note in a.notices:
         out.append(f"  notice: {note}")
@@ -182,11 +191,13 @@ def _power_lines(a, s: dict) -> list[str]:
     own = a.energy is not None and a.energy.own_windows
     where = "its own window (its round's start to its end)" if own else "its round's window"
     out = [f"  power: {a.caveat or 'measured'}; a pair's power is its two nodes' over {where}"]
-    for nd in a.power.nodes:
+    for nd in a.power.nodes[:MATRIX_MAX]:
         out.append(
             f"  node {nd.index} {nd.host}: idle {_g(nd.idle.mean[0])} ± {_g(nd.idle.sigma[0], 2)} W, "
             f"{nd.samples} samples"
         )
+    if len(a.power.nodes) > MATRIX_MAX:
+        out.append(f"  ({len(a.power.nodes) - MATRIX_MAX} more nodes' idle power: see --json)")
     med = ", ".join(
         f"{_g(x if x is not None else math.nan)} pJ/bit at {format_size(z)}"
         for x, z in zip(s["median_energy_pj_bit"], s["size_bytes"], strict=True)

@@ -20,6 +20,7 @@ both). The remaining links are then judged against the median of the links touch
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -223,3 +224,25 @@ def _coverage_notes(before, after, names: list[str], sizes: np.ndarray) -> list[
     if len(names) < 2:
         out.append("fewer than two hosts in common: nothing to compare")
     return out
+
+
+LOWEST_NODES = 5  # a map too large for its matrices in the text names its nodes of lowest median link
+
+
+def lowest_nodes(a) -> list[str]:
+    """The nodes whose links' median bandwidth at the largest size is lowest, each as a ratio to the
+    median link (a node the statistic does not name may still be the one to look at first)."""
+    bw = np.asarray(a.bandwidth_bit_s[-1], dtype=float)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a node with no measured link
+        per_node = np.nanmedian(np.fmin(bw, bw.T), axis=1)
+        median = np.nanmedian(bw[np.isfinite(bw) & (bw > 0)]) if np.isfinite(bw).any() else math.nan
+    known = np.flatnonzero(np.isfinite(per_node))
+    if not known.size or not math.isfinite(median) or median <= 0:
+        return []
+    worst = known[np.argsort(per_node[known], kind="stable")[:LOWEST_NODES]]
+    named = ", ".join(f"{a.names[k]} {per_node[k] / median:.2f}x" for k in worst)
+    return [
+        f"  lowest median link bandwidth at {format_size(int(a.size_bytes[-1]))} (each node's links, to "
+        f"the median link): {named}"
+    ]
