@@ -252,5 +252,5 @@ def test_a_map_too_large_for_its_matrices_in_the_text_names_its_lowest_nodes(tmp
     assert "  hosts (20): h0, h1, h2, h3, h4, h5, h6, h7, …, h18, h19\n" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("  lowest median link bandwidth at 64 KiB"))
     assert line.endswith(
-        ("(each node's links, to the median link): h3 0.90x, h0 1.00x, h1 1.00x, h2 1.00x, h4 1.00x")
+        "(each node's links, to the median link): h3 0.90x, h0 1.00x, h1 1.00x, h2 1.00x, h4 1.00x"
     )
