@@ -20,27 +20,42 @@ from npmpi_analysis.numbers import map_model
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.conditions import WIRE_LOW, WIRE_WORDS, wire_high
 
+CHUNK_ROWS = 1 << 16  # rows made at once: the cells of a million rows would take gigabytes
+
 
 def csv_bytes(analyses: list) -> bytes:
     """Every map's pair rows as CSV: the columns in first-seen order, a column a map lacks empty."""
-    tables = [_table(a) for a in analyses]
-    fields = list(dict.fromkeys(k for t in tables for k in t))
-    lines = [",".join(_text(f) for f in fields)]
-    for t in tables:
-        rows = len(next(iter(t.values()))) if t else 0
-        blank = [""] * rows
-        lines.extend(map(",".join, zip(*(t.get(f, blank) for f in fields), strict=True)))
-    return ("\n".join(lines) + "\n").encode()
+    indices = [_indices(a) for a in analyses]
+    fields = list(
+        dict.fromkeys(
+            k
+            for a, (ks, ii, jj) in zip(analyses, indices, strict=True)
+            for k in _table(a, ks[:1], ii[:1], jj[:1])
+        )
+    )
+    out = [",".join(_text(f) for f in fields).encode() + b"\n"]
+    for a, (ks, ii, jj) in zip(analyses, indices, strict=True):
+        for start in range(0, len(ks), CHUNK_ROWS):
+            part = slice(start, start + CHUNK_ROWS)
+            t = _table(a, ks[part], ii[part], jj[part])
+            blank = [""] * len(ks[part])
+            lines = map(",".join, zip(*(t.get(f, blank) for f in fields), strict=True))
+            out.append(("\n".join(lines) + "\n").encode())
+    return b"".join(out)
 
 
-def _table(a) -> dict[str, list[str]]:
-    """One map's columns of cells, in pair_rows' order: each size, then each pair (i < j) or
-    direction (i != j) in row-major order."""
-    n, sizes = a.nodes, np.asarray(a.size_bytes)
+def _indices(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(size, i, j) of each row, in pair_rows' order: each size, then each pair (i < j) or direction
+    (i != j) in row-major order."""
+    n, s = a.nodes, len(a.size_bytes)
     directed = str(a.map_attrs.get("directions", "one")) == "both"
     ii, jj = np.nonzero(~np.eye(n, dtype=bool) if directed else np.triu(np.ones((n, n), dtype=bool), 1))
-    rows = len(ii) * len(sizes)
-    ks, ii_, jj_ = np.repeat(np.arange(len(sizes)), len(ii)), np.tile(ii, len(sizes)), np.tile(jj, len(sizes))
+    return np.repeat(np.arange(s), len(ii)), np.tile(ii, s), np.tile(jj, s)
+
+
+def _table(a, ks: np.ndarray, ii_: np.ndarray, jj_: np.ndarray) -> dict[str, list[str]]:
+    """The columns of cells of a map's rows (ks, ii_, jj_)."""
+    sizes, rows = np.asarray(a.size_bytes), len(ks)
     t: dict[str, list[str]] = {
         "map": [_text(a.label)] * rows,
         "host_a": _texts(np.asarray(a.names, dtype=object)[ii_]),
