@@ -13,6 +13,7 @@ import re
 import h5py
 import numpy as np
 import pytest
+from support.mapcells import map_spec
 
 from npmpi.core.errors import UsageError
 from npmpi.map.options import parse_map_options
@@ -24,7 +25,7 @@ from npmpi.map.plan import (
     make_plan,
     plan_line,
 )
-from npmpi.map.schedule import circle_rounds, round_matrix
+from npmpi.map.schedule import circle_rounds
 from npmpi.runfile.format import COND_DATASETS
 from npmpi.runfile.maprows import row_datasets
 from npmpi.runfile.mapwriter import MapWriter, PairResult, map_data_bytes
@@ -71,20 +72,7 @@ def _pair(rng, i: int, j: int, trials: int) -> PairResult:
 def _full_map_file(path, n: int, sizes: list[int], trials: int) -> int:
     """A map file whose every round is stored (each pair's trials, waits and conditions): its size."""
     rounds = circle_rounds(n)
-    spec = {
-        "attrs": {
-            "schedule": "rounds",
-            "per_rank": True,
-            "kernel": "python",
-            "mode": "pingpong",
-            "window": 1,
-        },
-        "hosts": [f"h{k}" for k in range(n)],
-        "ranks": list(range(n)),
-        "sizes": sizes,
-        "rounds_matrix": round_matrix(rounds, n),
-        "n_rounds": len(rounds),
-    }
+    spec = map_spec([f"h{k}" for k in range(n)], sizes, rounds)
     w = MapWriter(path, {"kernel": "python"}, {"host": spec["hosts"]}, trials, map_spec=spec)
     rng = np.random.default_rng(1)
     for s in range(len(sizes)):

@@ -12,7 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from support.mapcells import dense_map, to_rows
+from support.mapcells import dense_map, map_spec, to_rows
 
 from npmpi.core.errors import RunFileError
 from npmpi.map.schedule import circle_rounds
@@ -93,20 +93,7 @@ def test_rows_read_in_small_blocks_give_the_same_matrices(tmp_path, monkeypatch)
 
 def _writer(path: Path, n: int, sizes: list[int], trials: int) -> tuple[MapWriter, list]:
     rounds = circle_rounds(n)
-    spec = {
-        "attrs": {
-            "schedule": "rounds",
-            "per_rank": True,
-            "kernel": "python",
-            "mode": "pingpong",
-            "window": 1,
-        },
-        "hosts": [f"h{k}" for k in range(n)],
-        "ranks": list(range(n)),
-        "sizes": sizes,
-        "rounds": rounds,
-        "n_rounds": len(rounds),
-    }
+    spec = map_spec([f"h{k}" for k in range(n)], sizes, rounds)
     return MapWriter(path, {"kernel": "python"}, {"host": spec["hosts"]}, trials, map_spec=spec), rounds
 
 

@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 import pytest
 from support.launcher import local_mpi_env, npmpi_command
+from support.mapcells import map_spec
 
 from npmpi.core.errors import RunFileGone
 from npmpi.runfile.format import SizeResult
@@ -115,20 +116,9 @@ def _fill_during_a_map(mnt) -> None:
     from npmpi.runfile.writecheck import RESERVED_BYTES
 
     n, sizes = 4, [1, 1024, 65536]
-    spec = {
-        "attrs": {
-            "schedule": "serial",
-            "per_rank": True,
-            "kernel": "python",
-            "mode": "pingpong",
-            "window": 1,
-        },
-        "hosts": [f"h{k}" for k in range(n)],
-        "ranks": list(range(n)),
-        "sizes": sizes,
-        "rounds": [[p] for p in [(i, j) for i in range(n) for j in range(i + 1, n)]],
-        "n_rounds": 6,
-    }
+    spec = map_spec(
+        [f"h{k}" for k in range(n)], sizes, [[(i, j)] for i in range(n) for j in range(i + 1, n)], "serial"
+    )
     path = mnt / "m.h5"
     res = reserve_output(path, False, ballast_bytes=RESERVED_BYTES)
     w = MapWriter(path, {"kernel": "python"}, {"host": spec["hosts"]}, 2, map_spec=spec, reservation=res)

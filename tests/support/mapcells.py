@@ -53,3 +53,27 @@ def to_rows(src, dst) -> None:
         g.attrs[LAYOUT_ATTR] = ROWS_LAYOUT
         f.attrs["format_version"] = "2.0"
         seal_all(f)
+
+
+def map_spec(hosts: list[str], sizes: list[int], rounds, schedule: str = "rounds", **attrs) -> dict:
+    """MapWriter's `map_spec` of a test map: `rounds` the schedule's pairs per round (or an [N, N]
+    round matrix), the run's kernel python, ping-pong, every rank a member; `attrs` more of /map's."""
+    spec = {
+        "attrs": {
+            "schedule": schedule,
+            "per_rank": True,
+            "kernel": "python",
+            "mode": "pingpong",
+            "window": 1,
+            **attrs,
+        },
+        "hosts": list(hosts),
+        "ranks": list(range(len(hosts))),
+        "sizes": list(sizes),
+        "n_rounds": len(rounds),
+    }
+    if isinstance(rounds, np.ndarray):
+        spec["rounds_matrix"], spec["n_rounds"] = rounds, int(rounds.max()) + 1
+    else:
+        spec["rounds"] = rounds
+    return spec
