@@ -40,7 +40,7 @@ import numpy as np
 
 from npmpi.map.options import parse_map_options
 from npmpi.map.plan import make_plan
-from npmpi.map.schedule import map_rounds, round_matrix
+from npmpi.map.schedule import map_rounds, round_lengths
 from npmpi.runfile.format import KIND_MAP
 from npmpi.runfile.mapwriter import MapWriter, PairResult, map_data_bytes
 
@@ -91,7 +91,7 @@ def open_writer(path: Path, mopts, n: int, rounds: list, plan) -> MapWriter:
         "hosts": hosts,
         "ranks": list(range(n)),
         "sizes": list(mopts.sizes_bytes),
-        "rounds_matrix": round_matrix(rounds, n),
+        "rounds": rounds,
         "n_rounds": len(rounds),
     }
     layout = {"host": hosts, "node_index": list(range(n)), "role": ["map"] * n}
@@ -193,7 +193,7 @@ def record(path: Path, n: int, sizes: str, trials: int, limit: int, budget_s: fl
         "rounds_per_size": n_rounds,
         "recorded_per_size": per_size,
         "partial": partial,
-        "pairs_per_round": max(len(p) for p in rounds),
+        "pairs_per_round": int(round_lengths(rounds).max()),
         "open_s": open_s,
         "finish_s": finish_s,
         "store_ms_median": float(np.median(ms)),
@@ -204,7 +204,7 @@ def record(path: Path, n: int, sizes: str, trials: int, limit: int, budget_s: fl
         "file_bytes": size_bytes,
         "file_bytes_linear": int(added) if partial else size_bytes,
         "plan_file_bytes": plan.file_bytes,
-        "map_data_bytes": map_data_bytes(n, s_count, trials, n_rounds),
+        "map_data_bytes": map_data_bytes(int(round_lengths(rounds).sum()), s_count, trials, n_rounds, n),
     }
 
 

@@ -140,21 +140,23 @@ def sample_rounds(n: int, k: int, seed: int, switches: list[int] | None = None) 
         raise ValueError(f"a sample of {k} partners per member needs 1 to {n - 1} (the members - 1)")
     rng = np.random.default_rng(seed)
     order = [int(m) for m in rng.permutation(n)]  # position -> member
-    full = [_renamed(r, order) for r in circle_rounds(n)]
+    circle = circle_rounds(n)
     if k == n - 1:
-        return full  # every pair: the full map in a shuffled order
-    left = [int(r) for r in rng.permutation(len(full))]
+        return [_renamed(r, order) for r in circle]  # every pair: the full map in a shuffled order
+    left = [int(r) for r in rng.permutation(len(circle))]
     need = switch_pairs(switches) if switches is not None else set()
     covered: set[tuple[int, int]] = set()
     rounds = []
-    covers = [_covers(r, switches) for r in full] if switches is not None else []
+    # with switches every round's cover is weighed (all N - 1 rounds made); without, only the K taken
+    full = [_renamed(r, order) for r in circle] if switches is not None else None
+    covers = [_covers(r, switches) for r in full] if full is not None else []
     for _ in range(k):
         pick = left[0]
         if need - covered:
             missing = need - covered
             pick = max(left, key=lambda r: len(covers[r] & missing))
         left.remove(pick)
-        rounds.append(full[pick])
+        rounds.append(full[pick] if full is not None else _renamed(circle[pick], order))
         if switches is not None:
             covered |= covers[pick]
     met: list[set[int]] = [set() for _ in range(n)]
