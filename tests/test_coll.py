@@ -89,16 +89,17 @@ def test_every_op_runs_checked_with_a_power_rank(tmp_path, op, np_, sizes, kerne
 def test_the_first_size_s_trials_last_the_target_time_as_the_others(tmp_path):
     """The first size's iterations come from a probe of it that is not kept (before: 20 steps per
     trial, stored, mostly the members' start: 23 µs for a 4 B allreduce on 4 ranks whose 256 B took 7)."""
-    from npmpi.kinds.group import PROBE_ITERATIONS
-
     args = ["coll", "--op", "allreduce", "--kernel", "c", "--sizes", "4,8", "--trials", "3"]
     proc = run_mpi([*args, "--target-time", "0.05", "-o", "c.h5"], np=3, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     with h5py.File(tmp_path / "c.h5", "r") as f:
         assert list(f["pingpong/size_bytes"][:]) == [4, 8]  # the probe is no row
         iterations, trials = f["pingpong/iterations"][:], f["pingpong/trial_s"][:]
-    assert iterations[0] > 10 * PROBE_ITERATIONS
-    assert 0.01 < np.median(trials[0]) < 0.5  # about --target-time, as the size after it
+    # the trials last about --target-time, as the size after it (the old 20 stored steps of 23 us
+    # lasted 0.5 ms): the iterations are the probe's choice, fewer on a loaded machine (12 seen with
+    # other jobs on the 2 cores, 300 or more on a quiet one) and at least NetPIPE's floor, the trials
+    assert 0.01 < np.median(trials[0]) < 0.5 and 0.01 < np.median(trials[1]) < 0.5
+    assert iterations[0] >= 3
     per_op = np.median(trials, axis=1) / iterations
     assert per_op[0] < 3 * per_op[1]
 
