@@ -127,10 +127,8 @@ def row_flags(moved: np.ndarray, throttle: np.ndarray) -> list[str]:
     """Per row of [row, rank] arrays (freq_moved's, throttle events): "" or what moved (MOVED,
     THROTTLED) on any of its ranks."""
     throttled = (np.nan_to_num(throttle) > 0).any(axis=1)
-    return [
-        ", ".join(w for w, on in ((MOVED, m), (THROTTLED, t)) if on)
-        for m, t in zip(moved.any(axis=1), throttled, strict=True)
-    ]
+    words = np.array(["", MOVED, THROTTLED, f"{MOVED}, {THROTTLED}"], dtype=object)
+    return words[moved.any(axis=1).astype(int) + 2 * throttled.astype(int)].tolist()
 
 
 def throttle_events(v: dict[str, np.ndarray]) -> np.ndarray:

@@ -181,7 +181,7 @@ class MapConditions:
     wire_tx_bytes: np.ndarray  # both sides' nodes' NIC bytes sent (a node once)
     wire_ratio: np.ndarray  # NaN for a pair on one node
     figures: CondFigures
-    places: list[str]  # each of figures.flags' pair-sizes: 'h1–h2 at 64 B'
+    places: Any  # each of figures.flags' pair-sizes, made when asked: 'h1–h2 at 64 B' (_Places)
 
 
 def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditions | None:
@@ -190,11 +190,11 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     cond = getattr(m, "cond", None)
     if cond is None:
         return None
-    n = a.nodes
     throttle = throttle_events(cond)
     flags = row_flags(freq_moved(cond).reshape(-1, 2), throttle.reshape(-1, 2))
     flags = np.array(flags, dtype=object).reshape(throttle.shape[:3])
-    crossing = np.array([[hosts[i] != hosts[j] for j in range(n)] for i in range(n)])
+    host_id = np.unique(np.asarray(hosts, dtype=object).astype(str), return_inverse=True)[1]
+    crossing = host_id[:, None] != host_id[None, :]
     tx = cond["nic_tx_bytes"]
     wire = np.where(crossing, tx[..., 0] + tx[..., 1], tx[..., 0])
     it = m.iterations if directed else np.maximum(m.iterations, np.swapaxes(m.iterations, 1, 2))
@@ -203,7 +203,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     shared = _node_shared_in_round(m.round, hosts)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(crossing & ~shared & (payload > 0), wire / payload, np.nan)
-    cells = _cells(a, directed)
+    ks, ii, jj = _cells(a, directed)
     figures = CondFigures.of(
         cond,
         throttle,
@@ -211,17 +211,16 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
         hosts=hosts,
         wire_tx_bytes=wire,
         payload_bytes=payload,
-        flags=[flags[c] for c in cells],
+        flags=flags[ks, ii, jj].tolist(),
         info=getattr(m, "cond_info", {}) or {},
         crossing=bool(crossing.any()),
         unit="pair-size(s)",
     )
-    places = [f"{a.names[i]}–{a.names[j]} at {int(a.size_bytes[k])} B" for k, i, j in cells]
-    sizes = np.array([a.size_bytes[k] for k, _, _ in cells])
+    places = _Places(a.names, a.size_bytes, ks, ii, jj)
     figures.warnings = wire_warnings(
-        np.array([ratio[c] for c in cells]), sizes, places, "pair-size(s)", "a pair meant to cross nodes"
+        ratio[ks, ii, jj], a.size_bytes[ks], places, "pair-size(s)", "a pair meant to cross nodes"
     )
-    n_shared = sum(bool(shared[i, j] and crossing[i, j]) for _, i, j in cells)
+    n_shared = int((shared & crossing)[ii, jj].sum())
     if n_shared:
         figures.warnings.append(
             f"wire bytes per payload byte: not given for {n_shared} pair-size(s) across nodes whose "
@@ -235,22 +234,42 @@ def _node_shared_in_round(rounds: np.ndarray, hosts: list[str]) -> np.ndarray:
     """[N, N]: whether a node of pair i, j also carried another pair of its round (entries that share
     a node, as --per-rank's, measured at once): the node's NIC bytes are then not the pair's alone."""
     n = len(hosts)
-    pairs = [(i, j, int(rounds[i, j])) for i in range(n) for j in range(i + 1, n) if rounds[i, j] >= 0]
-    touching: dict[tuple[int, str], int] = {}
-    for i, j, r in pairs:
-        for host in {hosts[i], hosts[j]}:
-            touching[(r, host)] = touching.get((r, host), 0) + 1
+    host_id = np.unique(np.asarray(hosts, dtype=object).astype(str), return_inverse=True)[1].astype(np.int64)
+    i, j = np.nonzero(np.triu(rounds >= 0, 1))
+    r = rounds[i, j].astype(np.int64)
+    hi, hj = host_id[i], host_id[j]
+    width = int(host_id.max()) + 1 if n else 1
+    # each pair touches its round's node(s): one key per (round, node), a pair within a node once
+    keys = np.concatenate([r * width + hi, (r * width + hj)[hi != hj]])
+    uniq, count = np.unique(keys, return_counts=True)
+    busy = lambda k: count[np.searchsorted(uniq, k)] > 1  # noqa: E731
+    pair = busy(r * width + hi) | busy(r * width + hj)
     out = np.zeros((n, n), dtype=bool)
-    for i, j, r in pairs:
-        out[i, j] = out[j, i] = any(touching[(r, host)] > 1 for host in {hosts[i], hosts[j]})
+    out[i, j] = out[j, i] = pair
     return out
 
 
-def _cells(a, directed: bool) -> list[tuple[int, int, int]]:
-    """(size, i, j) of every measured pair (i < j) or direction, as the CSV's rows."""
-    n = a.nodes
-    pairs = [(i, j) for i in range(n) for j in range(n) if i != j] if directed else a.pairs()
-    return [(k, i, j) for k in range(len(a.size_bytes)) for i, j in pairs if np.isfinite(a.best_s[k, i, j])]
+def _cells(a, directed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(size, i, j) of every measured pair (i < j) or direction, as the CSV's rows (in their order)."""
+    n, s = a.nodes, len(a.size_bytes)
+    ii, jj = np.nonzero(~np.eye(n, dtype=bool) if directed else np.triu(np.ones((n, n), dtype=bool), 1))
+    ks, ii, jj = np.repeat(np.arange(s), len(ii)), np.tile(ii, s), np.tile(jj, s)
+    keep = np.isfinite(a.best_s[ks, ii, jj])
+    return ks[keep], ii[keep], jj[keep]
+
+
+class _Places:
+    """The cells' names ('h1–h2 at 1024 B'), each made when asked for (a large map has millions)."""
+
+    def __init__(self, names, size_bytes, ks, ii, jj) -> None:
+        self.names, self.size_bytes, self.ks, self.ii, self.jj = names, size_bytes, ks, ii, jj
+
+    def __len__(self) -> int:
+        return len(self.ks)
+
+    def __getitem__(self, c: int) -> str:
+        k, i, j = int(self.ks[c]), int(self.ii[c]), int(self.jj[c])
+        return f"{self.names[i]}–{self.names[j]} at {int(self.size_bytes[k])} B"
 
 
 def pair_columns(
@@ -300,10 +319,10 @@ def map_lines(c: MapConditions | None) -> list[str]:
     if c is None:
         return []
     lines = summary_lines(map_summary(c))
-    flagged = [(f, p) for f, p in zip(c.figures.flags, c.places, strict=True) if f]
+    flagged = [k for k, f in enumerate(c.figures.flags) if f]
     if flagged:
         more = f" and {len(flagged) - MAX_NAMED} more" if len(flagged) > MAX_NAMED else ""
-        named = ", ".join(f"{p} ({f})" for f, p in flagged[:MAX_NAMED])
+        named = ", ".join(f"{c.places[k]} ({c.figures.flags[k]})" for k in flagged[:MAX_NAMED])
         lines.append(shown(f"  conditions flagged: {named}{more}"))
     return lines + [shown(f"  {w}") for w in c.figures.warnings]
 
