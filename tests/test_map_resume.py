@@ -6,13 +6,12 @@ output itself refused in one line with exit status 2 on every rank."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 from support.mapcells import dense_map
-
-pytestmark = pytest.mark.mpi
 
 MAP = ["map", "--per-rank", "--sizes", "1,64K", "--trials", "3", "--confirm", "0"]
 
@@ -26,6 +25,7 @@ def _stopped(npmpi_run, tmp_path):
     return tmp_path / "a.h5"
 
 
+@pytest.mark.mpi
 @pytest.mark.timeout(150)
 def test_an_interrupted_map_is_resumed_into_a_new_file_and_completed(npmpi_run, tmp_path, capsys):
     old = _stopped(npmpi_run, tmp_path)
@@ -53,6 +53,7 @@ def test_an_interrupted_map_is_resumed_into_a_new_file_and_completed(npmpi_run, 
     assert "notice: the map was resumed (--resume): its first 1 round(s) were copied from " in got.out
 
 
+@pytest.mark.mpi
 @pytest.mark.timeout(200)
 def test_a_resume_file_of_another_map_is_refused_in_one_line(npmpi_run, tmp_path):
     _stopped(npmpi_run, tmp_path)
@@ -83,4 +84,43 @@ def test_a_resume_file_of_another_map_is_refused_in_one_line(npmpi_run, tmp_path
             and says in lines[0]
         )
     proc = npmpi_run([*MAP, *fast, "--resume", "a.h5", "-o", "c.h5"], np=3, timeout=60)  # 3 members
-    assert proc.returncode == 2 and "another map: its members are 4" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "another map: 4 members and 2 sizes, this one's 3 and 2" in proc.stderr
+
+
+def test_what_cannot_be_resumed_is_said_before_anything_is_read(tmp_path):
+    """In process: a map of format 1.x, a file with no map, a map whose hosts claim a billion
+    members (refused by the shapes, nothing read), a damaged file; each one line."""
+    from support.mapcells import map_spec
+
+    from npmpi.map.resume import Resume, resume_problem
+    from npmpi.map.schedule import circle_rounds
+    from npmpi.runfile.mapwriter import MapWriter, PairResult
+
+    rounds = circle_rounds(4)
+    want = {"schedule": "rounds", "per_rank": True, "kernel": "python", "mode": "pingpong", "window": 1}
+    want.update(directions="one", trials=3, pairs_plan="all")
+    names, sizes = [f"h{k}" for k in range(4)], [1, 64]
+
+    def check(path, output="out.h5"):
+        return resume_problem(str(path), str(tmp_path / output), want, names, sizes, rounds)
+
+    spec = map_spec(names, sizes, rounds, directions="one", pairs_plan="all")
+    w = MapWriter(tmp_path / "m.h5", {"kernel": "python"}, {"host": names}, 3, map_spec=spec)
+    w.store_round(0, 0, (1.0, 2.0), [PairResult(i, j, 10, 2, np.full(3, 1e-3)) for i, j in rounds[0]])
+    w.finish("interrupted", "test")
+    assert check(tmp_path / "m.h5") == Resume(str(tmp_path / "m.h5"), 1)
+    data = Path(__file__).parent / "data" / "maps" / "map_1_11_pp.h5"
+    assert "a map of format 1.x (dense matrices) cannot be resumed" in check(data)
+    with h5py.File(tmp_path / "run.h5", "w") as f:
+        f.attrs["format"] = "npmpi-run"
+    assert "not a map file (no /map)" in check(tmp_path / "run.h5")
+    shutil.copy(tmp_path / "m.h5", tmp_path / "big.h5")
+    with h5py.File(tmp_path / "big.h5", "r+") as f:
+        del f["map/hosts"]
+        f["map"].create_dataset("hosts", (10**9,), dtype=h5py.string_dtype(), chunks=(1024,))
+    said = check(tmp_path / "big.h5")
+    assert "another map: 1000000000 members and 2 sizes, this one's 4 and 2" in said
+    (tmp_path / "bad.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 64)
+    said = check(tmp_path / "bad.h5")
+    assert said.startswith("--resume: ") and "\n" not in said
+    assert "needs another --output" in check(tmp_path / "m.h5", "m.h5")

@@ -74,6 +74,12 @@ def _check(f, path: str, where: str, want: dict, names, sizes, rounds) -> str | 
         return (
             f"{where}: another sample: its seed is {attrs.get('pairs_seed')}, this one's {want['pairs_seed']}"
         )
+    if g["hosts"].shape != (len(names),) or g["size_bytes"].shape != (len(sizes),):  # before reading them
+        return (
+            f"{where}: another map: {g['hosts'].shape[0] if g['hosts'].ndim == 1 else '?'} members and "
+            f"{g['size_bytes'].shape[0] if g['size_bytes'].ndim == 1 else '?'} sizes, this one's "
+            f"{len(names)} and {len(sizes)}"
+        )
     hosts = [_text(h) for h in g["hosts"][()]]
     if hosts != list(names):
         diff = next(
