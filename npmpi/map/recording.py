@@ -70,9 +70,10 @@ def sample_attrs(mopts) -> dict:
 
 
 def resume_attrs(mopts) -> dict:
-    """/map's attributes a resumed map must share with this one (npmpi/map/resume.py)."""
+    """/map's attributes of what this map measures (a resumed map must share them: npmpi/map/resume.py):
+    the schedule, the members, the kernel, mode and directions, the trials and the sample."""
     opts = mopts.run
-    out = {
+    return {
         "schedule": mopts.schedule,
         "per_rank": bool(mopts.per_rank),
         "kernel": opts.kernel,
@@ -80,11 +81,8 @@ def resume_attrs(mopts) -> dict:
         "window": opts.window,
         "directions": mopts.directions,
         "trials": opts.trials,
-        "pairs_plan": mopts.pairs_plan,
+        **sample_attrs(mopts),
     }
-    if mopts.sample_k:
-        out["pairs_seed"] = mopts.sample_seed
-    return out
 
 
 class MapCoordinator:
@@ -301,7 +299,6 @@ class MapRecording(FileRecording):
                 "planned_duration_s": plan.duration_s,
                 "planned_file_bytes": plan.file_bytes,
                 "time_limit_s": plan.limit_s,
-                **sample_attrs(mopts),
             },
             "hosts": list(a.extra["names"]),
             "ranks": list(a.extra["members"]),

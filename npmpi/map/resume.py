@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from npmpi.core.errors import RunFileError
-from npmpi.runfile.maprows import LAYOUT_ATTR, PAIR, ROWS_LAYOUT, row_index
+from npmpi.runfile.maprows import PAIR, is_rows_layout, row_index
+from npmpi.runfile.opening import attr_value
 
 # /map attributes that must be the same in the map resumed and the map resuming it
 SAME_ATTRS = ("schedule", "per_rank", "kernel", "mode", "window", "directions", "trials", "pairs_plan")
@@ -36,7 +37,7 @@ class Resume:
 
 
 def _text(value) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return str(attr_value(value))
 
 
 def resume_problem(path: str, output: str, want: dict, names: list[str], sizes, rounds) -> str | Resume:
@@ -61,7 +62,7 @@ def _check(f, path: str, where: str, want: dict, names, sizes, rounds) -> str | 
     if g is None:
         return f"{where}: not a map file (no /map): give the file an interrupted `npmpi map` wrote"
     attrs = {k: g.attrs[k] for k in g.attrs}
-    if _text(attrs.get(LAYOUT_ATTR, "")) != ROWS_LAYOUT:
+    if not is_rows_layout(attrs):
         return f"{where}: a map of format 1.x (dense matrices) cannot be resumed; measure it again"
     status = _text(attrs.get("status", ""))
     if status == "complete":

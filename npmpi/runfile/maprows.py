@@ -5,7 +5,7 @@ round after round, so the file grows with the pairs measured, never with N x N.
 rows are `pair[round_first_row[r]:round_first_row[r + 1]]`); each per-pair dataset is [S, P, ...]
 and a round of a size is one contiguous slice of each, written at once. A round-trip map has one
 row per pair (measured both ways at once); a map measuring each direction apart (`directions` =
-`both`) has the rows (i, j) and (j, i), i the transmitter. `dense` makes the [S, N, N, ...] matrices
+`both`) has the rows (i, j) and (j, i), i the transmitter. `dense_map` makes the [S, N, N, ...] matrices
 of the dense layout (format 1.x) from the rows, for the analysis and for anyone reading the file.
 """
 
@@ -88,11 +88,22 @@ def round_matrix_of(pair: np.ndarray, first: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def scatter(dense: np.ndarray, s: int, pair: np.ndarray, values: np.ndarray, directed: bool) -> None:
-    """Rows' values into dense[s] ([N, N, ...]): at [i, j], and at [j, i] too unless `directed`."""
-    dense[s, pair[:, 0], pair[:, 1]] = values
-    if not directed:
-        dense[s, pair[:, 1], pair[:, 0]] = values
+def is_rows_layout(attrs) -> bool:
+    """Whether a /map group's attributes (h5py's or a dict) say its pairs are rows (format 2.0)."""
+    from npmpi.runfile.opening import attr_value
+
+    return str(attr_value(attrs.get(LAYOUT_ATTR, ""))) == ROWS_LAYOUT
+
+
+def expand_rows(rows: np.ndarray, pair: np.ndarray, n: int, directed: bool, fill) -> np.ndarray:
+    """[S, P, ...] rows as the dense [S, N, N, ...]: each row at [i, j], and at [j, i] too unless
+    `directed`; `fill` where no row is."""
+    dense = np.full((rows.shape[0], n, n, *rows.shape[2:]), fill, dtype=rows.dtype)
+    for s in range(rows.shape[0]):
+        dense[s, pair[:, 0], pair[:, 1]] = rows[s]
+        if not directed:
+            dense[s, pair[:, 1], pair[:, 0]] = rows[s]
+    return dense
 
 
 def dense_map(g) -> dict[str, np.ndarray]:
@@ -100,28 +111,22 @@ def dense_map(g) -> dict[str, np.ndarray]:
     the derived `latency_s` [N, N] and `bandwidth_bit_s` [S, N, N], whichever the layout (rows, or
     the dense matrices of format 1.x as stored): for reading a map with h5py, unchecked (the
     analysis's reader, npmpi_analysis.numbers.map_file, checks)."""
-    if str(_attr(g.attrs.get(LAYOUT_ATTR, ""))) != ROWS_LAYOUT:
+    from npmpi.runfile.opening import attr_value
+
+    if not is_rows_layout(g.attrs):
         out = {k: g[k][()] for k in g if k in _DENSE_NAMES}
     else:
         pair, first = g[PAIR][()].astype(np.int64), g[ROUND_FIRST_ROW][()].astype(np.int64)
         n = len(g["hosts"])
-        directed = str(_attr(g.attrs.get("directions", ""))) == "both"
+        directed = str(attr_value(g.attrs.get("directions", ""))) == "both"
         out = {"round": round_matrix_of(pair, first, n)}
         for name in _DENSE_NAMES:
             if name in g and name != "round" and g[name].ndim >= 2 and g[name].shape[1] == len(pair):
                 rows = g[name][()]
-                fill = 0 if rows.dtype.kind in "iu" else np.nan
-                dense = np.full((rows.shape[0], n, n, *rows.shape[2:]), fill, dtype=rows.dtype)
-                for s in range(rows.shape[0]):
-                    scatter(dense, s, pair, rows[s], directed)
-                out[name] = dense
+                out[name] = expand_rows(rows, pair, n, directed, 0 if rows.dtype.kind in "iu" else np.nan)
     if "trial_s" in out and "bandwidth_bit_s" not in out:
         out["latency_s"], out["bandwidth_bit_s"] = derived(g["size_bytes"][()], out["trial_s"])
     return out
-
-
-def _attr(value):
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 _DENSE_NAMES = (

@@ -68,11 +68,8 @@ class PairResult:
     cond_info: list[dict] | None = None  # each side's text (with its "rank"): source or reason, counters
 
 
-def map_data_bytes(rows: int, sizes: int, trials: int, rounds: int, members: int) -> int:
-    """The bytes of /map's datasets once every round is stored (HDF5's structures not counted, and
-    before compression): npmpi/runfile/maprows.py `rows_data_bytes`, about 24 x trials + 136 bytes per
-    size and row (a measured pair, or a direction of one)."""
-    return rows_data_bytes(rows, sizes, trials, rounds, members)
+# the bytes of /map's datasets once every round is stored, before compression (maprows.py)
+map_data_bytes = rows_data_bytes
 
 
 def rounds_of_matrix(matrix, n_rounds: int) -> list[list[tuple[int, int]]]:
@@ -141,20 +138,20 @@ class _RoundRows:
             raise ValueError(f"pair ({res.i}, {res.j}) is not in this round of the schedule")
         return k
 
-    def _pair_rows(self) -> np.ndarray:
-        """Each row's partner row: the other direction of its pair (itself when measured at once)."""
-        if not self.directed:
-            return np.arange(len(self.pair))
-        return np.arange(len(self.pair)) ^ 1  # (i, j) then (j, i): rows 2k and 2k + 1
-
     def pair_window(self) -> np.ndarray:
         """Each row's pair window: the later of its pair's transmitters' ends (NaN when not known)."""
-        return np.fmax(self.elapsed, self.elapsed[self._pair_rows()])
+        return np.fmax(self.elapsed, self.elapsed[partner_rows(len(self.pair), self.directed)])
 
-    def pair_looped(self) -> np.ndarray:
-        """Each row's pair's trials' loop time, both directions."""
-        other = self._pair_rows()
-        return self.looped + np.where(other != np.arange(len(other)), self.looped[other], 0.0)
+
+def partner_rows(rows: int, directed: bool) -> np.ndarray:
+    """Each row's partner: the other direction of its pair ((i, j) then (j, i): rows 2k and 2k + 1),
+    itself when the pair was measured both ways at once."""
+    return np.arange(rows) ^ 1 if directed else np.arange(rows)
+
+
+def pair_looped(looped: np.ndarray, directed: bool) -> np.ndarray:
+    """Each row's pair's trials' loop time: both directions' when measured apart."""
+    return looped + looped[partner_rows(len(looped), True)] if directed else looped
 
 
 class MapWriter(RunWriter):
@@ -257,33 +254,32 @@ class MapWriter(RunWriter):
                 rows.elapsed[k] = res.elapsed_s
                 rows.looped[k] = float(np.nansum(res.trial_s))
             self._merge_conditions([x for x in res.cond_info or [] if not x.get("no_trial")])
-        self._keep_summaries(s, rows)
-        self._write_rows(g, s, a, b, rows)
+        with warnings_off():
+            best = np.nanmin(rows.trial, axis=1)
+        own = rows.pair_window()  # each pair's own window (`window` is the round's)
+        self._keep_summaries(s, rows.pair, best, own, pair_looped(rows.looped, self._directed))
+        self._write_rows(s, a, b, rows, own)
         self._write_condition_text(g)
         self._h("map/window_start_unix_s")[s, r] = window[0]
         self._h("map/window_end_unix_s")[s, r] = window[1]
         g.attrs["rounds_completed"] = self.rounds_completed + 1
         self._pending_bytes += (b - a) * 8 * (3 * t + 4 + 2 * len(COND_DATASETS))
 
-    def _keep_summaries(self, s: int, rows: _RoundRows) -> None:
-        """Rank 0's [S, N, N] figures of the round's pairs: best one-way time, own window, loop time."""
-        with warnings_off():
-            best = np.nanmin(rows.trial, axis=1)
-        i, j = rows.pair[:, 0], rows.pair[:, 1]
+    def _keep_summaries(self, s: int, pair: np.ndarray, best, window, looped) -> None:
+        """Rank 0's [S, N, N] figures of these rows' pairs at size s: best one-way time (each
+        direction's own when measured apart), the pair's own window and its loops' time."""
+        i, j = pair[:, 0], pair[:, 1]
         self._best[s, i, j] = best
-        window = rows.pair_window()
-        looped = rows.pair_looped()
         for x, y in ((i, j), (j, i)):
-            if not rows.directed:
+            if not self._directed:
                 self._best[s, x, y] = best
             self._pair_s[s, x, y] = window
             self._trials_s[s, x, y] = looped
 
-    def _write_rows(self, g, s: int, a: int, b: int, rows: _RoundRows) -> None:
+    def _write_rows(self, s: int, a: int, b: int, rows: _RoundRows, window: np.ndarray) -> None:
         """The round's rows a..b of size s into each per-pair dataset, one write each."""
         if a == b:
             return
-        window = rows.pair_window()
         self._h("map/trial_s")[s, a:b] = rows.trial
         self._h("map/iterations")[s, a:b] = rows.iterations
         self._h("map/bytes_moved")[s, a:b] = rows.moved
@@ -343,16 +339,8 @@ class MapWriter(RunWriter):
         with warnings_off():
             best = np.nanmin(trial, axis=1)
         looped = np.nansum(trial, axis=1) * g["iterations"][s, :rows] * one_way_factor
-        if self._directed:  # a pair's loops: both directions' (rows 2k and 2k + 1)
-            looped = looped + looped[np.arange(rows) ^ 1]
-        i, j = self._pair[:rows, 0], self._pair[:rows, 1]
         window = g["pair_window_s"][s, :rows]
-        self._best[s, i, j] = best
-        for x, y in ((i, j), (j, i)):
-            if not self._directed:
-                self._best[s, x, y] = best
-            self._pair_s[s, x, y] = window
-            self._trials_s[s, x, y] = looped
+        self._keep_summaries(s, self._pair[:rows], best, window, pair_looped(looped, self._directed))
 
     def adopt_conditions(self, ranks: dict) -> None:
         """The resumed map's ranks' condition text, kept as this map's until its ranks' own replace it."""

@@ -133,10 +133,15 @@ def read_declared(ds, p: Path, where: str):
     """All of a dataset as its shape declares it, never-written chunks as its fill value (a stopped
     map's rounds not reached); check_read_size has bounded the size. RunFileError when the data
     lives in another file."""
+    check_own_data(ds, p, where)
+    return read_checked(ds, (), p, where)
+
+
+def check_own_data(ds, p: Path, where: str) -> None:
+    """RunFileError when a dataset keeps its data in another file (external storage, virtual)."""
     plist = ds.id.get_create_plist()
     if ds.is_virtual or plist.get_external_count() > 0:
         raise RunFileError(f"{p}: {where} keeps its data in another file; an npmpi file keeps its own")
-    return read_checked(ds, (), p, where)
 
 
 def read_checked(ds, selection, p: Path, where: str):

@@ -7,13 +7,7 @@ import numpy as np
 
 from npmpi.runfile.maprows import LAYOUT_ATTR, PAIR, ROWS_LAYOUT, dense_map
 
-__all__ = ["dense_map", "is_rows", "row"]
-
-
-def is_rows(g) -> bool:
-    """Whether a /map group stores its pairs as rows (format 2.0)."""
-    value = g.attrs.get(LAYOUT_ATTR, "")
-    return (value.decode() if isinstance(value, bytes) else str(value)) == ROWS_LAYOUT
+__all__ = ["dense_map", "map_spec", "row", "to_rows"]
 
 
 def row(g, i: int, j: int) -> int:

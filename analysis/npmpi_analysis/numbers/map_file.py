@@ -18,9 +18,9 @@ import numpy as np
 
 from npmpi.core.errors import RunFileError
 from npmpi.core.safetext import shown
+from npmpi.runfile.maprows import is_rows_layout
 from npmpi.runfile.opening import attr_value
 from npmpi_analysis.numbers.map_conditions import read_map_conditions
-from npmpi_analysis.numbers.map_rows import is_rows
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")
@@ -128,17 +128,12 @@ def _check_root(attrs: dict, p: Path) -> None:
 def _dataset(g, name: str, kinds: str, ndim: int, p: Path, required: bool = True):
     """g[name], a dataset stored in this file with `ndim` dimensions of one of `kinds`; None when
     absent and not required."""
-    import h5py
+    from npmpi_analysis.numbers.map_rows import stored
 
     where = f"/map/{name}"
-    link = g.get(name, getlink=True)
-    if link is None:
-        if required:
-            raise RunFileError(f"{p}: dataset {where} is missing: the map cannot be analysed")
+    ds = stored(g, name, p, required)
+    if ds is None:
         return None
-    if not isinstance(link, h5py.HardLink) or not isinstance(g[name], h5py.Dataset):
-        raise RunFileError(f"{p}: {where} is not a dataset stored in this file")
-    ds = g[name]
     if len(ds.shape) != ndim or ds.dtype.kind not in kinds:
         raise RunFileError(
             f"{p}: {where} has shape {ds.shape} and type {ds.dtype}, expected {ndim} dimension(s) of "
@@ -163,7 +158,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     if not isinstance(g, h5py.Group):
         raise RunFileError(f"{p}: /map is not a group: the map cannot be analysed")
     map_attrs = {k: attr_value(g.attrs[k]) for k in g.attrs}
-    rows, data = (_read_rows if is_rows(map_attrs) else _read_dense)(g, p, map_attrs)
+    rows, data = (_read_rows if is_rows_layout(map_attrs) else _read_dense)(g, p, map_attrs)
     check_text(g["hosts"], data["hosts"], p, "/map/hosts")
     hosts = [str(attr_value(h)) for h in data["hosts"]]
     m = MapFile(

@@ -21,14 +21,13 @@ from npmpi.core.errors import RunFileError
 from npmpi.runfile.format import COND_DATASETS
 from npmpi.runfile.maprows import (
     COND_PREFIX,
-    LAYOUT_ATTR,
     PAIR,
     ROUND_FIRST_ROW,
-    ROWS_LAYOUT,
+    expand_rows,
+    is_rows_layout,
     round_matrix_of,
-    scatter,
 )
-from npmpi.runfile.opening import MAX_READ_BYTES, read_checked
+from npmpi.runfile.opening import MAX_READ_BYTES, check_own_data, read_checked
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
 ANALYSIS_FACTOR = 6  # the map's analysis holds about this many times its dense matrices
@@ -41,20 +40,10 @@ BLOCKED = ("trial_s", "iterations", "bytes_moved", "pair_window_s", PAIR)
 def unread_of(f) -> tuple[str, ...]:
     """The datasets of a file the guard on what is read of a file does not count: in a rows map
     the per-pair ones (read in blocks, bounded by `check_memory`) and those not read."""
-    g = f.get("map")
-    attrs = getattr(g, "attrs", None)
-    if attrs is None or not is_rows({LAYOUT_ATTR: _text(attrs.get(LAYOUT_ATTR, ""))}):
+    attrs = getattr(f.get("map"), "attrs", None)
+    if attrs is None or not is_rows_layout(attrs):
         return ()
     return (*UNREAD, *BLOCKED, *COND_NAMES)
-
-
-def _text(value) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def is_rows(map_attrs: dict) -> bool:
-    """Whether a /map group's pairs are rows (format 2.0)."""
-    return str(map_attrs.get(LAYOUT_ATTR, "")) == ROWS_LAYOUT
 
 
 @dataclass
@@ -68,22 +57,21 @@ class MapRows:
 
     def expand(self, rows: np.ndarray, fill) -> np.ndarray:
         """[S, P, ...] rows as the dense [S, N, N, ...] (`fill` where no row is)."""
-        out = np.full((rows.shape[0], self.nodes, self.nodes, *rows.shape[2:]), fill, dtype=rows.dtype)
-        for s in range(rows.shape[0]):
-            scatter(out, s, self.pair, rows[s], self.directed)
-        return out
+        return expand_rows(rows, self.pair, self.nodes, self.directed, fill)
 
     def round_matrix(self) -> np.ndarray:
         return round_matrix_of(self.pair, self.first, self.nodes)
 
 
-def stored(g, name: str, p: Path):
-    """g[name] when it is a dataset stored in this file, None when absent; RunFileError for a link
-    or a group."""
+def stored(g, name: str, p: Path, required: bool = False):
+    """g[name] when it is a dataset stored in this file, None when absent and not `required`;
+    RunFileError for a link, a group or a required dataset missing."""
     import h5py
 
     link = g.get(name, getlink=True)
     if link is None:
+        if required:
+            raise RunFileError(f"{p}: dataset /map/{name} is missing: the map cannot be analysed")
         return None
     if not isinstance(link, h5py.HardLink) or not isinstance(g[name], h5py.Dataset):
         raise RunFileError(f"{p}: /map/{name} is not a dataset stored in this file")
@@ -93,8 +81,7 @@ def stored(g, name: str, p: Path):
 def read_index(g, p: Path, nodes: int, rounds: int, map_attrs: dict) -> MapRows:
     """/map/pair and /map/round_first_row, checked against the members and the rounds."""
     for name in (PAIR, ROUND_FIRST_ROW):
-        if stored(g, name, p) is None:
-            raise RunFileError(f"{p}: dataset /map/{name} is missing: the map cannot be analysed")
+        stored(g, name, p, required=True)
     shape = getattr(g[PAIR], "shape", None)
     if not shape or shape[0] > nodes * (nodes - 1):
         raise RunFileError(f"{p}: /map/{PAIR} has shape {shape}: more rows than {nodes} members have pairs")
@@ -176,9 +163,7 @@ def read_rows(ds, p: Path, where: str, want: tuple[int, ...], keep: bool = True)
         raise RunFileError(
             f"{p}: {where} has shape {tuple(ds.shape)}, expected {want}: the map's datasets disagree"
         )
-    plist = ds.id.get_create_plist()
-    if ds.is_virtual or plist.get_external_count() > 0:
-        raise RunFileError(f"{p}: {where} keeps its data in another file; an npmpi file keeps its own")
+    check_own_data(ds, p, where)
     out = np.empty(ds.shape if keep else (0,), dtype=ds.dtype)
     row_bytes = max(1, math.prod(ds.shape[2:]) * ds.dtype.itemsize)
     step = max(1, BLOCK_BYTES // row_bytes)
@@ -201,10 +186,8 @@ def dense_datasets(g, p: Path, rows: MapRows, sizes: int, trials: int) -> dict[s
         ("bytes_moved", (), "iu", 0, True),
         ("pair_window_s", (), "f", np.nan, False),
     ):
-        ds = stored(g, name, p)
+        ds = stored(g, name, p, required)
         if ds is None:
-            if required:
-                raise RunFileError(f"{p}: dataset /map/{name} is missing: the map cannot be analysed")
             continue
         if ds.dtype.kind not in kinds:
             raise RunFileError(f"{p}: /map/{name} has type {ds.dtype}, expected numbers")
