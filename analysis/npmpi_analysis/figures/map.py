@@ -5,12 +5,11 @@ is labelled on every figure that shows it, as the sweep's figures do.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from npmpi.core.units import format_size_bytes
 from npmpi.core.units import format_size_iec as format_size
+from npmpi.runfile.maprows import warnings_off
 from npmpi_analysis.figures.render import Plot
 
 CAVEAT_COLOR = "firebrick"
@@ -130,8 +129,7 @@ def worst_blocks(x: np.ndarray, names: list[str], boxes, block: int, worse: str)
     padded = np.full((m * block, m * block), np.nan)
     padded[:n, :n] = x
     cells = padded.reshape(m, block, m, block).transpose(0, 2, 1, 3).reshape(m, m, block * block)
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a cell of no measured link: NaN
+    with np.errstate(invalid="ignore"), warnings_off():  # a cell of no measured link: NaN
         worst = np.nanmin(cells, axis=2) if worse == WORSE_LOW else np.nanmax(cells, axis=2)
     moved = sorted({(b[0] // block, b[1] // block, *b[2:]) for b in boxes or []})
     return worst, [names[k * block] for k in range(m)], moved

@@ -20,7 +20,6 @@ both). The remaining links are then judged against the median of the links touch
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +36,7 @@ from npmpi.map.stats import (
     detect_directions,
     stats,
 )
+from npmpi.runfile.maprows import warnings_off
 from npmpi_analysis.numbers.map_model import link_verdicts
 
 DASH = "–"  # en dash between a link's two ends
@@ -233,8 +233,7 @@ def lowest_nodes(a) -> list[str]:
     """The nodes whose links' median bandwidth at the largest size is lowest, each as a ratio to the
     median link (a node the statistic does not name may still be the one to look at first)."""
     bw = np.asarray(a.bandwidth_bit_s[-1], dtype=float)
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a node with no measured link
+    with np.errstate(invalid="ignore"), warnings_off():  # a node with no measured link: NaN
         per_node = np.nanmedian(np.fmin(bw, bw.T), axis=1)
         median = np.nanmedian(bw[np.isfinite(bw) & (bw > 0)]) if np.isfinite(bw).any() else math.nan
     known = np.flatnonzero(np.isfinite(per_node))
