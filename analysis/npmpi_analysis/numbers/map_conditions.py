@@ -193,7 +193,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     throttle = throttle_events(cond)
     flags = row_flags(freq_moved(cond).reshape(-1, 2), throttle.reshape(-1, 2))
     flags = np.array(flags, dtype=object).reshape(throttle.shape[:3])
-    host_id = np.unique(np.asarray(hosts, dtype=object).astype(str), return_inverse=True)[1]
+    host_id = host_ids(hosts)
     crossing = host_id[:, None] != host_id[None, :]
     tx = cond["nic_tx_bytes"]
     wire = np.where(crossing, tx[..., 0] + tx[..., 1], tx[..., 0])
@@ -230,11 +230,16 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     return MapConditions(cond["cpu_freq_hz"], throttle, flags, wire, ratio, figures, places)
 
 
+def host_ids(hosts: list[str]) -> np.ndarray:
+    """[N] int64: each entry's node as a number (entries of one host alike)."""
+    return np.unique(np.asarray(hosts, dtype=object).astype(str), return_inverse=True)[1].astype(np.int64)
+
+
 def _node_shared_in_round(rounds: np.ndarray, hosts: list[str]) -> np.ndarray:
     """[N, N]: whether a node of pair i, j also carried another pair of its round (entries that share
     a node, as --per-rank's, measured at once): the node's NIC bytes are then not the pair's alone."""
     n = len(hosts)
-    host_id = np.unique(np.asarray(hosts, dtype=object).astype(str), return_inverse=True)[1].astype(np.int64)
+    host_id = host_ids(hosts)
     i, j = np.nonzero(np.triu(rounds >= 0, 1))
     r = rounds[i, j].astype(np.int64)
     hi, hj = host_id[i], host_id[j]
