@@ -127,16 +127,25 @@ def tc(host: str, *args: str) -> None:
 
 
 def shape_link(src: str, dst_index: int, slow_rate: str, rate: str, burst: str = "128kb") -> None:
-    """Packets from `src` to host number dst_index (1-based) through a slow htb class (`slow_rate`),
-    the rest through one at the hosts' own `rate` and bucket (as the other hosts' tbf lets them
-    through: htb's default ceiling and small bucket made such a class measure 0.69x the other hosts'
-    links on an idle machine, and the analysis named the host, not the link)."""
+    """Packets from `src` to host number dst_index (1-based) at `slow_rate`, the rest exactly as every
+    other host sends them. An htb root sorts the packets (a u32 filter on the destination's address)
+    into two classes far above any rate here, so htb itself never holds a packet back; each class
+    holds a tbf, the rest's the very tbf of every host (`rate`, `burst`), the link's at `slow_rate`.
+    (With the rates on htb's classes, the rest's class measured 0.69x the other hosts' links on an
+    idle machine with htb's default bucket and, with the hosts' bucket, under a CPU hog still slow
+    enough on all of `src`'s links that the analysis named the host, not the link. This kernel has
+    no prio, drr or ets qdisc to sort packets without htb.)"""
     tc(src, "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
-    tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", slow_rate)
-    tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", rate,
-       "ceil", rate, "burst", burst, "cburst", burst)  # fmt: skip
+    for cls, cls_rate in (("10", slow_rate), ("20", rate)):
+        tc(src, "class", "add", "dev", "eth0", "parent", "1:", "classid", f"1:{cls}", "htb", "rate",
+           HTB_OPEN, "ceil", HTB_OPEN, "burst", "1mb", "cburst", "1mb")  # fmt: skip
+        tc(src, "qdisc", "add", "dev", "eth0", "parent", f"1:{cls}", "handle", f"{cls}:", "tbf", "rate",
+           cls_rate, "burst", burst, "latency", "50ms")  # fmt: skip
     tc(src, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
        "match", "ip", "dst", f"{SUBNET}.{dst_index}/32", "flowid", "1:10")  # fmt: skip
+
+
+HTB_OPEN = "40gbit"  # shape_link's htb classes: a rate no link here reaches (the tbf under each shapes)
 
 
 def unshape(host: str, rate: str, burst: str = "128kb") -> None:
