@@ -162,8 +162,8 @@ def npmpi_round(
     counts: list[int], op: str, sizes: list[int], args: list[str]
 ) -> dict[tuple[int, int], float]:
     """One npmpi job on max(counts) ranks, every count as a series: (ranks, size) -> avg latency."""
+    from npmpi_analysis.coll.numbers import series_runs
     from npmpi_analysis.numbers.analyse import analyse_run, size_rows
-    from npmpi_analysis.numbers.collectives import series_runs
 
     from npmpi.runfile.reader import load_run
 

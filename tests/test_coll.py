@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import run_mpi
-from npmpi_analysis.coll_report import coll_cells, coll_heading
+from npmpi_analysis.coll.report import coll_cells, coll_heading
 from npmpi_analysis.numbers.analyse import analyse_run, size_rows
 from npmpi_analysis.report import html_report
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
@@ -117,7 +117,7 @@ def test_energy_per_operation_is_the_known_power_times_the_time_of_one(tmp_path)
     assert proc.returncode == 0, proc.stderr
     run, a, rows = rows_of(tmp_path / "c.h5")
     pp = run.pingpong
-    assert a.coll is not None and a.power is not None and run.attrs["coll_bus_factor"] == 1.5
+    assert a.kind_figures is not None and a.power is not None and run.attrs["coll_bus_factor"] == 1.5
     for k, row in enumerate(rows):
         trials = pp.trial_s[k]
         assert np.allclose(trials, pp.member_trial_s[k].max(axis=0))  # the slowest member's trial

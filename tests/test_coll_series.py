@@ -13,8 +13,8 @@ import h5py
 import numpy as np
 import pytest
 from conftest import run_mpi
+from npmpi_analysis.coll.numbers import series_runs
 from npmpi_analysis.numbers.analyse import analyse_run, size_rows
-from npmpi_analysis.numbers.collectives import series_runs
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.coll.kind import KIND
@@ -70,7 +70,7 @@ def test_every_op_at_two_rank_counts_in_one_file_with_known_power(tmp_path, kern
     for label, a, rows in parts:
         op, n = a.attrs["coll_op"], a.attrs["coll_ranks"]
         pp = load_run(tmp_path / "c.h5").pingpong
-        assert label == f"c-{op}-{n}" and a.coll.bus_factor == pytest.approx(OPS[op].bus_factor(n))
+        assert label == f"c-{op}-{n}" and a.kind_figures.bus_factor == pytest.approx(OPS[op].bus_factor(n))
         for row in rows:
             assert (row["coll_op"], row["coll_ranks"]) == (op, n)
             k = int(
@@ -317,7 +317,7 @@ def test_forged_root_factors_are_npmpi_s_for_the_op_with_a_notice(tmp_path, root
     """A one-op file's factors come from its op and rank count (npmpi/coll/ops.py); a stored value
     that disagrees is named beside the one used, and the heading shows the one used."""
     from npmpi_analysis.cli import main
-    from npmpi_analysis.coll_report import coll_heading
+    from npmpi_analysis.coll.report import coll_heading
 
     ((_, a, rows),) = analysed(forged(tmp_path / "f.h5", **root))
     assert rows[0]["algbw_bit_s"] == pytest.approx(ALGBW) and rows[0]["busbw_bit_s"] == pytest.approx(

@@ -167,16 +167,20 @@ def open_run(
     gives each series' RunData in `series` and their rows together in `sizes`, as the CSV. Raises
     npmpi.core.errors.RunFileError (one line: what is wrong and where) when nothing can be read, and
     ValueError for a meter delay that --meter-delay would refuse (negative, NaN)."""
-    from npmpi_analysis.kinds import file_kind
     from npmpi_analysis.numbers.analyse import run_label
+    from npmpi_analysis.numbers.kinds import file_kind, own_analysis
 
     if meter_delay_s is not None and not (math.isfinite(meter_delay_s) and meter_delay_s >= 0):
         raise ValueError(f"meter_delay_s={meter_delay_s}: give a delay of 0 seconds or more (or None)")
     p = Path(path)
     kind = file_kind(p)
     label = label or run_label(p.name, set())
-    if kind == "map":
-        return _open_map(p, label, meter_delay_s)
+    _, own = own_analysis([kind])
+    if own is not None:  # a kind with an analysis of its own (a map): its module gives the fields
+        f = own.api_fields(p, label, meter_delay_s)
+        tables = {"sizes": Table(f["sizes"]), "faults": Table(f["faults"], FAULT_COLUMNS)}
+        tables["channels"] = Table(f["channels"], CHANNEL_COLUMNS)
+        return RunData(**{**f, **tables, "path": p, "label": label, "_meter_delay_s": meter_delay_s})
     return _open_rows(p, kind, label, meter_delay_s)
 
 
@@ -188,10 +192,10 @@ def _open_rows(p: Path, kind: str, label: str, meter_delay_s: float | None) -> R
     from dataclasses import replace
 
     from npmpi_analysis.loading import load
-    from npmpi_analysis.numbers.collectives import series_runs
+    from npmpi_analysis.numbers.kinds import series
 
     run, load_problems = load(p)
-    parts = series_runs(run, label, load_problems)  # the file's coll problems join its own
+    parts = series(run, label, load_problems)  # the problems of the file's series join its own
     if not parts:
         from npmpi.core.errors import RunFileError
 
@@ -218,6 +222,7 @@ def _analysed(
 ) -> tuple[RunData, list[dict[str, Any]]]:
     """One run's (or series') data, and its rows as the CSV's (a file of series joins them)."""
     from npmpi_analysis.numbers.analyse import analyse_run, size_rows
+    from npmpi_analysis.numbers.faults import channel_rows, fault_rows
 
     a = analyse_run(run, label, meter_delay_s)
     a.problems[:0] = load_problems
@@ -232,7 +237,7 @@ def _analysed(
         sizes=Table(rows),
         summary=summary,
         faults=Table(fault_rows(a.power, a.fabric, t0), FAULT_COLUMNS),
-        channels=Table(_channel_rows(a.power, a.fabric), CHANNEL_COLUMNS),
+        channels=Table(channel_rows(a.power, a.fabric), CHANNEL_COLUMNS),
         notices=list(a.notices),
         problems=list(a.problems),
         node_attrs=[dict(n.attrs) for n in run.power],
@@ -241,89 +246,6 @@ def _analysed(
         _meter_delay_s=meter_delay_s,
     )
     return data, rows
-
-
-def _open_map(p: Path, label: str, meter_delay_s: float | None) -> RunData:
-    from npmpi.core.safetext import shown_attrs
-    from npmpi.runfile.format import JSON_ATTRS
-    from npmpi_analysis.loading import ANALYSED_SAMPLE_FIELDS
-    from npmpi_analysis.map_report import pair_rows, summary
-    from npmpi_analysis.numbers.map_file import load_map
-    from npmpi_analysis.numbers.maps import analyse_map
-
-    m = load_map(p, ANALYSED_SAMPLE_FIELDS)
-    m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)
-    a = analyse_map(m, label, meter_delay_s)
-    return RunData(
-        kind="map",
-        path=p,
-        label=label,
-        attrs={**a.attrs, **{f"map_{k}": v for k, v in a.map_attrs.items()}},
-        sizes=Table(pair_rows(a)),
-        summary=summary(a),
-        faults=Table(fault_rows(a.power, None, None), FAULT_COLUMNS),
-        channels=Table(_channel_rows(a.power, None), CHANNEL_COLUMNS),
-        notices=list(a.notices),
-        problems=list(a.problems),
-        node_attrs=[dict(n.attrs) for n in m.power],
-        analysis=a,
-        _loaded=m,
-        _meter_delay_s=meter_delay_s,
-    )
-
-
-def _power_nodes(power, fabric) -> list[tuple[int, Any]]:
-    """(node index, NodePower) of every node and, as node -1, the fabric's group."""
-    nodes = [(n.index, n) for n in power.nodes] if power is not None else []
-    if fabric is not None:
-        nodes.append((-1, fabric.group))
-    return nodes
-
-
-def fault_rows(power, fabric, t0: float | None) -> list[dict[str, Any]]:
-    """One dict per fault record of every node's channels and the fabric's (node -1), times on rank
-    0's clock and since `t0` (the first trial; NaN without it): the rows of RunData.faults."""
-    rows = []
-    for index, n in _power_nodes(power, fabric):
-        for c in n.channels:
-            for f in c.fault_records:
-                rows.append(
-                    {
-                        "node": index,
-                        "host": n.host,
-                        "channel": c.index,
-                        "channel_kind": c.kind,
-                        "time_unix_s": f.first_unix_s,
-                        "last_time_unix_s": f.last_unix_s,
-                        "since_first_trial_s": f.first_unix_s - t0 if t0 is not None else math.nan,
-                        "last_since_first_trial_s": f.last_unix_s - t0 if t0 is not None else math.nan,
-                        "count": f.count,
-                        "kind": f.kind,
-                        "message": f.message,
-                    }
-                )
-    return rows
-
-
-def _channel_rows(power, fabric) -> list[dict[str, Any]]:
-    return [
-        {
-            "node": index,
-            "host": n.host,
-            "channel": c.index,
-            "kind": c.kind,
-            "label": c.label,
-            "spec": c.spec,
-            "sample_interval_s": c.sample_interval_s,
-            "meter_delay_s": c.delay_s,
-            "meter_delay_source": c.delay_source,
-            "power_method": c.method,
-            "samples": c.samples,
-            "in_node_total": c.in_total,
-        }
-        for index, n in _power_nodes(power, fabric)
-        for c in n.channels
-    ]
 
 
 def _samples(loaded, meter_delay_s, node: int | None, channel: int | None) -> np.ndarray:

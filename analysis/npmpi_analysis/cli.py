@@ -189,10 +189,10 @@ def _main_reporting(argv: list[str] | None) -> int:
 
 
 def _analyse_files(args, labels: list[str]) -> tuple[int, list]:
-    """Each run file's analysis (a coll file's: one per op and rank count), its problems said; the
+    """Each run file's analysis (one per series of a file its kind splits), its problems said; the
     count of files or series that gave nothing, and the analyses."""
     from npmpi_analysis.numbers.analyse import analyse_run
-    from npmpi_analysis.numbers.collectives import series_runs
+    from npmpi_analysis.numbers.kinds import series
     from npmpi_analysis.report import summarise_alike
 
     failed = 0
@@ -204,8 +204,8 @@ def _analyse_files(args, labels: list[str]) -> tuple[int, list]:
             _error(str(exc))
             failed += 1
             continue
-        found: list[str] = []  # the file's coll problems: said once, with its first series
-        parts = series_runs(run, label, found)  # a coll file: each op at each rank count
+        found: list[str] = []  # the file's series' problems: said once, with its first series
+        parts = series(run, label, found)  # a file its kind splits (coll: each op at each rank count)
         if not parts:
             for problem in summarise_alike(load_problems + found):
                 _error(problem)
@@ -254,7 +254,7 @@ def _main(argv: list[str] | None) -> int:
 
         trend_cli.check_usage(args)
         return trend_cli.run(args, labels, _say, _error)
-    from npmpi_analysis.kinds import file_kind, own_analysis
+    from npmpi_analysis.numbers.kinds import file_kind, own_analysis
 
     kinds = [file_kind(p) for p in args.runs]
     kind, own = own_analysis(kinds)
@@ -374,25 +374,25 @@ def _safe_streams() -> None:
 def _print_text(analyses) -> None:
     from npmpi_analysis import report
     from npmpi_analysis.model_report import model_lines
+    from npmpi_analysis.numbers import kinds
 
     width = shutil.get_terminal_size((120, 24)).columns
     for a in analyses:
         _say(report.size_table(a))
         _say("")
-        if a.coll is not None:
-            from npmpi_analysis.coll_report import coll_cells, coll_heading
-
-            _say(coll_heading(a) + "\n" + report.render_table(*coll_cells(a)))
+        own = kinds.text(a, report.render_table)  # the kind's own table (a coll file's: OSU's, nccl-tests')
+        if own:
+            _say(own)
             _say("")
         _say(report.summary_text(a))
         _say("\n".join(model_lines(a, report.render_table)))
         _say("-" * min(width, 100) if len(analyses) > 1 else "")
     if len(analyses) > 1:
-        from npmpi_analysis.model_report import scaling_lines
+        from npmpi_analysis.numbers.kinds import lines
         from npmpi_analysis.numbers.size_comparison import common_sizes, comparison_blocks
 
-        if scaling_lines(analyses):
-            _say("\n".join(scaling_lines(analyses)) + "\n")
+        if lines(analyses):
+            _say("\n".join(lines(analyses)) + "\n")
 
         _say(report.comparison_text(analyses))
         if not common_sizes(analyses):  # a barrier's 0 B beside the others' sizes: nothing shared

@@ -5,6 +5,9 @@ sweep's analysis; several maps are compared with the first (before / after a rep
 from __future__ import annotations
 
 from npmpi.core.errors import RunFileError, UsageError
+from npmpi_analysis.numbers.kinds import KindAnalysis
+
+KIND = KindAnalysis("map", own="npmpi_analysis.map_cli", series=False, words="a cluster map")
 
 
 def check_usage(args, kinds: list[bool]) -> None:
@@ -116,3 +119,32 @@ def _write(args, analyses, changes, problems, say) -> None:
         say(f"npmpi-analyze: note: {note}", sys.stderr)
     if written and not args.quiet:
         say("wrote " + ", ".join(written))
+
+
+def api_fields(p, label: str, meter_delay_s: float | None) -> dict:
+    """The fields of a map's npmpi_analysis.api.RunData (its tables as lists of rows): the pairs'
+    rows, the summary, the power's faults and channels."""
+    from npmpi.core.safetext import shown_attrs
+    from npmpi.runfile.format import JSON_ATTRS
+    from npmpi_analysis.loading import ANALYSED_SAMPLE_FIELDS
+    from npmpi_analysis.map_report import pair_rows, summary
+    from npmpi_analysis.numbers.faults import channel_rows, fault_rows
+    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.numbers.maps import analyse_map
+
+    m = load_map(p, ANALYSED_SAMPLE_FIELDS)
+    m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)
+    a = analyse_map(m, label, meter_delay_s)
+    return {
+        "kind": "map",
+        "attrs": {**a.attrs, **{f"map_{k}": v for k, v in a.map_attrs.items()}},
+        "sizes": pair_rows(a),
+        "summary": summary(a),
+        "faults": fault_rows(a.power, None, None),
+        "channels": channel_rows(a.power, None),
+        "notices": list(a.notices),
+        "problems": list(a.problems),
+        "node_attrs": [dict(n.attrs) for n in m.power],
+        "analysis": a,
+        "_loaded": m,
+    }

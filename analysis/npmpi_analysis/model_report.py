@@ -179,23 +179,3 @@ def model_html(a, html_table) -> str:
     trials = int(a.model.resolution.trials) if a.model.resolution else 0
     parts += [f"<p>{line.strip()}</p>" for line in resolution_lines(s.get("resolution"), trials)]
     return "".join(parts)
-
-
-def json_extras(analyses) -> dict:
-    """What the models add to the JSON's top level: a collective's growth with the rank count."""
-    from npmpi_analysis.numbers.model_scaling import scaling
-
-    rows = scaling(analyses)
-    return {"model_scaling": rows} if rows else {}
-
-
-def scaling_lines(analyses) -> list[str]:
-    """The console's lines on a collective's growth with the rank count (none for runs)."""
-    from npmpi_analysis.numbers.model_scaling import lines, scaling
-
-    rows = scaling(analyses)
-    return (
-        ["model against the rank count (alpha of the first regime, beta of the last):", *lines(rows)]
-        if rows
-        else []
-    )

@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis.coll_report import coll_cells, coll_heading
 from npmpi_analysis.html_parts import CSS, figures_html, html_table, html_text, summary_table_html
-from npmpi_analysis.model_report import json_extras, model_html
-from npmpi_analysis.numbers import conditions
+from npmpi_analysis.model_report import model_html
+from npmpi_analysis.numbers import conditions, kinds
 from npmpi_analysis.numbers.analyse import RunAnalysis, size_rows
 from npmpi_analysis.numbers.compute import (
     FLAG_NAMES,
@@ -26,6 +25,7 @@ from npmpi_analysis.numbers.compute import (
 )
 from npmpi_analysis.numbers.cpu_cost import summary_lines as cpu_summary_lines
 from npmpi_analysis.numbers.fabric import fabric_line, part_cells
+from npmpi_analysis.numbers.kinds import json_extras
 from npmpi_analysis.numbers.model_energy import below_resolution
 from npmpi_analysis.numbers.run_comparison import compare
 from npmpi_analysis.outfiles import rows_csv_bytes
@@ -404,7 +404,7 @@ _e = html_text
 def _fault_table(a: RunAnalysis) -> str:
     """The run's meter faults and sampling gaps as an HTML table ('' without power): the rows of the
     Python API's RunData.faults (npmpi_analysis.api), the fabric's devices' among them."""
-    from npmpi_analysis.api import fault_rows
+    from npmpi_analysis.numbers.faults import fault_rows
 
     if a.power is None:
         return ""
@@ -484,7 +484,6 @@ def html_report(
             parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
         headers, rows = table_cells(a, "±", "µs")
         parts.append(html_table(headers, rows, left=0))
-        if a.coll is not None:  # a coll file: OSU's and nccl-tests' columns, energy per operation
-            parts.append(f"<p>{_e(coll_heading(a))}</p>" + html_table(*coll_cells(a, "±", "µs"), left=0))
+        parts.append(kinds.html(a, html_table, _e))  # the kind's own table (a coll file's), or nothing
     parts.append("</body></html>\n")
     return "".join(parts).encode()

@@ -9,6 +9,7 @@ from typing import Any
 
 from npmpi.core.errors import RunFileError, UsageError
 from npmpi_analysis.numbers import trend as tr
+from npmpi_analysis.numbers.kinds import can_be_series, measurement, several_words
 from npmpi_analysis.outfiles import rows_csv_bytes
 
 
@@ -38,13 +39,14 @@ def run(args, labels: list[str], say, error) -> int:
             error(str(exc))
             failed += 1
             continue
-        if r.kind == "map":
-            raise UsageError(f"{path} is a cluster map: --trend follows sweep runs")
+        if not can_be_series(r.kind):
+            raise UsageError(f"{path} is {_measurement(r)}: --trend follows sweep runs")
         if r.series:
             names = ", ".join(one.label for one in r.series)
+            several, instead = several_words(r.kind)
             raise UsageError(
-                f"{path} holds {len(r.series)} series of collectives ({names}): --trend follows one "
-                "measurement from run to run; give files of one op at one rank count"
+                f"{path} holds {len(r.series)} {several} ({names}): --trend follows one measurement "
+                f"from run to run; give {instead}"
             )
         for problem in summarise_alike(r.problems):
             error(problem)
@@ -84,11 +86,9 @@ def _once(paths, labels):
 
 
 def _measurement(r) -> str:
-    """What a file measures, in words: its kind (a coll file's op and rank count with it)."""
-    if r.kind != "coll":
-        return "a ping-pong run" if r.kind == "run" else f"a {r.kind} file"
-    a = r.attrs
-    return f"a coll file of {a.get('coll_op', '?')} on {a.get('coll_ranks', '?')} ranks"
+    """What a file measures, in words: its kind (with what the kind says of it: a coll file's op
+    and rank count)."""
+    return measurement(r.attrs, r.kind)
 
 
 def _one_measurement(runs) -> None:

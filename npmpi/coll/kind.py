@@ -4,7 +4,7 @@ per node (a group kind: npmpi/kinds/recording.py gives the sequence, the file an
 The file is a group kind's run file (docs/file-format.md) with the collective's root attributes
 (`coll_*`): the analysis reads its rows as a run's, with bytes_per_iteration_factor = S / m so that
 its bandwidth is nccl-tests' algbw, and adds OSU's and nccl-tests' columns and the energy per
-operation for a `coll` file (analysis/npmpi_analysis/numbers/collectives.py; docs/collectives.md).
+operation for a `coll` file (analysis/npmpi_analysis/coll/numbers.py; docs/collectives.md).
 """
 
 from __future__ import annotations

@@ -11,14 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from npmpi.core.units import format_size_bytes
-from npmpi_analysis.figures.coll import collective_plots, plot_energy_vs_ranks
 from npmpi_analysis.figures.cpu import plot_cpu_cost
 from npmpi_analysis.figures.fabric import plot_energy_parts
 from npmpi_analysis.figures.model import plot_model
 from npmpi_analysis.figures.render import FIGSIZE, Plot
 from npmpi_analysis.figures.render import caveat_banner as _caveat_text
 from npmpi_analysis.figures.render import size_axis as _size_axis
-from npmpi_analysis.numbers import compute
+from npmpi_analysis.numbers import compute, kinds
 from npmpi_analysis.numbers.analyse import RunAnalysis
 from npmpi_analysis.numbers.compute import FLAG_OK
 
@@ -460,8 +459,7 @@ def all_plots(runs: list[RunAnalysis]) -> list[Plot]:
         plot_energy_rate(runs),
         plot_energy_per_bit(runs),
         plot_cpu_cost(runs),
-        *collective_plots(runs),
-        plot_energy_vs_ranks(runs),
+        *kinds.plots(runs),  # what the runs' kinds add (coll files: the collectives' figures)
     ]
     for a in runs:
         out += [

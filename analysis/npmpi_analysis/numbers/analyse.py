@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from npmpi_analysis.numbers import (
-    collectives,
     compute,
     conditions,
     cpu_cost,
+    kinds,
     model_drift,
     model_energy,
     model_summary,
@@ -60,7 +60,7 @@ class RunAnalysis:
     dynamic_not_above_idle: np.ndarray | None = None
     dynamic_bound_pj_bit: np.ndarray | None = None
     cpu: cpu_cost.CpuCost | None = None  # CPU per KiB and % of a core per size and rank (format 1.7)
-    coll: collectives.CollFigures | None = None  # a coll file's OSU/nccl-tests columns and J/op, else None
+    kind_figures: Any = None  # the numbers the file's kind adds (npmpi_analysis/numbers/kinds.py), else None
     conditions: conditions.CondFigures | None = None  # core frequency, throttling, wire bytes, else None
     model: Any = None  # numbers/model.RunModel: the regimes' alpha, beta and energy (None: see model_note)
     model_note: str = ""  # why there is no model
@@ -147,7 +147,7 @@ def _analyse(run, label: str, meter_delay_s: float | None) -> RunAnalysis:
             f"{name}: /pingpong/trial_start_unix_s, trial_end_unix_s: {int(no_window.sum())} size(s) without "
             f"valid wall-clock trial times (first: row {k}, {int(pp.size_bytes[k])} B): no power for them"
         )
-    ebw = collectives.energy_basis(run.attrs, bw)  # energy per bit: every rank's bits (coll: n x one rank's)
+    ebw = compute.energy_basis(bw, kinds.ranks_moving(run.attrs))  # energy per bit: every rank's bits
     rate = epb = epb_sigma = dyn_w = dyn = dyn_sigma = low = bound = None
     corr = math.nan
     if power is not None:
@@ -188,7 +188,7 @@ def _analyse(run, label: str, meter_delay_s: float | None) -> RunAnalysis:
         dynamic_not_above_idle=low,
         dynamic_bound_pj_bit=bound,
         cpu=cpu,
-        coll=collectives.analyse_coll(run, bw, power),
+        kind_figures=kinds.figures(run, bw, power),
         conditions=cond,
     )
 
@@ -224,8 +224,8 @@ def summarise(a: RunAnalysis) -> dict[str, Any]:
     _add_bandwidth_figures(out, a)
     if a.cpu is not None:
         out.update(cpu_cost.summary(a.cpu, a.bw.size_bytes, _argmax(a.bw.peak_bit_s)))
-    if a.coll is not None:
-        out.update(collectives.summary(a.coll))
+    if a.kind_figures is not None:
+        out.update(a.kind_figures.summary())
     out.update(conditions.summary(a.conditions) if a.conditions is not None else {})
     out["has_power"] = a.power is not None
     out["model"] = model_summary.summary(a.model, a.model_note)
@@ -465,8 +465,8 @@ def size_rows(a: RunAnalysis) -> list[dict[str, Any]]:
                 row.update(size_columns(a.fabric, k))
         if a.cpu is not None:
             row.update(cpu_cost.size_columns(a.cpu, k))
-        if a.coll is not None:
-            row.update(collectives.size_columns(a.coll, k))
+        if a.kind_figures is not None:
+            row.update(a.kind_figures.size_columns(k))
         if a.conditions is not None:
             row.update(conditions.size_columns(a.conditions, k, row.get("energy_pj_bit")))
         row.update(precision.size_columns(a, k))

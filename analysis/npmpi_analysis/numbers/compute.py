@@ -272,14 +272,14 @@ def pipelined(attrs: dict) -> bool:
     return isinstance(window, (int, np.integer)) and mode.messages_per_iteration(int(window)) > 1
 
 
-def ranks_moving(attrs: dict) -> float:
-    """How many ranks' bits one row's bandwidth stands for when energy is divided by bits: a coll
-    file's (or series') coll_ranks, its algbw being one rank's; 1 for a run, whose bandwidth already
-    counts both directions of every pair."""
-    if str(attrs.get("kind", "")) != "coll":
-        return 1.0
-    n = float_attr(attrs, "coll_ranks")
-    return n if n is not None and n >= 1 else math.nan
+def energy_basis(bw: Bandwidth, ranks: float) -> Bandwidth:
+    """The bit rate that energy per bit (and bits per joule) divides by: every moving rank's bits
+    (`ranks`: npmpi_analysis.numbers.kinds.ranks_moving, 1 for a run)."""
+    from dataclasses import replace
+
+    if ranks == 1:
+        return bw
+    return replace(bw, mean_bit_s=bw.mean_bit_s * ranks, sigma_bit_s=bw.sigma_bit_s * ranks)
 
 
 def shows_message_rate(attrs: dict) -> bool:

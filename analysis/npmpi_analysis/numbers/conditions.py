@@ -36,7 +36,8 @@ import numpy as np
 from npmpi.conditions.cpufreq import COUNT_MAX, FREQ_MAX_HZ, FREQ_MIN_HZ, THROTTLE_MAX_RATE
 from npmpi.conditions.nic import ABSOLUTE_RATE, max_bytes
 from npmpi.core.safetext import shown
-from npmpi_analysis.numbers.compute import ranks_moving, run_mode_factors
+from npmpi_analysis.numbers.compute import run_mode_factors
+from npmpi_analysis.numbers.kinds import ranks_moving
 
 FREQ_MOVED_FRACTION = 0.05  # 5 %: a core whose frequency moved more within one size is flagged
 WIRE_LOW = 0.5  # a crossing pair's NICs moved less than half its payload: it did not cross them

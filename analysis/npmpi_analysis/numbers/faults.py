@@ -8,7 +8,9 @@ is flagged `recorded gap`, with the record's message as the reason, whatever sam
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -71,3 +73,58 @@ def flag_recorded_gaps(
             text = f"{where}: {f.message}"
             reasons[k] = f"{reasons[k]}; {text}" if reasons[k] else text
     return reasons
+
+
+def power_nodes(power, fabric) -> list[tuple[int, Any]]:
+    """(node index, NodePower) of every node and, as node -1, the fabric's group."""
+    nodes = [(n.index, n) for n in power.nodes] if power is not None else []
+    if fabric is not None:
+        nodes.append((-1, fabric.group))
+    return nodes
+
+
+def fault_rows(power, fabric, t0: float | None) -> list[dict[str, Any]]:
+    """One dict per fault record of every node's channels and the fabric's (node -1), times on rank
+    0's clock and since `t0` (the first trial; NaN without it): the rows of RunData.faults."""
+    rows = []
+    for index, n in power_nodes(power, fabric):
+        for c in n.channels:
+            for f in c.fault_records:
+                rows.append(
+                    {
+                        "node": index,
+                        "host": n.host,
+                        "channel": c.index,
+                        "channel_kind": c.kind,
+                        "time_unix_s": f.first_unix_s,
+                        "last_time_unix_s": f.last_unix_s,
+                        "since_first_trial_s": f.first_unix_s - t0 if t0 is not None else math.nan,
+                        "last_since_first_trial_s": f.last_unix_s - t0 if t0 is not None else math.nan,
+                        "count": f.count,
+                        "kind": f.kind,
+                        "message": f.message,
+                    }
+                )
+    return rows
+
+
+def channel_rows(power, fabric) -> list[dict[str, Any]]:
+    """One dict per meter channel of every node and the fabric's (node -1): the rows of RunData.channels."""
+    return [
+        {
+            "node": index,
+            "host": n.host,
+            "channel": c.index,
+            "kind": c.kind,
+            "label": c.label,
+            "spec": c.spec,
+            "sample_interval_s": c.sample_interval_s,
+            "meter_delay_s": c.delay_s,
+            "meter_delay_source": c.delay_source,
+            "power_method": c.method,
+            "samples": c.samples,
+            "in_node_total": c.in_total,
+        }
+        for index, n in power_nodes(power, fabric)
+        for c in n.channels
+    ]

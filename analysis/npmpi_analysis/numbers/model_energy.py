@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi_analysis.numbers import segmented
-from npmpi_analysis.numbers.compute import FLAG_OK, ranks_moving
+from npmpi_analysis.numbers.compute import FLAG_OK
+from npmpi_analysis.numbers.kinds import ranks_moving
 from npmpi_analysis.numbers.model import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,

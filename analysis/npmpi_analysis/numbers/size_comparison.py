@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npmpi_analysis.numbers import kinds
 from npmpi_analysis.numbers.analyse import RunAnalysis
-from npmpi_analysis.numbers.compute import PINGPONG_FACTORS, run_mode_factors
 
 
 @dataclass(frozen=True)
@@ -29,16 +29,7 @@ class Figure:
     scale: float  # CSV unit -> the unit shown
     unit: str
     column: str
-    mixed: bool = False  # shown only beside a coll file and a pair's run together
-
-
-def _round_trip_or_op(a: RunAnalysis) -> np.ndarray | None:
-    """A ping-pong's round trip (twice its one-way time) or one collective operation, best trial
-    each: a 2-rank allreduce's time is comparable with a round trip (each rank sends and receives);
-    None for a run of another mode."""
-    if a.coll is not None:
-        return a.bw.one_way_s
-    return 2 * a.bw.one_way_s if run_mode_factors(a.attrs) == PINGPONG_FACTORS else None
+    mixed: bool = False  # shown only where some runs' kinds add figures and others' do not
 
 
 FIGURES = (
@@ -51,22 +42,6 @@ FIGURES = (
         1.0,
         "us/KiB",
         "cpu_us_per_kib",
-    ),
-    # coll files (several ops, rank counts or files): OSU's latency and the energy of one operation
-    Figure(
-        "OSU avg latency",
-        lambda a: a.coll.latency_avg_s if a.coll is not None else None,
-        1e6,
-        "us",
-        "latency_avg_s",
-    ),
-    Figure("round trip or operation", _round_trip_or_op, 1e6, "us", "round_trip_or_op_s", mixed=True),
-    Figure(
-        "energy per operation",
-        lambda a: a.coll.energy_per_op_j if a.coll is not None else None,
-        1e6,
-        "uJ",
-        "energy_per_op_j",
     ),
 )
 
@@ -96,12 +71,13 @@ def _ratio(x: float, ref: float) -> float:
 
 
 def shown_figures(analyses: list[RunAnalysis]) -> list[Figure]:
-    """The figures at least one run has (a mixed one: with a coll file and a run of a pair)."""
-    kinds = {a.coll is not None for a in analyses}
+    """The figures at least one run has, those the runs' kinds add after the common ones (a mixed
+    one: where some runs' kinds add figures and others' do not, a coll file beside a pair's run)."""
+    added = {a.kind_figures is not None for a in analyses}
     return [
         f
-        for f in FIGURES
-        if any(f.values(a) is not None for a in analyses) and (not f.mixed or len(kinds) == 2)
+        for f in FIGURES + tuple(kinds.comparison_figures(analyses))
+        if any(f.values(a) is not None for a in analyses) and (not f.mixed or len(added) == 2)
     ]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from npmpi_analysis.numbers.collectives import coll_ranks
+from npmpi_analysis.coll.numbers import coll_ranks
 
 LAWS = ("log2 n", "n")
 

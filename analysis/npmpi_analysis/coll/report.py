@@ -1,11 +1,12 @@
 """A coll file's table (the text output and the HTML report): OSU's latency columns, nccl-tests' algbw
-and busbw with the factor used, and the energy of one operation (numbers/collectives.py;
+and busbw with the factor used, and the energy of one operation (coll/numbers.py;
 docs/collectives.md). Cells only: report.py and cli.py lay them out."""
 
 from __future__ import annotations
 
 import math
 
+from npmpi_analysis.coll.numbers import of
 from npmpi_analysis.numbers.analyse import RunAnalysis
 
 
@@ -27,14 +28,14 @@ def coll_heading(a: RunAnalysis) -> str:
         f"collective: {op} on {attrs.get('coll_ranks', '?')} ranks, {what}; size = "
         f"{attrs.get('coll_size_meaning', '?')}; "
         f"algbw = {attrs.get('coll_algbw_bytes_factor', '?')} x size / t; "
-        f"busbw = algbw x {attrs.get('coll_bus_factor_formula', '?')} = {_g(a.coll.bus_factor, 4)}"
+        f"busbw = algbw x {attrs.get('coll_bus_factor_formula', '?')} = {_g(of(a).bus_factor, 4)}"
     )
 
 
 def coll_cells(a: RunAnalysis, pm: str = "±", micro: str = "us") -> tuple[list[str], list[list[str]]]:
     """Headers and cells of a coll file's per-size table: latency across ranks, bandwidths, energy
     per operation."""
-    c = a.coll
+    c = of(a)
     headers = [
         "bytes",
         "iters",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi_analysis.numbers.compute import PJ_PER_J, Bandwidth, float_attr, ranks_moving
+from npmpi_analysis.numbers.compute import PJ_PER_J, Bandwidth, float_attr
 
 KIND_COLL = "coll"
 
@@ -55,10 +55,24 @@ class CollFigures:
     dynamic_not_above_idle: np.ndarray | None = None
     dynamic_energy_per_op_bound_j: np.ndarray | None = None
 
+    row_is_operation = True  # a row's time is one operation's (the comparisons' "round trip or operation")
+
     @property
     def bus_factor(self) -> float:
         value = float_attr(self.attrs, "coll_bus_factor")
         return value if value is not None else math.nan
+
+    def summary(self) -> dict:
+        return summary(self)
+
+    def size_columns(self, k: int) -> dict:
+        return size_columns(self, k)
+
+
+def of(a) -> CollFigures | None:
+    """An analysed run's collective figures, None for a run of any other kind."""
+    c = getattr(a, "kind_figures", None)
+    return c if isinstance(c, CollFigures) else None
 
 
 def coll_ranks(attrs: dict) -> int:
@@ -72,12 +86,11 @@ def is_coll(attrs: dict) -> bool:
     return str(attrs.get("kind", "")) == KIND_COLL
 
 
-def energy_basis(attrs: dict, bw: Bandwidth) -> Bandwidth:
-    """The bit rate that energy per bit (and bits per joule) divides by: every rank's bits."""
-    from dataclasses import replace
-
-    k = ranks_moving(attrs)
-    return bw if k == 1 else replace(bw, mean_bit_s=bw.mean_bit_s * k, sigma_bit_s=bw.sigma_bit_s * k)
+def ranks_moving(attrs: dict) -> float:
+    """How many ranks' bits one row's bandwidth stands for when energy is divided by bits: the file's
+    (or series') coll_ranks, its algbw being one rank's (NaN where that count is no count)."""
+    n = float_attr(attrs, "coll_ranks")
+    return n if n is not None and n >= 1 else math.nan
 
 
 SERIES_ATTRS = {  # coll_series_json's keys -> the attributes of a file of that one series
@@ -331,7 +344,7 @@ def _add_energy(c: CollFigures, power, bw: Bandwidth) -> None:
             low, (np.maximum(dyn_w, 0) + 2 * dyn_sigma_w) * c.op_s, np.nan
         )
     with np.errstate(invalid="ignore", divide="ignore"):
-        every = energy_basis(c.attrs, bw).mean_bit_s * c.bus_factor  # every rank's bus bits per second
+        every = bw.mean_bit_s * ranks_moving(c.attrs) * c.bus_factor  # every rank's bus bits per second
         bus = np.where(every > 0, every, np.nan)
         rel_b = bw.sigma_bit_s / bw.mean_bit_s
         c.energy_pj_bus_bit = PJ_PER_J * power.job_w / bus

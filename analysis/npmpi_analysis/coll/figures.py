@@ -1,4 +1,4 @@
-"""The figures of coll files (numbers/collectives.py): OSU's latency, nccl-tests' busbw and the energy
+"""The figures of coll files (coll/numbers.py): OSU's latency, nccl-tests' busbw and the energy
 of one operation against message size, one line per file (an op, a rank count); and the energy of
 one operation against the rank count, one line per op and size measured at several rank counts."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from npmpi_analysis.coll.numbers import coll_ranks, of
 from npmpi_analysis.figures.render import FIGSIZE, Plot, size_axis
-from npmpi_analysis.numbers.collectives import coll_ranks
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
 
@@ -20,7 +20,7 @@ def _name(a) -> str:
 def collective_plots(runs: list) -> list[Plot | None]:
     """The `collectives` figure; when the files hold several ops at several rank counts, one such
     figure per rank count (collectives_Nranks), one line per op."""
-    coll = [a for a in runs if a.coll is not None]
+    coll = [a for a in runs if of(a) is not None]
     ops = {str(a.attrs.get("coll_op", "")) for a in coll}
     counts = sorted({coll_ranks(a.attrs) for a in coll})
     if len(ops) < 2 or len(counts) < 2:
@@ -37,7 +37,7 @@ def collective_plots(runs: list) -> list[Plot | None]:
 def plot_collectives(runs: list) -> Plot | None:
     """From the top: OSU's average latency across ranks (the band: least to largest rank's), busbw,
     energy per operation ± σ, pJ per bus bit ± σ. None without a coll file that has a size above 0 B."""
-    runs = [a for a in runs if a.coll is not None and np.any(a.bw.size_bytes > 0)]
+    runs = [a for a in runs if of(a) is not None and np.any(a.bw.size_bytes > 0)]
     if not runs:
         return None
     from matplotlib.figure import Figure
@@ -47,7 +47,7 @@ def plot_collectives(runs: list) -> Plot | None:
     fig.subplots_adjust(left=0.12, right=0.95, bottom=0.06, top=0.93, hspace=0.08)
     caveats = set()
     for i, a in enumerate(runs):
-        color, c, x = COLORS[i % len(COLORS)], a.coll, a.bw.size_bytes.astype(float)
+        color, c, x = COLORS[i % len(COLORS)], of(a), a.bw.size_bytes.astype(float)
         keep = x > 0
         top.plot(x[keep], c.latency_avg_s[keep] * 1e6, "o-", ms=3, color=color, label=_name(a))
         top.fill_between(
@@ -94,7 +94,7 @@ def plot_energy_vs_ranks(runs: list) -> Plot | None:
     one line per size they share (the smallest, a middle and the largest). None otherwise."""
     by_op: dict[str, list] = {}
     for a in runs:
-        if a.coll is not None and a.coll.energy_per_op_j is not None and coll_ranks(a.attrs):
+        if of(a) is not None and of(a).energy_per_op_j is not None and coll_ranks(a.attrs):
             by_op.setdefault(str(a.attrs.get("coll_op", "?")), []).append(a)
     lines = []
     for op, files in sorted(by_op.items()):
@@ -108,8 +108,8 @@ def plot_energy_vs_ranks(runs: list) -> Plot | None:
             for a in files:
                 k = int(np.flatnonzero(a.bw.size_bytes == size)[0])
                 ranks.append(coll_ranks(a.attrs))
-                joules.append(a.coll.energy_per_op_j[k] * 1e6)
-                sigma.append(a.coll.energy_per_op_sigma_j[k] * 1e6)
+                joules.append(of(a).energy_per_op_j[k] * 1e6)
+                sigma.append(of(a).energy_per_op_sigma_j[k] * 1e6)
             lines.append((f"{op} {size} B", ranks, joules, sigma))
     if not lines:
         return None
@@ -127,7 +127,7 @@ def plot_energy_vs_ranks(runs: list) -> Plot | None:
     ax.set_ylabel("energy per operation (µJ)")
     ax.set_title("How a collective's energy grows with the ranks", fontsize=10)
     ax.legend(fontsize=7, loc="best")
-    caveat = "; ".join(sorted({a.caveat for a in runs if a.coll is not None and a.caveat}))
+    caveat = "; ".join(sorted({a.caveat for a in runs if of(a) is not None and a.caveat}))
     return Plot(
         "collectives_energy_vs_ranks",
         fig,
