@@ -1,10 +1,13 @@
 """The seam for benchmark kinds: a kind written outside npmpi (tests/support/kinds/ring_kind.py) registers by
 name, runs under mpirun with a power rank, and writes rows the unchanged analysis reads; the
-registry, the measuring groups and the file's kind (docs/architecture.md, "Adding a benchmark kind")."""
+registry, the measuring groups and the file's kind; and its own numbers added to the analysis through
+the analysis's seam (tests/support/kinds/ring_analysis.py; docs/architecture.md, "Adding a benchmark
+kind")."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +72,27 @@ def test_a_kind_from_outside_runs_with_a_power_rank_and_the_analysis_reads_it(tm
         per_bit = 1e12 * row["power_w"] / row["bandwidth_mean_bit_s"]
         assert row["energy_pj_bit"] == pytest.approx(per_bit, rel=1e-6)
         assert row["energy_sigma_pj_bit"] > 0
+        assert not any(key.startswith("ring_") for key in row)  # nothing added: the kind is not registered
+    # the kind's own numbers, registered through the analysis's seam (ring_analysis.py), beside the
+    # very same rows: one step = the best trial over its iterations, each link a message a step
+    env = {**os.environ, "PYTHONPATH": str(KINDS_DIR), "NPMPI_ANALYSIS_KINDS": "ring=ring_analysis:KIND"}
+    ana = subprocess.run(
+        [sys.executable, "-m", "npmpi_analysis", str(out), "--json", str(tmp_path / "own.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert ana.returncode == 0, ana.stderr
+    assert "ring of 2 ranks: one step = every member's message one hop" in ana.stdout
+    own = json.loads((tmp_path / "own.json").read_text())["runs"][0]
+    assert own["summary"]["ring"] == {"members": 2}
+    for row, before, m, i, t in zip(own["sizes"], rows, sizes, iterations, best, strict=True):
+        assert {k: v for k, v in row.items() if not k.startswith("ring_")} == before
+        assert row["ring_step_s"] == pytest.approx(t / i, rel=1e-12)
+        assert row["ring_link_bit_s"] == pytest.approx(8 * m * i / t, rel=1e-9)
+        assert row["ring_energy_per_step_j"] == pytest.approx(120 * t / i, rel=1e-9)
 
 
 @pytest.mark.mpi
