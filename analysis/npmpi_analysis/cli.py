@@ -376,23 +376,32 @@ def _print_text(analyses) -> None:
     from npmpi_analysis.model_report import model_lines
     from npmpi_analysis.numbers import kinds
 
-    width = shutil.get_terminal_size((120, 24)).columns
-    for a in analyses:
-        _say(report.size_table(a))
-        _say("")
-        own = kinds.text(a, report.render_table)  # the kind's own table (a coll file's: OSU's, nccl-tests')
-        if own:
-            _say(own)
+    rule = "-" * min(shutil.get_terminal_size((120, 24)).columns, 100)
+    files = report.by_file(analyses)
+    for series in files:
+        whole = kinds.file_text(series, report.render_table)  # a kind's own report of a file (coll)
+        if whole:
+            _say(whole)
+            _say(rule if len(files) > 1 else "")
+            continue
+        for a in series:
+            _say(report.size_table(a))
             _say("")
-        _say(report.summary_text(a))
-        _say("\n".join(model_lines(a, report.render_table)))
-        _say("-" * min(width, 100) if len(analyses) > 1 else "")
+            own = kinds.text(a, report.render_table)  # a table the kind adds (the ring's of the tests)
+            if own:
+                _say(own)
+                _say("")
+            _say(report.summary_text(a))
+            _say("\n".join(model_lines(a, report.render_table)))
+            _say(rule if len(analyses) > 1 else "")
     if len(analyses) > 1:
         from npmpi_analysis.numbers.kinds import lines
         from npmpi_analysis.numbers.size_comparison import common_sizes, comparison_blocks
 
         if lines(analyses):
             _say("\n".join(lines(analyses)) + "\n")
+        if len(files) == 1 and kinds.file_text(files[0], report.render_table):
+            return  # one file's series: its own table of them is the comparison
 
         _say(report.comparison_text(analyses))
         if not common_sizes(analyses):  # a barrier's 0 B beside the others' sizes: nothing shared

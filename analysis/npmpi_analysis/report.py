@@ -140,6 +140,22 @@ def _delay_text(c: dict, pm: str) -> str:
 def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     """The run's key figures and metadata, one fact a line."""
     s = a.summary()
+    return "\n".join(header_lines(a, s) + rate_lines(a, s) + detail_lines(a, s, pm))
+
+
+def by_file(analyses: list[RunAnalysis]) -> list[list[RunAnalysis]]:
+    """The analyses in their order, those of one file (its series) together."""
+    out: list[list[RunAnalysis]] = []
+    for a in analyses:
+        if out and out[-1][0].path == a.path:
+            out[-1].append(a)
+        else:
+            out.append([a])
+    return out
+
+
+def header_lines(a: RunAnalysis, s: dict) -> list[str]:
+    """What the file is: its path, status, kernel and library, mode, platform, hosts, command."""
     out = [f"{a.label}: {a.path}"]
     status = s["status"] + (f" ({s['status_message']})" if s["status_message"] else "")
     out.append(f"  status: {status}; {s['sizes_analysed']} sizes analysed")
@@ -164,6 +180,12 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
     )
     if s["command_line"]:
         out.append(f"  command: {s['command_line']}")
+    return out
+
+
+def rate_lines(a: RunAnalysis, s: dict) -> list[str]:
+    """A sweep's peak bandwidth and its latency (or time per message of a window in flight)."""
+    out = []
     if s["peak_bandwidth_bit_s"] is not None:
         peak = s["peak_bandwidth_bit_s"]
         out.append(
@@ -181,14 +203,19 @@ def summary_text(a: RunAnalysis, pm: str = "±") -> str:
             f"  latency: {s['latency_s'] * 1e6:.4g} us one-way at {s['latency_size_bytes']} B "
             f"(lowest {s['min_latency_s'] * 1e6:.4g} us)"
         )
-    out += cpu_summary_lines(s) + conditions.summary_lines(s)
+    return out
+
+
+def detail_lines(a: RunAnalysis, s: dict, pm: str = "±") -> list[str]:
+    """The CPU's, the conditions' and the power's lines, and the notices."""
+    out = cpu_summary_lines(s) + conditions.summary_lines(s)
     if not s["has_power"]:
         out.append(f"  power: {NO_POWER}")
     else:
         _power_lines(s, out, pm)
     for note in summarise_alike(a.notices):
         out.append(f"  notice: {note}")
-    return "\n".join(out)
+    return out
 
 
 def _power_lines(s: dict, out: list[str], pm: str) -> None:
@@ -401,7 +428,7 @@ def json_bytes(analyses: list[RunAnalysis]) -> bytes:
 _e = html_text
 
 
-def _fault_table(a: RunAnalysis) -> str:
+def fault_table(a: RunAnalysis) -> str:
     """The run's meter faults and sampling gaps as an HTML table ('' without power): the rows of the
     Python API's RunData.faults (npmpi_analysis.api), the fabric's devices' among them."""
     from npmpi_analysis.numbers.faults import fault_rows
@@ -422,6 +449,20 @@ def _fault_table(a: RunAnalysis) -> str:
     return "<h4>Meter faults</h4><div id=faults>" + html_table(headers, rows, left=7) + "</div>"
 
 
+def _run_summary_html(a: RunAnalysis, titled: bool) -> list[str]:
+    """A run's part of the report's summary: its lines as a table, faults, model, energy parts."""
+    parts = [f"<h3>{_e(a.label)}</h3>"] if titled else []  # one run: the page's title is its label
+    if a.caveat:
+        parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
+    parts += [summary_table_html(summary_text(a)), fault_table(a), model_html(a, html_table)]
+    if a.summary().get("energy_parts"):
+        parts.append(
+            "<h4>Energy per bit: nodes, fabric, total</h4>"
+            + html_table(*part_cells(a.summary()["energy_parts"]))
+        )
+    return parts
+
+
 def html_report(
     analyses: list[RunAnalysis], figures: list[tuple[str, str, bytes, str]], problems: list[str]
 ) -> bytes:
@@ -438,18 +479,16 @@ def html_report(
     for p in problems:
         parts.append(f"<p class=problem>problem: {_e(p)}</p>")
     parts.append("<h2>Summary</h2>")
-    for a in analyses:
-        if len(analyses) > 1:  # one run: its label is the page's title already
-            parts.append(f"<h3>{_e(a.label)}</h3>")
-        if a.caveat:
-            parts.append(f"<p class=caveat>Power is {_e(a.caveat)}.</p>")
-        parts += [summary_table_html(summary_text(a)), _fault_table(a), model_html(a, html_table)]
-        if a.summary().get("energy_parts"):
-            parts.append(
-                "<h4>Energy per bit: nodes, fabric, total</h4>"
-                + html_table(*part_cells(a.summary()["energy_parts"]))
-            )
-    if len(analyses) > 1:
+    files = by_file(analyses)
+    for series in files:
+        whole = kinds.file_html(series, html_table, _e)  # a kind's own summary of a file (coll)
+        if whole:
+            caveat = series[0].caveat
+            parts += [f"<p class=caveat>Power is {_e(caveat)}.</p>" if caveat else "", whole]
+            continue
+        for a in series:
+            parts += _run_summary_html(a, len(analyses) > 1)
+    if len(analyses) > 1 and not (len(files) == 1 and kinds.file_html(files[0], html_table, _e)):
         parts.append("<h2>Comparison</h2>")
         rows = compare([a.summary() for a in analyses])
         labels = [a.label for a in analyses]

@@ -30,20 +30,18 @@ def figures(run, bw, power):
     return analyse_coll(run, bw, power)
 
 
-def text(a, render_table) -> str:
-    """The console's block of a coll file's own table: what ran, then OSU's and nccl-tests' columns."""
-    from npmpi_analysis.coll.report import coll_cells, coll_heading, of
+def file_text(series, render_table) -> str:
+    """A coll file in the console: its header once, the table of its series, each series' detail."""
+    from npmpi_analysis.coll.report import file_text as text
 
-    return coll_heading(a) + "\n" + render_table(*coll_cells(a)) if of(a) is not None else ""
+    return text(series, render_table)
 
 
-def html(a, html_table, escape) -> str:
-    """The HTML report's block of a coll file's own table."""
-    from npmpi_analysis.coll.report import coll_cells, coll_heading, of
+def file_html(series, html_table, escape) -> str:
+    """A coll file's summary in the HTML report, as in the console."""
+    from npmpi_analysis.coll.report import file_html as html
 
-    if of(a) is None:
-        return ""
-    return f"<p>{escape(coll_heading(a))}</p>" + html_table(*coll_cells(a, "±", "µs"), left=0)
+    return html(series, html_table, escape)
 
 
 def measurement(attrs: dict) -> str:

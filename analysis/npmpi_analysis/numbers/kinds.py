@@ -15,7 +15,9 @@ registry, npmpi/kinds/__init__.py):
   series(run, label, problems) (the file as one (run, label) per series); ranks_moving(attrs) (how
   many ranks' bits one row's bandwidth stands for when energy is divided by bits); figures(run, bw,
   power) (its numbers: an object with summary() and size_columns(k), None for a run it adds nothing
-  to); text(a, render_table) and html(a, html_table, escape) (its own table); plots(runs);
+  to); text(a, render_table) and html(a, html_table, escape) (a table it adds to a run's report);
+  file_text(series, render_table) and file_html(series, html_table, escape) (its own report of a
+  file's analyses, in place of a run's); plots(runs);
   comparison_figures() (its figures of several runs side by side, numbers/size_comparison.Figure);
   json_extras(analyses) and lines(analyses) (what it says of several runs together); and
   measurement(attrs) (what a file measures, in words, for a series of runs).
@@ -153,6 +155,19 @@ def text(a, render_table) -> str:
     """The console's block of the kind's own table of an analysed run ("" when it has none)."""
     block = rows_hook(a.attrs, "text")
     return block(a, render_table) if block is not None else ""
+
+
+def file_text(series, render_table) -> str:
+    """The console's whole report of one file's analyses (its series), when its kind gives its own
+    ("" when it does not: each analysis is reported as a run's)."""
+    whole = rows_hook(series[0].attrs, "file_text") if series else None
+    return whole(series, render_table) if whole is not None else ""
+
+
+def file_html(series, html_table, escape) -> str:
+    """The HTML report's summary of one file's analyses when its kind gives its own ("" if not)."""
+    whole = rows_hook(series[0].attrs, "file_html") if series else None
+    return whole(series, html_table, escape) if whole is not None else ""
 
 
 def html(a, html_table, escape) -> str:
