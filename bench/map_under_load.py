@@ -63,9 +63,9 @@ def findings(path: Path) -> list[dict]:
 
 def waits(path: Path) -> dict[str, list[float]]:
     """{"suspect"|"reference": [each re-measured trial's wait fraction]} as the analysis reads them
-    (npmpi_analysis.numbers.map_confirmed.wait_fractions: the larger rank's, a reading past the trial
+    (npmpi_analysis.map.confirmed.wait_fractions: the larger rank's, a reading past the trial
     left out)."""
-    from npmpi_analysis.numbers.map_confirmed import wait_fractions
+    from npmpi_analysis.map.confirmed import wait_fractions
 
     out: dict[str, list[float]] = {"suspect": [], "reference": []}
     with h5py.File(path) as f:

@@ -12,8 +12,9 @@ import sys
 
 import numpy as np
 import pytest
+from npmpi_analysis.html_report import html_report
 from npmpi_analysis.numbers.analyse import analyse_run, size_rows
-from npmpi_analysis.report import csv_bytes, html_report, json_bytes, summary_text
+from npmpi_analysis.report import csv_bytes, json_bytes, summary_text
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.core.errors import UsageError

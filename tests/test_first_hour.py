@@ -289,7 +289,7 @@ def _layout_in_chromium(chromium: str, flags: list[str], page: Path, checked: Pa
 @pytest.mark.timeout(300)
 def test_report_fits_1280_px_in_chromium_and_says_nothing_meaningless(tmp_path, capsys):
     from npmpi_analysis.cli import main
-    from npmpi_analysis.synthetic_map import MapTruth, write_map
+    from npmpi_analysis.map.synthetic import MapTruth, write_map
 
     chromium = shutil.which("chromium")
     if chromium is None:

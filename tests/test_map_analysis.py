@@ -1,6 +1,6 @@
 """The analysis of cluster maps (`npmpi-analyze map.h5`), in process, on synthetic map files.
 
-The files are written in the layout `python -m npmpi map` writes (npmpi_analysis.synthetic_map:
+The files are written in the layout `python -m npmpi map` writes (npmpi_analysis.map.synthetic:
 /power by the run file's own writer, /layout per rank, /map with its datasets and attributes),
 with injected truths: a slow link, a slow node, jitter, unmeasured rounds, known node powers.
 """
@@ -17,11 +17,11 @@ import h5py
 import numpy as np
 import pytest
 from npmpi_analysis.cli import main
-from npmpi_analysis.numbers.map_file import load_map
-from npmpi_analysis.numbers.map_outliers import LOW, detect
-from npmpi_analysis.numbers.maps import analyse_map
+from npmpi_analysis.map.analyse import analyse_map
+from npmpi_analysis.map.load import load_map
+from npmpi_analysis.map.outliers import LOW, detect
+from npmpi_analysis.map.synthetic import T0, MapTruth, circle_rounds, serial_rounds, write_map
 from npmpi_analysis.synthetic import SynthChannel, SynthNode
-from npmpi_analysis.synthetic_map import T0, MapTruth, circle_rounds, serial_rounds, write_map
 
 FIELDS = ("time_unix_s", "power_w", "energy_j_of_counters")
 SIZES = [1, 65536, 4 << 20]
@@ -386,7 +386,7 @@ def test_two_maps_compared_name_the_repaired_link(tmp_path, capsys):
 
 
 def test_two_maps_compared_name_a_repaired_node(tmp_path):
-    from npmpi_analysis.numbers.map_outliers import compare_maps
+    from npmpi_analysis.map.outliers import compare_maps
 
     before = analysed(tmp_path / "b.h5", n=4, slow_nodes={3: 0.5})
     after = analysed(tmp_path / "a.h5", n=4)

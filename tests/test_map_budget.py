@@ -19,9 +19,9 @@ import h5py
 import numpy as np
 import pytest
 from conftest import VENV
-from npmpi_analysis.map_report import outlier_lines
-from npmpi_analysis.numbers.map_file import load_map
-from npmpi_analysis.numbers.maps import analyse_map
+from npmpi_analysis.map.analyse import analyse_map
+from npmpi_analysis.map.load import load_map
+from npmpi_analysis.map.report import outlier_lines
 
 from npmpi.commands.console import Console
 from npmpi.map import confirm

@@ -12,11 +12,11 @@ import math
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.map_report import json_bytes, pair_rows, summary_text
-from npmpi_analysis.numbers.map_conditions import pair_columns
-from npmpi_analysis.numbers.map_file import load_map
-from npmpi_analysis.numbers.maps import analyse_map
-from npmpi_analysis.synthetic_map import MapTruth, write_map
+from npmpi_analysis.map.analyse import analyse_map
+from npmpi_analysis.map.conditions import pair_columns
+from npmpi_analysis.map.load import load_map
+from npmpi_analysis.map.report import json_bytes, pair_rows, summary_text
+from npmpi_analysis.map.synthetic import MapTruth, write_map
 from support.mapcells import dense_map, row
 
 from npmpi.map.pair import receive_report

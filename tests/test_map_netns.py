@@ -184,8 +184,8 @@ def test_energy_is_charged_to_the_pair_that_used_it(hosts, tmp_path):
     per bit is its power over its own bandwidth (pJ/bit x bandwidth / power alike for all links),
     and h4's links cost several times the others' instead of the round's slowest pair setting all."""
     from npmpi_analysis.cli import ANALYSED_SAMPLE_FIELDS
-    from npmpi_analysis.numbers.map_file import load_map
-    from npmpi_analysis.numbers.maps import analyse_map
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.load import load_map
 
     h = hosts.names
     tc(h[3], "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", ENERGY_SLOW_RATE, "burst", BURST,

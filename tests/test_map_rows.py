@@ -76,8 +76,8 @@ def test_the_same_measurements_as_rows_give_the_same_numbers(tmp_path, capsys, w
 
 
 def test_rows_read_in_small_blocks_give_the_same_matrices(tmp_path, monkeypatch):
-    from npmpi_analysis.numbers import map_rows
-    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.map import rows as map_rows
+    from npmpi_analysis.map.load import load_map
 
     to_rows(DATA / "map_1_11_st.h5", tmp_path / "m.h5")
     whole = load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
@@ -118,7 +118,7 @@ def test_the_file_grows_with_the_pairs_measured(tmp_path):
 
 
 def test_a_map_too_large_for_this_machine_is_refused_in_one_line(tmp_path):
-    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.map.load import load_map
 
     w, _ = _writer(tmp_path / "m.h5", 4, [1], 3)
     w.finish("complete")
@@ -139,7 +139,7 @@ def test_a_map_too_large_for_this_machine_is_refused_in_one_line(tmp_path):
 
 
 def test_a_newer_maps_format_is_refused_with_what_to_do(tmp_path):
-    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.map.load import load_map
 
     w, _ = _writer(tmp_path / "m.h5", 4, [1], 3)
     w.finish("complete")
@@ -154,10 +154,10 @@ def test_a_newer_maps_format_is_refused_with_what_to_do(tmp_path):
 def test_the_csv_built_by_columns_is_the_csv_of_the_rows(tmp_path):
     """Two maps at once (one with power, conditions and models; one streaming each direction apart,
     without power): the columns' CSV is byte for byte the rows' (outfiles.rows_csv_bytes)."""
-    from npmpi_analysis.map_csv import csv_bytes
-    from npmpi_analysis.map_report import pair_rows
-    from npmpi_analysis.numbers.map_file import load_map
-    from npmpi_analysis.numbers.maps import analyse_map
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.csv_rows import csv_bytes
+    from npmpi_analysis.map.load import load_map
+    from npmpi_analysis.map.report import pair_rows
     from npmpi_analysis.outfiles import rows_csv_bytes
 
     analyses = []
@@ -207,7 +207,7 @@ def test_each_nodes_reference_by_order_statistics_is_the_partitions():
 def test_a_heatmap_of_more_than_256_hosts_shows_each_blocks_worst_link():
     """600 hosts: 200 x 200 cells of 3 x 3 links, a slow link's cell its bandwidth (the lowest), a
     slow latency's the highest; a box moved to its cell; the caption and title say so."""
-    from npmpi_analysis.figures.map import WORSE_HIGH, WORSE_LOW, heatmap, worst_blocks
+    from npmpi_analysis.map.figures import WORSE_HIGH, WORSE_LOW, heatmap, worst_blocks
 
     n = 600
     x = np.full((n, n), 10.0)
@@ -229,10 +229,10 @@ def test_a_heatmap_of_more_than_256_hosts_shows_each_blocks_worst_link():
 def test_a_map_too_large_for_its_matrices_in_the_text_names_its_lowest_nodes(tmp_path):
     """20 hosts (over the 16 whose matrices the text shows): the hosts line shortened and the nodes of
     lowest median link bandwidth named, h3 (0.9x: too little for the statistic to name it) first."""
-    from npmpi_analysis.map_report import summary_text
-    from npmpi_analysis.numbers.map_file import load_map
-    from npmpi_analysis.numbers.maps import analyse_map
-    from npmpi_analysis.synthetic_map import MapTruth, write_map
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.load import load_map
+    from npmpi_analysis.map.report import summary_text
+    from npmpi_analysis.map.synthetic import MapTruth, write_map
 
     truth = MapTruth(hosts=[f"h{k}" for k in range(20)], size_bytes=[1, 65536], slow_nodes={3: 0.9})
     text = summary_text(analyse_map(load_map(write_map(tmp_path / "m.h5", truth), SAMPLE_FIELDS), "m"))

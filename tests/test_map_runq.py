@@ -1,5 +1,5 @@
 """The run-queue wait of a map's trials: read from Linux's schedstat, stored with every trial and
-every re-measured trial, and what the analysis makes of it (npmpi_analysis/numbers/map_confirmed.py): a
+every re-measured trial, and what the analysis makes of it (npmpi_analysis/map/confirmed.py): a
 latency suspect whose every re-measured trial waited for a CPU is not named; a bandwidth suspect no
 slower than the slowest window a reference link had is not named; a slow link is named whether its
 ranks waited or not.
@@ -20,15 +20,15 @@ import time
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.map_report import json_bytes, outlier_lines
-from npmpi_analysis.numbers.map_confirmed import (
+from npmpi_analysis.map.analyse import analyse_map
+from npmpi_analysis.map.confirmed import (
     CPU_BUSY,
     REASON_LATENCY_WAITED,
     REASON_SCATTER,
     REASON_SLOWEST,
 )
-from npmpi_analysis.numbers.map_file import load_map
-from npmpi_analysis.numbers.maps import analyse_map
+from npmpi_analysis.map.load import load_map
+from npmpi_analysis.map.report import json_bytes, outlier_lines
 
 from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT
 from npmpi.map.schedule import round_matrix, serial_rounds
@@ -220,8 +220,8 @@ def test_a_node_is_confirmed_by_its_own_links_not_by_another_suspects_link():
     node out, the shaped link alone (measured as its own suspect) does not confirm the node."""
     from types import SimpleNamespace
 
-    from npmpi_analysis.numbers.map_confirmed import REASON_NOT_MEASURED, confirm_findings
-    from npmpi_analysis.numbers.map_outliers import Finding
+    from npmpi_analysis.map.confirmed import REASON_NOT_MEASURED, confirm_findings
+    from npmpi_analysis.map.outliers import Finding
 
     size = 262144
     normal_s = 8 * size / 0.7e9

@@ -2,7 +2,7 @@
 window, suspects measured again before they are named, colours on a fixed scale.
 
 The files are written by the map's own writer (npmpi.runfile.mapwriter.MapWriter) or by the synthetic map
-writer (npmpi_analysis.synthetic_map, power labelled simulated) with the 1.6 datasets added.
+writer (npmpi_analysis.map.synthetic, power labelled simulated) with the 1.6 datasets added.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.figures.map import RATIO_SPAN, WORSE_HIGH, WORSE_LOW, heatmap
-from npmpi_analysis.map_report import outlier_lines, summary_text
-from npmpi_analysis.numbers.map_file import load_map
-from npmpi_analysis.numbers.maps import analyse_map
+from npmpi_analysis.map.analyse import analyse_map
+from npmpi_analysis.map.figures import RATIO_SPAN, WORSE_HIGH, WORSE_LOW, heatmap
+from npmpi_analysis.map.load import load_map
+from npmpi_analysis.map.report import outlier_lines, summary_text
+from npmpi_analysis.map.synthetic import T0, MapTruth, circle_rounds, write_map
 from npmpi_analysis.synthetic import SynthChannel, SynthNode
-from npmpi_analysis.synthetic_map import T0, MapTruth, circle_rounds, write_map
 from support.mapcells import dense_map
 
 from npmpi.core.errors import UsageError
@@ -117,7 +117,7 @@ def test_a_confirmed_finding_says_what_moved_on_its_nodes_while_measured_again(t
     (text, HTML, JSON); a re-measurement where nothing moved says nothing."""
     import json
 
-    from npmpi_analysis.map_report import html_report, json_bytes
+    from npmpi_analysis.map.report import html_report, json_bytes
 
     path = stream_map(tmp_path / "s.h5")
     a = analyse_map(load_map(path, FIELDS), "s")
@@ -272,7 +272,7 @@ def test_fabric_meter_options_of_a_map():
 
 
 def test_the_csv_of_a_map_of_both_directions_has_a_row_per_direction(tmp_path):
-    from npmpi_analysis.map_report import pair_rows
+    from npmpi_analysis.map.report import pair_rows
 
     a = analyse_map(load_map(stream_map(tmp_path / "s.h5"), FIELDS), "s")
     rows = [r for r in pair_rows(a) if r["size_bytes"] == 65536]
@@ -314,8 +314,8 @@ def test_a_latency_suspect_whose_trials_scatter_when_measured_again_is_not_named
     slow link's delay) and not when they scatter (ranks waiting for a CPU on a busy host)."""
     from types import SimpleNamespace
 
-    from npmpi_analysis.numbers.map_confirmed import STEADY, confirm_findings
-    from npmpi_analysis.numbers.map_outliers import Finding
+    from npmpi_analysis.map.confirmed import STEADY, confirm_findings
+    from npmpi_analysis.map.outliers import Finding
 
     def judged(suspect_us):
         trials = np.array([suspect_us, [12.0, 12.5, 13.0], [12.2, 12.1, 14.0]]) * 1e-6
@@ -339,7 +339,7 @@ def test_a_latency_suspect_whose_trials_scatter_when_measured_again_is_not_named
     assert scattered.confirm_scatter == pytest.approx((low * 1e-6, high * 1e-6))
     lines = "\n".join(outlier_lines(SimpleNamespace(outliers=[scattered], map_attrs={"confirm_repeats": 3})))
     assert "not confirmed: link h1–h2: latency; measured again its trials scattered 111-1495 us" in lines
-    from npmpi_analysis.map_report import _finding
+    from npmpi_analysis.map.report import _finding
 
     assert _finding(scattered)["confirm_scatter_s"] == pytest.approx([low * 1e-6, high * 1e-6])
     assert _finding(steady)["confirm_scatter_s"] is None

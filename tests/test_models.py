@@ -315,7 +315,7 @@ def test_a_map_gives_each_link_alpha_beta_with_intervals(tmp_path, capsys):
     intervals (or nearly: the few that miss, by little), the slow link's are 2x worse; the CSV and
     JSON carry them, the summary the medians."""
     from npmpi_analysis.cli import main
-    from npmpi_analysis.synthetic_map import MapTruth, write_map
+    from npmpi_analysis.map.synthetic import MapTruth, write_map
 
     truth = MapTruth([f"n{k}" for k in range(6)], slow_links={(1, 4): 0.5}, jitter=0.01, trials=7, seed=3)
     path = write_map(tmp_path / "m.h5", truth)
@@ -405,7 +405,7 @@ def test_two_maps_compared_say_which_links_models_moved_beyond_noise(tmp_path, c
     """Before, and after with one link 2x slower: that link's alpha and beta are slower beyond their
     intervals, the others (the same truth, other jitter) mostly the same."""
     from npmpi_analysis.cli import main
-    from npmpi_analysis.synthetic_map import MapTruth, write_map
+    from npmpi_analysis.map.synthetic import MapTruth, write_map
 
     hosts = [f"n{k}" for k in range(6)]
     before = write_map(tmp_path / "b.h5", MapTruth(hosts, jitter=0.01, trials=7, seed=1))

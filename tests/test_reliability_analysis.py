@@ -28,7 +28,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.synthetic_map import circle_rounds
+from npmpi_analysis.map.synthetic import circle_rounds
 from test_reliability_disk import fill, tmpfs  # noqa: F401  (a fixture)
 from test_reliability_files import write_base
 
@@ -151,7 +151,7 @@ def test_a_round_written_but_not_counted_is_left_out(tmp_path, capsys):
     path = stopped_map(tmp_path / "late.h5", "killed", rounds=5)
     with h5py.File(path, "r+") as f:
         f["map"].attrs["rounds_completed"] = 4  # round 5's data flushed, its count not
-    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.map.load import load_map
 
     from npmpi.runfile.format import SAMPLE_FIELDS
 
@@ -177,7 +177,7 @@ def test_a_map_whose_disk_fills_is_analysed(tmpfs, tmp_path, capsys):  # noqa: F
     (tmpfs / "filler").unlink()
     data = check_stopped_map_analysis(capsys, path, tmp_path / "out", 6)
     assert data["maps"][0]["summary"]["status"] == "failed"
-    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.map.load import load_map
 
     from npmpi.runfile.format import SAMPLE_FIELDS
 
@@ -290,7 +290,7 @@ CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e\ud800-\udfff]")
 def test_map_host_names_with_escapes_are_escaped_in_every_output(tmp_path, capsys):
     """Before issue 28 the map CSV wrote host names raw: a CR split the row, ESC and BEL went to
     whoever printed the file."""
-    from npmpi_analysis.synthetic_map import MapTruth, write_map
+    from npmpi_analysis.map.synthetic import MapTruth, write_map
 
     hosts = ["a\x1b[31m", "b\x07", "c\rX", "d\u202e"]
     path = write_map(tmp_path / "esc.h5", MapTruth(hosts=hosts, size_bytes=[1, 1024]))
@@ -328,7 +328,7 @@ def test_a_report_of_a_run_with_attributes_that_are_not_utf8(tmp_path, capsys):
 
 
 def test_a_map_with_host_names_that_are_not_utf8(tmp_path, capsys):
-    from npmpi_analysis.synthetic_map import MapTruth, write_map
+    from npmpi_analysis.map.synthetic import MapTruth, write_map
 
     path = write_map(tmp_path / "u.h5", MapTruth(hosts=["a", "b", "c"], size_bytes=[1]))
     with h5py.File(path, "r+") as f:
@@ -402,8 +402,8 @@ def _gap_map(path: Path, stall_s: float = 0.0) -> Path:
     """4 nodes, 2 sizes (6 round windows of 1 s, 0.5 s apart), 100 W sampled every 0.1 s; node 2's
     power rank stopped over windows 1 and 2 (a gap record, no samples); with `stall_s`, the trial 1
     of pair (0, 1) at 64 KiB took that much longer (its member stopped)."""
+    from npmpi_analysis.map.synthetic import T0, MapTruth, write_map
     from npmpi_analysis.synthetic import SynthChannel, SynthNode
-    from npmpi_analysis.synthetic_map import T0, MapTruth, write_map
 
     from npmpi.runfile.faults import gap_record
 
@@ -427,8 +427,8 @@ def _gap_map(path: Path, stall_s: float = 0.0) -> Path:
 
 def test_a_recorded_gap_flags_the_pairs_of_its_node_in_the_windows_it_overlaps(tmp_path, capsys):
     """Before issue 28 the map's analysis flagged nothing and gave energy from the samples around."""
-    from npmpi_analysis.numbers.map_file import load_map
-    from npmpi_analysis.numbers.maps import analyse_map
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.load import load_map
 
     from npmpi.runfile.format import SAMPLE_FIELDS
 
@@ -461,8 +461,8 @@ def test_a_recorded_gap_flags_the_pairs_of_its_node_in_the_windows_it_overlaps(t
 
 def test_a_stalled_trial_is_flagged_and_left_out_of_the_mean(tmp_path, capsys):
     """Before issue 28: a member stopped 15 s left a 15 s trial in the mean bandwidth, no flag."""
-    from npmpi_analysis.numbers.map_file import load_map
-    from npmpi_analysis.numbers.maps import analyse_map
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.load import load_map
 
     from npmpi.runfile.format import SAMPLE_FIELDS
 
@@ -509,7 +509,7 @@ def _complete_map(path: Path) -> Path:
 def test_a_flipped_bit_in_any_numeric_dataset_is_detected_and_named(tmp_path, kind):
     """Before issue 28, 36 of 40 single-bit flips in a run file passed unnoticed (one changed 1,263
     values of the JSON)."""
-    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.map.load import load_map
 
     from npmpi.core.errors import RunFileError
     from npmpi.runfile.format import SAMPLE_FIELDS
@@ -539,7 +539,7 @@ def test_a_flipped_bit_in_any_numeric_dataset_is_detected_and_named(tmp_path, ki
 @pytest.mark.parametrize("kind", ["run", "map"])
 def test_a_flipped_bit_in_a_host_name_is_detected_and_named(tmp_path, kind):
     """Text datasets cannot take a filter: /layout's text and /map/hosts carry a CRC-32 of it."""
-    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.map.load import load_map
 
     from npmpi.core.errors import RunFileError
     from npmpi.runfile.format import SAMPLE_FIELDS

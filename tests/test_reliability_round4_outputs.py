@@ -321,7 +321,7 @@ def test_a_changed_attribute_of_a_file_left_running_is_a_notice(tmp_path):
 
 
 def test_a_map_with_a_flipped_attribute_is_refused(tmp_path):
-    from npmpi_analysis.numbers.map_file import load_map
+    from npmpi_analysis.map.load import load_map
     from test_reliability_analysis import map_writer, store_rounds
 
     from npmpi.core.errors import RunFileError

@@ -5,7 +5,7 @@ This module's names are the public contract, versioned by API_VERSION: a column 
 added within a major version; one renamed or removed bumps the major version, and the old name is
 kept for one release with a DeprecationWarning. Every number is the one `npmpi-analyze` writes to
 its CSV and JSON: the tables are built from the same rows (npmpi_analysis.numbers.analyse.size_rows,
-npmpi_analysis.map_report.pair_rows) and the summary is the JSON's. The objects behind them
+npmpi_analysis.map.report.pair_rows) and the summary is the JSON's. The objects behind them
 (`RunData.analysis`) are the analysis's internals and change between releases.
 """
 

@@ -446,6 +446,7 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
                 write_atomic(path, np_out_bytes(by_path[str(run_path)]), args.force)
                 written.append(str(path))
     from npmpi_analysis.figures.render import write_figures
+    from npmpi_analysis.html_report import html_report
     from npmpi_analysis.report import summarise_alike
 
     files = dict(zip((p.name for p in plots), plot_files, strict=True)) if args.plots is not None else None
@@ -456,7 +457,7 @@ def _write_outputs(args, analyses, labels, plots, plot_files, np_out, problems, 
         written.append(f"{count} figure(s) in {args.plots}/")
     if args.report is not None:
         shown = summarise_alike(problems) + skipped
-        write_atomic(args.report, report.html_report(analyses, figures, shown), args.force)
+        write_atomic(args.report, html_report(analyses, figures, shown), args.force)
         written.append(str(args.report))
     for note in skipped:
         _say(f"{PROG}: note: {note}", sys.stderr)

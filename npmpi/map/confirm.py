@@ -7,7 +7,7 @@ With them, REFERENCES links near the median are measured again the same way, int
 suspects are judged against links measured under the same conditions (a busy host slows a pair
 measured alone as much as one measured in a round). The file keeps both measurements
 (/map/confirm_*, docs/file-format.md "1.6"); the analysis names a finding only when the new
-measurement, against the references', is also beyond the rule (npmpi_analysis/numbers/map_confirmed.py).
+measurement, against the references', is also beyond the rule (npmpi_analysis/map/confirmed.py).
 
 The budget: the re-measurements may add `budget` x the map's time or MIN_BUDGET_S, whichever is
 more (a 64-node map at the defaults lasts about 150 s: 10 %). What a suspect costs is known from

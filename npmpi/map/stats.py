@@ -1,7 +1,7 @@
 """The statistic that names slow links, directions and nodes of a cluster map (pure numpy, no MPI).
 
 Used by the map itself (npmpi/map/confirm.py: which suspects to measure again before they are named)
-and by its analysis (npmpi_analysis/numbers/map_outliers.py, docs/analysis.md "Cluster map"). Per size, each
+and by its analysis (npmpi_analysis/map/outliers.py, docs/analysis.md "Cluster map"). Per size, each
 link's value divided by the median of the reference links, r = x / median; the spread is the median
 absolute deviation of those ratios' logarithms scaled to a normal σ, MAD = 1.4826 · median(|ln r|).
 A link is slow when its bandwidth ratio is below both exp(−3.5·MAD) and 0.8; its latency when above
@@ -22,7 +22,7 @@ LOW, HIGH = "low", "high"
 EXACT_NODES = 256  # up to this many nodes each node's reference is a partition of the others' links
 NODE_LINKS = 2  # a suspect node is measured again on this many of its links (npmpi/map/confirm.py),
 # and confirmed by the analysis only when that many of its own links were
-# (npmpi_analysis/numbers/map_confirmed.py)
+# (npmpi_analysis/map/confirmed.py)
 
 
 @dataclass

@@ -110,7 +110,7 @@ def dense_map(g) -> dict[str, np.ndarray]:
     """A /map group's per-pair datasets as dense [S, N, N, ...] matrices, with `round` [N, N] and
     the derived `latency_s` [N, N] and `bandwidth_bit_s` [S, N, N], whichever the layout (rows, or
     the dense matrices of format 1.x as stored): for reading a map with h5py, unchecked (the
-    analysis's reader, npmpi_analysis.numbers.map_file, checks)."""
+    analysis's reader, npmpi_analysis.map.load, checks)."""
     from npmpi.runfile.opening import attr_value
 
     if not is_rows_layout(g.attrs):

@@ -180,8 +180,9 @@ def file_html(series: list[RunAnalysis], html_table, escape) -> str:
     """A coll file in the HTML report: its header once, the table of its series, each series' detail
     (its table, its lines, its meter faults, its model)."""
     from npmpi_analysis.html_parts import summary_table_html
+    from npmpi_analysis.html_report import fault_table
     from npmpi_analysis.model_report import model_html
-    from npmpi_analysis.report import detail_lines, fault_table
+    from npmpi_analysis.report import detail_lines
 
     head, *rest = _file_heading(series)
     path, _, what = head.partition(": ")

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RUN = "run"
-BUILTIN_KINDS = {"map": "npmpi_analysis.map_cli:KIND", "coll": "npmpi_analysis.coll.kind:KIND"}
+BUILTIN_KINDS = {"map": "npmpi_analysis.map.cli:KIND", "coll": "npmpi_analysis.coll.kind:KIND"}
 KINDS_ENV = "NPMPI_ANALYSIS_KINDS"
 ENTRY_POINT_GROUP = "npmpi_analysis.numbers.kinds"
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from npmpi.core.errors import RunFileError, UsageError
 from npmpi_analysis.numbers.kinds import KindAnalysis
 
-KIND = KindAnalysis("map", own="npmpi_analysis.map_cli", series=False, words="a cluster map")
+KIND = KindAnalysis("map", own="npmpi_analysis.map.cli", series=False, words="a cluster map")
 
 
 def check_usage(args, kinds: list[bool]) -> None:
@@ -31,9 +31,9 @@ def run(args, labels: list[str], sample_fields: tuple[str, ...], say, error) -> 
     """Analyse, print and write the maps; `say` and `error` print a line (npmpi_analysis.cli's)."""
     from npmpi.core.safetext import shown_attrs
     from npmpi.runfile.format import JSON_ATTRS
-    from npmpi_analysis.numbers.map_file import load_map
-    from npmpi_analysis.numbers.map_outliers import compare_maps
-    from npmpi_analysis.numbers.maps import analyse_map
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.load import load_map
+    from npmpi_analysis.map.outliers import compare_maps
     from npmpi_analysis.report import summarise_alike
 
     failed = 0
@@ -65,7 +65,7 @@ def run(args, labels: list[str], sample_fields: tuple[str, ...], say, error) -> 
 
 
 def _print(analyses, changes, say) -> None:
-    from npmpi_analysis import map_report
+    from npmpi_analysis.map import report as map_report
 
     for a in analyses:
         say(map_report.summary_text(a))
@@ -78,9 +78,9 @@ def _print(analyses, changes, say) -> None:
 def _write(args, analyses, changes, problems, say) -> None:
     import sys
 
-    from npmpi_analysis import map_report
-    from npmpi_analysis.figures.map import change_plots, map_plots
     from npmpi_analysis.figures.render import write_figures
+    from npmpi_analysis.map import report as map_report
+    from npmpi_analysis.map.figures import change_plots, map_plots
     from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic
     from npmpi_analysis.report import summarise_alike
 
@@ -127,10 +127,10 @@ def api_fields(p, label: str, meter_delay_s: float | None) -> dict:
     from npmpi.core.safetext import shown_attrs
     from npmpi.runfile.format import JSON_ATTRS
     from npmpi_analysis.loading import ANALYSED_SAMPLE_FIELDS
-    from npmpi_analysis.map_report import pair_rows, summary
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.load import load_map
+    from npmpi_analysis.map.report import pair_rows, summary
     from npmpi_analysis.numbers.faults import channel_rows, fault_rows
-    from npmpi_analysis.numbers.map_file import load_map
-    from npmpi_analysis.numbers.maps import analyse_map
 
     m = load_map(p, ANALYSED_SAMPLE_FIELDS)
     m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)

@@ -213,7 +213,7 @@ def map_plots(analyses: list) -> list[Plot]:
 
 
 def _model_plots(a, tag: str, who: str) -> list[Plot]:
-    """Each link's model through its sizes (numbers/map_model.py): alpha, beta and, with power, the
+    """Each link's model through its sizes (map/model.py): alpha, beta and, with power, the
     energy per bit, each with its 95 % interval in the CSV and JSON."""
     m = a.model
     if m is None:

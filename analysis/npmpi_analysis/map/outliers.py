@@ -37,7 +37,7 @@ from npmpi.map.stats import (
     stats,
 )
 from npmpi.runfile.maprows import warnings_off
-from npmpi_analysis.numbers.map_model import link_verdicts
+from npmpi_analysis.map.model import link_verdicts
 
 DASH = "–"  # en dash between a link's two ends
 ARROW = "→"  # between the two ends of one direction of a link (a map with --directions both)
@@ -78,10 +78,10 @@ class Finding:
     confirm_slowest_ratio: float = math.nan  # its ratio to the slowest reference window measured with it
     confirm_scatter: tuple[float, float] | None = None  # a latency's re-measured trials (s) too unsteady
     confirm_wait_fraction: float = math.nan  # median share of its re-measured trials its ranks waited
-    # for a CPU (the larger rank's run-queue wait; npmpi_analysis/numbers/map_confirmed.py); NaN: not known
+    # for a CPU (the larger rank's run-queue wait; npmpi_analysis/map/confirmed.py); NaN: not known
     confirm_reason: str | None = None  # why not confirmed (map_confirmed.REASON_*)
     # what moved while it was measured again ("" when nothing did or nothing was recorded):
-    # npmpi_analysis/numbers/map_conditions.confirm_conditions
+    # npmpi_analysis/map/conditions.confirm_conditions
     confirm_conditions: str = ""
 
 
@@ -107,7 +107,7 @@ def _node_findings(a, metric: str, size: int, found: Flagged, at: str) -> list[F
 
 
 def find_outliers(a) -> list[Finding]:
-    """The named nodes and links of an analysed map (npmpi_analysis.numbers.maps.MapAnalysis): latency at
+    """The named nodes and links of an analysed map (npmpi_analysis.map.analyse.MapAnalysis): latency at
     the smallest size, bandwidth at every other size (at the smallest, bandwidth is latency again).
     A map whose directions were measured apart names slow directions ('h4 → h1'), not links."""
     directed = str(a.map_attrs.get("directions", "one")) == "both"
@@ -154,7 +154,7 @@ class MapChange:
     findings: list[Finding]
     medians: list[tuple[str, int, float]] = field(default_factory=list)  # (metric, size, median ratio)
     notes: list[str] = field(default_factory=list)
-    model_verdicts: dict = field(default_factory=dict)  # numbers/map_model.link_verdicts
+    model_verdicts: dict = field(default_factory=dict)  # map/model.link_verdicts
 
 
 def _common(before, after) -> tuple[list[str], list[int], list[int], list[int], list[int]]:

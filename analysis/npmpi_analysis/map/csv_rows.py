@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.safetext import csv_cell
-from npmpi_analysis.numbers import map_model
+from npmpi_analysis.map import model as map_model
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.conditions import WIRE_LOW, WIRE_WORDS, wire_high
 

@@ -20,7 +20,7 @@ from npmpi.core.errors import RunFileError
 from npmpi.core.safetext import shown
 from npmpi.runfile.maprows import is_rows_layout
 from npmpi.runfile.opening import attr_value
-from npmpi_analysis.numbers.map_conditions import read_map_conditions
+from npmpi_analysis.map.conditions import read_map_conditions
 
 MAP_GROUP = "map"
 SCHEDULES = ("rounds", "serial")
@@ -74,7 +74,7 @@ class MapFile:
     cond: dict[str, np.ndarray] | None = None  # COND_DATASETS name -> [S, N, N, 2] /map/cond_* (1.9)
     cond_info: dict[str, dict] = field(default_factory=dict)  # str(rank) -> /map/conditions_json's text
     confirm_cond: dict[str, np.ndarray] | None = None  # name -> [K, 2] /map/confirm_cond_*
-    rows: Any = None  # npmpi_analysis.numbers.map_rows.MapRows of a map whose pairs are rows (2.0)
+    rows: Any = None  # npmpi_analysis.map.rows.MapRows of a map whose pairs are rows (2.0)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list = field(default_factory=list)  # npmpi.runfile.reader.PowerNode
@@ -98,7 +98,7 @@ def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
     from npmpi.runfile.format import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
     from npmpi.runfile.opening import read_npmpi_file
-    from npmpi_analysis.numbers.map_rows import unread_of
+    from npmpi_analysis.map.rows import unread_of
 
     unread = tuple(n for n in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS) if n not in (*sample_fields, "energy_j"))
     return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields), lambda f: (*unread, *unread_of(f)))
@@ -128,7 +128,7 @@ def _check_root(attrs: dict, p: Path) -> None:
 def _dataset(g, name: str, kinds: str, ndim: int, p: Path, required: bool = True):
     """g[name], a dataset stored in this file with `ndim` dimensions of one of `kinds`; None when
     absent and not required."""
-    from npmpi_analysis.numbers.map_rows import stored
+    from npmpi_analysis.map.rows import stored
 
     where = f"/map/{name}"
     ds = stored(g, name, p, required)
@@ -182,7 +182,7 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
     )
     _check_values(m, p)
     if rows is not None:
-        from npmpi_analysis.numbers.map_rows import check_unread
+        from npmpi_analysis.map.rows import check_unread
 
         m.problems += check_unread(g, p, rows, len(m.size_bytes), m.trial_s.shape[3])
     read_map_conditions(g, p, m)
@@ -217,7 +217,7 @@ def _read_dense(g, p: Path, map_attrs: dict) -> tuple[None, dict]:
 def _read_rows(g, p: Path, map_attrs: dict):
     """A rows map's datasets (format 2.0) expanded to the dense matrices, checked; its index."""
     from npmpi.runfile.opening import read_declared
-    from npmpi_analysis.numbers.map_rows import COND_NAMES, check_memory, dense_datasets, read_index
+    from npmpi_analysis.map.rows import COND_NAMES, check_memory, dense_datasets, read_index
 
     small = {
         name: _dataset(g, name, kinds, ndim, p)

@@ -3,7 +3,7 @@ energy of one message against its bits) through each pair's sizes, with 95 % int
 analysis.md, "Models").
 
 Each pair's mean one-way time per size and its sigma (the standard deviation of the mean of its
-trials, stalled trials left out: numbers/maps.py) give a weighted straight line in closed form for
+trials, stalled trials left out: map/analyse.py) give a weighted straight line in closed form for
 all pairs at once; its coefficients are linear in the means, so their variances follow exactly
 from the sizes' sigmas (with two sizes, the line through both points), and the interval is
 t(0.975, trials - 1) of them (Student's t: 2.45 at NetPIPE's 7 trials). beta's interval is the
@@ -99,7 +99,7 @@ def _inverse(slope: np.ndarray, half: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def link_models(a) -> LinkModels | None:
-    """The model of every link of the analysed map `a` (numbers/maps.MapAnalysis); None with fewer
+    """The model of every link of the analysed map `a` (map/analyse.MapAnalysis); None with fewer
     than two sizes."""
     if len(a.size_bytes) < 2:
         return None

@@ -127,7 +127,7 @@ def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, n
     one cannot be used."""
     from npmpi.core.errors import RunFileError
     from npmpi.runfile.opening import read_declared
-    from npmpi_analysis.numbers.map_rows import cond_rows
+    from npmpi_analysis.map.rows import cond_rows
 
     got = {}
     try:
@@ -338,7 +338,7 @@ def confirm_conditions(a, m) -> None:
     frequency moved more than FREQ_MOVED_FRACTION within a re-measurement, or whose median frequency
     was more than SLOWER_CLOCK below the median of the reference pairs' sides at its size. Nothing for
     a map without them."""
-    from npmpi_analysis.numbers.map_confirmed import belongs
+    from npmpi_analysis.map.confirmed import belongs
 
     cond, confirm = getattr(m, "confirm_cond", None), getattr(m, "confirm", None)
     if cond is None or confirm is None:

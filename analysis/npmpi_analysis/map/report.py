@@ -10,10 +10,9 @@ import numpy as np
 from npmpi.core.modes import MODE_TABLE
 from npmpi.core.units import format_size_iec as format_size
 from npmpi_analysis.html_parts import figures_html, html_text
-from npmpi_analysis.numbers import map_model
-from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
-from npmpi_analysis.numbers.map_conditions import map_lines, map_matrices, map_summary, pair_columns
-from npmpi_analysis.numbers.map_outliers import (
+from npmpi_analysis.map import model as map_model
+from npmpi_analysis.map.conditions import map_lines, map_matrices, map_summary, pair_columns
+from npmpi_analysis.map.outliers import (
     CHANGE_TEXT,
     K_MAD,
     MAD_SCALE,
@@ -21,7 +20,8 @@ from npmpi_analysis.numbers.map_outliers import (
     THRESHOLD_TEXT,
     lowest_nodes,
 )
-from npmpi_analysis.numbers.map_plan import plan_summary, plan_text
+from npmpi_analysis.map.plan import plan_summary, plan_text
+from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 
 MATRIX_MAX = 16  # hosts up to which the terminal shows the matrices
 HTML_MATRIX_MAX = 64
@@ -212,7 +212,7 @@ def outlier_lines(a) -> list[str]:
     """'outliers (rule): ' then one sentence a line, or 'none named'; with a second measurement
     (/map/confirm_*), only the confirmed ones, then those not measured again (the budget) and the
     others not confirmed, each with why."""
-    from npmpi_analysis.numbers.map_confirmed import (
+    from npmpi_analysis.map.confirmed import (
         confirm_summary,
         confirm_words,
         not_measured,
@@ -316,8 +316,8 @@ def pair_rows(a) -> list[dict[str, Any]]:
 
 def csv_bytes(analyses: list) -> bytes:
     """Every map's pair rows; an undefined figure is an empty cell (built a column at a time by
-    npmpi_analysis.map_csv: the bytes of rows_csv_bytes(pair_rows))."""
-    from npmpi_analysis.map_csv import csv_bytes as columns_csv
+    npmpi_analysis.map.csv_rows: the bytes of rows_csv_bytes(pair_rows))."""
+    from npmpi_analysis.map.csv_rows import csv_bytes as columns_csv
 
     return columns_csv(analyses)
 
@@ -436,7 +436,7 @@ def _html_matrix(names: list[str], x: np.ndarray, digits: int) -> str:
 def _outlier_items(a) -> list[str]:
     """The report's outliers: named (confirmed, or without a second measurement), then those not
     measured again (the budget), then those not confirmed."""
-    from npmpi_analysis.numbers.map_confirmed import (
+    from npmpi_analysis.map.confirmed import (
         confirm_summary,
         not_measured,
         not_measured_words,

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from npmpi_analysis.map.conditions import MapConditions, analyse_map_conditions, confirm_conditions
+from npmpi_analysis.map.load import MapFile
+from npmpi_analysis.map.model import link_models
 from npmpi_analysis.numbers import compute
 from npmpi_analysis.numbers.compute import FLAG_NONE
 from npmpi_analysis.numbers.machines import machine_of
-from npmpi_analysis.numbers.map_conditions import MapConditions, analyse_map_conditions, confirm_conditions
-from npmpi_analysis.numbers.map_file import MapFile
-from npmpi_analysis.numbers.map_model import link_models
 from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
 
 STORED_TOLERANCE = 1e-6  # relative difference between the file's derived matrices and ours
@@ -74,9 +74,9 @@ class MapAnalysis:
     energy: PairEnergy | None = None
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    outliers: list = field(default_factory=list)  # npmpi_analysis.numbers.map_outliers.Finding
+    outliers: list = field(default_factory=list)  # npmpi_analysis.map.outliers.Finding
     conditions: MapConditions | None = None  # both sides' conditions per pair (format 1.10)
-    model: Any = None  # numbers/map_model.LinkModels: each link's alpha, beta, energy per bit
+    model: Any = None  # map/model.LinkModels: each link's alpha, beta, energy per bit
 
     @property
     def nodes(self) -> int:
@@ -197,8 +197,8 @@ def _stored_notice(m: MapFile, latency: np.ndarray, bandwidth: np.ndarray) -> li
 
 def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> MapAnalysis:
     """Analyse a loaded map (timing, power per pair, outliers); problems are listed, not raised."""
-    from npmpi_analysis.numbers.map_confirmed import confirm_findings
-    from npmpi_analysis.numbers.map_outliers import find_outliers
+    from npmpi_analysis.map.confirmed import confirm_findings
+    from npmpi_analysis.map.outliers import find_outliers
 
     timing = pair_timing(m)
     latency = timing["best_s"][0].copy()
