@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import platform
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -44,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import keep_results
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("NPMPI_DEBIAN_VENV", ROOT / ".venv-debian-mpi"))
 if not VENV.is_absolute():
@@ -51,7 +52,6 @@ if not VENV.is_absolute():
 MPIRUN = "/usr/bin/mpirun"
 NETPIPE = "/usr/bin/NPopenmpi"
 DEFAULT_PLOT = ROOT / "bench" / "out" / "netpipe_compare.png"
-RESULTS = ROOT / "bench" / "results"
 
 TRANSPORTS = {
     "shm": ("shared memory", ["--mca", "pml", "ob1", "--mca", "btl", "vader,self"]),
@@ -157,16 +157,10 @@ int main(int argc, char **argv) {
 """
 
 
-def save_results(name: str, text: str, argv: list[str]) -> Path:
+def save_results(name: str, text: str, argv: list[str]) -> Path | None:
     """Keep a measuring run's printed tables, under the command that made them, in a dated file of
-    bench/results/ (YYYY-MM-DD-<name>.txt, UTC; -2, -3, ... for a later run the same day)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    day = time.strftime("%Y-%m-%d", time.gmtime())
-    path, n = RESULTS / f"{day}-{name}.txt", 2
-    while path.exists():
-        path, n = RESULTS / f"{day}-{name}-{n}.txt", n + 1
-    path.write_text(f"$ {shlex.join(['python3', f'bench/{name}.py', *argv])}\n{text}\n")
-    return path
+    bench/results/ (bench/keep_results.py)."""
+    return keep_results.save(name, text, argv)
 
 
 def say(text: str) -> None:
@@ -850,7 +844,9 @@ def main() -> int:
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(data, indent=1))
     text = report(data, args.plot, raw)
-    say(f"tables kept in {save_results('netpipe_compare', text, sys.argv[1:])}")
+    kept = save_results("netpipe_compare", text, sys.argv[1:])
+    if kept is not None:
+        say(f"tables kept in {kept}")
     return 0
 
 

@@ -212,7 +212,9 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1))
     text = report(data)
-    nc.say(f"tables kept in {nc.save_results('netpipe_modes', text, sys.argv[1:])}")
+    kept = nc.save_results("netpipe_modes", text, sys.argv[1:])
+    if kept is not None:
+        nc.say(f"tables kept in {kept}")
     return 0
 
 
