@@ -125,4 +125,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import keep_results  # bench/keep_results.py: the output kept in bench/results/
+
+    sys.exit(keep_results.run(main, "coll_kernels"))

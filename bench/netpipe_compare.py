@@ -24,7 +24,9 @@ latency figures (--standalone adds npmpi's C loop as a plain C program at two MP
 and short 256 KiB-2 MiB runs of NPopenmpi and npmpi on NetPIPE's buffers for the peak bandwidth
 (more chances for each tool to run in the machine's fast state); --probe adds bench/buffer_probe.py,
 which times npmpi's C loop on six buffer arrangements. Prints the tables, writes a plot (--plot) and
-the raw figures (the plot's path with .json; --report-from prints them again).
+the raw figures (the plot's path with .json; --report-from prints them again), and keeps the printed
+tables with the command that made them in bench/results/YYYY-MM-DD-netpipe_compare.txt (the file
+docs/netpipe-comparison.md quotes).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import keep_results
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("NPMPI_DEBIAN_VENV", ROOT / ".venv-debian-mpi"))
@@ -151,6 +155,12 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
+
+
+def save_results(name: str, text: str, argv: list[str]) -> Path | None:
+    """Keep a measuring run's printed tables, under the command that made them, in a dated file of
+    bench/results/ (bench/keep_results.py)."""
+    return keep_results.save(name, text, argv)
 
 
 def say(text: str) -> None:
@@ -833,7 +843,10 @@ def main() -> int:
     raw = args.plot.with_suffix(".json")
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(data, indent=1))
-    report(data, args.plot, raw)
+    text = report(data, args.plot, raw)
+    kept = save_results("netpipe_compare", text, sys.argv[1:])
+    if kept is not None:
+        say(f"tables kept in {kept}")
     return 0
 
 
@@ -846,7 +859,7 @@ def int_keys(obj):
     return obj
 
 
-def report(data: dict, plot_path: Path, raw: Path) -> None:
+def report(data: dict, plot_path: Path, raw: Path) -> str:
     data = int_keys(json.loads(json.dumps(data)))
     all_results, probes, probe_refs = data["results"], data["probe"], data["probe_refs"]
     for name, results in all_results.items():
@@ -885,6 +898,7 @@ def report(data: dict, plot_path: Path, raw: Path) -> None:
     plot(all_results, plot_path)
     out.append(f"plot: {plot_path}; raw figures: {raw}")
     print("\n".join(out))
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,7 @@ def table(mode: str, name: str, results: dict[str, list[dict]]) -> list[str]:
     return lines
 
 
-def report(data: dict) -> None:
+def report(data: dict) -> str:
     data = nc.int_keys(json.loads(json.dumps(data)))
     out = [line.replace("\0", "") for line in data["header"]] + [""]
     for mode, per_transport in data["results"].items():
@@ -131,6 +131,7 @@ def report(data: dict) -> None:
             out += [*table(mode, name, results), ""]
     out += data.get("footer", [])
     print("\n".join(out))
+    return "\n".join(out)
 
 
 def main() -> int:
@@ -210,7 +211,10 @@ def main() -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1))
-    report(data)
+    text = report(data)
+    kept = nc.save_results("netpipe_modes", text, sys.argv[1:])
+    if kept is not None:
+        nc.say(f"tables kept in {kept}")
     return 0
 
 

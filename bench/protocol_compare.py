@@ -227,4 +227,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import keep_results  # bench/keep_results.py: the output kept in bench/results/
+
+    sys.exit(keep_results.run(main, "protocol_compare"))
