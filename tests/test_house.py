@@ -1,5 +1,6 @@
 """The house rules that hold now stay held: no import cycle, no import of another module's private
-name, every module named in docs/architecture.md (measured by bench/house_metrics.py)."""
+name, no folders importing each other, no function over 80 lines nor file over 500, every module
+named in docs/architecture.md (measured by bench/house_metrics.py); the rules, not the counts."""
 
 from __future__ import annotations
 
@@ -61,8 +62,20 @@ def test_architecture_page_names_every_module_and_no_other():
     assert {f: sorted(tables[f] - on_disk[f]) for f in on_disk if tables[f] - on_disk[f]} == {}
 
 
-def test_architecture_page_figures_are_the_code_s():
-    """The house figures' "now" column of docs/architecture.md is what bench/house_metrics.py measures."""
+RULES = {  # the house figures that are rules: each is 0 in the code, and the page says so
+    "functions over 80 lines": lambda m: len(m["long_functions"]),
+    "files over 500 lines": lambda m: len(m["long_files"]),
+    "import cycles": lambda m: len(m["cycles"]),
+    "folders importing each other": lambda m: len(m["folder_cycles"]),
+    "private cross-imports": lambda m: len(m["private_imports"]),
+    "timed-state strings": lambda m: m["state_strings"],
+}
+
+
+def test_the_house_rules_hold_and_the_page_says_so():
+    """Every rule of the house figures (docs/architecture.md) is 0 in the code, as bench/house_metrics.py
+    measures it, and 0 in the page's "now" column. The other figures (modules, folders, depth, mode
+    checks, spec parses) are counts the page gives as measured, not rules: a new module edits no test."""
     page = (REPO / "docs" / "architecture.md").read_text()
     table = page.split("## House figures", 1)[1].split("| figure | before | now |", 1)[1].split("\n\n", 1)[0]
     shown = {}
@@ -70,21 +83,8 @@ def test_architecture_page_figures_are_the_code_s():
         name, _before, now = (cell.strip() for cell in line.strip("|").split("|"))
         shown[name] = int(now)
     m = _metrics().measure(REPO)
-    measured = {
-        "modules": m["modules"],
-        "folders": m["folders"],
-        "import depth": m["depth"],
-        "functions over 80 lines": len(m["long_functions"]),
-        "files over 500 lines": len(m["long_files"]),
-        "import cycles": len(m["cycles"]),
-        "folders importing each other": len(m["folder_cycles"]),
-        "private cross-imports": len(m["private_imports"]),
-        "mode checks in Python": m["mode_checks"],
-        "mode checks in C": m["c_mode_checks"],
-        "meter-spec parses": m["spec_parses"],
-        "timed-state strings": m["state_strings"],
-    }
-    assert shown == measured
+    assert {name: rule(m) for name, rule in RULES.items()} == dict.fromkeys(RULES, 0)
+    assert {name: shown.get(name) for name in RULES} == dict.fromkeys(RULES, 0)
 
 
 def test_the_tests_index_is_current():
