@@ -20,6 +20,17 @@ HEAD = """# The tests
 `.venv/bin/python -m pytest tests/test_x.py` runs some (after `source scripts/mpi-env.sh`). Tests
 marked `mpi` launch real `mpirun` jobs, `slow` ones take more than a few seconds.
 
+The whole suite takes about 22 minutes on the 2-core test machine (1,790 tests, 2026-11-28; CI's
+limit is 90 minutes, the project's budget 30); each run prints its 25 slowest tests at the end.
+
+Files are named by area, the area first, then the guarantee: `test_analysis_*` (npmpi-analyze's
+formulas and outputs), `test_coll*` (collectives), `test_conditions*`, `test_map*` (the cluster map),
+`test_meter_*` / `test_meters_*` (each power meter against a faithful fake of its interface),
+`test_model*` (the fitted models), `test_protocol*`, `test_reliability_*` (a failure, and what the
+user gets: one line, every rank out, every measurement kept), `test_slurm*`, and single files for
+the rest; `_mpi` and `_netns` at the end of a name mark the real `mpirun` jobs and the
+network-namespace hosts.
+
 Beside the test files: `conftest.py` (fixtures: an `mpirun` job with a timeout), `support/` (what
 the tests share and that is no test: `launcher.py` the mpirun command and environment,
 `reliability.py` freezing and killing ranks, `slurm_cluster.py` a local Slurm cluster,

@@ -1,3 +1,7 @@
+"""Clock offsets between a power rank and rank 0 (npmpi/power/clocksync.py): the offset of the exchange
+with the smallest round trip, and the offset interpolated between the start and the end of a run
+whose clocks drift apart."""
+
 from __future__ import annotations
 
 import numpy as np

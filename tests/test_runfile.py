@@ -1,3 +1,7 @@
+"""The run file written and read back (npmpi/runfile/): every field round-trips, a file cut off
+mid-run keeps its completed sizes, a half-appended row is ignored, an existing file is never
+overwritten, and damaged or forged files give one clear error."""
+
 from __future__ import annotations
 
 import h5py

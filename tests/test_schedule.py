@@ -1,3 +1,6 @@
+"""The size schedule (npmpi/core/schedule.py) is NetPIPE 3.7's: its default sizes exactly, its
+perturbations, bounds and repeats rule, and bad bounds refused."""
+
 from __future__ import annotations
 
 import pytest

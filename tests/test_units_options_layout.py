@@ -1,3 +1,6 @@
+"""Sizes and rates parsed and printed (npmpi/core/units.py), the run's options and their defaults
+(npmpi/run/options.py) with bad ones as one line, and the layout of ranks (npmpi/core/layout.py)."""
+
 from __future__ import annotations
 
 import io

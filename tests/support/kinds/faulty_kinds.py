@@ -1,5 +1,5 @@
 """Kinds from outside npmpi that fail in their own code, one way each
-(tests/test_reliability_round5_kinds.py): registered as NPMPI_KINDS=NAME=faulty_kinds:ATTRIBUTE.
+(tests/test_reliability_kinds_registry.py): registered as NPMPI_KINDS=NAME=faulty_kinds:ATTRIBUTE.
 Each is the ring kind (ring_kind.py) but for the one method that fails."""
 
 from __future__ import annotations

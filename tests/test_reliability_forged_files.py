@@ -1,5 +1,4 @@
-"""Output, analysis and forged files, fourth round (issue 37): what cannot be printed, what a file
-may not make the analysis print or do.
+"""What cannot be printed and what a forged file may not make the analysis print or do (issue 37).
 
 A standard output that cannot be written (`> /dev/full`, `>&-`) ends `npmpi` and `npmpi-analyze`
 with one line and a non-zero status, never a traceback; output names the file system cannot take

@@ -1,4 +1,5 @@
-"""Issue 45, the analysis (classes 8 and 10): `npmpi-analyze --trend` refuses files of different kinds
+"""Files a trend or an analysis cannot take are one line (issue 45, classes 8 and 10):
+`npmpi-analyze --trend` refuses files of different kinds
 in one line and counts a file given twice once, with a notice; a trend of files whose trial times
 are beyond datetime's years, a coll series whose `ranks` is text, never an "internal error"."""
 

@@ -1,5 +1,6 @@
-"""Issue 45, the kinds (classes 9, 12 and 13): a kind from outside npmpi that is no kind, fails on import
-or fails in its own code is one line naming it (never a traceback, a silent exit 3 or 7, or a warning);
+"""A kind that is no kind is one line (issue 45, classes 9, 12 and 13): a kind from outside npmpi
+that is no kind, fails on import or fails in its own code is one line naming it (never a traceback,
+a silent exit 3 or 7, or a warning);
 a malformed NPMPI_KINDS is said once under mpirun; a kind's factor the analysis would refuse, or its
 attrs() failing, refused before any file; `coll --ranks` and `--per-node` take the shared grammar."""
 
