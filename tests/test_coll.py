@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import run_mpi
 from npmpi_analysis.coll.report import coll_cells, coll_heading
+from npmpi_analysis.html_report import html_report
 from npmpi_analysis.numbers.analyse import analyse_run, size_rows
-from npmpi_analysis.report import html_report
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 
 from npmpi.coll.kind import KIND

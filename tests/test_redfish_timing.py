@@ -17,6 +17,7 @@ from fakes.redfish_server import FakeBmc, Truth, make_ca_and_cert
 from npmpi_analysis.numbers.channel_samples import refresh_period
 from npmpi_analysis.numbers.energy_windows import counter_spans, segment_breaks, span_means
 from npmpi_analysis.numbers.node_power import _channel_series
+from npmpi_analysis.numbers.said import Said
 from test_meter_redfish import SECRET, USER
 
 import npmpi.meters.redfish as redfish_meter
@@ -222,7 +223,7 @@ def test_the_analysis_measures_a_bmc_refresh_period_from_its_distinct_readings()
     ch = bmc_channel(t, p, reading_time=refreshed)
     period, _ = refresh_period(ch.attrs, t, p, ch.extra)
     assert period == pytest.approx(3.0, rel=1e-6)  # from ReadingTime: exact
-    readings, info = _channel_series(ch, "f: /power/node0/channel0", None, lambda x: x, [])
+    readings, info = _channel_series(ch, "f: /power/node0/channel0", None, lambda x: x, Said())
     assert readings.interval_s == pytest.approx(3.0) and info.refresh[0] == pytest.approx(3.0)
     # a flat series: the meter's measurement over the run, else the one taken at open
     flat = np.full(60, 300.0)

@@ -252,6 +252,7 @@ def _samples(loaded, meter_delay_s, node: int | None, channel: int | None) -> np
     """Each channel's samples as the analysis places them (npmpi_analysis.numbers.node_power)."""
     from npmpi_analysis.numbers import compute
     from npmpi_analysis.numbers.node_power import align_node, channel_series
+    from npmpi_analysis.numbers.said import Said
 
     groups = list(enumerate(getattr(loaded, "power", None) or []))
     fabric = getattr(loaded, "fabric", None)
@@ -263,11 +264,11 @@ def _samples(loaded, meter_delay_s, node: int | None, channel: int | None) -> np
             continue
         host = str(n.attrs.get("host", "")) or (f"node{i}" if i >= 0 else "fabric")
         attrs = compute.checked_timing_attrs(n.attrs, "", [])
-        align, _note = align_node(attrs, "", [])
+        align, _note = align_node(attrs, "", Said())
         for j, ch in enumerate(n.channels):
             if (channel is not None and j != channel) or ch.time_unix_s is None or ch.power_w is None:
                 continue
-            r, _info = channel_series(ch, "", meter_delay_s, align, [])
+            r, _info = channel_series(ch, "", meter_delay_s, align, Said())
             parts.append((i, host, j, r.t, r.p))
     width = max((len(h) for _, h, _, _, _ in parts), default=1)
     dtype = [("node", np.int64), ("host", f"U{width}"), ("channel", np.int64)]

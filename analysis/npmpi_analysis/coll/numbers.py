@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npmpi_analysis.numbers.compute import PJ_PER_J, Bandwidth, float_attr
+from npmpi_analysis.numbers.said import Said
 
 KIND_COLL = "coll"
 
@@ -141,7 +142,7 @@ def _number(value) -> float | None:
     return float(value) if ok else None
 
 
-def checked_factors(attrs: dict, notices: list[str], problems: list[str]) -> dict | None:
+def checked_factors(attrs: dict, said: Said) -> dict | None:
     """A coll run's (or series') attributes with its factors as npmpi derives them from coll_op and
     coll_ranks: a stored value that disagrees is replaced (a notice names both). For an op npmpi does
     not know, its own factors are kept when sane, else a problem: a bus factor outside 0 to 2 is not
@@ -159,7 +160,7 @@ def checked_factors(attrs: dict, notices: list[str], problems: list[str]) -> dic
         if "coll_bus_factor" in attrs and not (
             bus is not None and (math.isnan(bus) or BUS_FACTOR_RANGE[0] <= bus <= BUS_FACTOR_RANGE[1])
         ):
-            problems.append(
+            said.problem(
                 f"{where} ({why}): coll_bus_factor = "
                 f"{shown_op(attrs['coll_bus_factor'])} is not from {BUS_FACTOR_RANGE[0]:g} to "
                 f"{BUS_FACTOR_RANGE[1]:g}: busbw is not given"
@@ -168,7 +169,7 @@ def checked_factors(attrs: dict, notices: list[str], problems: list[str]) -> dic
         for key in ALGBW_KEYS:
             x = _number(attrs.get(key))
             if key in attrs and not (x is not None and 1 <= x <= MAX_ALGBW_FACTOR and x == int(x)):
-                problems.append(
+                said.problem(
                     f"{where} ({why}): {key} = {shown_op(attrs[key])} is no whole "
                     f"number from 1 to {MAX_ALGBW_FACTOR}: its rows are left out"
                 )
@@ -184,9 +185,13 @@ def checked_factors(attrs: dict, notices: list[str], problems: list[str]) -> dic
         fixed["coll_bus_factor_formula"] = (attrs["coll_bus_factor_formula"], formula)
     if not fixed:
         return attrs
-    said = "; ".join(f"{key} {shown_op(old)} -> {new:g}" if not isinstance(new, str) else
-                     f"{key} {shown_op(old)!r} -> {new!r}" for key, (old, new) in fixed.items())  # fmt: skip
-    notices.append(f"the file's factors are not {where}'s ({said}): npmpi's for {where} are used")
+    changes = "; ".join(
+        f"{key} {shown_op(old)} -> {new:g}"
+        if not isinstance(new, str)
+        else f"{key} {shown_op(old)!r} -> {new!r}"
+        for key, (old, new) in fixed.items()
+    )
+    said.notice(f"the file's factors are not {where}'s ({changes}): npmpi's for {where} are used")
     return {**attrs, **{key: new for key, (_, new) in fixed.items()}}
 
 
@@ -250,10 +255,10 @@ def _checked(parts: list[tuple], problems: list[str]) -> list[tuple]:
         if not is_coll(part.attrs):
             out.append((part, name))
             continue
-        notices = list(part.notices)
-        attrs = checked_factors(part.attrs, notices, problems)
+        said = Said(list(part.notices), problems)
+        attrs = checked_factors(part.attrs, said)
         if attrs is not None:
-            out.append((replace(part, attrs=attrs, notices=notices), name))
+            out.append((replace(part, attrs=attrs, notices=said.notices), name))
     return out
 
 

@@ -104,7 +104,7 @@ def disturbed_notices(layout: dict, node_attrs: list[dict], windows: tuple, name
     return out
 
 
-def empty_baselines(where: str, windows, gaps, notices: list[str], problems: list[str]) -> None:
+def empty_baselines(where: str, windows, gaps, said) -> None:
     """Say which of a node's idle baselines ((window, WindowStats) before and after the sweep) holds
     no sample: a problem, unless one of its channels' recorded gaps (`gaps`: FaultInfo of kind gap)
     overlaps the window (its power rank was stopped, or gone on without: the file says so), which is a
@@ -117,7 +117,7 @@ def empty_baselines(where: str, windows, gaps, notices: list[str], problems: lis
         over = [f for f in gaps if f.first_unix_s <= window[1] and f.last_unix_s >= window[0]]
         line = f"{where}: no sample in or near the baseline window{names[k]}"
         if not over:
-            problems.append(f"{line}: no idle power")
+            said.problem(f"{line}: no idle power")
             continue
         other = windows[1 - k]
         source = (
@@ -125,4 +125,4 @@ def empty_baselines(where: str, windows, gaps, notices: list[str], problems: lis
             if other[0] and not empty[1 - k]
             else "no idle power"
         )
-        notices.append(f"{line}: a recorded gap covers it ({over[0].message}); {source}")
+        said.notice(f"{line}: a recorded gap covers it ({over[0].message}); {source}")

@@ -26,6 +26,7 @@ from npmpi_analysis.numbers import baselines, compute
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.faults import flag_recorded_gaps
 from npmpi_analysis.numbers.node_power import NodePower, caveat_for, node_group_power
+from npmpi_analysis.numbers.said import Said
 
 PARTS = ("nodes", "fabric", "total")
 UPPER_BOUND_NOTE = (
@@ -142,7 +143,7 @@ def energy_parts(power, fabric: NodePower, fabric_flag: np.ndarray, bw) -> dict[
     return {p.name: energy_figures(p, bw.mean_bit_s, bw.sigma_bit_s) for p in (nodes, fab, total)}
 
 
-def analyse_fabric(run, power, bw, starts, ends, delay_override, notices, problems) -> FabricResult | None:
+def analyse_fabric(run, power, bw, starts, ends, delay_override, said: Said) -> FabricResult | None:
     """The fabric's power and the three parts' energy per bit; None without /power/fabric, without
     node power, or without any fabric sample (a notice or problem says why)."""
     fabric = getattr(run, "fabric", None)
@@ -153,19 +154,17 @@ def analyse_fabric(run, power, bw, starts, ends, delay_override, notices, proble
         skipped = fabric.attrs.get("meters_skipped") or []
         skipped = [skipped] if isinstance(skipped, str) and skipped else list(skipped or [])
         why = f"every fabric meter was skipped (--meter-optional): {'; '.join(map(str, skipped))}"
-        notices.append(f"{name}: no fabric power: {why if skipped else 'no fabric channel'}")
+        said.notice(f"{name}: no fabric power: {why if skipped else 'no fabric channel'}")
         return None
     if power is None:
-        notices.append(f"{name}: the fabric's power is not analysed: the run has no node power")
+        said.notice(f"{name}: the fabric's power is not analysed: the run has no node power")
         return None
     node = int(compute.float_attr(fabric.attrs, "node_index") or 0)
     baseline, after = baselines.baseline_windows(run.power_attrs)
     fs, fe = starts[np.isfinite(starts)], ends[np.isfinite(ends)]
     sweep = (float(fs.min()), float(fe.max())) if fs.size and fe.size else (math.nan, math.nan)
     windows = (baseline, after, sweep)
-    group, _ = node_group_power(
-        node, fabric, run, starts, ends, windows, delay_override, notices, problems, FABRIC_GROUP
-    )
+    group, _ = node_group_power(node, fabric, run, starts, ends, windows, delay_override, said, FABRIC_GROUP)
     if not group.samples:
         return None
     flag = group.sizes.flag.astype(np.int8)

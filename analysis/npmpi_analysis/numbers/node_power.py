@@ -35,6 +35,7 @@ from npmpi_analysis.numbers.energy_windows import (
 )
 from npmpi_analysis.numbers.faults import KIND_GAP, FaultInfo, channel_faults, flag_recorded_gaps
 from npmpi_analysis.numbers.machines import shared_machines
+from npmpi_analysis.numbers.said import Said
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
@@ -124,7 +125,7 @@ def caveat_for(labels: list[str]) -> str:
     return f"{what}, not measured"
 
 
-def _align_node(node_attrs: dict, where: str, notices: list[str]):
+def _align_node(node_attrs: dict, where: str, said: Said):
     """A function putting this node's clock readings on rank 0's time line, and a note saying how."""
     a = compute.float_attr(node_attrs, "clock_offset_start_s")
     m = compute.float_attr(node_attrs, "clock_offset_start_measured_unix_s")
@@ -134,7 +135,7 @@ def _align_node(node_attrs: dict, where: str, notices: list[str]):
         if b is not None and n is not None:
             a, m, b, n = b, n, None, None
         else:
-            notices.append(f"{where}: no clock offset recorded: its samples are taken as on rank 0's clock")
+            said.notice(f"{where}: no clock offset recorded: its samples are taken as on rank 0's clock")
             return (lambda t: t), "none recorded (taken as 0)"
     if b is None or n is None:
         note = f"{a * 1e3:+.3f} ms (start only: no drift correction)"
@@ -171,12 +172,12 @@ def _method(attrs: dict, e: np.ndarray) -> tuple[str, str, float]:
 
 
 def _channel_series(
-    ch, where: str, delay_override: float | None, align, problems: list[str], offset_sigma_s: float = 0.0
+    ch, where: str, delay_override: float | None, align, said: Said, offset_sigma_s: float = 0.0
 ) -> tuple[ChannelReadings, ChannelInfo]:
     """One channel's readings on rank 0's time line (invalid samples dropped and reported), with
     their spans for windows, and what the summary says about the channel."""
-    attrs = compute.checked_timing_attrs(ch.attrs, where, problems)
-    t, p, e, kept = channel_samples.valid_samples(ch, where, problems)
+    attrs = compute.checked_timing_attrs(ch.attrs, where, said.problems)
+    t, p, e, kept = channel_samples.valid_samples(ch, where, said.problems)
     extra = channel_samples.sample_extras(ch, kept)
     interval = channel_samples.sample_interval(attrs, t)
     refresh = channel_samples.refresh_period(attrs, t, p, extra)  # a reading may be this old
@@ -263,36 +264,32 @@ def _all_windows(readings: list[ChannelReadings], delays: list[float], starts, e
     )
 
 
-def node_group_power(
-    i: int, node, run, starts, ends, windows, delay_override, notices, problems, group=""
-) -> tuple:
+def node_group_power(i: int, node, run, starts, ends, windows, delay_override, said: Said, group="") -> tuple:
     """One node's NodePower and its summed series (t, p) for the job's plot (None when empty);
     `group` names another power group read the same way (the fabric's)."""
     baseline, after, sweep = windows
     where = f"{run.path.name}: /power/{group or f'node{i}'}"
     host = str(node.attrs.get("host", "")) or f"node{i}"
-    attrs = compute.checked_timing_attrs(node.attrs, where, problems)
-    align, offset_note = _align_node(attrs, f"{where} ({host})", notices)
+    attrs = compute.checked_timing_attrs(node.attrs, where, said.problems)
+    align, offset_note = _align_node(attrs, f"{where} ({host})", said)
     offset_sigma = _offset_sigma(attrs)
     readings, infos, counted = [], [], []
     for j, ch in enumerate(node.channels):
-        r, info = _channel_series(ch, f"{where}/channel{j}", delay_override, align, problems, offset_sigma)
+        r, info = _channel_series(ch, f"{where}/channel{j}", delay_override, align, said, offset_sigma)
         info.index = j
         infos.append(info)
         if len(r.t) and info.in_total:  # a channel left out of the node's total: never summed
             readings.append(r)
             counted.append(info)
     if not node.channels:
-        problems.append(f"{where} ({host}): no meter channel: the node is left out of the job's power")
+        said.problem(f"{where} ({host}): no meter channel: the node is left out of the job's power")
     elif not readings:
-        problems.append(f"{where} ({host}): no power samples: the node is left out of the job's power")
+        said.problem(f"{where} ({host}): no power samples: the node is left out of the job's power")
     series = None
     if len(readings) > 1:
         t, p = energy_windows.resample_sum([(r.t, r.p) for r in readings])
         if not len(t):
-            problems.append(
-                f"{where} ({host}): its channels' sample times do not overlap: the node is left out"
-            )
+            said.problem(f"{where} ({host}): its channels' sample times do not overlap: the node is left out")
             readings, counted = [], []
         series = (t, p)
     elif readings:
@@ -303,7 +300,7 @@ def node_group_power(
         readings, delays = [merged_instant(readings, *series)], [max(delays)]
     interval = max((c.sample_interval_s for c in infos), default=1.0)
     if after and readings and after[1] - max(delays) <= after[0]:
-        notices.append(
+        said.notice(
             f"{where} ({host}): the baseline after the sweep ({after[1] - after[0]:.3g} s) is not longer "
             f"than the meter delay ({max(delays):.3g} s): its samples all describe the last sizes, "
             "so the idle power comes from the baseline before the sweep"
@@ -318,9 +315,7 @@ def node_group_power(
         plot_t, plot_w, series = np.zeros(0), np.zeros(0), None
     if readings:  # a baseline without samples: a problem, unless a recorded gap says why (a notice)
         gaps = [f for c in infos for f in c.fault_records if f.kind == KIND_GAP]
-        baselines.empty_baselines(
-            f"{where} ({host})", ((baseline, before), (after, later)), gaps, notices, problems
-        )
+        baselines.empty_baselines(f"{where} ({host})", ((baseline, before), (after, later)), gaps, said)
     node_power = NodePower(
         index=i,
         host=host,
@@ -389,13 +384,13 @@ def _sweep_window(starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
     return math.nan, math.nan
 
 
-def _summed_series(full_series: list, left_out: set, notices: list[str]):
+def _summed_series(full_series: list, left_out: set, said: Said):
     """The job's power over time for the plots: the nodes' series (those not left out as one
     machine counted twice) summed on one time line and thinned; (t, w, min, max)."""
     summed = [series for i, series in full_series if i not in left_out]
     st, sw = energy_windows.resample_sum(summed)
     if len(summed) > 1 and not len(st):
-        notices.append("the nodes' sample times do not overlap: no summed power over time")
+        said.notice("the nodes' sample times do not overlap: no summed power over time")
     return energy_windows.decimate(st, sw, PLOT_POINTS)
 
 
@@ -405,8 +400,8 @@ def analyse_power(
     """Per-size power of every node and of the job; None when the run has no power groups."""
     if not run.power or no_power_notice(run):
         return None
-    notices: list[str] = []
-    problems: list[str] = []
+    said = Said()
+    notices = said.notices
     nsizes = len(starts)
     baseline, after = baselines.baseline_windows(run.power_attrs)
     sweep = _sweep_window(starts, ends)
@@ -415,7 +410,7 @@ def analyse_power(
     labels: list[str] = []
     for i, node in enumerate(run.power):
         node_power, series = node_group_power(
-            i, node, run, starts, ends, (baseline, after, sweep), delay_override, notices, problems
+            i, node, run, starts, ends, (baseline, after, sweep), delay_override, said
         )
         nodes.append(node_power)
         labels.extend(c.label for c in node_power.channels)
@@ -435,7 +430,7 @@ def analyse_power(
     drift = baselines.drift_notice(idle_before, idle_after, run.path.name)
     if drift:
         notices.append(drift)
-    series_t, series_w, series_min, series_max = _summed_series(full_series, left_out, notices)
+    series_t, series_w, series_min, series_max = _summed_series(full_series, left_out, said)
     del full_series
     gap_reasons = flag_recorded_gaps(
         [
@@ -464,8 +459,8 @@ def analyse_power(
         series_w=np.asarray(series_w, dtype=float),
         series_min_w=np.asarray(series_min, dtype=float),
         series_max_w=np.asarray(series_max, dtype=float),
-        notices=notices,
-        problems=problems,
+        notices=said.notices,
+        problems=said.problems,
         baseline_after=after,
         idle_before_w=idle_before[0],
         idle_before_sigma_w=idle_before[1],
