@@ -57,8 +57,9 @@ class GroupKind(Kind):
     def add_options(self, parser) -> None:
         """The kind's own options (none by default)."""
 
-    def extra_options(self, ns) -> dict:
-        """The kind's own option values, checked (UsageError: one line), for GroupOptions.extra."""
+    def extra_options(self, ns) -> Any:
+        """The kind's own option values, checked (UsageError: one line), for GroupOptions.extra: a
+        dataclass of the kind's own (coll's npmpi/coll/options.py), or a dict (the default, empty)."""
         return {}
 
     def parse(self, argv: list[str]) -> GroupOptions:
