@@ -100,7 +100,7 @@ class RecordingSequence(FileRecording):
 
     def _abandons(self) -> bool:
         """Whether a step can be one C call that never returns to Python before its end, so that a
-        stop signal's thread (npmpi.core.job.watch_signals_in_a_thread) marks the file and abandons
+        stop signal's thread (npmpi.core.signals.watch_signals_in_a_thread) marks the file and abandons
         the trial; it acts only when the main thread has not answered and is inside a timed step."""
         return self.opts.kernel == "c"
 

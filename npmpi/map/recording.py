@@ -21,8 +21,8 @@ import numpy as np
 
 from npmpi.commands.filerecording import power_collector
 from npmpi.commands.recordingsequence import RecordingSequence
+from npmpi.core.abort import say
 from npmpi.core.errors import DataMismatch
-from npmpi.core.job import say
 from npmpi.core.messages import CMD_MAP_ROUND, RESULT_TAG, TIMES_TAG
 from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
