@@ -36,13 +36,13 @@ def inner(ops: list[str], sizes: list[int], rounds: int, dtype: str) -> None:
     """On every rank: each op and size, both kernels' loops; rank 0 prints one JSON line a size."""
     from mpi4py import MPI
 
+    from npmpi.coll.options import CollOptions
     from npmpi.coll.step import CollStep
 
     comm = MPI.COMM_WORLD
     n = comm.Get_size()
     for op in ops:
-        extra = {"op": op, "dtype": dtype, "reduce_op": "sum", "check": True, "kernel": "python"}
-        step = CollStep(comm, extra)
+        step = CollStep(comm, CollOptions(op=op, dtype=dtype, reduce_op="sum", check=True, kernel="python"))
         for size in [0] if op == "barrier" else sizes:
             if op == "reduce_scatter" and size % (n * step.dtype.itemsize):
                 continue

@@ -6,7 +6,8 @@
 Guarantees: bad usage prints one line on rank 0 and every rank exits 2 without creating a file;
 a stop signal (Ctrl-C, SIGTERM from Slurm) ends the current trial, marks the file interrupted and
 releases every rank; an error on any rank ends the whole job with one message, never leaving a
-rank blocked (the sequence: npmpi/commands/sequence.py; the job's plumbing: npmpi/core/job.py).
+rank blocked (the sequence: npmpi/commands/sequence.py; the job's plumbing: npmpi/core/startup.py,
+signals.py, abort.py, ending.py and guards.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return dispatch(argv)
     except KindRegistryError as exc:  # every rank finds it: rank 0 says it
-        from npmpi.core.job import usage_error_status
+        from npmpi.core.startup import usage_error_status
 
         return usage_error_status(str(exc))

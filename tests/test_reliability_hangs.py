@@ -1,12 +1,12 @@
 """Hangs and false statuses at the edges of a run (issue 37): every wait of rank 0 has an end.
 
 A measuring rank stopped (SIGSTOP) during an idle baseline or at the end of the run: rank 0 waits
-for its reply or its end report at most --stall-timeout (npmpi.power.baseline, npmpi.core.job.
+for its reply or its end report at most --stall-timeout (npmpi.power.baseline, npmpi.core.ending.
 await_ends), then names it in one line, closes the file `failed` with the reason, every size and
 the samples taken up to then, and aborts the job. A rank stopped before the start-up checks end, or
 after rank 0's last message, is bounded by a guard shell (MPI_Init and MPI_Finalize hold the GIL).
 A stop signal while rank 0 is inside the C kernel's timed loop marks the file `interrupted`, as the
-Python kernel does (npmpi.core.job.watch_signals_in_a_thread). Rank 0 itself paused longer than the
+Python kernel does (npmpi.core.signals.watch_signals_in_a_thread). Rank 0 itself paused longer than the
 bound does not blame a healthy rank, in process and under mpirun. Every stopped process is
 SIGCONTed and killed by the test whatever happens; every wait of the test is bounded.
 """
@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from support.reliability import Job, freeze_until_the_end, processes_named, rank_of
 
-from npmpi.core.job import STARTUP_FLOOR_S
+from npmpi.core.guards import STARTUP_FLOOR_S
 from npmpi.sweep.watchdog import (
     INTEGRITY_CHECK_S,
     STALL_FACTOR,

@@ -160,4 +160,4 @@ def test_coll_rank_counts_take_the_shared_grammar(argv):
 
     with pytest.raises(UsageError, match=r"--ranks|--per-node"):
         KIND.parse(argv)
-    assert KIND.parse(["--ranks", "2,4", "--per-node", "2"]).extra["ranks"] == (2, 4)
+    assert KIND.parse(["--ranks", "2,4", "--per-node", "2"]).extra.ranks == (2, 4)

@@ -19,9 +19,10 @@ from npmpi import cli
 from npmpi.calibrate.command import build_parser as calibrate_parser
 from npmpi.commands.console import Console
 from npmpi.commands.threadlevel import local_position
+from npmpi.core.abort import error_line
 from npmpi.core.errors import UsageError
-from npmpi.core.job import error_line, launcher_rank
 from npmpi.core.outpath import reserve_output
+from npmpi.core.startup import launcher_rank
 from npmpi.core.units import parse_number, parse_whole
 from npmpi.map.options import build_parser as map_parser
 from npmpi.run.arguments import build_parser, count_arg, seconds_arg

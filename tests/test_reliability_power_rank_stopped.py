@@ -21,7 +21,7 @@ import pytest
 from support.reliability import Job, analyze_in_process, freeze_until_the_end
 
 from npmpi.power.rank import LOST_AFTER_MIN_S
-from npmpi.power.recording import final_power
+from npmpi.power.recording import PowerSession, final_power
 from npmpi.runfile.faults import KIND_GAP, FaultRecord, Heartbeat
 from npmpi.sweep.transmitter import SweepOutcome
 
@@ -73,9 +73,8 @@ def test_a_sweep_gone_on_without_its_power_rank_is_failed_and_says_what_is_missi
     layout = SimpleNamespace(power_ranks=[3], hosts=["n0", "n0", "n0", "n0"])
     nodes = [{"channels": [{"sample_interval_s": 0.1}]}]
     console = SimpleNamespace(note=lambda text: None)
-    final_power(
-        _Writer(), collector, layout, nodes, SimpleNamespace(baseline_s=1.0), None, outcome, console, None
-    )
+    opts = SimpleNamespace(baseline_s=1.0)
+    final_power(PowerSession(_Writer(), collector, layout, nodes, opts, None, console, None), outcome)
     assert collector.baselines == [1.0]  # the other nodes' baseline is still taken
     assert (outcome.status, outcome.exit_code) == ("failed", 1), outcome
     message = outcome.message

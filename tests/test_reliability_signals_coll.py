@@ -2,7 +2,7 @@
 
 The C kernel runs a whole step in one call and never returns to Python before its end, so the main
 thread's signal handlers wait, and mpirun kills the ranks 0.25 s after its SIGTERM: the file was left
-`running`. The signal thread (npmpi.core.job.watch_signals_in_a_thread) now marks the file and
+`running`. The signal thread (npmpi.core.signals.watch_signals_in_a_thread) now marks the file and
 abandons the trial for group kinds too (npmpi/kinds/recording.py sets `stop.abandon`), as it did for
 runs and maps. Trials of 1 s keep rank 0 inside the C loop most of the time.
 """

@@ -6,7 +6,7 @@ times the last measured starts with an untimed look of one iteration (npmpi/kind
 by the last rate plus its bytes at LOOK_BYTE_S (npmpi/sweep/watchdog.py), and the warm-up and trials
 follow the look's own rate. Rank 1 is stopped deterministically once it has the large size's
 command, its buffers prepared and rank 0's go (NPMPI_FAULT_FREEZE=size-N:1,
-npmpi.core.job.frozen_for_a_test), just before the look. A live run across such a
+npmpi.core.ending.frozen_for_a_test), just before the look. A live run across such a
 jump, whose trials are longer than --stall-timeout, still completes.
 """
 

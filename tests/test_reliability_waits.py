@@ -20,7 +20,7 @@ from npmpi.core.messages import StopFlag
 from npmpi.meters import MeterError, check_meter_spec
 from npmpi.power.baseline import MAX_AFTER_EXTENSION_S, after_baseline_s
 from npmpi.power.calibration import MAX_METER_DELAY_S, check_calibration, largest_delay_s
-from npmpi.power.recording import final_power
+from npmpi.power.recording import PowerSession, final_power
 from npmpi.sweep.transmitter import SweepOutcome
 
 ENTRY = {
@@ -146,7 +146,7 @@ def test_a_stop_during_the_closing_baseline_marks_the_run_interrupted(signalled)
     opts = SimpleNamespace(baseline_s=10.0)
     console = SimpleNamespace(note=lambda text: None)
     nodes = [{"channels": [{"sample_interval_s": 0.1}]}]
-    final_power(_Writer(), collector, layout, nodes, opts, None, outcome, console, stop)
+    final_power(PowerSession(_Writer(), collector, layout, nodes, opts, None, console, stop), outcome)
     assert collector.baselines == [10.0]
     if signalled:
         assert (outcome.status, outcome.exit_code) == ("interrupted", 128 + signal.SIGINT)

@@ -56,7 +56,7 @@ def wait_for_load_ranks(
 ) -> None:
     """Rank 0: wait for each load rank at the load's `stage` (start, end), under the stall watchdog;
     a stall releases `output` (the reserved calibration file) and ends the job with one line."""
-    from npmpi.core.job import abort
+    from npmpi.core.abort import abort
     from npmpi.core.outpath import release
 
     progress = LoadProgress(burst_max_s, stage)

@@ -27,7 +27,7 @@ class CollCoordinator(GroupCoordinator):
         super().__init__(r.comm, members, step, r.opts, r.stop, r.on_row)
         self.all_members, self.all_idle = list(members), list(self.idle)
         self.plan, self.console = series, r.console
-        self.osu = r.opts.extra.get("iterations") == "osu"
+        self.osu = r.opts.extra.iterations == "osu"
 
     def enter(self, index: int, series: Series) -> None:
         """Series `index` from its first size: its members, the others idle until the next."""

@@ -22,6 +22,7 @@ from npmpi.coll.ops import (
     check_choice,
     size_problem,
 )
+from npmpi.coll.options import CollOptions
 from npmpi.coll.series import ITERATION_METHODS, ops_arg, plan, rank_counts, ranks_arg, table_json
 from npmpi.core.errors import UsageError
 from npmpi.core.layout import ROLE_IDLE
@@ -105,7 +106,7 @@ class CollKind(GroupKind):
             "--kernel", default="python", metavar="NAME", help="python (mpi4py) or c (default: %(default)s)"
         )
 
-    def extra_options(self, ns) -> dict:
+    def extra_options(self, ns) -> CollOptions:
         ops = ops_arg(ns.op)
         for name in ops:
             check_choice(name, ns.dtype, ns.reduce_op)
@@ -126,31 +127,31 @@ class CollKind(GroupKind):
                 )
                 if problem:
                     raise UsageError(problem)
-        return {
-            "op": ops[0],
-            "ops": ops,
-            "ranks": ranks_arg(ns.ranks),
-            "per_node": ns.per_node,
-            "iterations": ns.iterations,
-            "dtype": ns.dtype,
-            "reduce_op": ns.reduce_op,
-            "check": bool(ns.check),
-            "kernel": ns.kernel,
-            "sizes_given": given,
-        }
+        return CollOptions(
+            op=ops[0],
+            ops=ops,
+            ranks=ranks_arg(ns.ranks),
+            per_node=ns.per_node,
+            iterations=ns.iterations,
+            dtype=ns.dtype,
+            reduce_op=ns.reduce_op,
+            check=bool(ns.check),
+            kernel=ns.kernel,
+            sizes_given=given,
+        )
 
     def groups(self, layout, opts):
         layout = super().groups(layout, opts)
-        extra = opts.extra
-        if extra["per_node"] is not None:
-            layout = per_node(layout, extra["per_node"], self.name)
+        extra: CollOptions = opts.extra
+        if extra.per_node is not None:
+            layout = per_node(layout, extra.per_node, self.name)
         n = len(layout.groups[0])
         rank_counts(extra, n)
-        plan(extra, n, opts.sizes_bytes, _itemsize(extra["dtype"]))
+        plan(extra, n, opts.sizes_bytes, _itemsize(extra.dtype))
         return layout
 
     def member_problem(self, MPI, opts, agreed) -> str | None:
-        if opts.extra["kernel"] != "c":
+        if opts.extra.kernel != "c":
             return None
         from npmpi.sweep.kernels import c_kernel_status
 
@@ -163,7 +164,7 @@ class CollKind(GroupKind):
                     "the C kernel has no collective loop (built by an older npmpi): rebuild it "
                     "(scripts/setup.sh), or use --kernel python"
                 )
-            if opts.extra["iterations"] == "osu" and not hasattr(_ckernel, "COLLECTIVE_PER_CALL"):
+            if opts.extra.iterations == "osu" and not hasattr(_ckernel, "COLLECTIVE_PER_CALL"):
                 return (
                     "the C kernel cannot time each call as --iterations osu needs (built by an older "
                     "npmpi): rebuild it (scripts/setup.sh), or use --kernel python"
@@ -172,8 +173,10 @@ class CollKind(GroupKind):
 
     def series(self, opts, members: int):
         """Every series measured (npmpi/coll/series.py)."""
-        sizes = opts.extra.get("planned_sizes", opts.sizes_bytes)  # rank 0's opts hold every series' sizes
-        return plan(opts.extra, members, sizes, _itemsize(opts.extra["dtype"]))
+        extra: CollOptions = opts.extra
+        planned = extra.planned_sizes  # rank 0's opts hold every series' sizes: its own are these
+        sizes = planned if planned is not None else opts.sizes_bytes
+        return plan(extra, members, sizes, _itemsize(extra.dtype))
 
     def step(self, opts, agreed):
         from npmpi.coll.step import CollStep
@@ -199,7 +202,7 @@ class CollKind(GroupKind):
         series = self.series(opts, len(agreed.roles.layout.groups[0]))
         self._factor = series[0].table_row()["algbw_bytes_factor"] if len(series) == 1 else 1
         sizes = tuple(sorted({size for s in series for size in s.sizes}))
-        extra = {**opts.extra, "planned_sizes": opts.sizes_bytes}
+        extra = replace(opts.extra, planned_sizes=opts.sizes_bytes)
         return super().record(MPI, comm, replace(opts, sizes_bytes=sizes, extra=extra), argv, agreed, stop)
 
     def attrs(self, opts, layout) -> dict[str, Any]:
@@ -209,29 +212,29 @@ class CollKind(GroupKind):
 
         from npmpi.coll.step import mpi_datatype
 
-        extra = opts.extra
+        extra: CollOptions = opts.extra
         n = len(layout.groups[0])
         series = self.series(opts, n)
         one = series[0] if len(series) == 1 else None
         op = OPS[one.op] if one else None
         reduction = any(OPS[s.op].reduction for s in series)
         return {
-            "kernel": extra["kernel"],
-            "coll_op": one.op if one else ",".join(extra["ops"]),
+            "kernel": extra.kernel,
+            "coll_op": one.op if one else ",".join(extra.ops),
             "coll_mpi_function": f"MPI_{op.method}" if op else "",
-            "coll_dtype": extra["dtype"],
-            "coll_mpi_datatype": mpi_datatype(MPI, extra["dtype"], reduction).Get_name(),
-            "coll_dtype_bytes": _itemsize(extra["dtype"]),
-            "coll_reduce_op": extra["reduce_op"] if reduction else "",
+            "coll_dtype": extra.dtype,
+            "coll_mpi_datatype": mpi_datatype(MPI, extra.dtype, reduction).Get_name(),
+            "coll_dtype_bytes": _itemsize(extra.dtype),
+            "coll_reduce_op": extra.reduce_op if reduction else "",
             "coll_root": 0 if any(OPS[s.op].rooted for s in series) else -1,
             "coll_ranks": one.ranks if one else n,
             "coll_size_meaning": SIZE_MEANING[op.name] if op else "per series (coll_series_json)",
             "coll_algbw_bytes_factor": (one.ranks if op.algbw_ranks else 1) if op else 1,
             "coll_bus_factor": float(op.bus_factor(one.ranks)) if op else float("nan"),
             "coll_bus_factor_formula": op.bus_factor_text if op else "per series (coll_series_json)",
-            "coll_checked": bool(extra["check"]),
-            "coll_iterations": extra["iterations"],
-            "coll_per_node": extra["per_node"] or 0,
+            "coll_checked": bool(extra.check),
+            "coll_iterations": extra.iterations,
+            "coll_per_node": extra.per_node or 0,
             "coll_series_json": table_json(series),
         }
 

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 
 from npmpi.coll.ops import OPS, SIZE_MEANING, default_sizes, size_problem
+from npmpi.coll.options import CollOptions
 from npmpi.core.errors import UsageError
 from npmpi.core.units import parse_whole
 
@@ -77,9 +78,9 @@ def ranks_arg(text: str | None) -> tuple[int, ...] | None:
     return tuple(sorted(counts))
 
 
-def rank_counts(extra: dict, members: int) -> tuple[int, ...]:
+def rank_counts(extra: CollOptions, members: int) -> tuple[int, ...]:
     """The rank counts measured with `members` measuring ranks; UsageError for a count above them."""
-    counts = extra.get("ranks") or (members,)
+    counts = extra.ranks or (members,)
     if counts[-1] > members:
         raise UsageError(
             f"--ranks {','.join(map(str, counts))}: {counts[-1]} ranks asked for, {members} measuring "
@@ -88,20 +89,20 @@ def rank_counts(extra: dict, members: int) -> tuple[int, ...]:
     return tuple(counts)
 
 
-def plan(extra: dict, members: int, sizes_bytes, itemsize: int) -> list[Series]:
+def plan(extra: CollOptions, members: int, sizes_bytes, itemsize: int) -> list[Series]:
     """Every series in the order measured (each op at each rank count, ascending); UsageError when a
     size cannot be measured at a rank count (reduce_scatter's share per rank)."""
     series = []
-    for name in extra["ops"]:
+    for name in extra.ops:
         op = OPS[name]
         for n in rank_counts(extra, members):
             if not op.moves_data:
                 sizes = (0,)
             else:
-                sizes = tuple(sizes_bytes) if extra["sizes_given"] else default_sizes(op, itemsize, n)
+                sizes = tuple(sizes_bytes) if extra.sizes_given else default_sizes(op, itemsize, n)
                 problem = size_problem(op, itemsize, n, sizes)
                 if problem:
-                    raise UsageError(problem if len(extra["ops"]) == 1 else f"{name}: {problem}")
+                    raise UsageError(problem if len(extra.ops) == 1 else f"{name}: {problem}")
             series.append(Series(name, n, sizes))
     if len(series) > MAX_SERIES:
         raise UsageError(f"--op and --ranks give {len(series)} series, at most {MAX_SERIES}")

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from npmpi.coll.ops import DTYPES, OPS, REDUCE_OPS, expected, pattern
+from npmpi.coll.options import CollOptions
 from npmpi.core.buffers import HUGE_PAGES_SYSTEM, allocate
 from npmpi.kinds.group import GroupStep
 
@@ -52,16 +53,16 @@ def _fault_size() -> int | None:
 
 
 class CollStep(GroupStep):
-    """One member's collective: `extra` is the kind's options (op or ops, dtype, reduce_op, check,
-    kernel, iterations); `series` the (op, ranks) of each series (npmpi/coll/series.py), None: one,
-    extra["op"] on every rank of `comm`. Each rank count has its sub-communicator of the first ranks
-    of `comm` (built here: every rank of `comm` constructs its step)."""
+    """One member's collective: `extra` is the kind's options (npmpi/coll/options.py: op, dtype,
+    reduce_op, check, kernel, iterations); `series` the (op, ranks) of each series
+    (npmpi/coll/series.py), None: one, extra.op on every rank of `comm`. Each rank count has its
+    sub-communicator of the first ranks of `comm` (built here: every rank of `comm` constructs its step)."""
 
-    def __init__(self, comm, extra: dict, series: list[tuple[str, int]] | None = None) -> None:
+    def __init__(self, comm, extra: CollOptions, series: list[tuple[str, int]] | None = None) -> None:
         from mpi4py import MPI
 
         self.whole = comm
-        self.series = series or [(extra["op"], comm.Get_size())]
+        self.series = series or [(extra.op, comm.Get_size())]
         self.subs = {}
         for n in sorted({ranks for _, ranks in self.series}):
             if n == comm.Get_size():
@@ -69,12 +70,12 @@ class CollStep(GroupStep):
                 continue
             sub = comm.Split(0 if comm.Get_rank() < n else MPI.UNDEFINED, comm.Get_rank())
             self.subs[n] = None if sub == MPI.COMM_NULL else sub
-        self.reduce_op = REDUCE_OPS[extra["reduce_op"]]
-        self.dtype_name, self.dtype = extra["dtype"], np.dtype(DTYPES[extra["dtype"]].numpy)
+        self.reduce_op = REDUCE_OPS[extra.reduce_op]
+        self.dtype_name, self.dtype = extra.dtype, np.dtype(DTYPES[extra.dtype].numpy)
         self.mpi_op = getattr(MPI, self.reduce_op.mpi)
-        self.verifies = bool(extra["check"])
-        self.kernel = extra.get("kernel", "python")
-        self.osu = extra.get("iterations", "target-time") == "osu"
+        self.verifies = bool(extra.check)
+        self.kernel = extra.kernel
+        self.osu = extra.iterations == "osu"
         self.corrupt_at = _fault_size()
         mine = [i for i, (_, ranks) in enumerate(self.series) if self.subs[ranks] is not None]
         if mine:  # a rank beyond every count of --ranks only waits

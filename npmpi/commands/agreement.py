@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npmpi.core.errors import UsageError
-from npmpi.core.job import collective_check
 from npmpi.core.layout import ROLE_POWER
+from npmpi.core.startup import collective_check
 
 
 @dataclass

@@ -19,8 +19,9 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any
 
+from npmpi.core.abort import abort, describe, error_line, say
+from npmpi.core.ending import await_ends, end_bound_s
 from npmpi.core.errors import NpmpiError, RankStalled, RunFileGone
-from npmpi.core.job import abort, await_ends, describe, end_bound_s, error_line, say
 from npmpi.core.slurmcontext import context_attrs
 
 
@@ -168,7 +169,7 @@ class FileRecording(ABC):
 
     def _release_all(self, code: int) -> bool:
         """Release the other ranks (once) and wait, bounded by --stall-timeout, for each to report
-        its end before MPI_Finalize (npmpi.core.job.await_ends; RankStalled naming one that does
+        its end before MPI_Finalize (npmpi.core.ending.await_ends; RankStalled naming one that does
         not); False when they cannot be released (a rank inside a timed loop)."""
         if self.ended:
             return True
@@ -218,7 +219,7 @@ class FileRecording(ABC):
 
     def abandon(self, signum: int, name: str, final: bool) -> None:
         """A stop signal while rank 0's main thread is inside the C kernel's timed loop, from the
-        signal thread (npmpi.core.job.watch_signals_in_a_thread): mark the file interrupted, then
+        signal thread (npmpi.core.signals.watch_signals_in_a_thread): mark the file interrupted, then
         (`final`) close it interrupted and end the job as the Python kernel's abandon does. Only
         while the protocol is armed: the main thread is not in the file, and cannot enter it while
         this holds the lock (the stall watchdog's rule, npmpi/sweep/watchdog.py)."""

@@ -44,7 +44,8 @@ def parse_meters_options(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    from npmpi.core.job import error_line, parse_or_exit_status, say
+    from npmpi.core.abort import error_line, say
+    from npmpi.core.startup import parse_or_exit_status
 
     ns = parse_or_exit_status(parse_meters_options, argv)
     if isinstance(ns, int):

@@ -3,12 +3,12 @@
 parse -> (environment) -> [rank 0's start-up guard] thread level -> MPI -> stop-signal handlers ->
 agree [guard off] -> dispatch by role -> abort, or the end: every rank but 0 reports its end and
 waits for rank 0's leave, rank 0 waits for every report (bounded), then all call MPI_Finalize
-(rank 0's bounded by a guard: npmpi.core.job.KillGuard, as its start-up).
+(rank 0's bounded by a guard: npmpi.core.guards.KillGuard, as its start-up).
 
 Its guarantees are the commands' promise to the user: bad usage prints one line on rank 0 and every
-rank exits 2 without a file (`agree` raises UsageError on every rank at once: npmpi.core.job's
+rank exits 2 without a file (`agree` raises UsageError on every rank at once: npmpi.core.startup's
 collective check); a surprise on any rank while starting or serving its role ends the whole job with
-one line naming that rank (npmpi.core.job.abort), never leaving a rank blocked. Rank 0's recording is
+one line naming that rank (npmpi.core.abort.abort), never leaving a rank blocked. Rank 0's recording is
 called outside that guard: it closes its file with a status whatever ends it, then releases or
 aborts the others itself. A rank stopped at any point (SIGSTOP, a debugger) ends the job within a
 bound of --stall-timeout: the sweep's watchdog, a baseline's and the end's bounded waits, the
@@ -23,18 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from npmpi.core.abort import abort, describe, error_line, say
 from npmpi.core.config import THREAD_LEVELS
 from npmpi.core.errors import UsageError
-from npmpi.core.job import (
-    abort,
-    describe,
-    error_line,
-    install_signal_handlers,
-    parse_or_exit_status,
-    say,
-    startup_guard,
-    usage_error_status,
-)
+from npmpi.core.guards import startup_guard
+from npmpi.core.signals import install_signal_handlers
+from npmpi.core.startup import parse_or_exit_status, usage_error_status
 
 FINALIZE_FLOOR_S = 10.0  # the least rank 0's MPI_Finalize is given (every rank has reported its end)
 POWER_END_S = 30.0  # the least a power rank is given to report its end (its meters' threads stop first)
@@ -80,8 +74,9 @@ class MpiCommand:
             guard.cancel()
 
     def _started(self, argv: list[str], opts, level: str, guard) -> int:
-        from npmpi.core.job import frozen_for_a_test, load_mpi
+        from npmpi.core.ending import frozen_for_a_test
         from npmpi.core.messages import StopFlag
+        from npmpi.core.startup import load_mpi
 
         MPI = load_mpi(level)
         if MPI is None:
@@ -117,9 +112,10 @@ class MpiCommand:
 def end_of_role(MPI, comm, opts, agreed, status: int) -> int:
     """After a rank's role: a rank other than 0 reports its end to rank 0; rank 0 (when it served
     rather than recorded: calibrate) waits for every rank's report, bounded by --stall-timeout, and
-    names one that does not come instead of hanging in MPI_Finalize (npmpi.core.job.await_ends)."""
+    names one that does not come instead of hanging in MPI_Finalize (npmpi.core.ending.await_ends)."""
+    from npmpi.core.ending import await_ends, end_bound_s, report_end, stall_timeout_of
     from npmpi.core.errors import RankStalled
-    from npmpi.core.job import await_ends, end_bound_s, finalize_within, report_end, stall_timeout_of
+    from npmpi.core.guards import finalize_within
 
     if comm.Get_rank() != 0:
         report_end(comm)
@@ -138,8 +134,9 @@ def end_of_role(MPI, comm, opts, agreed, status: int) -> int:
 
 
 def leave(MPI, comm, opts, status: int) -> int:
-    """Rank 0, every other rank's end reported: let them go and end MPI, bounded (npmpi.core.job)."""
-    from npmpi.core.job import end_bound_s, finalize_within, say_leave, stall_timeout_of
+    """Rank 0, every other rank's end reported: let them go and end MPI, bounded (npmpi/core/guards.py)."""
+    from npmpi.core.ending import end_bound_s, say_leave, stall_timeout_of
+    from npmpi.core.guards import finalize_within
 
     say_leave(comm)
     bound = end_bound_s(stall_timeout_of(opts))

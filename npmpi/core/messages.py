@@ -27,7 +27,7 @@ MAP_PAIR_TAG = 17  # within a map's pair: the transmitter's steps, the reflector
 CPU_TAG = 18  # after a size: a pair rank's CPU user, system and wall seconds (npmpi.sweep.cputime)
 LINK_TAG = 19  # a pair's link set-up: addresses, ports, outcomes (npmpi.sweep.tcplink)
 LOAD_DONE_TAG = 20  # calibrate: a load rank's load is over (npmpi.calibrate.loadstall)
-END_TAG = 21  # a rank's role is over, before MPI_Finalize (npmpi.core.job.report_end)
+END_TAG = 21  # a rank's role is over, before MPI_Finalize (npmpi.core.ending.report_end)
 COND_TAG = 22  # after a size's CPU time: the rank's conditions, pickled (npmpi.sweep.span)
 
 # commands (the first field on CTRL_TAG)
@@ -56,7 +56,7 @@ class StopFlag:
         self.transmitter: Any = None  # npmpi.sweep.transmitter.Transmitter while rank 0 sweeps
         self.mark_file: Callable[[str], None] | None = None
         # (signum, name, final): a stop signal's mark (False) or abandon (True) of the trial in progress
-        # from npmpi.core.job's signal thread, while this rank's main thread is inside the C kernel
+        # from npmpi.core.signals' signal thread, while this rank's main thread is inside the C kernel
         self.abandon: Callable[[int, str, bool], None] | None = None
         self.timing = False
 

@@ -294,7 +294,7 @@ def serve_group(comm, step: GroupStep, stop: StopFlag, quiet: bool = False) -> i
     """A member other than rank 0: each size's trials as rank 0 commands them, the idle baselines,
     until the stop; returns the exit code rank 0 sends. `quiet`: wait for each command without
     spinning a core in a blocking receive (a member that sits out a series of a coll run)."""
-    from npmpi.core.job import frozen_for_a_test
+    from npmpi.core.ending import frozen_for_a_test
     from npmpi.power.baseline import take_part
 
     ctrl = np.zeros(4, dtype=np.int64)

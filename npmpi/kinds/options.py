@@ -1,13 +1,15 @@
 """The options block every group kind shares (npmpi/kinds/group.py): meters, baselines, output,
 trials, the stall watchdog, and the sizes. A kind adds its own options to the parser and keeps their
-values in `GroupOptions.extra`; what every kind shares has the names the run's Options gives it, so
-the command sequence (npmpi/kinds/command.py), the power recording and the console read either.
+values in `GroupOptions.extra` (a dataclass of its own, as coll's npmpi/coll/options.py, or a
+dict); what every kind shares has the names the run's Options gives it, so the command sequence
+(npmpi/kinds/command.py), the power recording and the console read either.
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from npmpi.core.config import DEFAULT_STALL_TIMEOUT_S, THREAD_LEVEL_AUTO
 from npmpi.core.errors import UsageError
@@ -48,7 +50,8 @@ _SHARED_HELP = {
 
 @dataclass(frozen=True)
 class GroupOptions:
-    """A group kind's options, with units in the names; `extra` holds the kind's own."""
+    """A group kind's options, with units in the names; `extra` holds the kind's own (a dataclass of
+    its own, typed, as coll's CollOptions; or a dict), stored within options_json."""
 
     sizes_bytes: tuple[int, ...]
     trials: int
@@ -73,7 +76,7 @@ class GroupOptions:
     precision: float | None = None
     precision_cap_s: float | None = None
     max_trials: int = 100
-    extra: dict = field(default_factory=dict)
+    extra: Any = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The options as the run file stores them (options_json)."""
@@ -116,7 +119,7 @@ def sizes_arg(text: str | None) -> tuple[int, ...]:
     return tuple(sorted(sizes))
 
 
-def group_options(ns: argparse.Namespace, extra: dict) -> GroupOptions:
+def group_options(ns: argparse.Namespace, extra: Any) -> GroupOptions:
     """The shared options of a parsed command line checked (UsageError: one line), with the kind's own."""
     from npmpi.commands.checks import sampling_fields, shared_fields, trials_and_target
 

@@ -5,7 +5,7 @@ it runs: any failure of its own code is one line naming it, never a traceback no
 function, a number, None: the registry refuses it); `OutsideKind` wraps the kind so that a method of
 its start-up that raises (or calls sys.exit) says which kind and which method: before MPI (`parse`,
 `thread_level`, `before_mpi`) as a usage error (one line on rank 0, exit 2 on every rank:
-npmpi.core.job), once MPI runs (`groups`, `prepare`, `prepare_output`, …) as an error that ends the
+npmpi.core.startup), once MPI runs (`groups`, `prepare`, `prepare_output`, …) as an error that ends the
 job with one line (npmpi/commands/sequence.py). Its recording and serving keep their own end (a file
 closed with its status: npmpi/commands/filerecording.py), and a stop signal's exception is never
 renamed.

@@ -9,21 +9,19 @@ and baselines as in a run, the stall watchdog around every wait, and the end wha
 
 from __future__ import annotations
 
-import contextlib
-import time
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, now_utc, power_collector
+from npmpi.commands.filerecording import job_attrs, layout_rows, power_collector
+from npmpi.commands.recordingsequence import RecordingSequence
 from npmpi.core import sampling
 from npmpi.core.errors import NpmpiError, UsageError
 from npmpi.core.layout import Layout, Words
 from npmpi.kinds.group import GroupCoordinator, GroupStep, serve_group
 from npmpi.kinds.kind import Kind
 from npmpi.kinds.options import GroupOptions, group_options, group_parser
-from npmpi.power.recording import final_power, power_setup
 
 
 class GroupKind(Kind):
@@ -59,8 +57,9 @@ class GroupKind(Kind):
     def add_options(self, parser) -> None:
         """The kind's own options (none by default)."""
 
-    def extra_options(self, ns) -> dict:
-        """The kind's own option values, checked (UsageError: one line), for GroupOptions.extra."""
+    def extra_options(self, ns) -> Any:
+        """The kind's own option values, checked (UsageError: one line), for GroupOptions.extra: a
+        dataclass of the kind's own (coll's npmpi/coll/options.py), or a dict (the default, empty)."""
         return {}
 
     def parse(self, argv: list[str]) -> GroupOptions:
@@ -128,7 +127,7 @@ class GroupKind(Kind):
         return serve_group(comm, self.step(opts, agreed), stop)
 
 
-class GroupRecording(FileRecording):
+class GroupRecording(RecordingSequence):
     """Rank 0's group-kind run from the file's creation to its close; `run()` returns the exit status."""
 
     def __init__(self, kind: GroupKind, MPI, comm, opts: GroupOptions, argv, agreed, stop) -> None:
@@ -145,10 +144,12 @@ class GroupRecording(FileRecording):
         self.layout = agreed.roles.layout
         self.comm, self.output, self.reservation = comm, agreed.output, agreed.reservation
         self.power_nodes = [agreed.gathered_power[r] for r in self.layout.power_ranks]
+        self.calibration = agreed.calibration
         self.stall_timeout_s = opts.stall_timeout_s
         self.collector = power_collector(comm, self.layout, self.power_nodes, opts.stall_timeout_s)
         self.console = Console(quiet=opts.quiet)
         self.coordinator: GroupCoordinator | None = None
+        self.attrs: dict[str, Any] = {}
         super().__init__()
 
     def file_attrs(self) -> dict[str, Any]:
@@ -181,52 +182,43 @@ class GroupRecording(FileRecording):
             self.collector.collect(self.opts.trials * self.opts.target_time_s)
         self.console.row(index, row)
 
-    def mark_file(self, message: str) -> None:
-        """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
-        with contextlib.suppress(Exception), self.coordinator.progress.lock:
-            self.writer.set_attrs(status="interrupted", status_message=message)
-
-    def _record(self) -> int:
+    def _open(self) -> None:
         from npmpi.runfile.writer import RunWriter
-        from npmpi.sweep.watchdog import STALL_FACTOR, StallWatchdog
 
-        opts, layout, console = self.opts, self.layout, self.console
-        attrs = self.file_attrs()
-        members = list(layout.groups[0])
+        opts, layout = self.opts, self.layout
+        self.attrs = self.file_attrs()
         self.coordinator = self.kind.coordinator(self, self.kind.step(opts, self.agreed))
         self.coordinator.hosts = list(layout.hosts)
         self.writer = RunWriter(
             self.output,
-            attrs,
+            self.attrs,
             layout_rows(layout, self.agreed.thread_levels),
             sampling.trials_bound(opts),
             overwrite=opts.force,
             reservation=self.reservation,
-            members=len(members),
+            members=len(layout.groups[0]),
             sort_rows=opts.size_order == sampling.ORDER_RANDOM,
         )
-        self.stop.mark_file = self.mark_file
-        # a step in one C call (coll --kernel c) never returns to Python before its end, so a stop
-        # signal's handlers wait for it and mpirun kills rank 0 first: the signal thread
-        # (npmpi.core.job.watch_signals_in_a_thread) marks the file and abandons the trial instead.
-        # It acts only when the main thread has not answered the signal and is inside a timed step.
-        self.stop.abandon = self.abandon
+
+    def _abandons(self) -> bool:
+        # a step in one C call (coll --kernel c) never returns to Python before its end, whatever
+        # the shared options' --kernel: every group kind's signal thread may abandon its trial
+        return True
+
+    def _announce(self) -> None:
+        attrs, console, layout = self.attrs, self.console, self.layout
         console.factor = int(attrs["bytes_per_iteration_factor"])
         console.one_way_factor = self.kind.one_way_divisor
         console.bandwidth_label, console.latency_label = "bandwidth", "time per operation"
         console.note(
-            f"npmpi {attrs['npmpi_version']}: {self.kind.name}, {len(members)} measuring ranks on "
-            f"{layout.node_count} node(s), {len(opts.sizes_bytes)} sizes; output: {self.output}"
+            f"npmpi {attrs['npmpi_version']}: {self.kind.name}, {len(layout.groups[0])} measuring ranks on "
+            f"{layout.node_count} node(s), {len(self.opts.sizes_bytes)} sizes; output: {self.output}"
         )
-        if self.collector is not None:
-            power_setup(self.writer, self.collector, layout, self.power_nodes, opts, console, self.stop)
-            if self.agreed.calibration is not None:
-                from npmpi.power.calibration import apply_calibration
 
-                for line in apply_calibration(
-                    self.writer, self.agreed.calibration, layout, self.power_nodes, opts.calibration
-                ):
-                    console.note(line)
+    def _watchdog(self):
+        from npmpi.sweep.watchdog import STALL_FACTOR, StallWatchdog
+
+        opts, layout = self.opts, self.layout
         self.writer.set_attrs(stall_timeout_s=opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)
         watchdog = StallWatchdog(
             self.coordinator.progress,
@@ -234,41 +226,13 @@ class GroupRecording(FileRecording):
             list(layout.hosts),
             {},
             self.stalled,
-            tuple(members),
+            tuple(layout.groups[0]),
         )
         self.coordinator.watchdog = watchdog  # a kind's series may narrow the group it names
-        with watchdog:
-            outcome = self.coordinator.run()
-        if self.collector is not None:
-            final_power(
-                self.writer,
-                self.collector,
-                layout,
-                self.power_nodes,
-                opts,
-                self.agreed.calibration,
-                outcome,
-                console,
-                self.stop,
-            )
-        # every rank released and its end reported before the file says how the run ended
-        # (FileRecording._release_all: a rank stopped now is named, the file failed)
-        self._release_all(outcome.exit_code)
-        elapsed = time.monotonic() - self.started
-        self.writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=now_utc())
-        console.summary(outcome, self.output, elapsed, self.collector)
-        if self.collector is not None:
-            self.collector.end_job_if_lost(outcome.exit_code, outcome.message + self._kept())
-        return outcome.exit_code
+        return watchdog
 
-    def _watched(self):
-        return self.coordinator.progress if self.coordinator is not None else None
+    def _measure(self):
+        return self.coordinator.run()
 
-    def _quiet(self) -> bool:
-        return self.coordinator is not None and not self.stop.timing
-
-    def _release(self, code: int) -> bool:
-        return self.coordinator is not None and self.coordinator.release(code)
-
-    def _kept(self) -> str:
-        return f"; {self.writer.rows} completed sizes are in {self.output}"
+    def _measurer(self):
+        return self.coordinator

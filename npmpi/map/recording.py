@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi.commands.filerecording import FileRecording, now_utc, power_collector
+from npmpi.commands.filerecording import power_collector
+from npmpi.commands.recordingsequence import RecordingSequence
+from npmpi.core.abort import say
 from npmpi.core.errors import DataMismatch
-from npmpi.core.job import say
 from npmpi.core.messages import CMD_MAP_ROUND, RESULT_TAG, TIMES_TAG
 from npmpi.core.units import format_size_bytes
 from npmpi.map.options import DIRECTIONS_BOTH
@@ -248,7 +249,7 @@ def record_map(MPI, comm, mopts, argv: list[str], agreed, stop) -> int:
     return MapRecording(MPI, comm, mopts, argv, agreed, stop).run()
 
 
-class MapRecording(FileRecording):
+class MapRecording(RecordingSequence):
     """Rank 0's map from the file's creation to its close; `run()` returns the exit status."""
 
     FILE = "map"
@@ -266,6 +267,7 @@ class MapRecording(FileRecording):
         )
         self.attrs.update(thread_attrs(opts, layout, agreed.thread_levels))
         self.power_nodes = [agreed.gathered_power[r] for r in layout.power_ranks]
+        self.calibration = agreed.calibration
         self.console = Console(quiet=opts.quiet)
         self.output, self.reservation = agreed.output, agreed.reservation
         self.stall_timeout_s = opts.stall_timeout_s
@@ -321,9 +323,6 @@ class MapRecording(FileRecording):
 
             copy_rounds(self.writer, resume)
             self.coordinator.skip = resume.rounds
-        self.stop.mark_file = self.mark_file
-        if opts.kernel == "c":  # a trial in one call: the handlers wait for its end (job.py's thread)
-            self.stop.abandon = self.abandon
 
     def mark_file(self, message: str) -> None:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
@@ -372,66 +371,50 @@ class MapRecording(FileRecording):
             f"max {hi / 1e9:.3f} Gbit/s"
         )
 
-    def _record(self) -> int:
-        from npmpi.power.recording import final_power, power_setup
-
-        self._open()
-        opts, writer, collector, console = self.opts, self.writer, self.collector, self.console
+    def _announce(self) -> None:
+        opts, mopts, console = self.opts, self.mopts, self.console
         n, rounds = len(self.agreed.extra["members"]), len(self.coordinator.rounds)
         console.note(f"output: {self.agreed.output}")
-        mopts = self.mopts
         sampled = f", pairs {mopts.pairs_plan} (seed {mopts.sample_seed})" if mopts.sample_k else ""
         console.note(
-            f"map: {n} members ({'every rank' if self.mopts.per_rank else 'one rank per node'}, "
-            f"{self.layout.node_count} node(s)); schedule {self.mopts.schedule}{sampled}: {rounds} rounds x "
-            f"{len(self.mopts.sizes_bytes)} sizes, {opts.trials} trials of ~{opts.target_time_s:g} s; "
-            f"kernel {opts.kernel}, mode {opts.mode}, {_directions_words(self.mopts)}"
+            f"map: {n} members ({'every rank' if mopts.per_rank else 'one rank per node'}, "
+            f"{self.layout.node_count} node(s)); schedule {mopts.schedule}{sampled}: {rounds} rounds x "
+            f"{len(mopts.sizes_bytes)} sizes, {opts.trials} trials of ~{opts.target_time_s:g} s; "
+            f"kernel {opts.kernel}, mode {opts.mode}, {_directions_words(mopts)}"
         )
         console.note(plan_line(self.plan))
         if self.coordinator.skip:
             console.note(
-                f"resuming {self.mopts.resume}: its {self.coordinator.skip} completed rounds copied, "
-                f"{rounds * len(self.mopts.sizes_bytes) - self.coordinator.skip} rounds left to measure"
+                f"resuming {mopts.resume}: its {self.coordinator.skip} completed rounds copied, "
+                f"{rounds * len(mopts.sizes_bytes) - self.coordinator.skip} rounds left to measure"
             )
-        if collector is not None:
-            power_setup(writer, collector, self.layout, self.power_nodes, opts, console, self.stop)
-            if self.agreed.calibration is not None:
-                from npmpi.power.calibration import apply_calibration
 
-                for line in apply_calibration(
-                    writer, self.agreed.calibration, self.layout, self.power_nodes, opts.calibration
-                ):
-                    console.note(line)
-            self.last_collect = time.monotonic()
-        self.last_progress = self.rounds_started = time.monotonic()
-        with map_watchdog(self):
-            outcome = self.coordinator.run()
-            if outcome.status == "complete" and self.mopts.confirm_repeats > 0:
-                self._confirm(outcome)
-        if collector is not None:
-            final_power(
-                writer,
-                collector,
-                self.layout,
-                self.power_nodes,
-                opts,
-                self.agreed.calibration,
-                outcome,
-                console,
-                self.stop,
-            )
-        self._release_all(outcome.exit_code)  # every rank's end reported before the file is closed
-        elapsed = time.monotonic() - self.started
-        writer.finish(outcome.status, outcome.message, elapsed_s=elapsed, finished_utc=now_utc())
-        console.note(
-            f"{outcome.rounds} rounds in {elapsed:.1f} s, status {outcome.status}: {self.agreed.output}"
+    def _watchdog(self):
+        return map_watchdog(self)
+
+    def _measure(self) -> MapOutcome:
+        """The rounds, then (every round measured) the suspects measured again, from now on the clock
+        of the progress lines and of the samples' collection (the baseline's just collected)."""
+        now = time.monotonic()
+        if self.collector is not None:
+            self.last_collect = now
+        self.last_progress = self.rounds_started = now
+        outcome = self.coordinator.run()
+        if outcome.status == "complete" and self.mopts.confirm_repeats > 0:
+            self._confirm(outcome)
+        return outcome
+
+    def _report(self, outcome: MapOutcome, elapsed_s: float) -> None:
+        self.console.note(
+            f"{outcome.rounds} rounds in {elapsed_s:.1f} s, status {outcome.status}: {self.agreed.output}"
         )
-        kept = f"; the {outcome.rounds} completed rounds are in {self.agreed.output}"
-        if collector is not None and collector.lost:  # the abort's one line says it
-            collector.end_job_if_lost(outcome.exit_code, outcome.message + kept)
+
+    def _kept_at_end(self, outcome: MapOutcome) -> str:
+        return f"; the {outcome.rounds} completed rounds are in {self.agreed.output}"
+
+    def _last_word(self, outcome: MapOutcome, kept: str) -> None:
         if outcome.status != "complete":
             say(f"npmpi: {outcome.message}{kept}", sys.stderr)
-        return outcome.exit_code
 
     def _confirm(self, outcome: MapOutcome) -> None:
         """The suspects measured again (npmpi/map/confirm.py); a stop meanwhile marks the map interrupted."""
@@ -453,15 +436,12 @@ class MapRecording(FileRecording):
         if self.stop:
             self.stop.mark_interrupted(outcome, " while suspects were measured again")
 
-    def _watched(self):
-        return self.coordinator.progress if self.coordinator is not None else None
+    def _measurer(self):
+        return self.coordinator
 
     def _quiet(self) -> bool:
         c = self.coordinator
         return c is not None and not (c.stop.timing or c.state == "trials")
-
-    def _release(self, code: int) -> bool:
-        return self.coordinator is not None and self.coordinator.release(code)
 
     def _kept(self) -> str:
         return f"; {self.writer.rounds_completed} completed rounds are in {self.output}"

@@ -170,8 +170,8 @@ def _reply(comm, rank: int, reply: np.ndarray, ended: float, patience: dict, sta
         waited = time.monotonic() - ended
         if waited > limit:
             if rank not in patience:
+                from npmpi.core.ending import stalled_message
                 from npmpi.core.errors import RankStalled
-                from npmpi.core.job import stalled_message
 
                 message = stalled_message(rank, hosts, waited, bound_s, f"the end of {during}")
                 raise RankStalled(message, bound_s)

@@ -457,7 +457,7 @@ class PowerCollector:
         """After the file is closed: end the job with MPI_Abort if a power rank was given up on (it
         would never reach MPI_Finalize, where every other rank would wait for it); `line` says why."""
         if self.lost:
-            from npmpi.core.job import abort
+            from npmpi.core.abort import abort
 
             abort(self.comm, line or self.lost_message() + "; ending the job without it", code or 1, 0.3)
 

@@ -4,14 +4,45 @@ and the offsets at the end (docs/file-format.md, "/power")."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from npmpi.core.config import DEFAULT_BASELINE_S
 from npmpi.power.fabric import fabric_group_attrs, fabric_info
 from npmpi.runfile.format import FABRIC_GROUP
 
 
-def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None) -> float:
-    """Create the power groups, measure clock offsets, record the idle baseline; returns baseline s."""
+@dataclass
+class PowerSession:
+    """What a recording's power is recorded with, from the power groups' creation to the offsets at
+    the end: its file's writer, rank 0's collector, the layout, each power rank's meters (in node
+    order), the options (`baseline_s`, `sample_interval_s`, `calibration`), the calibration document
+    (None: none), the console and the stop flag."""
+
+    writer: Any
+    collector: Any  # npmpi.power.rank.PowerCollector
+    layout: Any  # npmpi.core.layout.Layout
+    power_nodes: list[dict]
+    opts: Any
+    calibration: dict | None
+    console: Any
+    stop: Any = None  # npmpi.core.messages.StopFlag
+
+
+def power_setup(session: PowerSession) -> float:
+    """Create the power groups, measure clock offsets, record the idle baseline, apply the meters'
+    calibration (its notes on the console); returns the baseline's seconds."""
     from npmpi.power.baseline import store_baseline
+
+    p = session
+    writer, collector, layout, power_nodes, opts, console = (
+        p.writer,
+        p.collector,
+        p.layout,
+        p.power_nodes,
+        p.opts,
+        p.console,
+    )
 
     node_attrs, channels = [], []
     for node, (rank, info) in enumerate(zip(layout.power_ranks, power_nodes, strict=True)):
@@ -50,8 +81,13 @@ def power_setup(writer, collector, layout, power_nodes, opts, console, stop=None
         console.fabric_header(fabric[1])
     if baseline_s > 0:
         console.note(f"recording {baseline_s:g} s of idle baseline power")
-        window = collector.baseline(baseline_s, stop, "the idle baseline before the measurements")
+        window = collector.baseline(baseline_s, p.stop, "the idle baseline before the measurements")
         store_baseline(writer, layout, window, after=False)
+    if p.calibration is not None:
+        from npmpi.power.calibration import apply_calibration
+
+        for line in apply_calibration(writer, p.calibration, layout, power_nodes, opts.calibration):
+            console.note(line)
     return baseline_s
 
 
@@ -64,19 +100,23 @@ def auto_attrs(info: dict) -> dict[str, str]:
     return {"meter_auto": json.dumps(info["auto"]), "meter_auto_summary": info.get("auto_summary", "")}
 
 
-def final_power(writer, collector, layout, power_nodes, opts, calibration, outcome, console, stop) -> None:
+def final_power(session: PowerSession, outcome) -> None:
     """After the sweep: the baseline after it (not when interrupted: mpirun may kill the job at
-    any moment), the last samples, the clock offsets at the end."""
+    any moment), the last samples, the clock offsets at the end; `outcome`'s status, message and
+    exit code say a stop during that baseline or a power rank gone on without."""
     from npmpi.power.baseline import after_baseline_s, store_baseline
     from npmpi.power.calibration import largest_delay_s
 
+    p = session
+    writer, collector, layout, power_nodes, stop = p.writer, p.collector, p.layout, p.power_nodes, p.stop
     collector.collect()
     seconds = 0.0
     if outcome.status == "complete" and not stop:
-        baseline_s = opts.baseline_s if opts.baseline_s is not None else DEFAULT_BASELINE_S
-        seconds = after_baseline_s(baseline_s, power_nodes, largest_delay_s(calibration, layout, power_nodes))
+        baseline_s = p.opts.baseline_s if p.opts.baseline_s is not None else DEFAULT_BASELINE_S
+        delay_s = largest_delay_s(p.calibration, layout, power_nodes)
+        seconds = after_baseline_s(baseline_s, power_nodes, delay_s)
         if seconds > 0:
-            console.note(f"recording {seconds:g} s of idle power after the sweep")
+            p.console.note(f"recording {seconds:g} s of idle power after the sweep")
             window = collector.baseline(seconds, stop, "the idle baseline after the measurements")
             store_baseline(writer, layout, window, after=True)
         if stop:  # a stop signal during that baseline: the file says so, though every size was measured

@@ -7,19 +7,17 @@ agreed on the options (npmpi/cli.py); a failure still leaves every completed siz
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, now_utc, power_collector
+from npmpi.commands.filerecording import job_attrs, layout_rows, power_collector
+from npmpi.commands.recordingsequence import RecordingSequence
 from npmpi.core import sampling
 from npmpi.core.config import Options
 from npmpi.core.slurmcontext import consumed_energy_attrs
-from npmpi.power.recording import final_power, power_setup
 from npmpi.runfile.format import KIND_RUN
 from npmpi.sweep.kernels import Kernel
 from npmpi.sweep.links import protocol_attrs
@@ -128,7 +126,7 @@ def mode_attrs(opts: Options, layout) -> dict[str, Any]:
     }
 
 
-class Recording(FileRecording):
+class Recording(RecordingSequence):
     """Rank 0's run from the file's creation to its close; `run()` returns the exit status."""
 
     def __init__(self, setup: RunSetup) -> None:
@@ -136,7 +134,7 @@ class Recording(FileRecording):
         from npmpi.sweep import transmitter as sweep
 
         s = self.setup = setup
-        opts = s.opts
+        opts = self.opts = s.opts
         self.attrs = provenance(s.MPI, opts, s.argv, s.layout, s.kernel.note, s.kernel.measure_clock())
         self.attrs.update(thread_attrs(opts, s.layout, s.thread_levels))
         self.attrs.update(protocol_attrs(opts, s.link_settings, s.layout.pairs))
@@ -148,6 +146,7 @@ class Recording(FileRecording):
         self.transmitter = None
         self.comm, self.output, self.reservation = s.comm, s.output, s.reservation
         self.layout, self.stall_timeout_s = s.layout, opts.stall_timeout_s
+        self.stop, self.power_nodes, self.calibration = s.stop, s.power_nodes, s.calibration
         self.collector = power_collector(s.comm, s.layout, s.power_nodes, opts.stall_timeout_s)
         # the analysis flags a size 'short' when its window (first trial start to last trial end) is
         # shorter than a channel's interval (its sample interval, or the span its readings average)
@@ -163,7 +162,7 @@ class Recording(FileRecording):
 
     def on_row(self, index, row) -> None:
         """One size measured: into the file, the samples since collected, a line on the console."""
-        opts = self.setup.opts
+        opts = self.opts
         self.transmitter.progress.quiet()  # the file is written now: the stall watchdog must not act
         self.writer.append(row)
         if self.collector is not None:
@@ -177,16 +176,11 @@ class Recording(FileRecording):
             if problem:
                 self.console.note(f"npmpi: note: {problem}")
 
-    def mark_file(self, message: str) -> None:
-        """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
-        with contextlib.suppress(Exception), self.transmitter.progress.lock:  # never fail the stop
-            self.writer.set_attrs(status="interrupted", status_message=message)
-
     def _open(self) -> None:
         from npmpi.runfile.writer import RunWriter
         from npmpi.sweep import transmitter as sweep
 
-        s, opts = self.setup, self.setup.opts
+        s, opts = self.setup, self.opts
         self.transmitter = sweep.Transmitter(s.comm, s.layout, opts, s.kernel, s.stop, self.on_row, s.link)
         self.writer = RunWriter(
             s.output,
@@ -198,9 +192,6 @@ class Recording(FileRecording):
             reservation=s.reservation,
             sort_rows=opts.size_order == sampling.ORDER_RANDOM,
         )
-        s.stop.mark_file = self.mark_file
-        if opts.kernel == "c":  # a trial in one call: the handlers wait for its end (job.py's thread)
-            s.stop.abandon = self.abandon
         if opts.np_out is not None:
             from npmpi.core.npout import NpOutWriter
 
@@ -214,46 +205,10 @@ class Recording(FileRecording):
             if self.np_out.problem:
                 self.console.note(f"npmpi: note: {self.np_out.problem}")
 
-    def _record(self) -> int:
-        s, opts, console = self.setup, self.setup.opts, self.console
-        self._open()
-        writer, collector = self.writer, self.collector
-        console.header(self.attrs, s.layout, opts, self.points, s.output)
+    def _announce(self) -> None:
+        self.console.header(self.attrs, self.layout, self.opts, self.points, self.output)
         if self.attrs["thread_level_note"]:
-            console.note(self.attrs["thread_level_note"])
-        if collector is not None:
-            power_setup(writer, collector, s.layout, s.power_nodes, opts, console, s.stop)
-            if s.calibration is not None:
-                from npmpi.power.calibration import apply_calibration
-
-                notes = apply_calibration(writer, s.calibration, s.layout, s.power_nodes, opts.calibration)
-                for line in notes:
-                    console.note(line)
-        with self._watchdog():
-            outcome = self.transmitter.sweep(self.points)
-        if collector is not None:
-            final_power(
-                writer, collector, s.layout, s.power_nodes, opts, s.calibration, outcome, console, s.stop
-            )
-        if not s.stop:  # Slurm's own count of the step's energy, beside npmpi's (absent: said why)
-            writer.set_attrs(**consumed_energy_attrs(os.environ))
-        if self.np_out is not None:
-            self.np_out.close()
-        # every rank released and its end reported before the file says how the run ended: a rank
-        # stopped now is named, the file failed (RankStalled), not a job hung in MPI_Finalize
-        self._release_all(outcome.exit_code)
-        elapsed = time.monotonic() - self.started
-        writer.finish(
-            outcome.status,
-            outcome.message,
-            stopped_early=outcome.stopped_early,
-            elapsed_s=elapsed,
-            finished_utc=now_utc(),
-        )
-        console.summary(outcome, s.output, elapsed, collector)
-        if collector is not None:
-            collector.end_job_if_lost(outcome.exit_code, outcome.message + self._kept())
-        return outcome.exit_code
+            self.console.note(self.attrs["thread_level_note"])
 
     def _watchdog(self):
         """Rank 0's stall watchdog around the sweep (npmpi/sweep/watchdog.py), its bound's rule stored."""
@@ -266,18 +221,21 @@ class Recording(FileRecording):
         progress = self.transmitter.progress
         return StallWatchdog(progress, s.opts.stall_timeout_s, list(s.layout.hosts), partner_of, self.stalled)
 
-    def _watched(self):
-        return self.transmitter.progress if self.transmitter is not None else None
+    def _measure(self):
+        return self.transmitter.sweep(self.points)
+
+    def _measurer(self):
+        return self.transmitter
+
+    def _closing(self, outcome) -> None:
+        if not self.stop:  # Slurm's own count of the step's energy, beside npmpi's (absent: said why)
+            self.writer.set_attrs(**consumed_energy_attrs(os.environ))
+        if self.np_out is not None:
+            self.np_out.close()
+
+    def _finish_attrs(self, outcome) -> dict[str, Any]:
+        return {"stopped_early": outcome.stopped_early}
 
     def _after_release(self) -> None:
         if self.setup.link is not None:
             self.setup.link.close()
-
-    def _quiet(self) -> bool:
-        return self.transmitter is not None and not self.transmitter.stop.timing
-
-    def _release(self, code: int) -> bool:
-        return self.transmitter is not None and self.transmitter.release(code)
-
-    def _kept(self) -> str:
-        return f"; {self.writer.rows} completed sizes are in {self.output}"

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from npmpi.core.config import Options
 from npmpi.core.errors import DataMismatch, LinkLost, UsageError
-from npmpi.core.job import collective_check
 from npmpi.core.layout import (
     ROLE_REFLECTOR,
     ROLE_TRANSMITTER,
@@ -24,6 +23,7 @@ from npmpi.core.layout import (
     with_pairs,
 )
 from npmpi.core.messages import StopFlag
+from npmpi.core.startup import collective_check
 from npmpi.runfile.format import SizeResult
 from npmpi.sweep.kernels import Kernel, get_kernels
 from npmpi.sweep.links import open_pair_link

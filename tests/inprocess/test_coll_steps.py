@@ -12,6 +12,7 @@ import pytest
 from mpi4py import MPI
 
 from npmpi.coll.ops import OPS, REDUCE_OPS, default_sizes, expected
+from npmpi.coll.options import CollOptions
 from npmpi.coll.step import CORRUPT_ENV, CollStep
 
 WORLD = MPI.COMM_WORLD
@@ -45,7 +46,7 @@ def comm(request):
 
 def checks_everywhere(comm, extra: dict, sizes) -> list[bool]:
     """Each size: run the op a few times, then every rank of WORLD's verdict (all must agree)."""
-    step = CollStep(comm, {"check": True, **extra})
+    step = CollStep(comm, CollOptions(**{"check": True, **extra}))
     verdicts = []
     for size in sizes:
         step.set_size(size)
@@ -83,7 +84,7 @@ def test_a_corrupted_result_is_seen(comm, op, monkeypatch):
 def test_without_check_nothing_is_compared(monkeypatch):
     monkeypatch.setenv(CORRUPT_ENV, "64")
     extra = {"op": "allreduce", "dtype": "int32", "reduce_op": "sum", "kernel": "python", "check": False}
-    step = CollStep(WORLD, extra)
+    step = CollStep(WORLD, CollOptions(**extra))
     step.set_size(64)
     step.run(2)
     assert step.check() and not step.verifies  # as OSU without -c: the result is not looked at
@@ -103,7 +104,7 @@ def test_series_run_on_the_first_ranks_each_call_timed_as_osu(kernel):
 
     series = [("allreduce", 2), ("allreduce", 4), ("alltoall", 2)]
     extra = {"op": "allreduce", "dtype": "int32", "reduce_op": "sum", "kernel": kernel, "check": True}
-    step = CollStep(WORLD, {**extra, "iterations": "osu"}, series)
+    step = CollStep(WORLD, CollOptions(**extra, iterations="osu"), series)
     verdicts = []
     for index, (_, n) in enumerate(series):
         ok = True
