@@ -11,8 +11,8 @@ import pytest
 from conftest import run_mpi
 from npmpi_analysis import open_run
 from npmpi_analysis.cli import main
-from npmpi_analysis.numbers import trend as tr
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
+from npmpi_analysis.trend import numbers as tr
 from test_analysis_outputs import T0, make_run
 
 QUICK = ["--quick", "-u", "256", "--meter", "estimate", "--baseline", "0.2", "-q"]
@@ -200,7 +200,7 @@ def test_runs_of_one_second_and_runs_without_power_keep_their_time_order(tmp_pat
 
 def test_the_spread_counts_the_runs_that_have_the_figure():
     """Five runs, energy in two: "over the 2 runs" (before: 5, the positions between)."""
-    from npmpi_analysis.trend_cli import spread_lines
+    from npmpi_analysis.trend.cli import spread_lines
 
     points = [
         tr.TrendPoint(f"r{k}", "", "", float(k), {"latency_s": 1e-6, "peak_bandwidth_bit_s": 1e9,

@@ -250,8 +250,9 @@ def _main(argv: list[str] | None) -> int:
     for p in outputs:
         check_free(p, args.force, args.plots)
     if args.trend:  # one system's series
-        from npmpi_analysis import trend_cli
+        from npmpi_analysis.numbers.kinds import command
 
+        trend_cli = command("trend")
         trend_cli.check_usage(args)
         return trend_cli.run(args, labels, _say, _error)
     from npmpi_analysis.numbers.kinds import file_kind, own_analysis

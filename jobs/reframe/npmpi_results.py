@@ -23,7 +23,7 @@ import math
 import statistics
 from pathlib import Path
 
-SMALL_MAX_BYTES = 64  # as npmpi_analysis.numbers.trend.SMALL_MAX_BYTES
+SMALL_MAX_BYTES = 64  # as npmpi_analysis.trend.numbers.SMALL_MAX_BYTES
 FIGURE_UNITS = {
     "latency_small": "us",
     "bandwidth_peak": "Gbit/s",

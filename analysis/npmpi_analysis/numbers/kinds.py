@@ -37,6 +37,8 @@ from pathlib import Path
 
 RUN = "run"
 BUILTIN_KINDS = {"map": "npmpi_analysis.map.cli:KIND", "coll": "npmpi_analysis.coll.kind:KIND"}
+# analyses of several files that are no kind's: npmpi-analyze --trend (a module with check_usage, run)
+COMMANDS = {"trend": "npmpi_analysis.trend.cli"}
 KINDS_ENV = "NPMPI_ANALYSIS_KINDS"
 ENTRY_POINT_GROUP = "npmpi_analysis.numbers.kinds"
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -213,6 +215,11 @@ def comparison_figures(analyses) -> list:
 def lines(analyses) -> list[str]:
     """The console's lines the kinds among several analyses add before their comparison."""
     return [line for m in _present(analyses) if hasattr(m, "lines") for line in m.lines(analyses)]
+
+
+def command(name: str):
+    """The module of an analysis of several files named in COMMANDS (`--trend`: one system's series)."""
+    return importlib.import_module(COMMANDS[name])
 
 
 def file_kind(path: Path) -> str:

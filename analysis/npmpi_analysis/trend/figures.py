@@ -8,7 +8,7 @@ import math
 from datetime import datetime, timezone
 
 from npmpi_analysis.figures.render import FIGSIZE, Plot
-from npmpi_analysis.numbers import trend as tr
+from npmpi_analysis.trend import numbers as tr
 
 
 def _when(p: tr.TrendPoint) -> datetime:

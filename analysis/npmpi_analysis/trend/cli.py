@@ -1,4 +1,4 @@
-"""`npmpi-analyze --trend RUN.h5 ...`: one system's runs in time order (npmpi_analysis.numbers.trend):
+"""`npmpi-analyze --trend RUN.h5 ...`: one system's runs in time order (npmpi_analysis.trend.numbers):
 a table, --csv, --json, --plots and --report of the series. Same exit statuses as the other paths."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 from typing import Any
 
 from npmpi.core.errors import RunFileError, UsageError
-from npmpi_analysis.numbers import trend as tr
 from npmpi_analysis.numbers.kinds import can_be_series, measurement, several_words
 from npmpi_analysis.outfiles import rows_csv_bytes
+from npmpi_analysis.trend import numbers as tr
 
 
 def check_usage(args) -> None:
@@ -238,8 +238,8 @@ def _write(args, t: tr.Trend, say) -> None:
     import sys
 
     from npmpi_analysis.figures.render import write_figures
-    from npmpi_analysis.figures.trend import trend_plot
     from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic
+    from npmpi_analysis.trend.figures import trend_plot
 
     plots = [trend_plot(t)] if args.plots is not None or args.report is not None else []
     files = {p.name: args.plots / f"{p.name}.{args.format}" for p in plots} if args.plots else None
