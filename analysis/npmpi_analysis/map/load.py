@@ -77,7 +77,7 @@ class MapFile:
     rows: Any = None  # npmpi_analysis.map.rows.MapRows of a map whose pairs are rows (2.0)
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
-    power: list = field(default_factory=list)  # npmpi.runfile.reader.PowerNode
+    power: list = field(default_factory=list)  # npmpi.runfile.powerreader.PowerNode
     notices: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -237,7 +237,7 @@ def _read_rows(g, p: Path, map_attrs: dict):
 
 
 def _read_power(f, p: Path, m: MapFile, sample_fields: tuple[str, ...]) -> None:
-    from npmpi.runfile.reader import read_power_part
+    from npmpi.runfile.powerreader import read_power_part
 
     if "power" in f and "fabric" in f["power"]:
         m.notices.append(
@@ -375,7 +375,7 @@ CONFIRM = (
 def _read_confirm(g, p: Path, m: MapFile) -> dict[str, np.ndarray] | None:
     """/map/confirm_* (format 1.6: the suspects measured again), checked; None when absent. Damaged,
     they are left out with the problem said: the map's findings are then not confirmed."""
-    from npmpi.runfile.reader import read_whole
+    from npmpi.runfile.datasets import read_whole
 
     if "confirm_pair" not in g:
         return None
@@ -409,7 +409,7 @@ def _read_confirm_waits(g, p: Path, m: MapFile, shape: tuple[int, int]) -> dict[
     """/map/confirm_runq_wait_s and confirm_trial_elapsed_s (the re-measured trials' run-queue waits
     and loop times, npmpi/sweep/cputime.py), checked; {} when absent (older maps, or not Linux) or
     damaged (said among the problems: the findings are then judged without them)."""
-    from npmpi.runfile.reader import read_whole
+    from npmpi.runfile.datasets import read_whole
 
     if not all(n in g for n, _, _ in CONFIRM_WAITS):
         return {}
