@@ -16,7 +16,7 @@ from fakes.sysfs import bounded, make_fifo
 from npmpi.meters import cray, sysfs
 from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_spec
 from npmpi.meters.cray import CrayMeter
-from npmpi.power.rank import ChannelSampler
+from npmpi.power.sampler import ChannelSampler
 
 
 class Clock:

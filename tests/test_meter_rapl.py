@@ -431,7 +431,7 @@ def test_reopen_gives_no_zero_and_no_spike(tmp_path):
 
 
 def test_a_counter_that_wraps_too_often_shortens_the_interval_or_is_refused(tmp_path):
-    from npmpi.power.rank import open_meters, sample_interval_for
+    from npmpi.power.sampler import open_meters, sample_interval_for
 
     # 10 J at up to 100 W: a wrap every 0.1 s, so a read every 0.05 s at the latest
     tree = FakePowercap(tmp_path / "a", max_range_uj=10_000_000)

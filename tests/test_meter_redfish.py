@@ -18,7 +18,7 @@ from npmpi.meters.base import MeterError, MeterFault, make_meter, parse_meter_sp
 from npmpi.meters.redfish import RedfishMeter, parse_host
 from npmpi.meters.redfish_discovery import PayloadError, duration_s, number, resolution
 from npmpi.meters.snmp import COMMUNITY_ENV
-from npmpi.power.rank import ChannelSampler, open_meters
+from npmpi.power.sampler import ChannelSampler, open_meters
 
 SECRET = "Rf-s3cret-7781!"
 USER = "npmpi-ops"
@@ -292,7 +292,7 @@ def test_service_down_at_start_is_a_usage_error_or_skipped(bmc):
 
 
 def test_drop_out_mid_sampling_is_a_fault_and_sampling_resumes(bmc, monkeypatch):
-    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.1)
+    monkeypatch.setattr("npmpi.power.sampler.REOPEN_AFTER_S", 0.1)
     meter = opened(bmc, monkeypatch=monkeypatch)
     sampler = ChannelSampler(meter, 0.1, "node 0 (test)")
     sampler.start()

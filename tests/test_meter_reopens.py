@@ -17,7 +17,7 @@ from npmpi_analysis.numbers.energy_windows import counter_spans, segment_breaks
 from npmpi_analysis.synthetic import SynthChannel, SynthNode, write_run
 from test_meter_redfish import SECRET, USER, meter_for
 
-from npmpi.power.rank import ChannelSampler
+from npmpi.power.sampler import ChannelSampler
 from npmpi.runfile.faults import FaultRecord
 from npmpi.runfile.reader import load_run
 
@@ -107,7 +107,7 @@ def test_sizes_over_many_reopenings_are_within_the_served_range_or_flagged(tmp_p
 def test_a_bmc_sending_strings_or_null_every_third_answer_gives_power_in_its_served_range(
     flaky_bmc, monkeypatch, tmp_path
 ):
-    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.05)
+    monkeypatch.setattr("npmpi.power.sampler.REOPEN_AFTER_S", 0.05)
     bmc = flaky_bmc
     meter = meter_for(bmc, monkeypatch=monkeypatch)
     for _ in range(3):  # open: a faulty answer at open is a MeterError, and the sampler retries

@@ -16,7 +16,7 @@ from npmpi.core.errors import UsageError
 from npmpi.meters.auto import CHOSEN, GIVEN, NOT_TRIED, choose
 from npmpi.meters.base import MeterError, make_meter, parse_meter_spec
 from npmpi.meters.scope import SCOPE_NODE, SCOPE_PART, mark_totals, scope_of
-from npmpi.power.rank import METERS_ENV, node_meter_specs
+from npmpi.power.sampler import METERS_ENV, node_meter_specs
 from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
 

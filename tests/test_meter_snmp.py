@@ -407,7 +407,7 @@ def test_wrong_community_or_no_agent_is_a_bounded_clear_error(agent, monkeypatch
 
 
 def test_an_agent_down_at_start_stops_the_run_or_is_skipped(monkeypatch):
-    from npmpi.power.rank import open_meters
+    from npmpi.power.sampler import open_meters
 
     monkeypatch.setenv(COMMUNITY_ENV, "entity-sensor")
     spec = f"snmp:127.0.0.1:{_free_udp_port()},profile=entity-sensor,timeout=0.2"
@@ -440,7 +440,7 @@ def test_agent_killed_then_restarted_faults_and_resumes(agent, monkeypatch, open
     """The power rank's sampling loop on a real agent that dies, comes back broken, then whole: a
     timeout fault, no number while it is away or broken, `meter is back` and samples again; reads
     of the broken agent are faults of their own kind (an OctetString, a vanished OID, -1 W)."""
-    from npmpi.power.rank import REOPEN_AFTER_S, ChannelSampler
+    from npmpi.power.sampler import REOPEN_AFTER_S, ChannelSampler
 
     monkeypatch.setenv("SWITCH_COMMUNITY", "entity-sensor")
     monkeypatch.setenv("PDU_COMMUNITY", "apc-rpdu2")

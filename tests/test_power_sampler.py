@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from npmpi.meters.base import Meter, MeterError, MeterFault, MeterSpec, Reading, parse_meter_spec
-from npmpi.power.rank import ChannelSampler, node_meter_specs, sample_interval_for
+from npmpi.power.sampler import ChannelSampler, node_meter_specs, sample_interval_for
 
 
 class ScriptedMeter(Meter):
@@ -53,7 +53,7 @@ def test_readings_are_buffered_in_order(capsys):
 
 
 def test_fault_is_recorded_and_sampling_resumes(capsys, monkeypatch):
-    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.01)
+    monkeypatch.setattr("npmpi.power.sampler.REOPEN_AFTER_S", 0.01)
     buf = run_sampler(ScriptedMeter([1, "fault", 2, 3]), 0.3)
     messages = [f.message for f in buf.faults]
     assert any("device unplugged" in m for m in messages)
@@ -63,7 +63,7 @@ def test_fault_is_recorded_and_sampling_resumes(capsys, monkeypatch):
 
 
 def test_a_meter_that_stays_away_is_reported_once(monkeypatch):
-    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.01)
+    monkeypatch.setattr("npmpi.power.sampler.REOPEN_AFTER_S", 0.01)
     buf = run_sampler(ScriptedMeter([1, "fault"], reopen_ok=False), 0.2)
     assert sum("device unplugged" in m for m in (f.message for f in buf.faults)) == 1
     assert not any("resumed" in m for m in (f.message for f in buf.faults))
@@ -97,7 +97,7 @@ def test_per_node_override(monkeypatch):
 
 
 def test_repeated_faults_are_printed_once_and_stored_once_with_a_count(capsys, monkeypatch):
-    monkeypatch.setattr("npmpi.power.rank.REOPEN_AFTER_S", 0.01)
+    monkeypatch.setattr("npmpi.power.sampler.REOPEN_AFTER_S", 0.01)
 
     class ResettingMeter(ScriptedMeter):
         """Every read finds the counter reset, with a different value each time."""

@@ -22,7 +22,7 @@ from test_meter_redfish import SECRET, USER
 
 import npmpi.meters.redfish as redfish_meter
 from npmpi.meters.base import make_meter
-from npmpi.power.rank import ChannelSampler
+from npmpi.power.sampler import ChannelSampler
 
 
 @pytest.fixture(scope="module")

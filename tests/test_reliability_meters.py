@@ -23,7 +23,7 @@ from fakes.sysfs import FakePowercap
 from fakes.wattsup_emulator import WattsUpEmulator
 from support.reliability import Job, analyze_in_process, assert_analysed_with_a_notice, check_run_file
 
-from npmpi.power.rank import REOPEN_AFTER_S
+from npmpi.power.sampler import REOPEN_AFTER_S
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 

@@ -65,7 +65,7 @@ def check_power_and_output(ns: argparse.Namespace, example: str = "run.h5") -> f
 def meter_specs(texts, option: str = "--meter") -> tuple:
     """The spec values of `option`'s texts (--meter, --fabric-meter: npmpi.meters.MeterSpec), every
     value checked: the one parse of a spec given on the command line. Every rank parses its own command
-    line, so the power ranks open these values (npmpi.power.rank.open_meters) without parsing again."""
+    line, so the power ranks open these values (npmpi.power.sampler.open_meters) without parsing again."""
     from npmpi.meters import MeterError, check_meter_spec
     from npmpi.meters.scope import refuse_doubled
 

@@ -148,7 +148,7 @@ def meters_thread_level(opts) -> str:
     """The thread level of a command whose power ranks sample meters in threads (a run, a map)."""
     from npmpi.commands.threadlevel import requested_level
     from npmpi.meters import MeterError
-    from npmpi.power.rank import node_meter_specs
+    from npmpi.power.sampler import node_meter_specs
 
     try:
         samples = bool(node_meter_specs(opts.meters))

@@ -33,7 +33,7 @@ def discover_roles(MPI, comm, default_specs, words: Words | None = None) -> Role
     Without `words`, the run's layout (its first pair chosen); with them, a kind's: nodes and power
     ranks only, its errors in the kind's words (the kind then chooses its measuring groups)."""
     from npmpi.meters import MeterError
-    from npmpi.power.rank import node_meter_specs
+    from npmpi.power.sampler import node_meter_specs
 
     rank = comm.Get_rank()
     host = MPI.Get_processor_name()

@@ -42,7 +42,7 @@ def open_fabric(roles, specs, optional: bool, sample_interval_s: float | None) -
     """On the fabric rank: open the fabric meters (`specs`: --fabric-meter's values), add their samplers
     after the node's and describe them in `roles.power_info["fabric"]`; the problem (one line), if any."""
     from npmpi.meters import MeterError
-    from npmpi.power.rank import ChannelSampler, open_meters, sample_interval_for
+    from npmpi.power.sampler import ChannelSampler, open_meters, sample_interval_for
 
     label = f"the fabric (sampled by rank {roles.rank} on {roles.host})"
     try:

@@ -9,7 +9,7 @@ def open_power_rank(roles, meter_optional: bool, sample_interval_s: float | None
     """On a power rank: open the node's meters and prepare their samplers; the problem, if any."""
     from npmpi.meters import MeterError
     from npmpi.meters.scope import mark_totals
-    from npmpi.power.rank import METERS_ENV, ChannelSampler, sample_interval_for
+    from npmpi.power.sampler import METERS_ENV, ChannelSampler, sample_interval_for
 
     node_label = f"node {roles.layout.node_of_rank[roles.rank]} ({roles.host})"
     if os.environ.get("NPMPI_FAULT_RAISE_OPEN"):  # fault injection for the test suite
@@ -39,7 +39,7 @@ def open_power_rank(roles, meter_optional: bool, sample_interval_s: float | None
 def _open_node_meters(specs: list, meter_optional: bool):
     """The node's meters: `auto` specs replaced by the meters they choose here; (meters, skipped, choices)."""
     from npmpi.meters.auto import choose
-    from npmpi.power.rank import open_meters
+    from npmpi.power.sampler import open_meters
 
     others = [s for s in specs if s.kind != "auto"]
     meters, skipped = open_meters(others, meter_optional)
