@@ -5,14 +5,7 @@
  * datatype, reduction and counts as the Python kernel's mpi4py calls. The communicator, datatype and
  * MPI_Op come from mpi4py through its C API, so both kernels use one MPI library.
  */
-#include "ckernel.h"
-
-#include <mpi4py/mpi4py.h>
-
-int np_coll_import(void)
-{
-    return import_mpi4py();
-}
+#include "cutil.h"
 
 /* the op codes of npmpi/coll/step.py's C_CODES */
 enum { NP_ALLREDUCE, NP_ALLGATHER, NP_ALLTOALL, NP_BCAST, NP_REDUCE, NP_REDUCE_SCATTER, NP_BARRIER };
@@ -53,9 +46,9 @@ PyObject *np_collective(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OiOOnOOn|i", &comm_obj, &code, &send_obj, &recv_obj, &count, &type_obj, &op_obj,
                           &iterations, &per_call))
         return NULL;
-    MPI_Comm *comm = PyMPIComm_Get(comm_obj);
-    MPI_Datatype *type = comm ? PyMPIDatatype_Get(type_obj) : NULL;
-    MPI_Op *op = type ? PyMPIOp_Get(op_obj) : NULL;
+    MPI_Comm *comm = np_comm(comm_obj);
+    MPI_Datatype *type = comm ? np_datatype(type_obj) : NULL;
+    MPI_Op *op = type ? np_op(op_obj) : NULL;
     if (op == NULL)
         return NULL;
     if (code < NP_ALLREDUCE || code > NP_BARRIER || count < 0 || count > INT_MAX || iterations < 0) {
@@ -66,21 +59,11 @@ PyObject *np_collective(PyObject *self, PyObject *args)
     MPI_Comm_size(*comm, &ranks);
     MPI_Type_size(*type, &item);
     coll_needs(code, count * item, ranks, &send_need, &recv_need);
-    Py_buffer sbuf, rbuf;
-    if (PyObject_GetBuffer(send_obj, &sbuf, PyBUF_SIMPLE) < 0)
+    struct np_bufs b;
+    if (np_bufs_get(&b, send_obj, PyBUF_SIMPLE, recv_obj, PyBUF_WRITABLE) < 0 ||
+        np_bufs_check(&b, send_need, recv_need, coll_names[code]) < 0)
         return NULL;
-    if (PyObject_GetBuffer(recv_obj, &rbuf, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&sbuf);
-        return NULL;
-    }
-    if (sbuf.len < send_need || rbuf.len < recv_need) {
-        PyErr_Format(PyExc_ValueError, "%s: buffers of %zd and %zd bytes, %zd and %zd needed", coll_names[code],
-                     sbuf.len, rbuf.len, send_need, recv_need);
-        PyBuffer_Release(&sbuf);
-        PyBuffer_Release(&rbuf);
-        return NULL;
-    }
-    void *s = sbuf.buf, *r = rbuf.buf;
+    void *s = b.s.buf, *r = b.r.buf;
     const int n = (int)count, share = (int)(count / ranks);
     MPI_Datatype t = *type;
     MPI_Op o = *op;
@@ -105,14 +88,8 @@ PyObject *np_collective(PyObject *self, PyObject *args)
         elapsed = t1 - t0;
     }
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&sbuf);
-    PyBuffer_Release(&rbuf);
-    if (rc != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        PyErr_Format(PyExc_RuntimeError, "%s failed: %s", coll_names[code], text);
-        return NULL;
-    }
+    np_bufs_release(&b);
+    if (rc != MPI_SUCCESS)
+        return np_mpi_error(rc, coll_names[code]);
     return PyFloat_FromDouble(elapsed);
 }

@@ -1,10 +1,12 @@
 /*
- * npmpi._ckernel: the timed loops in C, one file per protocol (csrc/cmpi.c, csrc/ctcp.c), with the
- * same contract as the Python kernel (npmpi/sweep/kernels.py): the loop alone timed on
+ * npmpi._ckernel: the timed loops in C, one file per protocol (csrc/cmpi.c, ctcp.c, crma.c,
+ * cmemcpy.c, ccoll.c; their entry points in csrc/centries.h, what they share in csrc/cutil.h), with
+ * the same contract as the Python kernel (npmpi/sweep/kernels.py): the loop alone timed on
  * CLOCK_MONOTONIC (the clock of Python's perf_counter), elapsed seconds returned. This file is the
  * module: its method table, the linked MPI's version and the clock's resolution and read cost.
  */
-#include "ckernel.h"
+#include "centries.h"
+#include "cutil.h"
 
 static PyObject *library_version(PyObject *self, PyObject *unused)
 {
@@ -63,7 +65,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__ckernel(void)
 {
-    if (np_mpi_import() < 0 || np_rma_import() < 0 || np_coll_import() < 0)
+    if (np_mpi4py_import() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -8,7 +8,7 @@
  * with a "memory" clobber after each copy also keeps it from merging the copy back with the copy
  * there (which together leave the buffers as they were).
  */
-#include "ckernel.h"
+#include "cutil.h"
 
 #include <string.h>
 
@@ -59,39 +59,25 @@ PyObject *np_memcpy_transfer(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOnnsnnnn", &src_obj, &dst_obj, &nbytes, &iterations, &mode, &window,
                           &regions, &stride, &first))
         return NULL;
-    int stream = strcmp(mode, "stream") == 0;
-    if (!stream && strcmp(mode, "pingpong") != 0) {
-        PyErr_Format(PyExc_ValueError, "memcpy has no mode %s", mode);
+    const int code = np_mode_code("memcpy", mode, (1u << NP_MODE_PINGPONG) | (1u << NP_MODE_STREAM));
+    if (code < 0)
         return NULL;
-    }
+    const int stream = code == NP_MODE_STREAM;
     /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
-    if (nbytes < 0 || iterations < 0 || window < 1 || (!stream && window != 1) || regions < 1 || stride < 0 ||
-        first < 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "negative size, iterations, stride or first, no window/region, or a window outside a stream");
+    if (nbytes < 0 || iterations < 0 || window < 1 || (!stream && window != 1)) {
+        PyErr_SetString(PyExc_ValueError, "negative size or iterations, no window, or a window outside a stream");
         return NULL;
     }
-    Py_buffer sb, rb;
-    if (PyObject_GetBuffer(src_obj, &sb, PyBUF_WRITABLE) < 0)
+    struct np_pool pool;
+    struct np_bufs b;
+    if (np_pool_plan(&pool, "memcpy_transfer", nbytes, window, regions, stride, first) < 0 ||
+        np_bufs_get(&b, src_obj, PyBUF_WRITABLE, dst_obj, PyBUF_WRITABLE) < 0 ||
+        np_bufs_check(&b, pool.extent, pool.extent, "memcpy_transfer") < 0)
         return NULL;
-    if (PyObject_GetBuffer(dst_obj, &rb, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&sb);
-        return NULL;
-    }
-    Py_ssize_t need = (regions - 1) * stride + nbytes;
-    if (sb.len < need || rb.len < need || (regions > 1 && stride < nbytes)) {
-        PyBuffer_Release(&sb);
-        PyBuffer_Release(&rb);
-        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) do not hold %zd regions of %zd bytes",
-                     sb.len, rb.len, regions, nbytes);
-        return NULL;
-    }
-    Py_ssize_t reg = (Py_ssize_t)(((unsigned long long)first * (unsigned long long)window) % (unsigned long long)regions);
     double elapsed;
     Py_BEGIN_ALLOW_THREADS
-    elapsed = copy_loops(sb.buf, rb.buf, (size_t)nbytes, iterations, stream, window, regions, stride, reg);
+    elapsed = copy_loops(b.s.buf, b.r.buf, (size_t)nbytes, iterations, stream, window, regions, stride, pool.reg);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&sb);
-    PyBuffer_Release(&rb);
+    np_bufs_release(&b);
     return PyFloat_FromDouble(elapsed);
 }

@@ -5,24 +5,17 @@
  * API, so both kernels use one MPI library. With an MPI 4 library, counts go through the
  * large-count `_c` functions, so messages may exceed 2 GiB - 1 bytes.
  */
-#include "ckernel.h"
+#include "cutil.h"
 
-#include <mpi4py/mpi4py.h>
 #include <stdlib.h>
-#include <string.h>
 
-int np_mpi_import(void)
+/* The message size as a count of MPI_BYTE; -1 with an OverflowError past the library's counts. */
+static int check_count(Py_ssize_t nbytes)
 {
-    return import_mpi4py();
-}
-
-static PyObject *mpi_error(int rc, const char *what)
-{
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, text, &len);
-    PyErr_Format(PyExc_RuntimeError, "%s failed: %s", what, text);
-    return NULL;
+    if (nbytes >= 0 && nbytes <= NP_MAX_COUNT)
+        return 0;
+    PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
+    return -1;
 }
 
 PyObject *np_mpi_pingpong(PyObject *self, PyObject *args)
@@ -33,33 +26,19 @@ PyObject *np_mpi_pingpong(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OiOOnnp", &comm_obj, &peer, &send_obj, &recv_obj, &nbytes,
                           &iterations, &transmitter))
         return NULL;
-    MPI_Comm *comm = PyMPIComm_Get(comm_obj);
-    if (comm == NULL)
+    MPI_Comm *comm = np_comm(comm_obj);
+    if (comm == NULL || check_count(nbytes) < 0)
         return NULL;
-    if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
-        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
-        return NULL;
-    }
     if (iterations < 0) {
         PyErr_SetString(PyExc_ValueError, "iterations must not be negative");
         return NULL;
     }
-    Py_buffer sbuf, rbuf;
-    if (PyObject_GetBuffer(send_obj, &sbuf, PyBUF_SIMPLE) < 0)
+    struct np_bufs b;
+    if (np_bufs_get(&b, send_obj, PyBUF_SIMPLE, recv_obj, PyBUF_WRITABLE) < 0 ||
+        np_bufs_check(&b, nbytes, nbytes, "pingpong") < 0)
         return NULL;
-    if (PyObject_GetBuffer(recv_obj, &rbuf, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&sbuf);
-        return NULL;
-    }
-    if (sbuf.len < nbytes || rbuf.len < nbytes) {
-        PyBuffer_Release(&sbuf);
-        PyBuffer_Release(&rbuf);
-        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) are smaller than the message (%zd)",
-                     sbuf.len, rbuf.len, nbytes);
-        return NULL;
-    }
     const np_count_t count = (np_count_t)nbytes;
-    void *s = sbuf.buf, *r = rbuf.buf;
+    void *s = b.s.buf, *r = b.r.buf;
     MPI_Comm c = *comm;
     int rc = MPI_SUCCESS;
     const char *failed = NULL;
@@ -87,10 +66,9 @@ PyObject *np_mpi_pingpong(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
 
-    PyBuffer_Release(&sbuf);
-    PyBuffer_Release(&rbuf);
+    np_bufs_release(&b);
     if (failed != NULL)
-        return mpi_error(rc, failed);
+        return np_mpi_error(rc, failed);
     return PyFloat_FromDouble(t1 - t0);
 }
 
@@ -102,6 +80,7 @@ struct plan {
     char *s, *r;
     np_count_t count;
     Py_ssize_t iterations, window, regions, stride, reg; /* reg: region of the first message */
+    Py_ssize_t extent;                                /* the bytes each pool spans */
     MPI_Request *reqs;                                /* window requests (stream, windowed bidir) */
 };
 
@@ -351,48 +330,25 @@ static const char *transfer_loops(const struct plan *p, double *elapsed, int *rc
 static int make_plan(struct plan *p, const char *mode, Py_ssize_t nbytes, Py_ssize_t iterations, Py_ssize_t window,
                      Py_ssize_t regions, Py_ssize_t stride, Py_ssize_t first)
 {
-    p->mode = np_mode_code(mode);
-    if (p->mode < 0)
+    p->mode = np_mode_code("transfer", mode, NP_MODES_ALL);
+    if (p->mode < 0 || check_count(nbytes) < 0)
         return -1;
-    if (nbytes < 0 || nbytes > NP_MAX_COUNT) {
-        PyErr_Format(PyExc_OverflowError, "message size %zd bytes is outside 0..%zd", nbytes, NP_MAX_COUNT);
-        return -1;
-    }
     /* the window is the messages one way per iteration, 1 in a ping-pong (npmpi/sweep/transfer.py,
        which also refuses --async with a windowed bidir: its loop has no pre-posted variant) */
-    if (iterations < 0 || regions < 1 || stride < 0 || first < 0 || window < 1 || window > INT_MAX / 2 ||
-        (p->mode == MODE_PINGPONG && window != 1) || (regions > 1 && stride < nbytes)) {
-        PyErr_SetString(PyExc_ValueError, "bad iterations, window, regions, stride or first");
+    if (iterations < 0 || window < 1 || window > INT_MAX / 2 || (p->mode == MODE_PINGPONG && window != 1)) {
+        PyErr_SetString(PyExc_ValueError, "bad iterations or window");
         return -1;
     }
+    struct np_pool pool;
+    if (np_pool_plan(&pool, "transfer", nbytes, window, regions, stride, first) < 0)
+        return -1;
     p->count = (np_count_t)nbytes;
     p->iterations = iterations;
     p->window = window;
-    p->regions = regions;
-    p->stride = stride;
-    /* region of the first message: m = first * window (1 in a ping-pong and a plain bidir) */
-    p->reg = (Py_ssize_t)(((unsigned long long)(first % regions) * (unsigned long long)(p->window % regions)) %
-                          (unsigned long long)regions);
-    return 0;
-}
-
-/* Both pools as buffers at least the plan's extent long; -1 with a Python error set (none held). */
-static int get_pools(const struct plan *p, PyObject *send_obj, PyObject *recv_obj, Py_buffer *sbuf, Py_buffer *rbuf)
-{
-    if (PyObject_GetBuffer(send_obj, sbuf, PyBUF_SIMPLE) < 0)
-        return -1;
-    if (PyObject_GetBuffer(recv_obj, rbuf, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(sbuf);
-        return -1;
-    }
-    const Py_ssize_t need = (p->regions - 1) * p->stride + (Py_ssize_t)p->count;
-    if (sbuf->len < need || rbuf->len < need) {
-        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) are smaller than the pool (%zd)", sbuf->len,
-                     rbuf->len, need);
-        PyBuffer_Release(sbuf);
-        PyBuffer_Release(rbuf);
-        return -1;
-    }
+    p->regions = pool.regions;
+    p->stride = pool.stride;
+    p->extent = pool.extent;
+    p->reg = pool.reg; /* message first * window (window 1 in a ping-pong and a plain bidir) */
     return 0;
 }
 
@@ -405,20 +361,20 @@ PyObject *np_mpi_transfer(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OiOOnnpsnpnnn", &comm_obj, &peer, &send_obj, &recv_obj, &nbytes,
                           &iterations, &transmitter, &mode, &window, &async, &regions, &stride, &first))
         return NULL;
-    MPI_Comm *comm = PyMPIComm_Get(comm_obj);
+    MPI_Comm *comm = np_comm(comm_obj);
     if (comm == NULL)
         return NULL;
     struct plan p = {0};
     if (make_plan(&p, mode, nbytes, iterations, window, regions, stride, first) < 0)
         return NULL;
-    Py_buffer sbuf, rbuf;
-    if (get_pools(&p, send_obj, recv_obj, &sbuf, &rbuf) < 0)
+    struct np_bufs b;
+    if (np_bufs_get(&b, send_obj, PyBUF_SIMPLE, recv_obj, PyBUF_WRITABLE) < 0 ||
+        np_bufs_check(&b, p.extent, p.extent, "transfer") < 0)
         return NULL;
     if (p.window > 1 || p.mode == MODE_STREAM) { /* a window's requests; a bidir's both ways */
         p.reqs = malloc(sizeof(MPI_Request) * (size_t)p.window * 2);
         if (p.reqs == NULL) {
-            PyBuffer_Release(&sbuf);
-            PyBuffer_Release(&rbuf);
+            np_bufs_release(&b);
             return PyErr_NoMemory();
         }
     }
@@ -426,8 +382,8 @@ PyObject *np_mpi_transfer(PyObject *self, PyObject *args)
     p.peer = peer;
     p.transmitter = transmitter ? 1 : 0;
     p.async = async ? 1 : 0;
-    p.s = sbuf.buf;
-    p.r = rbuf.buf;
+    p.s = b.s.buf;
+    p.r = b.r.buf;
     double elapsed = 0.0;
     int rc = MPI_SUCCESS;
     const char *failed;
@@ -437,9 +393,8 @@ PyObject *np_mpi_transfer(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
 
     free(p.reqs);
-    PyBuffer_Release(&sbuf);
-    PyBuffer_Release(&rbuf);
+    np_bufs_release(&b);
     if (failed != NULL)
-        return mpi_error(rc, failed);
+        return np_mpi_error(rc, failed);
     return PyFloat_FromDouble(elapsed);
 }

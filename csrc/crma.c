@@ -7,11 +7,9 @@
  * flushed), polled by the peer with MPI_Win_sync. The windows come from mpi4py's C API, made by the
  * link (npmpi/sweep/rmalink.py) before the clock starts.
  */
-#include "ckernel.h"
+#include "cutil.h"
 
-#include <mpi4py/mpi4py.h>
 #include <stdint.h>
-#include <string.h>
 
 #if MPI_VERSION >= 4
 #define NP_PUT MPI_Put_c
@@ -21,18 +19,12 @@
 #define NP_GET MPI_Get
 #endif
 
-int np_rma_import(void)
-{
-    return import_mpi4py(); /* mpi4py's C API pointers are per file */
-}
-
-/* what a mode's iteration does, by name (npmpi/core/modes.py's table): `turns`, the two sides take
-   turns (ping-pong); `one_way`, only the transmitter operates and the target just synchronises
+/* what a mode's iteration does, by its code (npmpi/core/modes.py's table): `turns`, the two sides
+   take turns (ping-pong); `one_way`, only the transmitter operates and the target just synchronises
    (a stream); neither: both operate at once (bidir) */
 static const struct rmode {
-    const char *name;
     int turns, one_way;
-} RMODES[] = {{"pingpong", 1, 0}, {"stream", 0, 1}, {"bidir", 0, 0}};
+} RMODES[] = {[NP_MODE_PINGPONG] = {1, 0}, [NP_MODE_STREAM] = {0, 1}, [NP_MODE_BIDIR] = {0, 0}};
 
 struct rplan {
     MPI_Comm comm;
@@ -136,14 +128,6 @@ static const char *lock_loops(const struct rplan *p, double *elapsed, int *rc)
     return NULL;
 }
 
-static const struct rmode *find_mode(const char *name)
-{
-    for (size_t i = 0; i < sizeof RMODES / sizeof RMODES[0]; i++)
-        if (strcmp(name, RMODES[i].name) == 0)
-            return &RMODES[i];
-    return NULL;
-}
-
 /* rma_transfer(comm, win, flag_win, flags, peer, sendbuf, recvbuf, nbytes, iterations, transmitter,
    mode, window, regions, stride, first, get, lock) -> elapsed seconds */
 PyObject *np_rma_transfer(PyObject *self, PyObject *args)
@@ -156,54 +140,37 @@ PyObject *np_rma_transfer(PyObject *self, PyObject *args)
                           &recv_o, &nbytes, &iters, &transmitter, &mode, &window, &regions, &stride, &first,
                           &get, &lock))
         return NULL;
-    MPI_Comm *comm = PyMPIComm_Get(comm_o);
-    MPI_Win *win = comm ? PyMPIWin_Get(win_o) : NULL;
-    MPI_Win *fwin = win ? PyMPIWin_Get(fwin_o) : NULL;
-    if (fwin == NULL)
+    MPI_Comm *comm = np_comm(comm_o);
+    MPI_Win *win = comm ? np_win(win_o) : NULL;
+    MPI_Win *fwin = win ? np_win(fwin_o) : NULL;
+    const int code = fwin ? np_mode_code("rma_transfer", mode, NP_MODES_ALL) : -1;
+    if (code < 0)
         return NULL;
-    const struct rmode *m = find_mode(mode);
-    if (m == NULL) {
-        PyErr_Format(PyExc_ValueError, "rma_transfer: unknown mode %s", mode);
-        return NULL;
-    }
-    struct rplan p = {*comm, *win, *fwin, NULL, peer, get, transmitter != get, m->turns, m->one_way, NULL,
-                      (np_count_t)nbytes, iters, window, regions, stride, 0};
+    const struct rmode *m = &RMODES[code];
+    struct np_pool pool;
     /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
-    if (nbytes < 0 || nbytes > NP_MAX_COUNT || iters < 0 || window < 1 || (!m->one_way && window != 1) ||
-        regions < 1 || stride < 0 || first < 0) {
-        PyErr_SetString(PyExc_ValueError, "rma_transfer: bad mode, size, iterations, window or regions");
+    if (nbytes < 0 || nbytes > NP_MAX_COUNT || iters < 0 || window < 1 || (!m->one_way && window != 1)) {
+        PyErr_SetString(PyExc_ValueError, "rma_transfer: bad size, iterations or window");
         return NULL;
     }
-    Py_buffer fb, lb;
-    if (PyObject_GetBuffer(flags_o, &fb, PyBUF_WRITABLE) < 0)
+    if (np_pool_plan(&pool, "rma_transfer", nbytes, window, regions, stride, first) < 0)
         return NULL;
-    if (PyObject_GetBuffer(get ? recv_o : send_o, &lb, get ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&fb);
+    struct np_bufs b; /* the flag, the origin buffer */
+    if (np_bufs_get(&b, flags_o, PyBUF_WRITABLE, get ? recv_o : send_o, get ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0 ||
+        np_bufs_check(&b, 8, pool.extent, "rma_transfer") < 0)
         return NULL;
-    }
-    if (fb.len < 8 || lb.len < (regions - 1) * stride + nbytes) {
-        PyBuffer_Release(&fb);
-        PyBuffer_Release(&lb);
-        PyErr_SetString(PyExc_ValueError, "rma_transfer: buffers smaller than the flag or the regions");
-        return NULL;
-    }
-    p.flag = (volatile int64_t *)fb.buf;
-    p.local = lb.buf;
-    p.reg = (Py_ssize_t)(((unsigned long long)first * (unsigned long long)p.per) % (unsigned long long)regions);
+    const struct rplan p = {.comm = *comm, .win = *win, .fwin = *fwin, .flag = (volatile int64_t *)b.s.buf,
+                            .peer = peer, .get = get, .mover = transmitter != get, .turns = m->turns,
+                            .one_way = m->one_way, .local = b.r.buf, .n = (np_count_t)nbytes, .iters = iters,
+                            .per = window, .regions = pool.regions, .stride = pool.stride, .reg = pool.reg};
     double elapsed = 0.0;
     int rc = MPI_SUCCESS;
     const char *failed;
     Py_BEGIN_ALLOW_THREADS
     failed = lock ? lock_loops(&p, &elapsed, &rc) : fence_loops(&p, &elapsed, &rc);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&fb);
-    PyBuffer_Release(&lb);
-    if (failed != NULL) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        PyErr_Format(PyExc_RuntimeError, "%s failed: %s", failed, text);
-        return NULL;
-    }
+    np_bufs_release(&b);
+    if (failed != NULL)
+        return np_mpi_error(rc, failed);
     return PyFloat_FromDouble(elapsed);
 }

@@ -8,7 +8,7 @@
  * socket buffers would wait for each other forever. Errors raise OSError (ECONNRESET when the
  * peer closed the connection), which the kernel's wrapper turns into LinkLost.
  */
-#include "ckernel.h"
+#include "cutil.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -18,6 +18,7 @@ struct tplan {
     int fd, transmitter, mode;
     char *s, *r;
     Py_ssize_t n, iterations, window, regions, stride, reg; /* reg: region of the first message */
+    Py_ssize_t extent;                                      /* the bytes each pool spans */
 };
 
 /* 0, or the errno of the failed send */
@@ -164,32 +165,20 @@ static int run_plan(const struct tplan *p, double *elapsed)
 }
 
 /* Run a checked plan on the caller's pools with the GIL released; the elapsed seconds or OSError. */
-static PyObject *run_on(struct tplan *p, PyObject *send_obj, PyObject *recv_obj)
+static PyObject *run_on(struct tplan *p, PyObject *send_obj, PyObject *recv_obj, const char *what)
 {
-    Py_buffer sbuf, rbuf;
-    if (PyObject_GetBuffer(send_obj, &sbuf, PyBUF_SIMPLE) < 0)
+    struct np_bufs b;
+    if (np_bufs_get(&b, send_obj, PyBUF_SIMPLE, recv_obj, PyBUF_WRITABLE) < 0 ||
+        np_bufs_check(&b, p->extent, p->extent, what) < 0)
         return NULL;
-    if (PyObject_GetBuffer(recv_obj, &rbuf, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&sbuf);
-        return NULL;
-    }
-    const Py_ssize_t need = (p->regions - 1) * p->stride + p->n;
-    if (sbuf.len < need || rbuf.len < need) {
-        PyErr_Format(PyExc_ValueError, "buffers (%zd, %zd bytes) are smaller than the pool (%zd)", sbuf.len,
-                     rbuf.len, need);
-        PyBuffer_Release(&sbuf);
-        PyBuffer_Release(&rbuf);
-        return NULL;
-    }
-    p->s = sbuf.buf;
-    p->r = rbuf.buf;
+    p->s = b.s.buf;
+    p->r = b.r.buf;
     double elapsed = 0.0;
     int err;
     Py_BEGIN_ALLOW_THREADS
     err = run_plan(p, &elapsed);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&sbuf);
-    PyBuffer_Release(&rbuf);
+    np_bufs_release(&b);
     if (err != 0) {
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -209,29 +198,33 @@ PyObject *np_tcp_pingpong(PyObject *self, PyObject *args)
     }
     p.mode = NP_MODE_PINGPONG;
     p.window = p.regions = 1;
-    return run_on(&p, send_obj, recv_obj);
+    p.extent = p.n;
+    return run_on(&p, send_obj, recv_obj, "tcp_pingpong");
 }
 
 PyObject *np_tcp_transfer(PyObject *self, PyObject *args)
 {
     PyObject *send_obj, *recv_obj;
     const char *mode;
-    Py_ssize_t first;
+    Py_ssize_t regions, stride, first;
     struct tplan p = {0};
     if (!PyArg_ParseTuple(args, "iOOnnpsnnnn", &p.fd, &send_obj, &recv_obj, &p.n, &p.iterations, &p.transmitter,
-                          &mode, &p.window, &p.regions, &p.stride, &first))
+                          &mode, &p.window, &regions, &stride, &first))
         return NULL;
-    p.mode = np_mode_code(mode);
+    p.mode = np_mode_code("tcp_transfer", mode, NP_MODES_ALL);
     if (p.mode < 0)
         return NULL;
     /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
-    if (p.fd < 0 || p.n < 0 || p.iterations < 0 || p.regions < 1 || p.stride < 0 || first < 0 || p.window < 1 ||
-        (p.mode != NP_MODE_STREAM && p.window != 1) || (p.regions > 1 && p.stride < p.n)) {
-        PyErr_SetString(PyExc_ValueError, "bad descriptor, size, iterations, window, regions, stride or first");
+    if (p.fd < 0 || p.n < 0 || p.iterations < 0 || p.window < 1 || (p.mode != NP_MODE_STREAM && p.window != 1)) {
+        PyErr_SetString(PyExc_ValueError, "bad descriptor, size, iterations or window");
         return NULL;
     }
-    /* region of the first message: m = first (pingpong, bidir) or first * window (stream) */
-    p.reg = (Py_ssize_t)(((unsigned long long)(first % p.regions) * (unsigned long long)(p.window % p.regions)) %
-                         (unsigned long long)p.regions);
-    return run_on(&p, send_obj, recv_obj);
+    struct np_pool pool;
+    if (np_pool_plan(&pool, "tcp_transfer", p.n, p.window, regions, stride, first) < 0)
+        return NULL;
+    p.regions = pool.regions;
+    p.stride = pool.stride;
+    p.extent = pool.extent;
+    p.reg = pool.reg; /* message first (pingpong, bidir) or first * window (stream) */
+    return run_on(&p, send_obj, recv_obj, "tcp_transfer");
 }

@@ -11,6 +11,7 @@ import zipfile
 import pytest
 from conftest import REPO
 
+import npmpi
 from npmpi.core.errors import KernelUnavailable
 from npmpi.sweep.kernels import c_kernel_status
 from npmpi.sweep.kernels import get_kernels as get_kernel
@@ -58,6 +59,10 @@ def test_c_kernel_unavailable_message(monkeypatch):
     info.MPI_C_COMPILER = ""
     monkeypatch.setitem(sys.modules, "npmpi._build_info", info)
     monkeypatch.setitem(sys.modules, "npmpi._ckernel", None)  # import fails as if never built
+    # `from npmpi import _ckernel` reads the package's attribute first: an earlier test that
+    # imported the kernel in process left it there
+    monkeypatch.setattr(npmpi, "_build_info", info, raising=False)
+    monkeypatch.delattr(npmpi, "_ckernel", raising=False)
     ok, why = c_kernel_status()
     assert not ok
     assert "C kernel is unavailable: it was not built: no MPI C compiler" in why and "--kernel python" in why

@@ -3,7 +3,7 @@
 Rank 0 drives the job: it sends a command as four int64 (command, argument, iterations, packed
 trials and integrity flag) on CTRL_TAG to each rank in turn; a pair's reflector, the other pairs'
 ranks, the power ranks and ranks with no role each answer the commands they know.
-docs/architecture.md has the table of who sends what when. csrc/ckernel.h defines DATA_TAG and
+docs/architecture.md has the table of who sends what when. csrc/cutil.h defines DATA_TAG and
 ACK_TAG too: change them in both places.
 """
 
@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 # tags
-DATA_TAG = 1  # the timed messages (npmpi.sweep.kernels, csrc/ckernel.h)
-ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.sweep.kernels, csrc/ckernel.h)
+DATA_TAG = 1  # the timed messages (npmpi.sweep.kernels, csrc/cutil.h)
+ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.sweep.kernels, csrc/cutil.h)
 CTRL_TAG = 10  # rank 0's commands: every rank listens here between sizes
 SYNC_TAG = 11  # a trial's start (1) or the size abandoned (0) (npmpi.sweep.transmitter)
 RESULT_TAG = 12  # after a size: (data check passed, signal seen) (npmpi.sweep.transmitter)
