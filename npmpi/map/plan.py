@@ -38,6 +38,8 @@ WARMUP_TRIALS = 0.1  # warmup_iterations: a tenth of a trial's iterations
 ROUND_OVERHEAD_S = 0.01  # rank 0's per round: commands, ready, go, the round written and flushed
 PAIR_OVERHEAD_S = 0.0005  # per pair of a round: its steps and echoes, its reports to rank 0, its rows
 START_S = 0.04  # the file created, before the first round (and the power set up, with meters)
+END_S = 0.06  # after the last round: every rank released, its end reported, the file finished (0.05 to
+# 0.08 s more than the rounds on four namespace hosts, bench/map_plan_netns.py, 2026-11-28)
 POWER_QUIET_S = 1.0  # a power rank answers no flush for half of COLLECT_EVERY_S after one
 # (npmpi/power/rank.py): with meters, each size after the first lasts at least this long, and the
 # samples' last collection, right after the last size's, waits as long
@@ -168,7 +170,7 @@ def make_plan(mopts, members: int, power_nodes: list | None = None, rounds: list
         pairs=pairs,
         round_s=round_estimate_s(mopts, pairs, directions),
         start_s=START_S + baseline_s,
-        end_s=baseline_s + (POWER_QUIET_S if power_nodes else 0.0),  # the last collection waits
+        end_s=END_S + baseline_s + (POWER_QUIET_S if power_nodes else 0.0),  # the last collection waits
         map_bytes=FILE_OVERHEAD_BYTES + MEMBER_TEXT_BYTES * members + CHUNK_OVERHEAD_BYTES * chunks + data,
         channels=power_channels(power_nodes or []),
         confirm_repeats=mopts.confirm_repeats,
