@@ -153,7 +153,7 @@ class GroupRecording(FileRecording):
 
     def file_attrs(self) -> dict[str, Any]:
         """The root attributes: every kind's (job_attrs), the step's factors, the members."""
-        from npmpi.sweep.clock import measure_python_clock
+        from npmpi.persize.clock import measure_python_clock
 
         kind, layout = self.kind, self.layout
         members = list(layout.groups[0])
@@ -187,8 +187,8 @@ class GroupRecording(FileRecording):
             self.writer.set_attrs(status="interrupted", status_message=message)
 
     def _record(self) -> int:
+        from npmpi.persize.watchdog import STALL_FACTOR, StallWatchdog
         from npmpi.runfile.writer import RunWriter
-        from npmpi.sweep.watchdog import STALL_FACTOR, StallWatchdog
 
         opts, layout, console = self.opts, self.layout, self.console
         attrs = self.file_attrs()

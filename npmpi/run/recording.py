@@ -19,10 +19,10 @@ from npmpi.commands.filerecording import FileRecording, job_attrs, layout_rows, 
 from npmpi.core import sampling
 from npmpi.core.config import Options
 from npmpi.core.slurmcontext import consumed_energy_attrs
+from npmpi.persize.kernels import Kernel
+from npmpi.persize.links import protocol_attrs
 from npmpi.power.recording import final_power, power_setup
 from npmpi.runfile.format import KIND_RUN
-from npmpi.sweep.kernels import Kernel
-from npmpi.sweep.links import protocol_attrs
 
 
 @dataclass
@@ -133,7 +133,7 @@ class Recording(FileRecording):
 
     def __init__(self, setup: RunSetup) -> None:
         from npmpi.commands.console import Console
-        from npmpi.sweep import transmitter as sweep
+        from npmpi.persize import transmitter as sweep
 
         s = self.setup = setup
         opts = s.opts
@@ -183,8 +183,8 @@ class Recording(FileRecording):
             self.writer.set_attrs(status="interrupted", status_message=message)
 
     def _open(self) -> None:
+        from npmpi.persize import transmitter as sweep
         from npmpi.runfile.writer import RunWriter
-        from npmpi.sweep import transmitter as sweep
 
         s, opts = self.setup, self.setup.opts
         self.transmitter = sweep.Transmitter(s.comm, s.layout, opts, s.kernel, s.stop, self.on_row, s.link)
@@ -257,7 +257,7 @@ class Recording(FileRecording):
 
     def _watchdog(self):
         """Rank 0's stall watchdog around the sweep (npmpi/sweep/watchdog.py), its bound's rule stored."""
-        from npmpi.sweep.watchdog import INTEGRITY_CHECK_S, STALL_FACTOR, StallWatchdog
+        from npmpi.persize.watchdog import INTEGRITY_CHECK_S, STALL_FACTOR, StallWatchdog
 
         s = self.setup
         self.transmitter.progress.check_s = INTEGRITY_CHECK_S if s.opts.integrity else 0.0
