@@ -100,7 +100,7 @@ class Protocol:
         return {"protocol": self.name, **(self.check_options(ns) if self.check_options else {})}
 
     def open_link(self, comm, opts, peer: int, transmitter: bool):
-        """This rank's link to `peer` (npmpi/persize/links.py's contract); LinkError says why not."""
+        """This rank's link to `peer` (a `Link`, below); LinkError says why not."""
         return load(self.link)(comm, opts, peer, transmitter)
 
     def loops_in(self, kernel) -> tuple[Callable, Callable]:

@@ -289,9 +289,9 @@ class Kernel:
     largest message one call carries with this MPI and how it was built (for the run file).
 
     Another protocol names its loops in each kernel itself (npmpi/protocols/, `Protocol.loops_in`):
-    they take the link's endpoint (npmpi/persize/links.py) as their first two arguments and otherwise
-    the MPI loops' contract: same buffers, sizes, iterations, settings, the loop's elapsed seconds
-    returned."""
+    they take the link's endpoint (a `Link`, npmpi/core/protocol.py) as their first two arguments and
+    otherwise the MPI loops' contract: same buffers, sizes, iterations, settings, the loop's elapsed
+    seconds returned."""
 
     name: str
     pingpong: KernelFn

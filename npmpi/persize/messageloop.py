@@ -135,7 +135,7 @@ class MessageLoop:
         return _regions_view(self.rbuf, self.regions, self.stride, self.size)
 
     def run(self, link, iterations: int, first: int = 0) -> float:
-        """The protocol's timed loop over `link` (npmpi/persize/links.py): its elapsed seconds."""
+        """The protocol's timed loop over `link` (a `Link`, npmpi/core/protocol.py): its elapsed seconds."""
         a, b = link.endpoint
         if self.plain:
             return self.pingpong(a, b, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)
