@@ -1,6 +1,6 @@
 /*
  * The C kernel's entry points, one file per protocol, each with the contract of the Python
- * kernel's loops (npmpi/sweep/kernels.py): the loop alone timed on CLOCK_MONOTONIC, elapsed
+ * kernel's loops (npmpi/persize/kernels.py): the loop alone timed on CLOCK_MONOTONIC, elapsed
  * seconds returned. Only the module (csrc/ckernel.c, its method table) includes this header; what
  * the protocol files share is csrc/cutil.h's.
  */

@@ -1,7 +1,7 @@
 /*
  * npmpi._ckernel: the timed loops in C, one file per protocol (csrc/cmpi.c, ctcp.c, crma.c,
  * cmemcpy.c, ccoll.c; their entry points in csrc/centries.h, what they share in csrc/cutil.h), with
- * the same contract as the Python kernel (npmpi/sweep/kernels.py): the loop alone timed on
+ * the same contract as the Python kernel (npmpi/persize/kernels.py): the loop alone timed on
  * CLOCK_MONOTONIC (the clock of Python's perf_counter), elapsed seconds returned. This file is the
  * module: its method table, the linked MPI's version and the clock's resolution and read cost.
  */
@@ -40,18 +40,18 @@ static PyMethodDef methods[] = {
      "pingpong(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter) -> elapsed seconds"},
     {"transfer", np_mpi_transfer, METH_VARARGS,
      "transfer(comm, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, async, "
-     "regions, stride, first) -> elapsed seconds (see npmpi.sweep.kernels.python_transfer)"},
+     "regions, stride, first) -> elapsed seconds (see npmpi.persize.kernels.python_transfer)"},
     {"tcp_pingpong", np_tcp_pingpong, METH_VARARGS,
      "tcp_pingpong(fd, sendbuf, recvbuf, nbytes, iterations, transmitter) -> elapsed seconds"},
     {"tcp_transfer", np_tcp_transfer, METH_VARARGS,
      "tcp_transfer(fd, sendbuf, recvbuf, nbytes, iterations, transmitter, mode, window, regions, stride, "
-     "first) -> elapsed seconds (see npmpi.sweep.tcploops.tcp_transfer)"},
+     "first) -> elapsed seconds (see npmpi.protocols.tcp.loops.tcp_transfer)"},
     {"rma_transfer", np_rma_transfer, METH_VARARGS,
      "rma_transfer(comm, win, flag_win, flags, peer, sendbuf, recvbuf, nbytes, iterations, transmitter, "
-     "mode, window, regions, stride, first, get, lock) -> elapsed seconds (npmpi.sweep.rmaloops)"},
+     "mode, window, regions, stride, first, get, lock) -> elapsed seconds (npmpi.protocols.rma.loops)"},
     {"memcpy_transfer", np_memcpy_transfer, METH_VARARGS,
      "memcpy_transfer(src, dst, nbytes, iterations, mode, window, regions, stride, first) -> elapsed "
-     "seconds (npmpi.sweep.memcpy)"},
+     "seconds (npmpi.protocols.memcpy.loops)"},
     {"collective", np_collective, METH_VARARGS,
      "collective(comm, op_code, sendbuf, recvbuf, count, datatype, mpi_op, iterations, per_call=0) -> "
      "elapsed seconds (npmpi.coll.step; per_call: each call timed, a barrier after it, as OSU's)"},
@@ -60,7 +60,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ckernel", "npmpi's C kernel: each protocol's timed loops (npmpi/sweep/kernels.py)",
+    PyModuleDef_HEAD_INIT, "_ckernel", "npmpi's C kernel: each protocol's timed loops (npmpi/persize/kernels.py)",
     -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__ckernel(void)

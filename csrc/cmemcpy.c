@@ -1,6 +1,6 @@
 /*
  * The `memcpy` protocol's loops (NetPIPE's memcpy module): one process copying between two buffers,
- * with the contract of npmpi/sweep/memcpy.py's memcpy_transfer. A ping-pong iteration copies the
+ * with the contract of npmpi/protocols/memcpy/loops.py's memcpy_transfer. A ping-pong iteration copies the
  * message there and back (NetPIPE's SendData and RecvData), a stream iteration copies a window of
  * messages one way; message m uses region m % regions of both pools.
  *
@@ -63,7 +63,7 @@ PyObject *np_memcpy_transfer(PyObject *self, PyObject *args)
     if (code < 0)
         return NULL;
     const int stream = code == NP_MODE_STREAM;
-    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
+    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/core/transfer.py) */
     if (nbytes < 0 || iterations < 0 || window < 1 || (!stream && window != 1)) {
         PyErr_SetString(PyExc_ValueError, "negative size or iterations, no window, or a window outside a stream");
         return NULL;

@@ -333,7 +333,7 @@ static int make_plan(struct plan *p, const char *mode, Py_ssize_t nbytes, Py_ssi
     p->mode = np_mode_code("transfer", mode, NP_MODES_ALL);
     if (p->mode < 0 || check_count(nbytes) < 0)
         return -1;
-    /* the window is the messages one way per iteration, 1 in a ping-pong (npmpi/sweep/transfer.py,
+    /* the window is the messages one way per iteration, 1 in a ping-pong (npmpi/core/transfer.py,
        which also refuses --async with a windowed bidir: its loop has no pre-posted variant) */
     if (iterations < 0 || window < 1 || window > INT_MAX / 2 || (p->mode == MODE_PINGPONG && window != 1)) {
         PyErr_SetString(PyExc_ValueError, "bad iterations or window");

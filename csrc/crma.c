@@ -1,11 +1,11 @@
 /*
- * The `rma` protocol's loops (NetPIPE's NPmpi2), with the contract of npmpi/sweep/rmaloops.py:
+ * The `rma` protocol's loops (NetPIPE's NPmpi2), with the contract of npmpi/protocols/rma/loops.py:
  * MPI_Put (or MPI_Get) of each message into (from) the peer's window at the region's displacement;
  * fences: an untimed opening fence, then per round trip "op, fence" by the side whose turn it is
  * and "fence" by the other, twice; lock: per message MPI_Win_lock(shared)/op/MPI_Win_unlock, then
  * the turn flag (MPI_Accumulate REPLACE of the message's number into the peer's flag window,
  * flushed), polled by the peer with MPI_Win_sync. The windows come from mpi4py's C API, made by the
- * link (npmpi/sweep/rmalink.py) before the clock starts.
+ * link (npmpi/protocols/rma/link.py) before the clock starts.
  */
 #include "cutil.h"
 
@@ -148,7 +148,7 @@ PyObject *np_rma_transfer(PyObject *self, PyObject *args)
         return NULL;
     const struct rmode *m = &RMODES[code];
     struct np_pool pool;
-    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
+    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/core/transfer.py) */
     if (nbytes < 0 || nbytes > NP_MAX_COUNT || iters < 0 || window < 1 || (!m->one_way && window != 1)) {
         PyErr_SetString(PyExc_ValueError, "rma_transfer: bad size, iterations or window");
         return NULL;

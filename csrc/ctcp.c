@@ -1,7 +1,7 @@
 /*
  * TCP sockets, the `tcp` protocol's loops (NetPIPE's NPtcp): blocking send/recv on the pair's
- * connected socket (its descriptor, set up by npmpi/sweep/tcplink.py), with the contract of the
- * Python loops in npmpi/sweep/tcploops.py: the loop alone timed on CLOCK_MONOTONIC, a message
+ * connected socket (its descriptor, set up by npmpi/protocols/tcp/link.py), with the contract of the
+ * Python loops in npmpi/protocols/tcp/loops.py: the loop alone timed on CLOCK_MONOTONIC, a message
  * received whole (MSG_WAITALL, continued if the kernel returns early) into the receive pool's
  * region of that message, sends with MSG_NOSIGNAL (a closed peer is an error, not SIGPIPE).
  * bidir exchanges on a non-blocking socket with poll(): two blocking sends larger than the
@@ -214,7 +214,7 @@ PyObject *np_tcp_transfer(PyObject *self, PyObject *args)
     p.mode = np_mode_code("tcp_transfer", mode, NP_MODES_ALL);
     if (p.mode < 0)
         return NULL;
-    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/sweep/transfer.py) */
+    /* the window is the messages one way per iteration, 1 outside a stream (npmpi/core/transfer.py) */
     if (p.fd < 0 || p.n < 0 || p.iterations < 0 || p.window < 1 || (p.mode != NP_MODE_STREAM && p.window != 1)) {
         PyErr_SetString(PyExc_ValueError, "bad descriptor, size, iterations or window");
         return NULL;

@@ -1,7 +1,7 @@
 """Type stub of the C kernel (csrc/: ckernel.c the module, cmpi.c MPI, ctcp.c TCP, crma.c one-sided,
 cmemcpy.c copies), built with npmpi when an MPI C compiler is found.
 
-The same contract as npmpi.sweep.kernels.python_pingpong and python_transfer: the timed loop's elapsed
+The same contract as npmpi.persize.kernels.python_pingpong and python_transfer: the timed loop's elapsed
 seconds; an MPI error raises RuntimeError naming the call.
 """
 
@@ -39,7 +39,7 @@ def transfer(
     first: int,
     /,
 ) -> float:
-    """Every mode's timed loop (see npmpi.sweep.kernels.python_transfer); elapsed seconds."""
+    """Every mode's timed loop (see npmpi.persize.kernels.python_transfer); elapsed seconds."""
 
 def rma_transfer(
     comm: Any,
@@ -61,7 +61,7 @@ def rma_transfer(
     lock: bool,
     /,
 ) -> float:
-    """--protocol rma's loops (csrc/crma.c; see npmpi.sweep.rmaloops); elapsed seconds."""
+    """--protocol rma's loops (csrc/crma.c; see npmpi.protocols.rma.loops); elapsed seconds."""
 
 def memcpy_transfer(
     src: Any,
@@ -75,7 +75,7 @@ def memcpy_transfer(
     first: int,
     /,
 ) -> float:
-    """--protocol memcpy's copies (csrc/cmemcpy.c; see npmpi.sweep.memcpy); elapsed seconds."""
+    """--protocol memcpy's copies (csrc/cmemcpy.c; see npmpi.protocols.memcpy.loops); elapsed seconds."""
 
 def tcp_pingpong(
     fd: int, sendbuf: Any, recvbuf: Any, nbytes: int, iterations: int, transmitter: bool, /
@@ -96,7 +96,7 @@ def tcp_transfer(
     first: int,
     /,
 ) -> float:
-    """--protocol tcp's loops of every mode (see npmpi.sweep.tcploops.tcp_transfer)."""
+    """--protocol tcp's loops of every mode (see npmpi.protocols.tcp.loops.tcp_transfer)."""
 
 def library_version() -> str:
     """MPI_Get_library_version of the MPI the kernel is linked with."""

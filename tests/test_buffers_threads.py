@@ -10,10 +10,10 @@ import pytest
 from npmpi.commands.threadlevel import level_problem, local_position, requested_level
 from npmpi.core import buffers
 from npmpi.core.errors import UsageError
+from npmpi.persize.kernels import Kernel
+from npmpi.persize.messageloop import MessageLoop, Patterns
 from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
-from npmpi.sweep.kernels import Kernel
-from npmpi.sweep.messageloop import MessageLoop, Patterns
 
 MPI_TIMEOUT = 90
 TINY = ["-u", "64K", "-p", "0", "--trials", "2", "--repeats", "6"]

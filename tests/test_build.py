@@ -13,8 +13,8 @@ from conftest import REPO
 
 import npmpi
 from npmpi.core.errors import KernelUnavailable
-from npmpi.sweep.kernels import c_kernel_status
-from npmpi.sweep.kernels import get_kernels as get_kernel
+from npmpi.persize.kernels import c_kernel_status
+from npmpi.persize.kernels import get_kernels as get_kernel
 
 
 @pytest.mark.slow

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from npmpi.core.modes import mode_named
-from npmpi.sweep.memcpy import memcpy_transfer
-from npmpi.sweep.transfer import TransferSettings
+from npmpi.core.transfer import TransferSettings
+from npmpi.protocols.memcpy.loops import memcpy_transfer
 
 _ckernel = pytest.importorskip("npmpi._ckernel")
 

@@ -3,7 +3,7 @@
 Before, a member whose buffers for a size could not be allocated (its MemoryError, or ENOMEM from the
 buffer's mmap under a memory limit) ended the job from its side with MPI_Abort; mpirun's SIGTERM then
 reached rank 0, whose file said `interrupted: SIGTERM received`. Now every member says whether it
-prepared the size before any collective (npmpi/sweep/driver.py, `member_prepared`; rank 0's
+prepared the size before any collective (npmpi/persize/driver.py, `member_prepared`; rank 0's
 `SizeDriver.prepared`), and rank 0 fails the run with the rank, its host and the cause, every earlier
 size kept, every rank released (exit 1, one line). The fault is injected with NPMPI_FAULT_PREPARE=
 SIZE:RANK (npmpi/kinds/group.py), or is real: rank 1 alone under `ulimit -v`.
@@ -22,7 +22,7 @@ from support.launcher import local_mpi_env, mpirun_path
 from support.reliability import analyze_in_process, assert_analysed_with_a_notice
 
 from npmpi.kinds.group import failure_cause, unprepared_message
-from npmpi.sweep.watchdog import PREPARE, STALL_FACTOR, Progress
+from npmpi.persize.watchdog import PREPARE, STALL_FACTOR, Progress
 
 QUICK = ["--trials", "2", "--target-time", "0.01"]
 

@@ -239,7 +239,7 @@ def test_the_root_prefix_comes_from_the_environment(tree, monkeypatch):
 def test_a_reader_that_fails_is_a_recorded_unknown_not_the_end(tree, monkeypatch):
     """A surprise in a reader (a bug, a kernel's odd file) leaves the size measured with its CPU time
     and its conditions unknown, with the reason; the member still sends both."""
-    from npmpi.sweep import span as trialspan
+    from npmpi.persize import span as trialspan
 
     def broken(*_a, **_k):
         raise ValueError("odd sysfs")

@@ -1,5 +1,5 @@
 """The conditions under real Open MPI: every measuring rank reads them around its trials and reports
-them to rank 0 (the shared per-size driver, npmpi/sweep/driver.py), for a run with several pairs and
+them to rank 0 (the shared per-size driver, npmpi/persize/driver.py), for a run with several pairs and
 for a group kind (coll); the readers see a fake tree (NPMPI_CONDITIONS_ROOT), so the figures are known."""
 
 from __future__ import annotations

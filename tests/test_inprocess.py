@@ -1,5 +1,5 @@
 """One mpirun job runs tests/inprocess/ on 4 ranks: sweeps on COMM_WORLD, a Dup and Splits of it,
-called in-process through npmpi.sweep.benchmark.sweep (no job launch per case)."""
+called in-process through npmpi.persize.benchmark.sweep (no job launch per case)."""
 
 from __future__ import annotations
 

@@ -32,8 +32,8 @@ from npmpi_analysis.map.report import json_bytes, outlier_lines
 
 from npmpi.map.confirm import ROLE_REFERENCE, ROLE_SUSPECT
 from npmpi.map.schedule import round_matrix, serial_rounds
+from npmpi.persize.cputime import runq_wait_ns, waited_s
 from npmpi.runfile.mapwriter import MapWriter, PairResult
-from npmpi.sweep.cputime import runq_wait_ns, waited_s
 
 FIELDS = ("time_unix_s", "power_w", "energy_j_of_counters")
 HOSTS = ["h0", "h1", "h2", "h3"]

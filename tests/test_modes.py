@@ -18,11 +18,11 @@ from npmpi.core.errors import UsageError
 from npmpi.core.layout import LayoutError, compute_layout, pair_ranks, with_pairs
 from npmpi.core.modes import MAX_COLD_REGIONS, MODE_TABLE, mode_factors, pool_bytes, regions_for
 from npmpi.core.schedule import netpipe_schedule
+from npmpi.core.transfer import TransferSettings
+from npmpi.persize.kernels import Kernel
+from npmpi.persize.messageloop import MessageLoop, Patterns
 from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
-from npmpi.sweep.kernels import Kernel
-from npmpi.sweep.messageloop import MessageLoop, Patterns
-from npmpi.sweep.transfer import TransferSettings
 
 TINY = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6"]
 MPI_TIMEOUT = 60

@@ -13,9 +13,9 @@ from npmpi.core.config import DEFAULT_MAX_ONE_WAY_S
 from npmpi.core.errors import UsageError
 from npmpi.core.messages import StopFlag
 from npmpi.core.schedule import netpipe_repeats, netpipe_schedule
+from npmpi.persize.transmitter import Transmitter, schedule_for
 from npmpi.run.options import parse_options
 from npmpi.runfile.format import SizeResult
-from npmpi.sweep.transmitter import Transmitter, schedule_for
 
 DATA = Path(__file__).parent / "data"
 

@@ -10,14 +10,14 @@ from conftest import REPO
 
 from npmpi.core.config import Options
 from npmpi.core.errors import KernelUnavailable, UsageError
+from npmpi.core.protocol import Protocol, ProtocolOption, load
+from npmpi.persize.kernels import KERNEL_NAMES, Kernel
+from npmpi.persize.links import open_link, protocol_attrs
+from npmpi.persize.messageloop import MessageLoop
 from npmpi.protocols import PROTOCOL_TABLE, PROTOCOLS, protocol_problem
-from npmpi.protocols.base import Protocol, ProtocolOption, load
 from npmpi.run.arguments import build_parser
 from npmpi.run.kind import KIND
 from npmpi.run.options import parse_options
-from npmpi.sweep.kernels import KERNEL_NAMES, Kernel
-from npmpi.sweep.links import open_link, protocol_attrs
-from npmpi.sweep.messageloop import MessageLoop
 
 
 def test_every_protocol_has_a_link_option_fields_and_known_kernels():
@@ -184,7 +184,7 @@ def test_a_protocol_is_one_value_and_one_registry_line(monkeypatch):
 
 
 def test_the_run_sets_up_what_its_protocol_needs_before_mpi(monkeypatch):
-    import npmpi.sweep.rmalink as rmalink
+    import npmpi.protocols.rma.link as rmalink
 
     calls = []
     monkeypatch.setattr(rmalink, "quiet_declining_osc_ucx", lambda: calls.append("rma"))

@@ -26,7 +26,7 @@ import pytest
 from support.reliability import Job, freeze_until_the_end, processes_named, rank_of
 
 from npmpi.core.guards import STARTUP_FLOOR_S
-from npmpi.sweep.watchdog import (
+from npmpi.persize.watchdog import (
     INTEGRITY_CHECK_S,
     STALL_FACTOR,
     WARMUP,

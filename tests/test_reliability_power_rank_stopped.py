@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from support.reliability import Job, analyze_in_process, freeze_until_the_end
 
+from npmpi.persize.transmitter import SweepOutcome
 from npmpi.power.rank import LOST_AFTER_MIN_S
 from npmpi.power.recording import PowerSession, final_power
 from npmpi.runfile.faults import KIND_GAP, FaultRecord, Heartbeat
-from npmpi.sweep.transmitter import SweepOutcome
 
 T0 = 1_700_000_000.0
 GAP_MESSAGE = (

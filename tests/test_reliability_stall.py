@@ -1,4 +1,4 @@
-"""A frozen measuring rank has an end: rank 0's stall watchdog (npmpi/sweep/watchdog.py).
+"""A frozen measuring rank has an end: rank 0's stall watchdog (npmpi/persize/watchdog.py).
 
 The reflector stopped with SIGSTOP mid-sweep (`--stall-timeout 3`): the job ends by itself within
 the bound and a margin, with one line naming rank 1, no traceback, no process left, and a file
@@ -19,7 +19,7 @@ import h5py
 import pytest
 from support.reliability import Job, analyze_in_process, freeze_until_the_end, run_without_tripping
 
-from npmpi.sweep.watchdog import (
+from npmpi.persize.watchdog import (
     READY,
     RESULTS,
     STALL_FACTOR,

@@ -3,7 +3,7 @@
 `coll --sizes 8,64K` (or 8,1M): the stall watchdog's rate was the 8 B size's, scaled by the size
 ratio (8192, 131072) for the 64K warm-up and trials, a bound of hours. Now a size more than LOOK_RATIO
 times the last measured starts with an untimed look of one iteration (npmpi/kinds/group.py), bounded
-by the last rate plus its bytes at LOOK_BYTE_S (npmpi/sweep/watchdog.py), and the warm-up and trials
+by the last rate plus its bytes at LOOK_BYTE_S (npmpi/persize/watchdog.py), and the warm-up and trials
 follow the look's own rate. Rank 1 is stopped deterministically once it has the large size's
 command, its buffers prepared and rank 0's go (NPMPI_FAULT_FREEZE=size-N:1,
 npmpi.core.ending.frozen_for_a_test), just before the look. A live run across such a
@@ -23,7 +23,7 @@ import h5py
 import pytest
 from support.reliability import Job
 
-from npmpi.sweep.watchdog import LOOK, STALL_FACTOR, WARMUP, Progress
+from npmpi.persize.watchdog import LOOK, STALL_FACTOR, WARMUP, Progress
 
 STALL_S = 2.0
 MARGIN_S = 15.0

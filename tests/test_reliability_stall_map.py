@@ -22,7 +22,7 @@ from support.reliability import Job, analyze_in_process, freeze_until_the_end, r
 from npmpi.core.errors import UsageError
 from npmpi.map.options import parse_map_options
 from npmpi.map.stall import WAIT_READY, RoundProgress
-from npmpi.sweep.watchdog import STALL_FACTOR
+from npmpi.persize.watchdog import STALL_FACTOR
 
 STALL_S = 3.0
 MARGIN_S = 12.0  # rank 0's wait starts up to a round before the stop; mpirun's abort; a loaded machine

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from support.reliability import run_without_tripping
 
-from npmpi.sweep.messageloop import PROBE_CHUNKS, probe_chunks
-from npmpi.sweep.watchdog import (
+from npmpi.persize.messageloop import PROBE_CHUNKS, probe_chunks
+from npmpi.persize.watchdog import (
     BYTE_FLOOR_S,
     PROBE,
     STALL_FACTOR,

@@ -18,10 +18,10 @@ import pytest
 from npmpi.core.errors import UsageError
 from npmpi.core.messages import StopFlag
 from npmpi.meters import MeterError, check_meter_spec
+from npmpi.persize.transmitter import SweepOutcome
 from npmpi.power.baseline import MAX_AFTER_EXTENSION_S, after_baseline_s
 from npmpi.power.calibration import MAX_METER_DELAY_S, check_calibration, largest_delay_s
 from npmpi.power.recording import PowerSession, final_power
-from npmpi.sweep.transmitter import SweepOutcome
 
 ENTRY = {
     "host": "h",

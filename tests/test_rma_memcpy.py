@@ -18,9 +18,9 @@ from conftest import REPO, VENV
 from support.launcher import local_mpi_env, mpirun_path
 
 from npmpi.core.errors import UsageError
+from npmpi.protocols.rma.link import RDMA_DEVICES, quiet_declining_osc_ucx
 from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
-from npmpi.sweep.rmalink import RDMA_DEVICES, quiet_declining_osc_ucx
 
 SIZES = [1, 2, 3, 4, 6, 8]  # tests/support/protocol_variants.py: -u 8 -p 0
 MPI_ENV = {"OMPI_MCA_osc": "^ucx"}  # the wheel's ucx component prints an error when it declines

@@ -13,9 +13,9 @@ from conftest import run_mpi
 from npmpi_analysis.numbers.analyse import analyse_run, size_rows
 
 from npmpi.core import sampling
+from npmpi.persize.transmitter import schedule_for
 from npmpi.run.options import parse_options
 from npmpi.runfile.reader import load_run
-from npmpi.sweep.transmitter import schedule_for
 
 pytestmark = pytest.mark.mpi
 SEED = 7  # a seed whose order of the sizes below is not ascending (checked in the test)

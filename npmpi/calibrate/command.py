@@ -37,7 +37,7 @@ from npmpi.power.delayfit import (
 
 def build_parser() -> argparse.ArgumentParser:
     from npmpi.commands.parser import add_options, command_name, command_parser, count_arg, seconds_arg
-    from npmpi.sweep.watchdog import STALL_FACTOR
+    from npmpi.persize.watchdog import STALL_FACTOR
 
     p = command_parser(
         f"{command_name()} calibrate",

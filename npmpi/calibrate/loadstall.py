@@ -6,7 +6,7 @@ Every load rank runs the same schedule from a common start and then waits its me
 reports, so all end within moments of each other; a barrier cannot say who is missing, so before
 the barrier of the start and before the barrier of the end each load rank other than rank 0 tells
 rank 0 it is there (LOAD_DONE_TAG: 0 at the start, 1 at the end), and
-rank 0 waits for each in turn, asleep, under the run's stall watchdog (npmpi/sweep/watchdog.py):
+rank 0 waits for each in turn, asleep, under the run's stall watchdog (npmpi/persize/watchdog.py):
 the bound is `max(--stall-timeout, 20 x the longest burst)` (a rank may lag rank 0 by a burst it
 is finishing). There is no file to keep: the reserved output is released, nothing is written, and
 every rank ends with MPI_Abort (a stopped process never reaches MPI_Finalize).
@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from npmpi.core.messages import LOAD_DONE_TAG
-from npmpi.sweep.watchdog import Progress, StallWatchdog, Step, stall_bound_s
+from npmpi.persize.watchdog import Progress, StallWatchdog, Step, stall_bound_s
 
 POLL_S = 0.01
 

@@ -14,8 +14,8 @@ import math
 from npmpi.coll.series import Series, osu_counts
 from npmpi.core import sampling
 from npmpi.kinds.group import GroupCoordinator, GroupOutcome
+from npmpi.persize.driver import SizeDriver
 from npmpi.runfile.format import CPU_DATASETS
-from npmpi.sweep.driver import SizeDriver
 
 
 class CollCoordinator(GroupCoordinator):

@@ -153,7 +153,7 @@ class CollKind(GroupKind):
     def member_problem(self, MPI, opts, agreed) -> str | None:
         if opts.extra.kernel != "c":
             return None
-        from npmpi.sweep.kernels import c_kernel_status
+        from npmpi.persize.kernels import c_kernel_status
 
         ok, why = c_kernel_status()
         if ok:

@@ -23,13 +23,13 @@ class Agreed:
     """What the start-up checks found, on this rank (rank 0 also holds the gathered lists)."""
 
     roles: Any = None  # npmpi.kinds.roles.Roles
-    kernel: Any = None  # npmpi.sweep.kernels.Kernel on the ranks that measure
+    kernel: Any = None  # npmpi.persize.kernels.Kernel on the ranks that measure
     gathered_power: list | None = None
     thread_levels: list | None = None
     output: str | None = None
     calibration: dict | None = None
     reservation: Any = None
-    link: Any = None  # npmpi.sweep.links.Link of a measuring rank (the run's protocol)
+    link: Any = None  # npmpi.core.protocol.Link of a measuring rank (the run's protocol)
     link_settings: list | None = None  # rank 0: every rank's Link.settings() (None: no link)
     group_comm: Any = None  # this rank's measuring group's communicator (npmpi.kinds.command)
     extra: dict = field(default_factory=dict)  # what a kind agreed on besides (the map's members, …)

@@ -192,7 +192,7 @@ class FileRecording(ABC):
         return True
 
     def stalled(self, message: str, bound_s: float) -> None:
-        """The stall watchdog's end (npmpi/sweep/watchdog.py; its thread, the lock held): the file
+        """The stall watchdog's end (npmpi/persize/watchdog.py; its thread, the lock held): the file
         closed `failed` with the reason and every completed size or round, one line, every rank ended
         (MPI_Abort: a stopped process never reaches MPI_Finalize)."""
         extra = ""
@@ -222,7 +222,7 @@ class FileRecording(ABC):
         signal thread (npmpi.core.signals.watch_signals_in_a_thread): mark the file interrupted, then
         (`final`) close it interrupted and end the job as the Python kernel's abandon does. Only
         while the protocol is armed: the main thread is not in the file, and cannot enter it while
-        this holds the lock (the stall watchdog's rule, npmpi/sweep/watchdog.py)."""
+        this holds the lock (the stall watchdog's rule, npmpi/persize/watchdog.py)."""
         progress = self._watched()
         if progress is None or self.writer is None:
             return

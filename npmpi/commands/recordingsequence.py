@@ -85,7 +85,7 @@ class RecordingSequence(FileRecording):
 
     @abstractmethod
     def _watchdog(self):
-        """Rank 0's stall watchdog around the measurement (npmpi/sweep/watchdog.py), its bound's rule
+        """Rank 0's stall watchdog around the measurement (npmpi/persize/watchdog.py), its bound's rule
         stored in the file."""
 
     @abstractmethod

@@ -1,6 +1,6 @@
 """A measuring rank's conditions over one size's trials: read at the start, after each trial and at
 the end, never inside a timed loop (the sweep calls `start`, `lap` and `stop` where it reads its CPU
-time: npmpi/sweep/cputime.py).
+time: npmpi/persize/cputime.py).
 
 Per size, in COND_DATASETS' order (NaN: unknown): the effective core frequency over the trials and its
 lowest and highest over single trials (Hz), the core's and its package's thermal throttle events

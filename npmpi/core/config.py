@@ -1,6 +1,6 @@
 """What a run needs to know from its command line: `Options` and its defaults, with no argparse.
 
-The measuring modules (npmpi/sweep/transmitter.py, npmpi/commands/threadlevel.py,
+The measuring modules (npmpi/persize/transmitter.py, npmpi/commands/threadlevel.py,
 npmpi/run/recording.py) import these; npmpi/run/options.py parses the command line into them.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE, ARRANGEMENT_OSU, HUGE_PAGES_SYSTEM
 from npmpi.core.modes import DEFAULT_CACHE_POOL_BYTES, MODE_PINGPONG, Mode, mode_named
 
-DEFAULT_PROTOCOL = "mpi"  # --protocol's default: MPI two-sided (npmpi/protocols/mpi.py)
+DEFAULT_PROTOCOL = "mpi"  # --protocol's default: MPI two-sided (npmpi/protocols/mpi/__init__.py)
 DEFAULT_LOWER_BYTES = 1
 DEFAULT_UPPER_BYTES = 8 << 20
 DEFAULT_PERTURBATION = 3
@@ -26,7 +26,7 @@ DEFAULT_BASELINE_S = 3.0
 THREAD_LEVEL_AUTO = "auto"
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 MAX_BASELINE_S = 3600.0
-DEFAULT_STALL_TIMEOUT_S = 60.0  # --stall-timeout: the floor of the stall bound (npmpi/sweep/watchdog.py)
+DEFAULT_STALL_TIMEOUT_S = 60.0  # --stall-timeout: the floor of the stall bound (npmpi/persize/watchdog.py)
 MAX_STALL_TIMEOUT_S = 7 * 24 * 3600.0
 
 
@@ -66,14 +66,14 @@ class Options:
     fabric_rank: int | None = None  # --fabric-rank: the power rank sampling them (None: node 0's)
     np_out: str | None = None  # --np-out: NetPIPE's np.out written as the run goes
     protocol: str = DEFAULT_PROTOCOL  # --protocol: the layer the timed loop goes through
-    # --protocol tcp (npmpi/sweep/tcplink.py): where to listen, the socket buffers, a fresh
+    # --protocol tcp (npmpi/protocols/tcp/link.py): where to listen, the socket buffers, a fresh
     # connection per trial, how long a pair waits for its connection
     tcp_address: str | None = None
     tcp_port: int = 0
     socket_buffer_bytes: int | None = None
     tcp_reconnect: bool = False
     tcp_connect_timeout_s: float = 10.0
-    # --protocol rma (npmpi/sweep/rmalink.py): MPI_Put or MPI_Get, fences or passive-target locks
+    # --protocol rma (npmpi/protocols/rma/link.py): MPI_Put or MPI_Get, fences or passive-target locks
     rma_op: str = "put"
     rma_sync: str = "fence"
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # --stall-timeout (0: no stall watchdog)

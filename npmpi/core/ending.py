@@ -13,7 +13,7 @@ END_FLOOR_S = 2.0  # the least a rank is given to report its end, whatever --sta
 
 def stalled_message(rank: int, hosts, waited_s: float, bound_s: float, during: str) -> str:
     """The one line of a rank that stopped answering where rank 0 waits for it outside the sweep's
-    steps (the stall watchdog's words, npmpi/sweep/watchdog.py)."""
+    steps (the stall watchdog's words, npmpi/persize/watchdog.py)."""
     host = hosts[rank] if 0 <= rank < len(hosts) else "?"
     return (
         f"rank {rank} ({host}) stopped answering: nothing from it for {waited_s:.1f} s (the stall "

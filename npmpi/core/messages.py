@@ -14,21 +14,21 @@ from contextlib import contextmanager
 from typing import Any
 
 # tags
-DATA_TAG = 1  # the timed messages (npmpi.sweep.kernels, csrc/cutil.h)
-ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.sweep.kernels, csrc/cutil.h)
+DATA_TAG = 1  # the timed messages (npmpi.persize.kernels, csrc/cutil.h)
+ACK_TAG = 2  # a stream's acknowledgement after each window (npmpi.persize.kernels, csrc/cutil.h)
 CTRL_TAG = 10  # rank 0's commands: every rank listens here between sizes
-SYNC_TAG = 11  # a trial's start (1) or the size abandoned (0) (npmpi.sweep.transmitter)
-RESULT_TAG = 12  # after a size: (data check passed, signal seen) (npmpi.sweep.transmitter)
+SYNC_TAG = 11  # a trial's start (1) or the size abandoned (0) (npmpi.persize.transmitter)
+RESULT_TAG = 12  # after a size: (data check passed, signal seen) (npmpi.persize.transmitter)
 CLOCK_TAG = 13  # clock-offset pings (npmpi.power.clocksync)
 POWER_DATA_TAG = 14  # a power rank's batch of samples, pickled (npmpi.power.rank)
-TIMES_TAG = 15  # a secondary pair transmitter's trial times (npmpi.sweep.transmitter)
+TIMES_TAG = 15  # a secondary pair transmitter's trial times (npmpi.persize.transmitter)
 BASELINE_TAG = 16  # after an idle baseline: (CPU seconds, node utilisation or NaN) (npmpi.power.baseline)
 MAP_PAIR_TAG = 17  # within a map's pair: the transmitter's steps, the reflector's data check (npmpi.map.pair)
-CPU_TAG = 18  # after a size: a pair rank's CPU user, system and wall seconds (npmpi.sweep.cputime)
-LINK_TAG = 19  # a pair's link set-up: addresses, ports, outcomes (npmpi.sweep.tcplink)
+CPU_TAG = 18  # after a size: a pair rank's CPU user, system and wall seconds (npmpi.persize.cputime)
+LINK_TAG = 19  # a pair's link set-up: addresses, ports, outcomes (npmpi.protocols.tcp.link)
 LOAD_DONE_TAG = 20  # calibrate: a load rank's load is over (npmpi.calibrate.loadstall)
 END_TAG = 21  # a rank's role is over, before MPI_Finalize (npmpi.core.ending.report_end)
-COND_TAG = 22  # after a size's CPU time: the rank's conditions, pickled (npmpi.sweep.span)
+COND_TAG = 22  # after a size's CPU time: the rank's conditions, pickled (npmpi.persize.span)
 
 # commands (the first field on CTRL_TAG)
 CMD_STOP = 0  # exit; the exit code travels in the second field
@@ -53,7 +53,7 @@ class StopFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.name = ""
-        self.transmitter: Any = None  # npmpi.sweep.transmitter.Transmitter while rank 0 sweeps
+        self.transmitter: Any = None  # npmpi.persize.transmitter.Transmitter while rank 0 sweeps
         self.mark_file: Callable[[str], None] | None = None
         # (signum, name, final): a stop signal's mark (False) or abandon (True) of the trial in progress
         # from npmpi.core.signals' signal thread, while this rank's main thread is inside the C kernel

@@ -1,6 +1,6 @@
 """How a sweep samples its sizes: the order it measures them in (--order, --order-seed) and how
 many trials each gets (--precision, --precision-cap, --max-trials). No MPI here: rank 0's sweep
-(npmpi/sweep/transmitter.py) and a group kind's coordinator (npmpi/kinds/group.py) use these rules.
+(npmpi/persize/transmitter.py) and a group kind's coordinator (npmpi/kinds/group.py) use these rules.
 
 Order. `ascending` is NetPIPE's: each size after the one before, the first size's iterations from a
 latency probe, the next size's from the last one's time. `random` measures the same sizes in a

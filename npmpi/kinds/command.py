@@ -94,8 +94,8 @@ def _record(kind, MPI, comm, opts, argv, agreed, stop) -> int | None:
 
 def serve(kind, MPI, comm, opts, agreed, stop) -> int:
     """Every rank but rank 0: a member serves the kind, a power rank samples, any other rank waits."""
+    from npmpi.persize.reflector import wait_quietly
     from npmpi.power.rank import power_rank_main
-    from npmpi.sweep.reflector import wait_quietly
 
     roles = agreed.roles
     if roles.layout.group_of(roles.rank) is not None:

@@ -6,9 +6,9 @@ commands the size; every member prepares its buffers and says whether it could, 
 any collective: one member that cannot (out of memory) fails the run with its cause, every rank
 released; every member runs the warm-up; before each trial every member is ready and waits
 for the go, so a stop never leaves one blocked; after the size each reports its check, stop signal,
-times and CPU time) is the run's own (npmpi/sweep/driver.py). A trial's time is the slowest member's
+times and CPU time) is the run's own (npmpi/persize/driver.py). A trial's time is the slowest member's
 (the operation is done when every rank is); every member's own times are kept
-(/pingpong/member_trial_s). Rank 0's stall watchdog follows each wait (npmpi/sweep/watchdog.py);
+(/pingpong/member_trial_s). Rank 0's stall watchdog follows each wait (npmpi/persize/watchdog.py);
 idle baselines and the stop are answered between sizes.
 """
 
@@ -26,12 +26,12 @@ from npmpi.core.errors import DataMismatch, Interrupted, PrepareFailed
 from npmpi.core.messages import CMD_BASELINE, CMD_STOP, CTRL_TAG, StopFlag
 from npmpi.core.safetext import printable
 from npmpi.core.units import format_size_iec
+from npmpi.persize import cputime
+from npmpi.persize import span as trialspan
+from npmpi.persize.driver import SizeDriver, member_prepared, member_report, member_trials
+from npmpi.persize.messageloop import warmup_iterations
+from npmpi.persize.watchdog import LOOK, PREPARE, WARMUP, Progress
 from npmpi.runfile.format import SizeResult
-from npmpi.sweep import cputime
-from npmpi.sweep import span as trialspan
-from npmpi.sweep.driver import SizeDriver, member_prepared, member_report, member_trials
-from npmpi.sweep.messageloop import warmup_iterations
-from npmpi.sweep.watchdog import LOOK, PREPARE, WARMUP, Progress
 
 MAX_ITERATIONS = 1_000_000_000
 PROBE_ITERATIONS = 20  # the first size's time per step, from a measurement of this many not kept
@@ -123,7 +123,7 @@ class GroupOutcome:
 
 class GroupCoordinator:
     """Rank 0's side: commands every size, starts every trial, gathers the members' times
-    (the per-size driver: npmpi/sweep/driver.py)."""
+    (the per-size driver: npmpi/persize/driver.py)."""
 
     def __init__(self, comm, members: list[int], step: GroupStep, opts, stop: StopFlag, on_row) -> None:
         self.comm, self.step, self.opts, self.stop, self.on_row = comm, step, opts, stop, on_row
@@ -204,7 +204,7 @@ class GroupCoordinator:
 
     def _start(self, size: int, iterations: int, look: int) -> bool:
         """The size's command, rank 0's own buffers, then every member's word that it prepared its
-        own, and the go (npmpi/sweep/driver.py): True when they go on; False when a stop came (every
+        own, and the go (npmpi/persize/driver.py): True when they go on; False when a stop came (every
         member leaves the size); PrepareFailed naming the lowest rank that could not (every member
         has left the size: none waits inside a collective, so all can be released)."""
         trials = sampling.trials_bound(self.opts) | look | self.series << SERIES_SHIFT

@@ -154,7 +154,7 @@ class GroupRecording(RecordingSequence):
 
     def file_attrs(self) -> dict[str, Any]:
         """The root attributes: every kind's (job_attrs), the step's factors, the members."""
-        from npmpi.sweep.clock import measure_python_clock
+        from npmpi.persize.clock import measure_python_clock
 
         kind, layout = self.kind, self.layout
         members = list(layout.groups[0])
@@ -216,7 +216,7 @@ class GroupRecording(RecordingSequence):
         )
 
     def _watchdog(self):
-        from npmpi.sweep.watchdog import STALL_FACTOR, StallWatchdog
+        from npmpi.persize.watchdog import STALL_FACTOR, StallWatchdog
 
         opts, layout = self.opts, self.layout
         self.writer.set_attrs(stall_timeout_s=opts.stall_timeout_s, stall_bound_factor=STALL_FACTOR)

@@ -132,7 +132,7 @@ class MapKind(Kind):
         return replace(mapped, groups=(tuple(members),))
 
     def member_problem(self, MPI, mopts: MapOptions, agreed) -> str | None:
-        from npmpi.sweep.kernels import get_kernels
+        from npmpi.persize.kernels import get_kernels
 
         agreed.kernel = get_kernels(mopts.run.kernel)  # NpmpiError: the problem (npmpi.kinds.command)
         layout = agreed.roles.layout

@@ -36,9 +36,9 @@ from npmpi.core.modes import DEFAULT_WINDOW, MODE_PINGPONG, MODE_STREAM, MODES
 from npmpi.core.units import format_size_bytes, parse_number, parse_size_bytes
 from npmpi.map.confirm import DEFAULT_BUDGET, DEFAULT_REPEATS
 from npmpi.map.schedule import SCHEDULE_ROUNDS, SCHEDULES
+from npmpi.persize.kernels import KERNEL_NAMES
+from npmpi.persize.watchdog import STALL_FACTOR
 from npmpi.run.options import check_mode_and_window, loop_fields
-from npmpi.sweep.kernels import KERNEL_NAMES
-from npmpi.sweep.watchdog import STALL_FACTOR
 
 DEFAULT_MAP_SIZES = (1, 64 << 10, 4 << 20)
 MAX_MAP_SIZE_BYTES = 1 << 30  # one call of any MPI carries it; two buffers of it per measuring rank

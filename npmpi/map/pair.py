@@ -8,14 +8,14 @@ round's common start. Within a pair the lower rank transmits: it drives its refl
 MAP_PAIR_TAG (untimed runs: first contact, the probe, the warm-up; then each trial, echoed so both
 sides start it together; then the end, to which the reflector answers with its data check), and
 reports to rank 0 (RESULT_TAG, TIMES_TAG: the trials' times and both ranks' run-queue waits during
-each, the reflector's sent with its data check; npmpi/sweep/cputime.py; then COND_TAG: both sides'
+each, the reflector's sent with its data check; npmpi/persize/cputime.py; then COND_TAG: both sides'
 conditions, below). With both directions (a
 stream map), the higher rank then transmits to the lower the same way and reports too. Each report
 carries the time from the go to the end of that transmitter's work: the pair's own window within the
 round. Members wait for commands asleep (a non-blocking receive tested every POLL_S), never spinning
 a core, so a member with a bye or whose pair has finished adds no load to its node.
 
-The conditions (npmpi/sweep/span.py CondReading: core frequency, throttling, NIC bytes): each side
+The conditions (npmpi/persize/span.py CondReading: core frequency, throttling, NIC bytes): each side
 reads them around its part's trials, never inside a timed loop. The transmitter starts its reading
 before its first trial, laps after each trial (its timer has stopped; the reflector waits for the
 next step) and stops after the last; the reflector starts when the first trial's step arrives, laps
@@ -47,13 +47,13 @@ from npmpi.core.messages import (
     StopFlag,
 )
 from npmpi.core.schedule import netpipe_repeats
+from npmpi.persize.cputime import runq_wait_ns, waited_s
+from npmpi.persize.driver import member_ready
+from npmpi.persize.kernels import Kernel
+from npmpi.persize.messageloop import MessageLoop, Patterns, warmup_iterations
+from npmpi.persize.span import CondReading, is_side, not_measured
 from npmpi.power.baseline import take_part
-from npmpi.sweep.cputime import runq_wait_ns, waited_s
-from npmpi.sweep.driver import member_ready
-from npmpi.sweep.kernels import Kernel
-from npmpi.sweep.links import MpiLink
-from npmpi.sweep.messageloop import MessageLoop, Patterns, warmup_iterations
-from npmpi.sweep.span import CondReading, is_side, not_measured
+from npmpi.protocols.mpi.link import MpiLink
 
 POLL_S = 0.002
 PROBE_FRACTION = 0.1  # the probe doubles its chunk of iterations until one takes this much of --target-time

@@ -39,9 +39,9 @@ from npmpi.map.pair import (
 from npmpi.map.plan import RoundClock, make_plan, plan_line
 from npmpi.map.schedule import map_rounds
 from npmpi.map.stall import WAIT_OWN, WAIT_READY, WAIT_RESULTS, RoundProgress, map_watchdog
+from npmpi.persize.driver import SizeDriver
 from npmpi.runfile.format import KIND_MAP
 from npmpi.runfile.mapwriter import MapWriter, PairResult
-from npmpi.sweep.driver import SizeDriver
 
 COLLECT_EVERY_S = (
     2.0  # power samples reach the file at least this often (between rounds), and after each size

@@ -1,7 +1,7 @@
 """Rank 0's stall watchdog in a map: a member that stops answering ends the map with one line and
 every completed round kept, instead of a map that hangs until Ctrl-C or the job's time limit.
 
-The thread, its lock and the file's safety rule are the run's (npmpi/sweep/watchdog.py): the
+The thread, its lock and the file's safety rule are the run's (npmpi/persize/watchdog.py): the
 coordinator calls `at` before each of rank 0's waits in a round (a member's readiness, rank 0's own
 pair, a transmitter's results) and `quiet()` once the round is over, before the round reaches the
 file, so the thread never enters HDF5 while the main thread is in it.
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from npmpi.sweep.watchdog import STALL_FACTOR, Progress, StallWatchdog, Step, expected_step_s, stall_bound_s
+from npmpi.persize.watchdog import STALL_FACTOR, Progress, StallWatchdog, Step, expected_step_s, stall_bound_s
 
 WAIT_READY, WAIT_OWN, WAIT_RESULTS = 0, 1, 2  # what rank 0 waits for (a Step's iterations field)
 STEPS_OUTSIDE_TRIALS = 3  # first contact and the probe, the warm-up, the end and its check

@@ -1,6 +1,6 @@
 """The protocols a run measures through, as NetPIPE's transport modules: one method, many layers.
 
-Each protocol is one `Protocol` value (npmpi/protocols/base.py) in a module of its own here; this
+Each protocol is one `Protocol` value (npmpi/core/protocol.py) in a module of its own here; this
 registry is the one place that lists them. --protocol's help and checks, the protocol's options,
 its link, its loops in each kernel, what it sets up before MPI and the file's protocol_settings all
 come from the value: nothing else branches on a protocol's name. docs/architecture.md ("Adding a
@@ -10,8 +10,8 @@ protocol") has the contract.
 from __future__ import annotations
 
 from npmpi.core.config import DEFAULT_PROTOCOL
+from npmpi.core.protocol import Protocol
 from npmpi.protocols import memcpy, mpi, rma, tcp
-from npmpi.protocols.base import Protocol
 
 PROTOCOL_TABLE: dict[str, Protocol] = {
     p.PROTOCOL.name: p.PROTOCOL

@@ -33,9 +33,9 @@ from npmpi.core.config import (
 from npmpi.core.modes import DEFAULT_WINDOW, MODE_TABLE
 from npmpi.core.units import parse_size_bytes, parse_whole
 from npmpi.meters.base import kinds_text
+from npmpi.persize.kernels import KERNEL_NOTES
+from npmpi.persize.watchdog import STALL_FACTOR
 from npmpi.run.protocol_options import add_protocol_options
-from npmpi.sweep.kernels import KERNEL_NOTES
-from npmpi.sweep.watchdog import STALL_FACTOR
 
 # What `--help` lists after the options: the subcommands, given first on the command line.
 SUBCOMMANDS = (

@@ -2,8 +2,8 @@
 
 Its measuring groups are its pairs (rank 0 and a rank on another node when there is one, npmpi/core/
 layout.py); a pair's ranks check their kernel, the largest message, their memory and huge pages; every
-rank opens its protocol's link (npmpi/sweep/links.py) before the collective check; rank 0 records the
-sweep (npmpi/run/recording.py) while the other pair ranks answer it (npmpi/sweep/reflector.py).
+rank opens its protocol's link (npmpi/persize/links.py) before the collective check; rank 0 records the
+sweep (npmpi/run/recording.py) while the other pair ranks answer it (npmpi/persize/reflector.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class RunKind(Kind):
     def member_problem(self, MPI, opts: Options, agreed) -> str | None:
         """A pair rank's kernel, largest message, buffers' memory and huge pages."""
         from npmpi.core.buffers import huge_pages_problem
-        from npmpi.sweep.kernels import get_kernels
+        from npmpi.persize.kernels import get_kernels
 
         agreed.kernel = get_kernels(opts.kernel)  # NpmpiError: the problem (npmpi.kinds.command)
         return (
@@ -56,7 +56,7 @@ class RunKind(Kind):
 
     def prepare(self, MPI, comm, opts: Options, agreed) -> str | None:
         """Every rank opens its pair's link of the run's protocol (collective)."""
-        from npmpi.sweep.links import open_pair_link
+        from npmpi.persize.links import open_pair_link
 
         agreed.link, problem = open_pair_link(comm, opts, agreed.roles.layout.pairs)
         return problem
@@ -92,7 +92,7 @@ class RunKind(Kind):
 
     def serve(self, MPI, comm, opts: Options, agreed, stop) -> int:
         """A reflector, or a rank of another pair (--pairs)."""
-        from npmpi.sweep.reflector import reflect
+        from npmpi.persize.reflector import reflect
 
         try:
             return reflect(comm, agreed.roles.layout, opts, agreed.kernel, stop, agreed.link)

@@ -37,9 +37,9 @@ from npmpi.core.modes import (
     mode_named,
 )
 from npmpi.core.units import format_size_bytes
+from npmpi.persize.kernels import KERNEL_NAMES
 from npmpi.run.arguments import build_parser
 from npmpi.run.protocol_options import check_protocol_options
-from npmpi.sweep.kernels import KERNEL_NAMES
 
 
 def parse_options(argv: list[str]) -> Options:

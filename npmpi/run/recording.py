@@ -18,9 +18,9 @@ from npmpi.commands.recordingsequence import RecordingSequence
 from npmpi.core import sampling
 from npmpi.core.config import Options
 from npmpi.core.slurmcontext import consumed_energy_attrs
+from npmpi.persize.kernels import Kernel
+from npmpi.persize.links import protocol_attrs
 from npmpi.runfile.format import KIND_RUN
-from npmpi.sweep.kernels import Kernel
-from npmpi.sweep.links import protocol_attrs
 
 
 @dataclass
@@ -39,7 +39,7 @@ class RunSetup:
     calibration: dict | None
     thread_levels: list[tuple[int, bool]]  # (provided level, runs threads) of every rank
     reservation: Any  # the run file's temporary (npmpi.core.outpath.reserve_output)
-    link: Any = None  # rank 0's npmpi.sweep.links.Link to its peer (the run's protocol)
+    link: Any = None  # rank 0's npmpi.core.protocol.Link to its peer (the run's protocol)
     link_settings: list | None = None  # every rank's Link.settings() (None: no link)
 
 
@@ -131,7 +131,7 @@ class Recording(RecordingSequence):
 
     def __init__(self, setup: RunSetup) -> None:
         from npmpi.commands.console import Console
-        from npmpi.sweep import transmitter as sweep
+        from npmpi.persize import transmitter as sweep
 
         s = self.setup = setup
         opts = self.opts = s.opts
@@ -177,8 +177,8 @@ class Recording(RecordingSequence):
                 self.console.note(f"npmpi: note: {problem}")
 
     def _open(self) -> None:
+        from npmpi.persize import transmitter as sweep
         from npmpi.runfile.writer import RunWriter
-        from npmpi.sweep import transmitter as sweep
 
         s, opts = self.setup, self.opts
         self.transmitter = sweep.Transmitter(s.comm, s.layout, opts, s.kernel, s.stop, self.on_row, s.link)
@@ -211,8 +211,8 @@ class Recording(RecordingSequence):
             self.console.note(self.attrs["thread_level_note"])
 
     def _watchdog(self):
-        """Rank 0's stall watchdog around the sweep (npmpi/sweep/watchdog.py), its bound's rule stored."""
-        from npmpi.sweep.watchdog import INTEGRITY_CHECK_S, STALL_FACTOR, StallWatchdog
+        """Rank 0's stall watchdog around the sweep (npmpi/persize/watchdog.py), its bound's rule stored."""
+        from npmpi.persize.watchdog import INTEGRITY_CHECK_S, STALL_FACTOR, StallWatchdog
 
         s = self.setup
         self.transmitter.progress.check_s = INTEGRITY_CHECK_S if s.opts.integrity else 0.0

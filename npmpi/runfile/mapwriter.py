@@ -63,7 +63,7 @@ class PairResult:
     directed: bool = False  # one direction of the pair (a stream map's i -> j), not both
     elapsed_s: float = float("nan")  # from the round's go to the end of this transmitter's work
     runq_wait_s: np.ndarray | None = None  # [trials, 2] the transmitter's and the reflector's run-queue
-    # wait during each trial (npmpi/sweep/cputime.py); NaN where not run or not known
+    # wait during each trial (npmpi/persize/cputime.py); NaN where not run or not known
     cond: np.ndarray | None = None  # [2, COND_DATASETS] the transmitter's and the reflector's conditions
     cond_info: list[dict] | None = None  # each side's text (with its "rank"): source or reason, counters
 

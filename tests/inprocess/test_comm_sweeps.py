@@ -1,6 +1,6 @@
 """Sweeps run in-process on communicators, in mpi4py's test style: this file runs on every rank of
 `mpirun -np 4 python -m pytest tests/inprocess` (tests/test_inprocess.py launches it), never in
-the plain pytest run. Every assertion is on data every rank holds (npmpi.sweep.benchmark.sweep returns
+the plain pytest run. Every assertion is on data every rank holds (npmpi.persize.benchmark.sweep returns
 rank 0's outcome everywhere, per-rank figures are allgathered), so a failure fails every rank alike
 and no rank is left waiting in a collective.
 """
@@ -16,9 +16,9 @@ from mpi4py import MPI
 
 from npmpi.core.modes import mode_factors
 from npmpi.core.schedule import netpipe_repeats, netpipe_schedule
+from npmpi.persize.benchmark import sweep
+from npmpi.persize.transmitter import MAX_ITERATIONS
 from npmpi.run.options import parse_options
-from npmpi.sweep.benchmark import sweep
-from npmpi.sweep.transmitter import MAX_ITERATIONS
 
 WORLD = MPI.COMM_WORLD
 TINY = ["-u", "4K", "-p", "0", "--trials", "2", "--repeats", "6"]
@@ -206,7 +206,7 @@ def test_fixed_repeats_still_give_the_stall_watchdog_a_time_per_iteration(halves
     """--repeats skip the probe the iteration rule needs, but a first look still runs: without a
     time per iteration the first size's warm-up was bounded by the bare --stall-timeout, and a
     warm-up longer than it (a loaded machine, a large --repeats) ended the run as a stall."""
-    from npmpi.sweep import transmitter
+    from npmpi.persize import transmitter
 
     seen = []
     start_size = transmitter.Transmitter._start_size

@@ -1,5 +1,5 @@
 """Run under `mpirun -np 2 python tests/support/protocol_variants.py KERNEL` (tests/test_rma_memcpy.py):
-every rma and memcpy variant swept in-process through npmpi.sweep.benchmark.sweep with --integrity
+every rma and memcpy variant swept in-process through npmpi.persize.benchmark.sweep with --integrity
 (every message checked), and two with a message corrupted on purpose, which must fail. Rank 0
 prints one JSON line per variant: its name, status, sizes measured, iterations and message."""
 
@@ -11,8 +11,8 @@ import sys
 
 from mpi4py import MPI
 
+from npmpi.persize.benchmark import sweep
 from npmpi.run.options import parse_options
-from npmpi.sweep.benchmark import sweep
 
 TINY = ["-u", "8", "-p", "0", "--trials", "2", "--repeats", "4", "--integrity"]
 VARIANTS = {
@@ -34,7 +34,7 @@ VARIANTS = {
     "memcpy pingpong": ["--protocol", "memcpy"],
     "memcpy stream cold": ["--protocol", "memcpy", "--mode", "stream", "--cache-cold"],
 }
-# a message corrupted at 4 B (npmpi/sweep/reflector.py's fault injection): the check must see it
+# a message corrupted at 4 B (npmpi/persize/reflector.py's fault injection): the check must see it
 CORRUPTED = {
     "rma put corrupted": ["--protocol", "rma", "--buffers", "separate"],
     "memcpy corrupted": ["--protocol", "memcpy", "--buffers", "separate"],

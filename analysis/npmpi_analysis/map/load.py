@@ -407,7 +407,7 @@ CONFIRM_WAITS = (("confirm_runq_wait_s", "f", 3), ("confirm_trial_elapsed_s", "f
 
 def _read_confirm_waits(g, p: Path, m: MapFile, shape: tuple[int, int]) -> dict[str, np.ndarray]:
     """/map/confirm_runq_wait_s and confirm_trial_elapsed_s (the re-measured trials' run-queue waits
-    and loop times, npmpi/sweep/cputime.py), checked; {} when absent (older maps, or not Linux) or
+    and loop times, npmpi/persize/cputime.py), checked; {} when absent (older maps, or not Linux) or
     damaged (said among the problems: the findings are then judged without them)."""
     from npmpi.runfile.datasets import read_whole
 

@@ -1,6 +1,6 @@
 """--protocol tcp's timed loops in Python: blocking sendall/recv_into on the pair's connection.
 
-The same contract as the MPI loops of npmpi/sweep/kernels.py with the link's endpoint (socket,
+The same contract as the MPI loops of npmpi/persize/kernels.py with the link's endpoint (socket,
 descriptor) first: the loop alone is timed with perf_counter, received bytes land in the receive
 pool's regions (so the message loop's pattern checks work unchanged), and a message is received
 whole before the next step (recv_into with MSG_WAITALL, continued if the kernel returns early).
@@ -91,7 +91,7 @@ def tcp_transfer(
     first: int = 0,
 ) -> float:
     """Every mode over TCP; message m uses region m % regions of both pools, as the MPI loops
-    (`settings`: npmpi.sweep.transfer.TransferSettings)."""
+    (`settings`: npmpi.core.transfer.TransferSettings)."""
     if sock is None:
         raise _closed()
     mode, regions, window = settings.mode, settings.regions, settings.window

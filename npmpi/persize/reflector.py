@@ -22,12 +22,13 @@ from npmpi.core.messages import (
     CTRL_TAG,
     StopFlag,
 )
+from npmpi.core.protocol import Link
+from npmpi.persize.driver import member_report, member_trials
+from npmpi.persize.kernels import Kernel
+from npmpi.persize.messageloop import MessageLoop, Patterns, probe_chunks, warmup_iterations
+from npmpi.persize.span import TrialSpan
 from npmpi.power.baseline import take_part
-from npmpi.sweep.driver import member_report, member_trials
-from npmpi.sweep.kernels import Kernel
-from npmpi.sweep.links import Link, MpiLink
-from npmpi.sweep.messageloop import MessageLoop, Patterns, probe_chunks, warmup_iterations
-from npmpi.sweep.span import TrialSpan
+from npmpi.protocols.mpi.link import MpiLink
 
 IDLE_POLL_S = 0.05
 
@@ -76,7 +77,7 @@ def reflect(
     comm, layout: Layout, opts: Options, kernel: Kernel, stop: StopFlag, link: Link | None = None
 ) -> int:
     """A pair rank other than rank 0 (the reflector of rank 0's pair, or either rank of another pair
-    with --pairs): rank 0 commands every size and starts every trial (npmpi/sweep/driver.py); another
+    with --pairs): rank 0 commands every size and starts every trial (npmpi/persize/driver.py); another
     pair's transmitter times its trials and sends the times to rank 0 after each size. Returns the exit
     code rank 0 sends at the end (`link`: the protocol's link to the partner, opened before the sweep;
     default MPI's)."""

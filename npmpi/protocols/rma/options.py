@@ -1,19 +1,14 @@
-"""--protocol rma: MPI one-sided puts (or gets) into the peer's window, NetPIPE's NPmpi2.
-
-Its options (--rma-op, --rma-sync) are declared and checked here; its link is
-npmpi/sweep/rmalink.py's, its loops npmpi/sweep/rmaloops.py's (csrc/crma.c in C). Before MPI starts
-it keeps Open MPI's declining osc/ucx quiet on a node without an RDMA device.
-"""
+"""--protocol rma's own options, declared and checked: --rma-op (put or get) and --rma-sync (fence
+or lock) (their Options fields: npmpi/core/config.py)."""
 
 from __future__ import annotations
 
 from npmpi.core.errors import UsageError
-from npmpi.core.modes import MODE_BIDIR, MODE_PINGPONG, MODE_STREAM, mode_named
-from npmpi.protocols.base import Protocol, ProtocolOption
+from npmpi.core.modes import mode_named
+from npmpi.core.protocol import ProtocolOption
 
 RMA_OPS = ("put", "get")  # MPI_Put into the peer's window, MPI_Get from it
 RMA_SYNCS = ("fence", "lock")  # MPI_Win_fence epochs, passive-target MPI_Win_lock/unlock
-_LOOPS = "npmpi.sweep.rmaloops"
 
 OPTIONS = (
     ProtocolOption(
@@ -48,23 +43,3 @@ def check_rma_options(ns) -> dict:
             "pulls it towards the side that calls it); use --rma-op put, or --mode pingpong or bidir"
         )
     return fields
-
-
-PROTOCOL = Protocol(
-    name="rma",
-    help_note="MPI one-sided MPI_Put (or --rma-op get) into the peer's window, fences (or "
-    "--rma-sync lock) as the synchronisation, NetPIPE's NPmpi2",
-    modes=(MODE_PINGPONG, MODE_STREAM, MODE_BIDIR),
-    kernels=("python", "c"),
-    paired=True,
-    async_ok=False,
-    options=OPTIONS,
-    check_options=check_rma_options,
-    option_fields=("rma_op", "rma_sync"),
-    link="npmpi.sweep.rmalink:open_rma_link",
-    loops={
-        "python": (f"{_LOOPS}:rma_pingpong", f"{_LOOPS}:rma_transfer"),
-        "c": (f"{_LOOPS}:c_rma_pingpong", f"{_LOOPS}:c_rma_transfer"),
-    },
-    before_mpi_setup="npmpi.sweep.rmalink:quiet_declining_osc_ucx",
-)

@@ -25,7 +25,7 @@ import numpy as np
 
 from npmpi.core import buffers
 from npmpi.core.config import Options
-from npmpi.sweep.transfer import PLAIN
+from npmpi.core.transfer import PLAIN
 
 
 class MemcpyLink:
@@ -48,8 +48,7 @@ class MemcpyLink:
         return self._twin
 
     def before_trial(self) -> None:
-        """Nothing per trial (npmpi.sweep.links.Link's contract, kept without importing it: the
-        links import this module)."""
+        """Nothing per trial (npmpi.core.protocol.Link's contract, kept without subclassing it)."""
 
     def settings(self) -> dict[str, Any]:
         """Which buffers it copies between, their alignment, what it calls."""
@@ -64,7 +63,7 @@ class MemcpyLink:
 
     def reset(self) -> None:
         """Fault injection (NPMPI_FAULT_LINK_RESET_SIZE): nothing here can be broken as a network
-        would be, so it does nothing (links.Link.reset)."""
+        would be, so it does nothing (npmpi.core.protocol.Link.reset)."""
 
     def close(self) -> None:
         """Nothing to close."""

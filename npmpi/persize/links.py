@@ -5,59 +5,25 @@ agrees on the start: a link that cannot be opened is a usage error on every rank
 message loop passes `link.endpoint` to the protocol's loops as their first two arguments:
 
 - mpi: (comm, peer rank), the MPI send/receive loops' arguments as they always were;
-- tcp: (socket, file descriptor) of the pair's connection (npmpi/sweep/tcplink.py);
-- rma: (the link, the peer's rank in the pair's communicator) (npmpi/sweep/rmalink.py);
-- memcpy: (the link, -1): no peer (npmpi/sweep/memcpy.py).
+- tcp: (socket, file descriptor) of the pair's connection (npmpi/protocols/tcp/link.py);
+- rma: (the link, the peer's rank in the pair's communicator) (npmpi/protocols/rma/link.py);
+- memcpy: (the link, -1): no peer (npmpi/protocols/memcpy/loops.py).
 
 `before_trial` runs untimed at the start of every trial on both ranks of a pair (a protocol that
 renews its connection per trial does it there), `settings` is what was asked and granted (stored
-as the run file's `protocol_settings`), `close` ends it. MPI itself stays the control channel:
+as the run file's `protocol_settings`), `close` ends it (the contract: `Link`,
+npmpi/core/protocol.py; each protocol's link is in its room, npmpi/protocols/). MPI itself stays the
+control channel:
 commands, syncs and results travel on the communicator whatever the protocol.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from npmpi.core.config import Options
+from npmpi.core.protocol import Link
 from npmpi.protocols import protocol_named
-
-
-class Link:
-    """The base of every protocol's link: no per-trial work, nothing granted, nothing to close."""
-
-    protocol = ""
-    endpoint: tuple[Any, Any] = (None, None)
-
-    def before_trial(self) -> None:
-        """Untimed, at every trial's start, on both ranks of the pair."""
-
-    def settings(self) -> dict[str, Any]:
-        """What this rank asked for and got (JSON-able), for the run file's protocol_settings."""
-        return {}
-
-    def close(self) -> None:
-        """End the link (the sweep is over, or it broke)."""
-
-    def reset(self) -> None:
-        """Fault injection (NPMPI_FAULT_LINK_RESET_SIZE): break the link as a failing network
-        would, so the peer's loop sees it (TCP: a reset); a protocol that cannot does nothing."""
-
-
-class MpiLink(Link):
-    """MPI two-sided send/receive: the communicator and the peer's rank."""
-
-    protocol = "mpi"
-
-    def __init__(self, comm, peer: int) -> None:
-        self.comm, self.peer = comm, peer
-        self.endpoint = (comm, peer)
-
-
-def open_mpi_link(comm, opts: Options, peer: int, transmitter: bool) -> Link:
-    """--protocol mpi's opener (npmpi/protocols/mpi.py): nothing to open, the communicator is the link."""
-    return MpiLink(comm, peer)
 
 
 def open_link(comm, opts: Options, peer: int, transmitter: bool) -> Link:

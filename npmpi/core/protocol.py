@@ -3,8 +3,10 @@
 A `Protocol` says what its timed loops can do (which modes, which kernels, whether --async means
 anything), whether the measuring ranks form pairs, its own command-line options (declared as data,
 checked by its own function), the Options fields they fill, and — named as "module:attribute",
-imported only when a run uses it, so this layer never imports the sweep — its link opener, its
-loops in each kernel and what it sets up before MPI starts. docs/architecture.md, "Adding a
+imported only when a run uses it, so the contract imports no protocol — its link opener, its
+loops in each kernel and what it sets up before MPI starts. `Link` is the base of a protocol's link
+(what its loops talk through). Every protocol's room (npmpi/protocols/) and the per-size engine
+(npmpi/persize/) import this module; it imports only the core. docs/architecture.md, "Adding a
 protocol", walks through writing one.
 """
 
@@ -64,7 +66,7 @@ class Protocol:
     option_fields: tuple[str, ...] = ()  # its Options fields (the file's protocol_settings `requested`)
     link: str = ""  # "module:attribute" of opener(comm, opts, peer, transmitter) -> link; LinkError
     # kernel name -> ("module:attribute" of its ping-pong loop, of its transfer loop); None: each
-    # kernel's own loops (the kernel's MPI send/receive, npmpi/sweep/kernels.py)
+    # kernel's own loops (the kernel's MPI send/receive, npmpi/persize/kernels.py)
     loops: Mapping[str, tuple[str, str]] | None = field(default=None)
     before_mpi_setup: str = ""  # "module:attribute" of a function run before MPI starts, or ""
     in_header: bool = True  # the console's header says "over NAME" (not for MPI itself)
@@ -98,11 +100,11 @@ class Protocol:
         return {"protocol": self.name, **(self.check_options(ns) if self.check_options else {})}
 
     def open_link(self, comm, opts, peer: int, transmitter: bool):
-        """This rank's link to `peer` (npmpi/sweep/links.py's contract); LinkError says why not."""
+        """This rank's link to `peer` (a `Link`, below); LinkError says why not."""
         return load(self.link)(comm, opts, peer, transmitter)
 
     def loops_in(self, kernel) -> tuple[Callable, Callable]:
-        """(pingpong, transfer) of this protocol in a kernel (npmpi.sweep.kernels.Kernel);
+        """(pingpong, transfer) of this protocol in a kernel (npmpi.persize.kernels.Kernel);
         KernelUnavailable when the kernel has none."""
         if self.loops is None:
             return kernel.pingpong, kernel.transfer
@@ -117,3 +119,24 @@ class Protocol:
         """What this protocol sets up before MPI starts (its MPI's environment), if anything."""
         if self.before_mpi_setup:
             load(self.before_mpi_setup)()
+
+
+class Link:
+    """The base of every protocol's link: no per-trial work, nothing granted, nothing to close."""
+
+    protocol = ""
+    endpoint: tuple[Any, Any] = (None, None)
+
+    def before_trial(self) -> None:
+        """Untimed, at every trial's start, on both ranks of the pair."""
+
+    def settings(self) -> dict[str, Any]:
+        """What this rank asked for and got (JSON-able), for the run file's protocol_settings."""
+        return {}
+
+    def close(self) -> None:
+        """End the link (the sweep is over, or it broke)."""
+
+    def reset(self) -> None:
+        """Fault injection (NPMPI_FAULT_LINK_RESET_SIZE): break the link as a failing network
+        would, so the peer's loop sees it (TCP: a reset); a protocol that cannot does nothing."""

@@ -1,16 +1,16 @@
 """--protocol memcpy: each measuring rank copies between its own two buffers, NetPIPE's memcpy module.
 
-Its link and loops are npmpi/sweep/memcpy.py's (csrc/cmemcpy.c in C); it has no options of its own,
-but the buffer arrangement (--buffers) decides what it copies between, so the file's
-protocol_settings record it.
+The protocol's room: its link (the rank's own second buffer) and its loops in Python and the C
+kernel's entries are loops.py's (csrc/cmemcpy.c in C); it has no options of its own, but the buffer
+arrangement (--buffers) decides what it copies between, so the file's protocol_settings record it.
 """
 
 from __future__ import annotations
 
 from npmpi.core.modes import MODE_PINGPONG, MODE_STREAM
-from npmpi.protocols.base import Protocol
+from npmpi.core.protocol import Protocol
 
-_LOOPS = "npmpi.sweep.memcpy"
+_LOOPS = "npmpi.protocols.memcpy.loops"
 
 PROTOCOL = Protocol(
     name="memcpy",
@@ -21,7 +21,7 @@ PROTOCOL = Protocol(
     paired=False,
     async_ok=False,
     option_fields=("buffers",),
-    link="npmpi.sweep.memcpy:open_memcpy_link",
+    link="npmpi.protocols.memcpy.loops:open_memcpy_link",
     loops={
         "python": (f"{_LOOPS}:memcpy_pingpong", f"{_LOOPS}:memcpy_transfer"),
         "c": (f"{_LOOPS}:c_memcpy_pingpong", f"{_LOOPS}:c_memcpy_transfer"),

@@ -107,8 +107,7 @@ class RmaLink:
         return self._win
 
     def before_trial(self) -> None:
-        """Nothing per trial (npmpi.sweep.links.Link's contract, kept without importing it: the
-        links import this module)."""
+        """Nothing per trial (npmpi.core.protocol.Link's contract, kept without subclassing it)."""
 
     def settings(self) -> dict[str, Any]:
         """The operation, the synchronisation, what the window covers and the MPI's memory model."""
@@ -126,7 +125,7 @@ class RmaLink:
 
     def reset(self) -> None:
         """Fault injection (NPMPI_FAULT_LINK_RESET_SIZE): nothing here can be broken as a network
-        would be, so it does nothing (links.Link.reset)."""
+        would be, so it does nothing (npmpi.core.protocol.Link.reset)."""
 
     def close(self) -> None:
         """Free the windows and the pair communicator (collective over the pair)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from npmpi.core.errors import KernelUnavailable
 from npmpi.core.messages import ACK_TAG, DATA_TAG
-from npmpi.sweep.transfer import TransferSettings
+from npmpi.core.transfer import TransferSettings
 
 KernelFn = Callable[[Any, int, Any, Any, int, int, bool], float]
 # each kernel's name and what it is, for --kernel's help
@@ -289,14 +289,14 @@ class Kernel:
     largest message one call carries with this MPI and how it was built (for the run file).
 
     Another protocol names its loops in each kernel itself (npmpi/protocols/, `Protocol.loops_in`):
-    they take the link's endpoint (npmpi/sweep/links.py) as their first two arguments and otherwise
-    the MPI loops' contract: same buffers, sizes, iterations, settings, the loop's elapsed seconds
-    returned."""
+    they take the link's endpoint (a `Link`, npmpi/core/protocol.py) as their first two arguments and
+    otherwise the MPI loops' contract: same buffers, sizes, iterations, settings, the loop's elapsed
+    seconds returned."""
 
     name: str
     pingpong: KernelFn
     transfer: TransferFn
-    measure_clock: Callable[[], Any]  # -> npmpi.sweep.clock.ClockInfo of the clock the loops read
+    measure_clock: Callable[[], Any]  # -> npmpi.persize.clock.ClockInfo of the clock the loops read
     max_message_bytes: int
     note: str = ""
 
@@ -306,7 +306,7 @@ def get_kernels(name: str) -> Kernel:
     says why it cannot be had here."""
     from mpi4py import MPI
 
-    from npmpi.sweep import clock
+    from npmpi.persize import clock
 
     large_counts = MPI.Get_version() >= (4, 0)  # mpi4py then uses MPI 4's large-count `_c` calls
     if name == "python":

@@ -24,11 +24,11 @@ from npmpi.core.layout import (
 )
 from npmpi.core.messages import StopFlag
 from npmpi.core.startup import collective_check
+from npmpi.persize.kernels import Kernel, get_kernels
+from npmpi.persize.links import open_pair_link
+from npmpi.persize.reflector import reflect, wait_quietly
+from npmpi.persize.transmitter import SweepOutcome, Transmitter, schedule_for
 from npmpi.runfile.format import SizeResult
-from npmpi.sweep.kernels import Kernel, get_kernels
-from npmpi.sweep.links import open_pair_link
-from npmpi.sweep.reflector import reflect, wait_quietly
-from npmpi.sweep.transmitter import SweepOutcome, Transmitter, schedule_for
 
 
 def layout_of(comm, pairs: int | str = 1) -> Layout:

@@ -1,9 +1,5 @@
-"""--protocol tcp: blocking send/recv on a TCP connection between the pair's ranks, NetPIPE's NPtcp.
-
-Its options (where to listen, the socket buffers, a connection per trial, how long to wait for it)
-are declared and checked here; its link is npmpi/sweep/tcplink.py's, its loops
-npmpi/sweep/tcploops.py's (csrc/ctcp.c in C). MPI only sets the connection up.
-"""
+"""--protocol tcp's own options, declared and checked: where to listen, the socket buffers, a
+connection per trial, how long to wait for it (their Options fields: npmpi/core/config.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +7,14 @@ import ipaddress
 import math
 
 from npmpi.core.errors import UsageError
-from npmpi.core.modes import MODE_BIDIR, MODE_PINGPONG, MODE_STREAM
+from npmpi.core.protocol import ProtocolOption
 from npmpi.core.units import parse_number, parse_size_bytes, parse_whole
-from npmpi.protocols.base import Protocol, ProtocolOption
 
 MAX_TCP_PORT = 65535
 # SO_SNDBUF/SO_RCVBUF take an int; Linux doubles the value and caps it at net.core.*mem_max
 MIN_SOCKET_BUFFER_BYTES = 1024
 MAX_SOCKET_BUFFER_BYTES = 1 << 30
 MAX_CONNECT_TIMEOUT_S = 3600.0
-_LOOPS = "npmpi.sweep.tcploops"
 
 OPTIONS = (
     ProtocolOption(
@@ -106,29 +100,3 @@ def _timeout(text: str) -> float:
             f"{MAX_CONNECT_TIMEOUT_S:g}"
         )
     return value
-
-
-PROTOCOL = Protocol(
-    name="tcp",
-    help_note="blocking send/recv on a TCP connection between the pair's ranks, NetPIPE's NPtcp; "
-    "MPI only sets it up",
-    modes=(MODE_PINGPONG, MODE_STREAM, MODE_BIDIR),
-    kernels=("python", "c"),
-    paired=True,
-    async_ok=False,
-    zero_bytes_ok=False,
-    options=OPTIONS,
-    check_options=check_tcp_options,
-    option_fields=(
-        "tcp_address",
-        "tcp_port",
-        "socket_buffer_bytes",
-        "tcp_reconnect",
-        "tcp_connect_timeout_s",
-    ),
-    link="npmpi.sweep.tcplink:open_tcp_link",
-    loops={
-        "python": (f"{_LOOPS}:tcp_pingpong", f"{_LOOPS}:tcp_transfer"),
-        "c": (f"{_LOOPS}:c_tcp_pingpong", f"{_LOOPS}:c_tcp_transfer"),
-    },
-)

@@ -1,4 +1,4 @@
-"""A measuring rank's span over a size's trials: its CPU time (npmpi/sweep/cputime.py) and the
+"""A measuring rank's span over a size's trials: its CPU time (npmpi/persize/cputime.py) and the
 conditions it ran under (npmpi/conditions/span.py), read around the trials and between them, never
 inside a timed loop. Started before the first trial, `lap` after each, `stop` after the last; a member
 sends both to rank 0 after its result (CPU_TAG, then COND_TAG), rank 0 puts everyone's in the row.
@@ -19,8 +19,8 @@ import numpy as np
 from npmpi.conditions.span import ConditionSpan
 from npmpi.core.messages import COND_TAG
 from npmpi.core.safetext import shown
+from npmpi.persize.cputime import CpuSpan
 from npmpi.runfile.format import COND_DATASETS
-from npmpi.sweep.cputime import CpuSpan
 
 
 @dataclass

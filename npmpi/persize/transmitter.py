@@ -1,5 +1,6 @@
 """The sweep: rank 0 transmits and decides, the reflector echoes, other ranks wait quietly
-(rank 0's side here; the others in npmpi/sweep/reflector.py, the timed loop in npmpi/sweep/messageloop.py).
+(rank 0's side here; the others in npmpi/persize/reflector.py, the timed loop in
+npmpi/persize/messageloop.py).
 
 Control messages travel outside the timed loops. Per message size, rank 0 sends the size and
 the round trips per trial to the reflector; both fill their buffers with a size-specific
@@ -35,15 +36,16 @@ from npmpi.core.messages import (
     CMD_PROBE,
     StopFlag,
 )
+from npmpi.core.protocol import Link
 from npmpi.core.schedule import SizePoint, netpipe_repeats
+from npmpi.persize import cputime
+from npmpi.persize import span as trialspan
+from npmpi.persize.driver import SizeDriver
+from npmpi.persize.kernels import Kernel
+from npmpi.persize.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, probe_chunks, warmup_iterations
+from npmpi.persize.watchdog import PROBE, WARMUP, Progress
+from npmpi.protocols.mpi.link import MpiLink
 from npmpi.runfile.format import SizeResult
-from npmpi.sweep import cputime
-from npmpi.sweep import span as trialspan
-from npmpi.sweep.driver import SizeDriver
-from npmpi.sweep.kernels import Kernel
-from npmpi.sweep.links import Link, MpiLink
-from npmpi.sweep.messageloop import PROBE_CHUNKS, MessageLoop, Patterns, probe_chunks, warmup_iterations
-from npmpi.sweep.watchdog import PROBE, WARMUP, Progress
 
 PROBE_ROUND_TRIPS = 200
 PROBE_BUDGET_S = 0.5

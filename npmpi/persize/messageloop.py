@@ -1,7 +1,7 @@
 """One side's message loop: the buffers and patterns of a message size and the timed kernel call.
 
-Every measuring rank (rank 0's Transmitter in npmpi/sweep/transmitter.py, the reflector and pair members in
-npmpi/sweep/reflector.py) sets a size, runs the kernel over it and checks what it received. The mode
+Every measuring rank (rank 0's Transmitter in npmpi/persize/transmitter.py, the reflector and pair members in
+npmpi/persize/reflector.py) sets a size, runs the kernel over it and checks what it received. The mode
 (pingpong, stream, bidir), --async and --cache-cold only change what one iteration does.
 """
 
@@ -12,8 +12,8 @@ import numpy as np
 from npmpi.core import buffers
 from npmpi.core.buffers import ARRANGEMENT_NETPIPE
 from npmpi.core.config import Options
+from npmpi.persize.kernels import Kernel, TransferSettings
 from npmpi.protocols import protocol_named
-from npmpi.sweep.kernels import Kernel, TransferSettings
 
 PROBE_CHUNKS = 5  # the probe's chunks of round trips (rank 0 and its peers run the same number)
 
@@ -135,7 +135,7 @@ class MessageLoop:
         return _regions_view(self.rbuf, self.regions, self.stride, self.size)
 
     def run(self, link, iterations: int, first: int = 0) -> float:
-        """The protocol's timed loop over `link` (npmpi/sweep/links.py): its elapsed seconds."""
+        """The protocol's timed loop over `link` (a `Link`, npmpi/core/protocol.py): its elapsed seconds."""
         a, b = link.endpoint
         if self.plain:
             return self.pingpong(a, b, self.sbuf, self.rbuf, self.size, iterations, self.transmitter)

@@ -72,7 +72,7 @@ def _fault(name: str) -> bool:
 
 class TcpLink:
     """One rank's end of its pair's TCP connection (`endpoint`: the socket and its descriptor).
-    A link by the contract of npmpi.sweep.links.Link (not a subclass: links.py opens it)."""
+    A link by the contract of npmpi.core.protocol.Link (not a subclass of it)."""
 
     protocol = "tcp"
 

@@ -11,12 +11,12 @@ the start of a map's round (npmpi/map/recording.py: its command per member, read
                     2: done, --precision) ->  or leaves its trials for the report
     after the trials: <- its data check and the stop signal it saw (RESULT_TAG),
                       <- its trial times, if it times (TIMES_TAG), <- its CPU time (CPU_TAG),
-                      <- its conditions (COND_TAG: frequency, throttling, NIC bytes; sweep/span.py)
+                      <- its conditions (COND_TAG: frequency, throttling, NIC bytes; persize/span.py)
 
 Rank 0 waits for every member's ready before each trial, so all start together and a stop request
 (looked at there) never leaves a member blocked: the go is 0 and every member leaves the size. Each
 wait is announced to the stall watchdog first (`Progress.at`: which rank rank 0 waits for, during
-what; npmpi/sweep/watchdog.py). Nothing here runs inside a timed loop.
+what; npmpi/persize/watchdog.py). Nothing here runs inside a timed loop.
 
 A map's round takes only the start (each member its own command, every member ready, the go):
 its pairs then run on their own, each with its own probe, iterations and trials driven by the pair's
@@ -43,8 +43,8 @@ from npmpi.core.messages import (
     TIMES_TAG,
     StopFlag,
 )
-from npmpi.sweep import cputime, span
-from npmpi.sweep.watchdog import READY, RESULTS, Progress
+from npmpi.persize import cputime, span
+from npmpi.persize.watchdog import READY, RESULTS, Progress
 
 GO_RUN, GO_ABANDON, GO_DONE = 1, 0, 2  # a go's values: run the trial, leave the size, end its trials
 # a group kind's member after preparing a size's buffers, before any collective: PREPARED, or

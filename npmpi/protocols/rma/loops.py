@@ -26,7 +26,7 @@ import math
 from itertools import cycle, islice
 from time import perf_counter
 
-from npmpi.sweep.transfer import PLAIN
+from npmpi.core.transfer import PLAIN
 
 _cache: dict[tuple, tuple] = {}
 
@@ -51,7 +51,7 @@ def _messages(link, sendbuf, recvbuf, nbytes: int, regions: int, stride: int):
 
 
 def _spec(view) -> list:
-    """[buffer, MPI.BYTE] wrapped once (npmpi.sweep.kernels.message_spec's reason)."""
+    """[buffer, MPI.BYTE] wrapped once (npmpi.persize.kernels.message_spec's reason)."""
     from mpi4py import MPI
 
     return [MPI.buffer(view), MPI.BYTE]
