@@ -117,7 +117,8 @@ def test_a_confirmed_finding_says_what_moved_on_its_nodes_while_measured_again(t
     (text, HTML, JSON); a re-measurement where nothing moved says nothing."""
     import json
 
-    from npmpi_analysis.map.report import html_report, json_bytes
+    from npmpi_analysis.map.html_report import html_report
+    from npmpi_analysis.map.report import json_bytes
 
     path = stream_map(tmp_path / "s.h5")
     a = analyse_map(load_map(path, FIELDS), "s")

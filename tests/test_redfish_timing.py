@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from fakes.redfish_server import FakeBmc, Truth, make_ca_and_cert
+from npmpi_analysis.numbers.channel_power import channel_series as _channel_series
 from npmpi_analysis.numbers.channel_samples import refresh_period
 from npmpi_analysis.numbers.energy_windows import counter_spans, segment_breaks, span_means
-from npmpi_analysis.numbers.node_power import _channel_series
 from npmpi_analysis.numbers.said import Said
 from test_meter_redfish import SECRET, USER
 

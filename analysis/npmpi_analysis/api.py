@@ -251,7 +251,7 @@ def _analysed(
 def _samples(loaded, meter_delay_s, node: int | None, channel: int | None) -> np.ndarray:
     """Each channel's samples as the analysis places them (npmpi_analysis.numbers.node_power)."""
     from npmpi_analysis.numbers import compute
-    from npmpi_analysis.numbers.node_power import align_node, channel_series
+    from npmpi_analysis.numbers.channel_power import align_node, channel_series
     from npmpi_analysis.numbers.said import Said
 
     groups = list(enumerate(getattr(loaded, "power", None) or []))

@@ -81,6 +81,7 @@ def _write(args, analyses, changes, problems, say) -> None:
     from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.map import report as map_report
     from npmpi_analysis.map.figures import change_plots, map_plots
+    from npmpi_analysis.map.html_report import html_report
     from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic
     from npmpi_analysis.report import summarise_alike
 
@@ -113,7 +114,7 @@ def _write(args, analyses, changes, problems, say) -> None:
         written.append(f"{count} figure(s) in {args.plots}/")
     if args.report is not None:
         shown = summarise_alike(problems) + skipped
-        write_atomic(args.report, map_report.html_report(analyses, changes, figures, shown), args.force)
+        write_atomic(args.report, html_report(analyses, changes, figures, shown), args.force)
         written.append(str(args.report))
     for note in skipped:
         say(f"npmpi-analyze: note: {note}", sys.stderr)
