@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from npmpi_analysis.numbers import compute, energy_windows
+from npmpi_analysis.numbers import compute, energy_windows, timeline
 from npmpi_analysis.numbers.analyse import analyse_run, trial_windows
 from npmpi_analysis.numbers.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT
 from npmpi_analysis.numbers.node_power import caveat_for
@@ -123,13 +123,13 @@ def test_constant_clock_offset_moves_samples_onto_rank0s_clock(tmp_path):
 def test_drifting_offset_is_interpolated_between_start_and_end():
     # offset 0 at T0, 1.0 s at T0+100 (rank 0's clock): at rank-0 time T0+50 it is 0.5 s
     t_node = np.array([T0, T0 + 50.5, T0 + 101.0])
-    t0 = compute.node_to_rank0(t_node, 0.0, T0, 1.0, T0 + 100)
+    t0 = timeline.node_to_rank0(t_node, 0.0, T0, 1.0, T0 + 100)
     assert t0 == pytest.approx([T0, T0 + 50, T0 + 100])
     start = ClockOffset(0.0, 0.0, 0.0, T0)
     end = ClockOffset(1.0, 0.0, 0.0, T0 + 100)
     assert t0 + interpolate_offset(start, end, t0) == pytest.approx(t_node)
     # start only: a constant offset
-    assert compute.node_to_rank0(t_node, 0.25, T0) == pytest.approx(t_node - 0.25)
+    assert timeline.node_to_rank0(t_node, 0.25, T0) == pytest.approx(t_node - 0.25)
 
 
 def test_drift_applied_to_a_node_in_a_file(tmp_path):
@@ -329,7 +329,7 @@ def test_gap_and_no_sample_near_the_window_are_flagged(tmp_path):
 def test_window_stats_directly():
     t = np.array([0.0, 1, 2, 3, 4])
     y = np.array([1.0, 2, 3, 4, 5])
-    s = compute.window_stats(t, y, np.array([0.5, 1.0, 2.2, 10.0]), np.array([3.5, 1.0, 2.3, 11.0]), 1.0)
+    s = timeline.window_stats(t, y, np.array([0.5, 1.0, 2.2, 10.0]), np.array([3.5, 1.0, 2.3, 11.0]), 1.0)
     assert s.mean[0] == pytest.approx(3.0) and s.count[0] == 3 and s.flag[0] == FLAG_OK
     assert s.count[1] == 3 and s.flag[1] == FLAG_SHORT  # the sample at 1.0 plus one each side
     assert s.mean[2] == pytest.approx(3.5) and s.flag[2] == FLAG_SHORT

@@ -11,7 +11,8 @@ import time
 import numpy as np
 import pytest
 from npmpi_analysis.numbers.analyse import analyse_run
-from npmpi_analysis.numbers.compute import FLAG_NONE, float_attr, node_to_rank0
+from npmpi_analysis.numbers.compute import FLAG_NONE, float_attr
+from npmpi_analysis.numbers.timeline import node_to_rank0
 from support.launcher import local_mpi_env, npmpi_command
 
 from npmpi.runfile.reader import load_run

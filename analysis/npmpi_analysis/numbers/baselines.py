@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from npmpi_analysis.numbers import compute
-from npmpi_analysis.numbers.compute import FLAG_NONE, WindowStats
+from npmpi_analysis.numbers.compute import FLAG_NONE
+from npmpi_analysis.numbers.timeline import WindowStats
 
 MAX_RANK_CPU_FRACTION = 0.05  # a disturbed baseline: a rank used more than 5 % of a core
 MAX_SYSTEM_BUSY_FRACTION = 0.10  # or the node's CPUs were more than 10 % busy (other processes)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npmpi.runfile.format import OPEN_EPOCH
-from npmpi_analysis.numbers import channel_samples, compute
+from npmpi_analysis.numbers import channel_samples, compute, timeline
 from npmpi_analysis.numbers.energy_windows import (
     METHOD_AVERAGE,
     METHOD_COUNTER,
@@ -62,7 +62,7 @@ def align_node(node_attrs: dict, where: str, said: Said):
         note = f"{a * 1e3:+.3f} ms (start only: no drift correction)"
     else:
         note = f"{a * 1e3:+.3f} ms at start, {b * 1e3:+.3f} ms at end (linear between)"
-    return (lambda t: compute.node_to_rank0(t, a, m, b, n)), note
+    return (lambda t: timeline.node_to_rank0(t, a, m, b, n)), note
 
 
 # Files older than format 1.4 do not say how a reading relates to time: what these meters do

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmpi_analysis.numbers import compute
-from npmpi_analysis.numbers.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT, WindowStats
+from npmpi_analysis.numbers import timeline
+from npmpi_analysis.numbers.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT
+from npmpi_analysis.numbers.timeline import WindowStats
 
 METHOD_COUNTER = "counter"
 METHOD_AVERAGE = "average"
@@ -211,7 +212,7 @@ def _reading_spread(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray):
         keep = distinct(ch.p)
         v, lo_of, hi_of = ch.p[keep], ch.t[keep], ch.t[keep]
         # the samples window_stats takes (those inside, or the nearest ones for a short window)
-        inside = compute.window_stats(hi_of, v, starts, ends, ch.interval_s)
+        inside = timeline.window_stats(hi_of, v, starts, ends, ch.interval_s)
         spread, count = np.where(np.isfinite(inside.sigma), inside.sigma, 0.0), inside.count
     else:
         keep = distinct(ch.pw)
@@ -233,7 +234,7 @@ def window_means(ch: ChannelReadings, starts: np.ndarray, ends: np.ndarray) -> W
     """Mean power per window with its flag and count (sigma left for window_power to fill)."""
     starts = np.asarray(starts, dtype=float)
     ends = np.asarray(ends, dtype=float)
-    nearest = compute.window_stats(ch.t, ch.p, starts, ends, ch.interval_s)
+    nearest = timeline.window_stats(ch.t, ch.p, starts, ends, ch.interval_s)
     if ch.method == METHOD_INSTANT:
         return nearest
     mean, covered = span_means(ch.lo, ch.hi, ch.pw, starts, ends)

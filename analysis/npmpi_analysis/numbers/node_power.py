@@ -19,7 +19,7 @@ import numpy as np
 from npmpi_analysis.numbers import baselines, compute, energy_windows
 from npmpi_analysis.numbers.channel_power import ChannelInfo, align_node, channel_series
 from npmpi_analysis.numbers.channel_power import offset_sigma as node_offset_sigma
-from npmpi_analysis.numbers.compute import FLAG_NONE, WindowStats
+from npmpi_analysis.numbers.compute import FLAG_NONE
 from npmpi_analysis.numbers.energy_windows import (
     METHOD_INSTANT,
     ChannelReadings,
@@ -32,6 +32,7 @@ from npmpi_analysis.numbers.energy_windows import (
 from npmpi_analysis.numbers.faults import KIND_GAP, flag_recorded_gaps
 from npmpi_analysis.numbers.machines import shared_machines
 from npmpi_analysis.numbers.said import Said
+from npmpi_analysis.numbers.timeline import WindowStats
 
 LABEL_MEASURED = "measured"
 PLOT_POINTS = 4000  # per node series kept for the plots (bin means)
