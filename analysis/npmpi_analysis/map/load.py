@@ -17,19 +17,20 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.errors import RunFileError
-from npmpi.core.safetext import shown
 from npmpi.runfile.maprows import is_rows_layout
 from npmpi.runfile.opening import attr_value
+from npmpi_analysis.map.checks import (
+    MAX_MAP_VALUES,
+    MAX_TRIAL_S,
+    check_shapes,
+    check_values,
+    keep_counted_rounds,
+    sort_sizes,
+    status_notices,
+)
 from npmpi_analysis.map.conditions import read_map_conditions
 
 MAP_GROUP = "map"
-SCHEDULES = ("rounds", "serial")
-MAX_NODES = 100_000
-MAX_SIZES = 10_000
-MAX_MAP_TRIALS = 100_000
-MAX_MAP_VALUES = 2_000_000_000  # elements of trial_s a file may claim
-MAX_TRIAL_S = 1e9  # as a run file's: a longer time is damage
-STATUS_COMPLETE = "complete"
 
 # (name, numpy kinds accepted, dimensions): the datasets a map must hold
 REQUIRED = (
@@ -47,6 +48,15 @@ DERIVED = (("latency_s", "f", 2), ("bandwidth_bit_s", "f", 3))
 OPTIONAL = (  # older maps lack them
     ("pair_window_s", "f", 3),  # format 1.6: each pair's own window
     ("runq_wait_s", "f", 5),  # 1.7: both ranks' run-queue wait in every trial (read, checked, kept)
+)
+
+CONFIRM = (
+    ("confirm_pair", "iu", 2),
+    ("confirm_size_index", "iu", 1),
+    ("confirm_role", "iu", 1),
+    ("confirm_trial_s", "f", 2),
+    ("confirm_window_start_unix_s", "f", 1),
+    ("confirm_window_end_unix_s", "f", 1),
 )
 
 
@@ -180,16 +190,16 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         runq_wait_s=data.get("runq_wait_s"),
         rows=rows,
     )
-    _check_values(m, p)
+    check_values(m, p)
     if rows is not None:
         from npmpi_analysis.map.rows import check_unread
 
         m.problems += check_unread(g, p, rows, len(m.size_bytes), m.trial_s.shape[3])
     read_map_conditions(g, p, m)
-    _keep_counted_rounds(m)
+    keep_counted_rounds(m)
     m.confirm = _read_confirm(g, p, m)
-    _sort_sizes(m)
-    _status_notices(m)
+    sort_sizes(m)
+    status_notices(m)
     try:
         m.layout = read_layout_part(f, p)
     except RunFileError as exc:
@@ -209,7 +219,7 @@ def _read_dense(g, p: Path, map_attrs: dict) -> tuple[None, dict]:
     ds.update(
         {name: _dataset(g, name, kinds, ndim, p, required=False) for name, kinds, ndim in DERIVED + OPTIONAL}
     )
-    _check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
+    check_shapes({k: v.shape for k, v in ds.items() if v is not None}, p)
     # a stopped map's rounds not reached were never written: read as their fill value (NaN, 0)
     return None, {k: read_declared(v, p, f"/map/{k}") for k, v in ds.items() if v is not None}
 
@@ -228,7 +238,7 @@ def _read_rows(g, p: Path, map_attrs: dict):
     trial = g.get("trial_s")
     t = trial.shape[-1] if trial is not None and getattr(trial, "ndim", 0) == 3 else 0
     r = small["window_start_unix_s"].shape[1]
-    _check_shapes({k: v.shape for k, v in small.items()} | {"trial_s": (s, n, n, max(t, 1))}, p)
+    check_shapes({k: v.shape for k, v in small.items()} | {"trial_s": (s, n, n, max(t, 1))}, p)
     check_memory(p, n, s, t, all(c in g for c in COND_NAMES))
     rows = read_index(g, p, n, r, map_attrs)
     data = {k: read_declared(v, p, f"/map/{k}") for k, v in small.items()}
@@ -252,124 +262,6 @@ def _read_power(f, p: Path, m: MapFile, sample_fields: tuple[str, ...]) -> None:
         m.problems.append(
             f"{p}: /power cannot be read ({exc}); latency and bandwidth are analysed without power"
         )
-
-
-def _check_shapes(shapes: dict[str, tuple], p: Path) -> None:
-    """Every dataset's shape agrees with N = len(hosts), S = len(size_bytes), R rounds, T trials."""
-    n, s = shapes["hosts"][0], shapes["size_bytes"][0]
-    t = shapes["trial_s"][3]
-    r = shapes["window_start_unix_s"][1]
-    if not 2 <= n <= MAX_NODES:
-        raise RunFileError(f"{p}: /map/hosts holds {n} host(s): a map needs 2 to {MAX_NODES}")
-    if not 1 <= s <= MAX_SIZES:
-        raise RunFileError(f"{p}: /map/size_bytes holds {s} size(s): a map needs 1 to {MAX_SIZES}")
-    if not 1 <= t <= MAX_MAP_TRIALS:
-        raise RunFileError(f"{p}: /map/trial_s has {t} trials per pair: expected 1 to {MAX_MAP_TRIALS}")
-    if r < 1:
-        raise RunFileError(f"{p}: /map/window_start_unix_s has no round")
-    expected = {
-        "ranks": (n,),
-        "round": (n, n),
-        "trial_s": (s, n, n, t),
-        "iterations": (s, n, n),
-        "bytes_moved": (s, n, n),
-        "window_start_unix_s": (s, r),
-        "window_end_unix_s": (s, r),
-        "latency_s": (n, n),
-        "bandwidth_bit_s": (s, n, n),
-        "pair_window_s": (s, n, n),
-        "runq_wait_s": (s, n, n, t, 2),
-    }
-    for name, want in expected.items():
-        if name in shapes and tuple(shapes[name]) != want:
-            raise RunFileError(
-                f"{p}: /map/{name} has shape {tuple(shapes[name])}, expected {want} for {n} hosts, "
-                f"{s} size(s), {r} round(s) and {t} trial(s): the map's datasets disagree"
-            )
-
-
-def _check_values(m: MapFile, p: Path) -> None:
-    if np.any(m.size_bytes < 1):
-        raise RunFileError(f"{p}: /map/size_bytes holds sizes below 1 byte")
-    if len(np.unique(m.size_bytes)) < len(m.size_bytes):
-        raise RunFileError(f"{p}: /map/size_bytes holds a size twice: {m.size_bytes.tolist()}")
-    rounds = m.window_start_unix_s.shape[1]
-    rd = m.round
-    off = ~np.eye(m.nodes, dtype=bool)
-    if np.any(rd < -1) or np.any(rd >= rounds) or np.any(np.diag(rd) != -1):
-        raise RunFileError(
-            f"{p}: /map/round holds a round outside -1 to {rounds - 1} or a diagonal that is not -1"
-        )
-    if np.any((rd != rd.T) & off):
-        raise RunFileError(f"{p}: /map/round is not symmetric (pair i, j and j, i in different rounds)")
-    t = m.trial_s
-    bad = np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))
-    if np.any(bad):
-        k, i, j, _ = (int(x) for x in np.argwhere(bad)[0])
-        value = t[k, i, j][bad[k, i, j]][0]
-        raise RunFileError(
-            f"{p}: /map/trial_s holds a non-positive, infinite or impossible time ({value!r} s) "
-            f"for hosts {i}, {j} at {int(m.size_bytes[k])} B"
-        )
-    measured = np.isfinite(t).any(axis=3)
-    if np.any(measured & (m.iterations < 1)):
-        raise RunFileError(f"{p}: /map/iterations holds values below 1 for a measured pair")
-    if np.any(m.bytes_moved < 0):
-        raise RunFileError(f"{p}: /map/bytes_moved holds negative byte counts")
-    schedule = str(m.map_attrs.get("schedule", ""))
-    if schedule and schedule not in SCHEDULES:
-        m.notices.append(f"/map: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
-
-
-def _keep_counted_rounds(m: MapFile) -> None:
-    """A map not complete holds what was flushed: the rounds `rounds_completed` counts (size 0's
-    rounds first). A round after them (written, not yet counted when the writer stopped) is left
-    out, with a notice; a count that is not a whole number of rounds of this map is said and unused."""
-    if m.status == STATUS_COMPLETE:
-        return
-    s_count, rounds = m.window_start_unix_s.shape
-    done = m.map_attrs.get("rounds_completed")
-    if isinstance(done, bool) or not isinstance(done, int) or not 0 <= done <= s_count * rounds:
-        if done is not None:
-            m.notices.append(
-                f"/map: rounds_completed is {str(done)[:40]!r}, not a count from 0 to {s_count * rounds}; "
-                "every round holding data is analysed"
-            )
-        return
-    late = np.arange(s_count * rounds).reshape(s_count, rounds) >= done  # [S, R]
-    pair_late = np.zeros(m.iterations.shape, dtype=bool)  # [S, N, N]
-    off = m.round >= 0
-    pair_late[:, off] = late[:, m.round[off]]
-    had = np.isfinite(m.trial_s[pair_late]).any() or np.isfinite(m.window_start_unix_s[late]).any()
-    if not had:
-        return
-    m.trial_s[pair_late] = np.nan
-    m.iterations[pair_late] = 0
-    m.bytes_moved[pair_late] = 0
-    m.window_start_unix_s[late] = np.nan
-    m.window_end_unix_s[late] = np.nan
-    if m.stored_bandwidth_bit_s is not None:
-        m.stored_bandwidth_bit_s = np.where(pair_late, np.nan, m.stored_bandwidth_bit_s)
-    if m.pair_window_s is not None:
-        m.pair_window_s = np.where(pair_late, np.nan, m.pair_window_s)
-    if m.runq_wait_s is not None:
-        m.runq_wait_s = np.where(pair_late[..., None, None], np.nan, m.runq_wait_s)
-    if m.cond is not None:
-        m.cond = {k: np.where(pair_late[..., None], np.nan, v) for k, v in m.cond.items()}
-    m.notices.append(
-        f"/map: data of rounds after the {done} counted in rounds_completed (written as the map "
-        "stopped, never confirmed) are left out"
-    )
-
-
-CONFIRM = (
-    ("confirm_pair", "iu", 2),
-    ("confirm_size_index", "iu", 1),
-    ("confirm_role", "iu", 1),
-    ("confirm_trial_s", "f", 2),
-    ("confirm_window_start_unix_s", "f", 1),
-    ("confirm_window_end_unix_s", "f", 1),
-)
 
 
 def _read_confirm(g, p: Path, m: MapFile) -> dict[str, np.ndarray] | None:
@@ -426,60 +318,3 @@ def _read_confirm_waits(g, p: Path, m: MapFile, shape: tuple[int, int]) -> dict[
         m.problems.append(f"{exc}; the run-queue waits are not used")
         return {}
     return out
-
-
-def _sort_sizes(m: MapFile) -> None:
-    """Sizes in increasing order (the smallest gives the latency), every per-size array with them."""
-    order = np.argsort(m.size_bytes, kind="stable")
-    if np.all(order == np.arange(len(order))):
-        return
-    for name in (
-        "size_bytes",
-        "trial_s",
-        "iterations",
-        "bytes_moved",
-        "window_start_unix_s",
-        "window_end_unix_s",
-    ):
-        setattr(m, name, getattr(m, name)[order])
-    if m.stored_bandwidth_bit_s is not None:
-        m.stored_bandwidth_bit_s = m.stored_bandwidth_bit_s[order]
-    if m.pair_window_s is not None:
-        m.pair_window_s = m.pair_window_s[order]
-    if m.runq_wait_s is not None:
-        m.runq_wait_s = m.runq_wait_s[order]
-    if m.cond is not None:
-        m.cond = {k: v[order] for k, v in m.cond.items()}
-
-
-def _status_notices(m: MapFile) -> None:
-    resumed = m.map_attrs.get("resumed_rounds")
-    if isinstance(resumed, int) and not isinstance(resumed, bool) and resumed > 0:
-        where = shown(m.map_attrs.get("resumed_from", "?"), 200)
-        m.notices.append(
-            f"the map was resumed (--resume): its first {resumed} round(s) were copied from {where}, "
-            "whose power samples stay there: their pairs have no power in this file (flagged 'none')"
-        )
-    status = m.status
-    n = m.nodes
-    upper = np.triu(np.ones((n, n), dtype=bool), 1)
-    # a sample (--pairs sample:K, /map pairs_plan) is whole when its scheduled pairs were measured
-    sampled = str(m.map_attrs.get("pairs_plan", "all")).startswith("sample:")
-    pairs = int(((m.round >= 0) & upper).sum()) if sampled else n * (n - 1) // 2
-    measured = np.isfinite(m.trial_s).any(axis=3) | np.isfinite(m.trial_s).any(axis=3).transpose(0, 2, 1)
-    done = [int((measured[k] & upper).sum()) for k in range(len(m.size_bytes))]
-    if status != STATUS_COMPLETE or min(done) < pairs:
-        per_size = ", ".join(f"{d} at {int(s)} B" for d, s in zip(done, m.size_bytes, strict=True))
-        why = {
-            "running": "the map did not finish (status 'running': the writer was killed or a rank aborted)",
-            "interrupted": "the map was interrupted",
-            "failed": "the map failed",
-        }.get(status, f"the map's status is {status!r}")
-        msg = str(m.map_attrs.get("status_message", m.attrs.get("status_message", "")) or "")
-        if status == STATUS_COMPLETE:
-            why = f"the map is complete but not every {'scheduled ' if sampled else ''}pair was measured"
-        m.notices.append(
-            f"{why}{': ' + msg if msg else ''}; pairs measured of {pairs}{' scheduled' if sampled else ''}: "
-            f"{per_size}. "
-            "Unmeasured pairs are blank in the matrices and left out of the statistics"
-        )
