@@ -88,8 +88,14 @@ def test_every_op_runs_checked_with_a_power_rank(tmp_path, op, np_, sizes, kerne
 @pytest.mark.mpi
 def test_the_first_size_s_trials_last_the_target_time_as_the_others(tmp_path):
     """The first size's iterations come from a probe of it that is not kept (before: 20 steps per
-    trial, stored, mostly the members' start: 23 µs for a 4 B allreduce on 4 ranks whose 256 B took 7)."""
-    args = ["coll", "--op", "allreduce", "--kernel", "c", "--sizes", "4,8", "--trials", "3"]
+    trial, stored, mostly the members' start: 23 µs for a 4 B allreduce on 4 ranks whose 256 B took 7).
+
+    Judged on 7 trials against bounds with a margin of 10 both ways: the old first size's trials
+    lasted 0.5 ms of the 0.05 s asked. The probe takes the best of its 7 trials of 20 steps, and each
+    size here is judged by its best trial; with 3 trials, a burst of another job over the probe or
+    the first size's trials made them 0.2 ms or 1.5 s (seen on this 2-core machine in CI, once in
+    four runs of the suite, and often with a second job beside)."""
+    args = ["coll", "--op", "allreduce", "--kernel", "c", "--sizes", "4,8", "--trials", "7"]
     proc = run_mpi([*args, "--target-time", "0.05", "-o", "c.h5"], np=3, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     with h5py.File(tmp_path / "c.h5", "r") as f:
@@ -98,10 +104,11 @@ def test_the_first_size_s_trials_last_the_target_time_as_the_others(tmp_path):
     # the trials last about --target-time, as the size after it (the old 20 stored steps of 23 us
     # lasted 0.5 ms): the iterations are the probe's choice, fewer on a loaded machine (12 seen with
     # other jobs on the 2 cores, 300 or more on a quiet one) and at least NetPIPE's floor, the trials
-    assert 0.01 < np.median(trials[0]) < 0.5 and 0.01 < np.median(trials[1]) < 0.5
-    assert iterations[0] >= 3
-    per_op = np.median(trials, axis=1) / iterations
-    assert per_op[0] < 3 * per_op[1]
+    best = trials.min(axis=1)
+    assert 0.005 < np.median(trials[0]) < 0.5 and 0.005 < np.median(trials[1]) < 0.5, trials
+    assert iterations[0] >= 7
+    per_op = best / iterations  # each size's best trial per operation
+    assert per_op[0] < 3 * per_op[1], per_op
 
 
 @pytest.mark.mpi

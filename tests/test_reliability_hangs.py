@@ -181,10 +181,13 @@ def test_a_rank_stopped_during_the_start_up_ends_the_job(tmp_path):
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("protocol", ["mpi", "tcp"])
 def test_sigterm_inside_the_c_kernels_trial_marks_the_file_interrupted(tmp_path, protocol):
-    """Trials of 2 s in one call of the C kernel; SIGTERM to mpirun during one. Before: the file was
-    left `running` with no message (the handler never ran before mpirun's SIGKILL)."""
+    """Trials of 100,000 round trips of 1 MiB (seconds each) in one call of the C kernel; SIGTERM to
+    mpirun during one. Before: the file was left `running` with no message (the handler never ran
+    before mpirun's SIGKILL). The trials' length is fixed (--repeats), not the probe's choice: with
+    --target-time 2 a probe slowed by another job chose so few iterations that the run had ended
+    before the signal (once in CI)."""
     name = f"c-sigterm-{protocol}.h5"
-    args = ["-l", "1M", "-u", "1M", "-p", "0", "--trials", "3", "--target-time", "2", "--kernel", "c"]
+    args = ["-l", "1M", "-u", "1M", "-p", "0", "--trials", "3", "--repeats", "100000", "--kernel", "c"]
     job = Job([*args, "--protocol", protocol, "-o", name], 2, tmp_path, name)
     try:
         assert job.wait_until(lambda: "Mbps = bandwidth" in job.stdout, 90), job.stderr[-2000:]
