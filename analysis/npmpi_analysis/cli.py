@@ -379,6 +379,7 @@ def _print_text(analyses) -> None:
 
     rule = "-" * min(shutil.get_terminal_size((120, 24)).columns, 100)
     files = report.by_file(analyses)
+    whole = ""
     for series in files:
         whole = kinds.file_text(series, report.render_table)  # a kind's own report of a file (coll)
         if whole:
@@ -401,7 +402,7 @@ def _print_text(analyses) -> None:
 
         if lines(analyses):
             _say("\n".join(lines(analyses)) + "\n")
-        if len(files) == 1 and kinds.file_text(files[0], report.render_table):
+        if len(files) == 1 and whole:
             return  # one file's series: its own table of them is the comparison
 
         _say(report.comparison_text(analyses))

@@ -69,6 +69,7 @@ def html_report(
         parts.append(f"<p class=problem>problem: {_e(p)}</p>")
     parts.append("<h2>Summary</h2>")
     files = by_file(analyses)
+    whole = ""
     for series in files:
         whole = kinds.file_html(series, html_table, _e)  # a kind's own summary of a file (coll)
         if whole:
@@ -77,7 +78,7 @@ def html_report(
             continue
         for a in series:
             parts += _run_summary_html(a, len(analyses) > 1)
-    if len(analyses) > 1 and not (len(files) == 1 and kinds.file_html(files[0], html_table, _e)):
+    if len(analyses) > 1 and not (len(files) == 1 and whole):  # one file's series: its table compares them
         parts.append("<h2>Comparison</h2>")
         rows = compare([a.summary() for a in analyses])
         labels = [a.label for a in analyses]
