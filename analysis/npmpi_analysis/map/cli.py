@@ -29,9 +29,6 @@ def check_usage(args, kinds: list[bool]) -> None:
 
 def run(args, labels: list[str], sample_fields: tuple[str, ...], say, error) -> int:
     """Analyse, print and write the maps; `say` and `error` print a line (npmpi_analysis.cli's)."""
-    from npmpi.core.safetext import shown_attrs
-    from npmpi.runfile.format import JSON_ATTRS
-    from npmpi_analysis.map.analyse import analyse_map
     from npmpi_analysis.map.load import load_map
     from npmpi_analysis.map.outliers import compare_maps
     from npmpi_analysis.report import summarise_alike
@@ -45,8 +42,7 @@ def run(args, labels: list[str], sample_fields: tuple[str, ...], say, error) -> 
             error(str(exc))
             failed += 1
             continue
-        m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)
-        a = analyse_map(m, label, args.meter_delay)
+        a = _analysed(m, label, args.meter_delay)
         del m
         for problem in summarise_alike(a.problems):
             error(problem)
@@ -122,20 +118,26 @@ def _write(args, analyses, changes, problems, say) -> None:
         say("wrote " + ", ".join(written))
 
 
+def _analysed(m, label: str, meter_delay_s: float | None):
+    """A loaded map's analysis, its text attributes made printable first (npmpi-analyze's and the API's)."""
+    from npmpi.core.safetext import shown_attrs
+    from npmpi.runfile.format import JSON_ATTRS
+    from npmpi_analysis.map.analyse import analyse_map
+
+    m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)
+    return analyse_map(m, label, meter_delay_s)
+
+
 def api_fields(p, label: str, meter_delay_s: float | None) -> dict:
     """The fields of a map's npmpi_analysis.api.RunData (its tables as lists of rows): the pairs'
     rows, the summary, the power's faults and channels."""
-    from npmpi.core.safetext import shown_attrs
-    from npmpi.runfile.format import JSON_ATTRS
     from npmpi_analysis.loading import ANALYSED_SAMPLE_FIELDS
-    from npmpi_analysis.map.analyse import analyse_map
     from npmpi_analysis.map.load import load_map
     from npmpi_analysis.map.report import pair_rows, summary
     from npmpi_analysis.numbers.faults import channel_rows, fault_rows
 
     m = load_map(p, ANALYSED_SAMPLE_FIELDS)
-    m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)
-    a = analyse_map(m, label, meter_delay_s)
+    a = _analysed(m, label, meter_delay_s)
     return {
         "kind": "map",
         "attrs": {**a.attrs, **{f"map_{k}": v for k, v in a.map_attrs.items()}},
