@@ -15,17 +15,16 @@ import numpy as np
 from npmpi.core.modes import MODE_TABLE
 from npmpi.core.safetext import printable, shown
 from npmpi.protocols import PROTOCOLS
-from npmpi_analysis.numbers.timeline import (  # noqa: F401 (the flags are timeline.py's; used through here)
-    FLAG_GAP,
-    FLAG_NAMES,
-    FLAG_NONE,
-    FLAG_OK,
-    FLAG_RECORDED_GAP,
-    FLAG_SHORT,
-)
 
 BITS_PER_BYTE = 8
 PJ_PER_J = 1e12
+
+FLAG_OK = 0
+FLAG_SHORT = 1  # window shorter than the sample interval: nearest samples used
+FLAG_GAP = 2  # window long enough but holding no sample: nearest samples used
+FLAG_NONE = 3  # no sample in or near the window: no power
+FLAG_RECORDED_GAP = 4  # the window overlaps a recorded sampling gap (a stopped power rank): reason kept
+FLAG_NAMES = ("", "short", "gap", "none", "recorded gap")  # ordered: a larger code is more serious
 
 
 @dataclass

@@ -1,12 +1,14 @@
 """Time lines and windows: a node's clock readings put on rank 0's time line, and the statistics of
 a series of samples over windows (each message size's trials, a baseline) with the flag that says
-how far to trust them (FLAG_*, here; numbers/compute.py gives them to the modules above)."""
+how far to trust them (numbers/compute.py's FLAG_*)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from npmpi_analysis.numbers.compute import FLAG_GAP, FLAG_NONE, FLAG_OK, FLAG_SHORT
 
 
 def node_to_rank0(
@@ -35,14 +37,6 @@ def node_to_rank0(
     s = (float(offset_end_s) - a) / (float(measured_end_unix_s) - m)
     # written around m so large epoch values keep their precision
     return m + (t_node - m - a) / (1.0 + s)
-
-
-FLAG_OK = 0
-FLAG_SHORT = 1  # window shorter than the sample interval: nearest samples used
-FLAG_GAP = 2  # window long enough but holding no sample: nearest samples used
-FLAG_NONE = 3  # no sample in or near the window: no power
-FLAG_RECORDED_GAP = 4  # the window overlaps a recorded sampling gap (a stopped power rank): reason kept
-FLAG_NAMES = ("", "short", "gap", "none", "recorded gap")  # ordered: a larger code is more serious
 
 
 @dataclass
