@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from npmpi_analysis.number_text import float_texts
+
 _ENCODE = json.JSONEncoder(allow_nan=False).encode  # the C encoder (no indent)
 
 
@@ -61,9 +63,11 @@ def _items(items, level: int, out: list[str]) -> None:
 def _array(a: np.ndarray, level: int, out: list[str]) -> None:
     if a.ndim == 0:
         out.append(_ENCODE(_scalar(a.item())))
+    elif a.dtype.kind == "f":
+        _cells(float_texts(a, "null"), level, out)
     elif a.ndim == 1:
         out.append(_ENCODE(_leaf(a)))
-    elif a.ndim == 2 and a.dtype.kind in "fiub" and a.shape[0]:
+    elif a.ndim == 2 and a.dtype.kind in "iub" and a.shape[0]:
         # a numeric matrix in one call of the encoder, its rows then put on lines of their own
         # (numbers and null hold no "], [")
         text = _ENCODE(_leaf(a))[1:-1]
@@ -71,6 +75,26 @@ def _array(a: np.ndarray, level: int, out: list[str]) -> None:
         out.append("[" + pad + text.replace("], [", "]," + pad + "[") + "\n" + " " * level + "]")
     else:
         _items(list(a), level, out)
+
+
+def _cells(cells: np.ndarray, level: int, out: list[str]) -> None:
+    """Numbers already written as text (number_text.float_texts) laid out as _array lays out the
+    numbers: the innermost lists on one line each, as the encoder writes them."""
+    if cells.ndim == 1:
+        out.append("[" + ", ".join(cells.tolist()) + "]")
+    elif not cells.shape[0]:
+        out.append("[]")
+    elif cells.ndim == 2:
+        pad = "\n" + " " * (level + 1)
+        rows = ["[" + ", ".join(r) + "]" for r in cells.tolist()]
+        out.append("[" + pad + ("," + pad).join(rows) + "\n" + " " * level + "]")
+    else:
+        pad = "\n" + " " * (level + 1)
+        out.append("[")
+        for k, sub in enumerate(cells):
+            out.append(("," if k else "") + pad)
+            _cells(sub, level + 1, out)
+        out.append("\n" + " " * level + "]")
 
 
 def _leaf(a: np.ndarray) -> list:

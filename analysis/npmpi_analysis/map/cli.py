@@ -7,6 +7,9 @@ from __future__ import annotations
 from npmpi.core.errors import RunFileError, UsageError
 from npmpi_analysis.numbers.kinds import KindAnalysis
 
+# a map CSV of at least this many pair-sizes (rows) is written by a second process (side_output)
+SIDE_PAIR_SIZES = 1 << 18
+
 KIND = KindAnalysis("map", own="npmpi_analysis.map.cli", series=False, words="a cluster map")
 
 
@@ -73,6 +76,7 @@ def _print(analyses, changes, say) -> None:
 
 def _write(args, analyses, changes, problems, say) -> None:
     import sys
+    from functools import partial
 
     from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.map import report as map_report
@@ -80,6 +84,7 @@ def _write(args, analyses, changes, problems, say) -> None:
     from npmpi_analysis.map.html_report import html_report
     from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic
     from npmpi_analysis.report import summarise_alike
+    from npmpi_analysis.side_output import side_output
 
     plots = []
     if args.plots is not None or args.report is not None:
@@ -92,20 +97,33 @@ def _write(args, analyses, changes, problems, say) -> None:
                 check_free(f, args.force)
         make_plots_dir(args.plots)
     written = []
+    beside = None
     if args.csv:
-        write_atomic(args.csv, map_report.csv_bytes(analyses), args.force)
+        make = partial(map_report.csv_bytes, analyses)
+        others = args.json is not None or plots
+        if others and pair_sizes(analyses) >= SIDE_PAIR_SIZES:
+            beside = side_output(args.csv, make, args.force)
+        if beside is None:
+            write_atomic(args.csv, make(), args.force)
         written.append(str(args.csv))
-    if args.json:
-        write_atomic(args.json, map_report.json_bytes(analyses, changes), args.force)
-        written.append(str(args.json))
-    count, figures, skipped = write_figures(
-        plots,
-        args.format,
-        files if args.plots is not None else None,
-        args.force,
-        args.report is not None,
-        write_atomic,
-    )
+    try:
+        if args.json:
+            write_atomic(args.json, map_report.json_bytes(analyses, changes), args.force)
+            written.append(str(args.json))
+        count, figures, skipped = write_figures(
+            plots,
+            args.format,
+            files if args.plots is not None else None,
+            args.force,
+            args.report is not None,
+            write_atomic,
+        )
+    except BaseException:
+        if beside is not None:  # the CSV ends as it would have, written before this error
+            beside.join(say_error=False)
+        raise
+    if beside is not None:
+        beside.join()
     if count:
         written.append(f"{count} figure(s) in {args.plots}/")
     if args.report is not None:
@@ -116,6 +134,11 @@ def _write(args, analyses, changes, problems, say) -> None:
         say(f"npmpi-analyze: note: {note}", sys.stderr)
     if written and not args.quiet:
         say("wrote " + ", ".join(written))
+
+
+def pair_sizes(analyses) -> int:
+    """How many pairs and sizes the maps hold (about the rows of their CSV)."""
+    return sum(len(a.size_bytes) * a.nodes * (a.nodes - 1) // 2 for a in analyses)
 
 
 def _analysed(m, label: str, meter_delay_s: float | None):

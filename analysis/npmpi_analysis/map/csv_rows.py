@@ -17,6 +17,7 @@ import numpy as np
 
 from npmpi.core.safetext import csv_cell
 from npmpi_analysis.map import model as map_model
+from npmpi_analysis.number_text import float_texts
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.conditions import WIRE_LOW, WIRE_WORDS, wire_high
 
@@ -134,11 +135,7 @@ def _conditions(c, ks, ii_, jj_, sizes: np.ndarray, energy) -> dict[str, list[st
 
 def _floats(x) -> list[str]:
     """Numbers as Python writes a float; NaN and infinities as empty cells."""
-    x = np.asarray(x, dtype=np.float64)
-    cells = list(map(repr, x.tolist()))
-    for k in np.nonzero(~np.isfinite(x))[0].tolist():
-        cells[k] = ""
-    return cells
+    return float_texts(x, "").tolist()
 
 
 def _ints(x) -> list[str]:

@@ -1,0 +1,84 @@
+"""One output made and written by a second process while this one makes the others: a large map's
+CSV beside its JSON (a 1,024-node map's CSV is 350 MB of 18 million numbers written as text, 8 s
+of one core, and so is its JSON).
+
+The second process is a fork of this one once the analysis is done, so it shares the analysis'
+arrays without copying them; it writes its file as every output is written (outfiles.write_atomic:
+a temporary name, then a rename) and hands back only what went wrong. `join` raises that error here
+(a UsageError or OutputError, as if the output had been written in this process) or, when the
+process ended without a word (killed), an OutputError naming the file. Where fork is missing or
+only one CPU may be used, `side_output` gives None and the caller writes the output itself.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from npmpi.core.errors import NpmpiError
+from npmpi_analysis.outfiles import OutputError, write_atomic
+
+
+class SideOutput:
+    """`make()`'s bytes written to `path` by a forked process; `join()` waits and raises its error."""
+
+    def __init__(self, path: Path, make: Callable[[], bytes], force: bool):
+        ctx = multiprocessing.get_context("fork")
+        self.path = Path(path)
+        self._said, told = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(target=_write, args=(told, self.path, make, force), daemon=True)
+        self._process.start()
+        told.close()
+
+    def join(self, say_error: bool = True) -> None:
+        """Wait for the output to be written; raise what went wrong (when `say_error`)."""
+        try:
+            said = self._said.recv()
+        except EOFError:
+            said = None
+        finally:
+            self._said.close()
+        self._process.join()
+        if not say_error:
+            return
+        if said is None:
+            raise OutputError(
+                f"cannot write {self.path}: the process writing it ended with exit status "
+                f"{self._process.exitcode} before it was written"
+            )
+        if isinstance(said, BaseException):
+            raise said
+
+
+def side_output(path: Path, make: Callable[[], bytes], force: bool) -> SideOutput | None:
+    """A SideOutput writing `path`, or None where a second process cannot run beside this one."""
+    if "fork" not in multiprocessing.get_all_start_methods() or _cpus() < 2:
+        return None
+    return SideOutput(path, make, force)
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _write(told, path: Path, make: Callable[[], bytes], force: bool) -> None:
+    """In the forked process: write the output, then say "done" or the error."""
+    try:
+        write_atomic(path, make(), force)
+        said: object = "done"
+    except NpmpiError as exc:
+        said = exc
+    except MemoryError:
+        said = OutputError(f"cannot write {path}: out of memory while making it")
+    except BaseException as exc:
+        said = OutputError(f"cannot write {path}: {type(exc).__name__}: {exc}")
+    try:
+        told.send(said)
+    except Exception:
+        told.send(OutputError(f"cannot write {path}: {said}"))
+    told.close()

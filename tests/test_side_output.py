@@ -1,0 +1,78 @@
+"""A large map's CSV written by a second process beside its JSON and figures
+(npmpi_analysis.side_output, map/cli.SIDE_PAIR_SIZES): the same bytes as written in one process,
+and what goes wrong there said as it would be here, in one line, with the exit status it has."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from npmpi_analysis.map import cli as map_cli
+from npmpi_analysis.map.synthetic import MapTruth, write_map
+from npmpi_analysis.outfiles import OutputError
+from npmpi_analysis.side_output import SideOutput
+
+
+@pytest.fixture(scope="module")
+def map_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("side") / "m.h5"
+    write_map(path, MapTruth([f"node{k:03d}" for k in range(70)], slow_links={(0, 2): 0.3}))
+    return path
+
+
+def _analyse(capsys, path: Path, out: Path, side: int, *more: str) -> tuple[int, str]:
+    from npmpi_analysis.cli import main
+
+    saved = map_cli.SIDE_PAIR_SIZES
+    map_cli.SIDE_PAIR_SIZES = side
+    try:
+        capsys.readouterr()
+        code = main([str(path), "--json", str(out / "m.json"), "--csv", str(out / "m.csv"), "--quiet", *more])
+    finally:
+        map_cli.SIDE_PAIR_SIZES = saved
+    got = capsys.readouterr()
+    assert "Traceback" not in got.out + got.err
+    return code, got.err
+
+
+def test_the_csv_written_beside_is_the_one_written_here(map_file, tmp_path, capsys):
+    here, beside = tmp_path / "here", tmp_path / "beside"
+    here.mkdir(), beside.mkdir()
+    assert _analyse(capsys, map_file, here, 10**12)[0] == 0
+    assert _analyse(capsys, map_file, beside, 0)[0] == 0
+    for name in ("m.csv", "m.json"):
+        assert (beside / name).read_bytes() == (here / name).read_bytes()
+    sizes = len(MapTruth(["a", "b"]).size_bytes)
+    assert (here / "m.csv").read_bytes().count(b"\n") == 1 + 70 * 69 // 2 * sizes
+    assert not [p for p in beside.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_csv_that_exists_is_refused_as_here(map_file, tmp_path, capsys):
+    """The second process' refusal reaches the user as the one-process refusal: one line, exit 2."""
+    (tmp_path / "m.csv").write_text("mine\n")
+    code, err = _analyse(capsys, map_file, tmp_path, 0)
+    assert code == 2 and err.count("\n") == 1 and "m.csv exists" in err and "--force" in err
+    assert (tmp_path / "m.csv").read_text() == "mine\n"
+
+
+def test_a_second_process_that_dies_is_a_clear_error(tmp_path):
+    def killed() -> bytes:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return b""
+
+    job = SideOutput(tmp_path / "x.csv", killed, force=False)
+    with pytest.raises(OutputError, match=r"x\.csv: the process writing it ended with exit status -9"):
+        job.join()
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_an_error_making_the_output_is_said_by_its_name(tmp_path):
+    def broken() -> bytes:
+        raise ValueError("a column of the wrong length")
+
+    job = SideOutput(tmp_path / "x.csv", broken, force=False)
+    with pytest.raises(OutputError, match=r"cannot write .*x\.csv: ValueError: a column of the wrong length"):
+        job.join()
+    assert list(tmp_path.iterdir()) == []
