@@ -91,6 +91,51 @@ def test_rows_read_in_small_blocks_give_the_same_matrices(tmp_path, monkeypatch)
     assert whole.rows is not None and whole.runq_wait_s is None  # the map's own waits: not read
 
 
+def test_a_map_measured_one_way_is_summed_up_as_read_to_the_dense_maps_numbers(tmp_path, monkeypatch):
+    """Each pair's trials of a rows map measured one way are summed up block by block as they are
+    read (map/rows.read_trial_rows), never held whole: in blocks of a row or two, the same summaries
+    as the dense matrix's (map/trials.dense_summaries), a stalled trial and an unmeasured pair too."""
+    from npmpi_analysis.map import rows as map_rows
+    from npmpi_analysis.map.load import load_map
+    from npmpi_analysis.map.trials import STALL_RATIO, dense_summaries
+
+    to_rows(DATA / "map_1_11_pp.h5", tmp_path / "m.h5")
+    with h5py.File(tmp_path / "m.h5", "r+") as f:
+        t = f["map/trial_s"]
+        row = t[0, 1]
+        row[2] = row[0] * STALL_RATIO * 1e4  # a stalled trial: 10^4 x 10 x its best, seconds longer
+        t[0, 1] = row
+        t[1, 2] = np.nan  # a pair never measured at the second size
+        dense = dense_map(f["map"])
+    whole = load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
+    monkeypatch.setattr(map_rows, "BLOCK_BYTES", 100)
+    small = load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
+    want = dense_summaries(dense["trial_s"], dense["iterations"])
+    assert whole.trial_s is None and small.trial_s is None and whole.trials == dense["trial_s"].shape[3]
+    assert int(want["trials_stalled"].sum()) == 2 and int((want["trials_run"][1] == 0).sum()) == 4 + 2
+    for name, x in want.items():
+        np.testing.assert_array_equal(whole.trial_stats[name], x, err_msg=name)
+        np.testing.assert_array_equal(small.trial_stats[name], x, err_msg=name)
+
+
+@pytest.mark.parametrize("value", [-1.0, np.inf, 0.0])
+def test_an_impossible_time_in_the_rows_is_refused_in_one_line(tmp_path, value):
+    from npmpi_analysis.map.load import load_map
+
+    to_rows(DATA / "map_1_11_pp.h5", tmp_path / "m.h5")
+    with h5py.File(tmp_path / "m.h5", "r+") as f:
+        t = f["map/trial_s"]
+        row = t[1, 3]
+        row[1] = value
+        t[1, 3] = row
+        i, j = sorted(int(x) for x in f["map/pair"][3])
+        size = int(f["map/size_bytes"][1])
+    with pytest.raises(
+        RunFileError, match=rf"non-positive, infinite or impossible time .* for hosts {i}, {j} at {size} B"
+    ):
+        load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
+
+
 def _writer(path: Path, n: int, sizes: list[int], trials: int) -> tuple[MapWriter, list]:
     rounds = circle_rounds(n)
     spec = map_spec([f"h{k}" for k in range(n)], sizes, rounds)

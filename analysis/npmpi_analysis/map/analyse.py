@@ -25,6 +25,7 @@ import numpy as np
 from npmpi_analysis.map.conditions import MapConditions, analyse_map_conditions, confirm_conditions
 from npmpi_analysis.map.load import MapFile
 from npmpi_analysis.map.model import link_models
+from npmpi_analysis.map.trials import STALL_MIN_S, STALL_RATIO, symmetric
 from npmpi_analysis.numbers import compute
 from npmpi_analysis.numbers.compute import FLAG_NONE
 from npmpi_analysis.numbers.machines import machine_of
@@ -103,56 +104,21 @@ def entry_names(hosts: list[str], ranks: np.ndarray) -> list[str]:
     return [f"{h}:{int(r)}" for h, r in zip(hosts, ranks, strict=True)]
 
 
-def symmetric(x: np.ndarray) -> np.ndarray:
-    """x [..., N, N(, T)] with each pair's value taken from (i, j), or from (j, i) where (i, j) is
-    not finite: the writer stores both; a reader must not depend on it."""
-    swapped = np.swapaxes(x, 1, 2) if x.ndim == 4 else np.swapaxes(x, -1, -2)
-    return np.where(np.isfinite(x), x, swapped)
-
-
-# A trial is stalled (a member stopped, swapped out or preempted) when it took over STALL_RATIO times
-# the pair's best trial and at least STALL_MIN_S more loop time: it is flagged and left out of the
-# mean bandwidth and its σ (issue 28); the best trial is unaffected.
-STALL_RATIO = 10.0
-STALL_MIN_S = 0.5
-
-
 def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
     """Best, mean ± σ one-way time and the bandwidths of every pair and size (NaN unmeasured), and
-    the stalled trials of each (left out of the mean)."""
-    t = symmetric(m.trial_s)
-    s, n = len(m.size_bytes), m.nodes
-    for k in range(n):  # the diagonal is never a pair
-        t[:, k, k, :] = np.nan
-    flat = t.reshape(s * n * n, t.shape[3])
-    finite = np.isfinite(flat)
-    runs = finite.sum(axis=1)
-    iterations = np.maximum(m.iterations, np.swapaxes(m.iterations, 1, 2)).reshape(-1, 1).astype(float)
+    the stalled trials of each (left out of the mean), from the trials' summaries (map/trials.py)."""
+    st = m.trial_stats
     with np.errstate(all="ignore"):
-        best = np.where(runs > 0, np.min(np.where(finite, flat, np.inf), axis=1), np.nan)
-        # a trial's loop time is at least its one-way time x iterations (the mode's divisor is >= 1)
-        stalled = finite & (flat > STALL_RATIO * best[:, None])
-        stalled &= (flat - best[:, None]) * iterations >= STALL_MIN_S
-        flat = np.where(stalled, np.nan, flat)
-        kept = runs - stalled.sum(axis=1)
-        mean = np.where(
-            kept > 0, np.where(np.isfinite(flat), flat, 0.0).sum(axis=1) / np.maximum(kept, 1), np.nan
-        )
-        sigma_t = np.where(kept > 0, compute.sigma_of_mean(flat), np.nan)
         bits = (compute.BITS_PER_BYTE * m.size_bytes.astype(float))[:, None, None]
-        best = best.reshape(s, n, n)
-        mean = mean.reshape(s, n, n)
-        sigma_t = sigma_t.reshape(s, n, n)
-        bandwidth = bits / best
-        mean_b = bits / mean
-    return {
-        "trials_run": runs.reshape(s, n, n),
-        "trials_stalled": stalled.sum(axis=1).reshape(s, n, n),
-        "best_s": best,
-        "bandwidth_bit_s": bandwidth,
-        "mean_bit_s": mean_b,
-        "sigma_bit_s": mean_b * sigma_t / mean,
-    }
+        mean_b = bits / st["mean_s"]
+        return {
+            "trials_run": st["trials_run"],
+            "trials_stalled": st["trials_stalled"],
+            "best_s": st["best_s"],
+            "bandwidth_bit_s": bits / st["best_s"],
+            "mean_bit_s": mean_b,
+            "sigma_bit_s": mean_b * st["sigma_s"] / st["mean_s"],
+        }
 
 
 def stalled_notice(a: MapAnalysis) -> list[str]:

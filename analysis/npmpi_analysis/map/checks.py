@@ -11,6 +11,7 @@ import numpy as np
 
 from npmpi.core.errors import RunFileError
 from npmpi.core.safetext import shown
+from npmpi_analysis.map.trials import leave_out
 
 SCHEDULES = ("rounds", "serial")
 MAX_NODES = 100_000
@@ -69,6 +70,16 @@ def check_values(m, p: Path) -> None:
         )
     if np.any((rd != rd.T) & off):
         raise RunFileError(f"{p}: /map/round is not symmetric (pair i, j and j, i in different rounds)")
+    if m.trial_s is not None:  # a rows map's are checked as they are read (map/rows.read_trial_rows)
+        _check_trials(m, p)
+    if np.any(m.bytes_moved < 0):
+        raise RunFileError(f"{p}: /map/bytes_moved holds negative byte counts")
+    schedule = str(m.map_attrs.get("schedule", ""))
+    if schedule and schedule not in SCHEDULES:
+        m.notices.append(f"/map: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+
+
+def _check_trials(m, p: Path) -> None:
     t = m.trial_s
     bad = np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))
     if np.any(bad):
@@ -81,11 +92,6 @@ def check_values(m, p: Path) -> None:
     measured = np.isfinite(t).any(axis=3)
     if np.any(measured & (m.iterations < 1)):
         raise RunFileError(f"{p}: /map/iterations holds values below 1 for a measured pair")
-    if np.any(m.bytes_moved < 0):
-        raise RunFileError(f"{p}: /map/bytes_moved holds negative byte counts")
-    schedule = str(m.map_attrs.get("schedule", ""))
-    if schedule and schedule not in SCHEDULES:
-        m.notices.append(f"/map: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
 
 
 def keep_counted_rounds(m) -> None:
@@ -107,10 +113,12 @@ def keep_counted_rounds(m) -> None:
     pair_late = np.zeros(m.iterations.shape, dtype=bool)  # [S, N, N]
     off = m.round >= 0
     pair_late[:, off] = late[:, m.round[off]]
-    had = np.isfinite(m.trial_s[pair_late]).any() or np.isfinite(m.window_start_unix_s[late]).any()
+    had = (m.trial_stats["trials_run"][pair_late] > 0).any() or np.isfinite(m.window_start_unix_s[late]).any()
     if not had:
         return
-    m.trial_s[pair_late] = np.nan
+    if m.trial_s is not None:
+        m.trial_s[pair_late] = np.nan
+    leave_out(m.trial_stats, pair_late)
     m.iterations[pair_late] = 0
     m.bytes_moved[pair_late] = 0
     m.window_start_unix_s[late] = np.nan
@@ -134,9 +142,11 @@ def sort_sizes(m) -> None:
     order = np.argsort(m.size_bytes, kind="stable")
     if np.all(order == np.arange(len(order))):
         return
+    m.trial_stats = {k: v[order] for k, v in m.trial_stats.items()}
+    if m.trial_s is not None:
+        m.trial_s = m.trial_s[order]
     for name in (
         "size_bytes",
-        "trial_s",
         "iterations",
         "bytes_moved",
         "window_start_unix_s",
@@ -167,7 +177,7 @@ def status_notices(m) -> None:
     # a sample (--pairs sample:K, /map pairs_plan) is whole when its scheduled pairs were measured
     sampled = str(m.map_attrs.get("pairs_plan", "all")).startswith("sample:")
     pairs = int(((m.round >= 0) & upper).sum()) if sampled else n * (n - 1) // 2
-    measured = np.isfinite(m.trial_s).any(axis=3) | np.isfinite(m.trial_s).any(axis=3).transpose(0, 2, 1)
+    measured = m.trial_stats["trials_run"] > 0  # (i, j) or (j, i) measured
     done = [int((measured[k] & upper).sum()) for k in range(len(m.size_bytes))]
     if status != STATUS_COMPLETE or min(done) < pairs:
         per_size = ", ".join(f"{d} at {int(s)} B" for d, s in zip(done, m.size_bytes, strict=True))

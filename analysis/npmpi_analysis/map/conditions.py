@@ -91,8 +91,7 @@ def _bounded_pairs(m, cond: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """/map/cond_* with the values no machine reads made unknown (a notice says which): the pair's
     trials last the sum of its trials' one-way times x iterations x 2 (a round trip's)."""
     cycles, interfaces = _side_sources(m)
-    with np.errstate(invalid="ignore"):
-        elapsed = np.nansum(np.where(m.trial_s > 0, m.trial_s, np.nan), axis=-1) * m.iterations * 2.0
+    elapsed = m.trial_stats["sum_s"] * m.iterations * 2.0
     hosts = [shown(h) for h in m.hosts]
     sides = ("transmitter", "reflector")
 

@@ -29,6 +29,7 @@ from npmpi_analysis.map.checks import (
     status_notices,
 )
 from npmpi_analysis.map.conditions import read_map_conditions
+from npmpi_analysis.map.trials import dense_summaries
 
 MAP_GROUP = "map"
 
@@ -71,7 +72,9 @@ class MapFile:
     ranks: np.ndarray  # [N]
     size_bytes: np.ndarray  # [S]
     round: np.ndarray  # [N, N], -1 on the diagonal (and for a pair never scheduled)
-    trial_s: np.ndarray  # [S, N, N, T] one-way seconds per iteration of each trial, NaN unmeasured
+    # [S, N, N, T] one-way seconds per iteration of each trial, NaN unmeasured; None for a rows map
+    # measured one way per pair, whose trials are summed up as they are read (trial_stats)
+    trial_s: np.ndarray | None
     iterations: np.ndarray  # [S, N, N]
     bytes_moved: np.ndarray  # [S, N, N] both directions within the pair's window
     window_start_unix_s: np.ndarray  # [S, R] rank 0's clock
@@ -85,6 +88,8 @@ class MapFile:
     cond_info: dict[str, dict] = field(default_factory=dict)  # str(rank) -> /map/conditions_json's text
     confirm_cond: dict[str, np.ndarray] | None = None  # name -> [K, 2] /map/confirm_cond_*
     rows: Any = None  # npmpi_analysis.map.rows.MapRows of a map whose pairs are rows (2.0)
+    trial_stats: dict[str, np.ndarray] | None = None  # map/trials.FILLS' names -> [S, N, N] each pair's
+    trials: int = 0  # T, the trials of each pair and size
     layout: dict[str, Any] = field(default_factory=dict)
     power_attrs: dict[str, Any] = field(default_factory=dict)
     power: list = field(default_factory=list)  # npmpi.runfile.powerreader.PowerNode
@@ -179,7 +184,9 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         ranks=np.asarray(data["ranks"], dtype=np.int64),
         size_bytes=np.asarray(data["size_bytes"], dtype=np.int64),
         round=np.asarray(data["round"], dtype=np.int64),
-        trial_s=np.asarray(data["trial_s"], dtype=np.float64),
+        trial_s=np.asarray(data["trial_s"], dtype=np.float64) if "trial_s" in data else None,
+        trial_stats=data.get("trial_stats"),
+        trials=int(data["trials"] if "trials" in data else data["trial_s"].shape[3]),
         iterations=np.asarray(data["iterations"], dtype=np.int64),
         bytes_moved=np.asarray(data["bytes_moved"], dtype=np.int64),
         window_start_unix_s=np.asarray(data["window_start_unix_s"], dtype=np.float64),
@@ -191,10 +198,12 @@ def _read(f, p: Path, sample_fields: tuple[str, ...]) -> MapFile:
         rows=rows,
     )
     check_values(m, p)
+    if m.trial_stats is None:
+        m.trial_stats = dense_summaries(m.trial_s, m.iterations)
     if rows is not None:
         from npmpi_analysis.map.rows import check_unread
 
-        m.problems += check_unread(g, p, rows, len(m.size_bytes), m.trial_s.shape[3])
+        m.problems += check_unread(g, p, rows, len(m.size_bytes), m.trials)
     read_map_conditions(g, p, m)
     keep_counted_rounds(m)
     m.confirm = _read_confirm(g, p, m)
@@ -239,10 +248,12 @@ def _read_rows(g, p: Path, map_attrs: dict):
     t = trial.shape[-1] if trial is not None and getattr(trial, "ndim", 0) == 3 else 0
     r = small["window_start_unix_s"].shape[1]
     check_shapes({k: v.shape for k, v in small.items()} | {"trial_s": (s, n, n, max(t, 1))}, p)
-    check_memory(p, n, s, t, all(c in g for c in COND_NAMES))
+    directed = str(map_attrs.get("directions", "")) == "both"
+    check_memory(p, n, s, t, all(c in g for c in COND_NAMES), directed)
     rows = read_index(g, p, n, r, map_attrs)
     data = {k: read_declared(v, p, f"/map/{k}") for k, v in small.items()}
-    data.update(dense_datasets(g, p, rows, s, t))
+    data.update(dense_datasets(g, p, rows, np.asarray(data["size_bytes"], dtype=np.int64), t))
+    data["trials"] = t
     return rows, data
 
 
@@ -276,7 +287,7 @@ def _read_confirm(g, p: Path, m: MapFile) -> dict[str, np.ndarray] | None:
         k = out["confirm_pair"].shape[0]
         shapes_ok = out["confirm_pair"].shape == (k, 2) and out["confirm_trial_s"].shape == (
             k,
-            m.trial_s.shape[3],
+            m.trials,
         )
         shapes_ok &= all(out[n].shape == (k,) for n, _, d in CONFIRM if d == 1)
         t = out["confirm_trial_s"]

@@ -28,6 +28,7 @@ from npmpi.runfile.maprows import (
     round_matrix_of,
 )
 from npmpi.runfile.opening import MAX_READ_BYTES, check_own_data, read_checked
+from npmpi_analysis.map.trials import FILLS, summarise
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
 ANALYSIS_FACTOR = 6  # the map's analysis holds about this many times its dense matrices
@@ -108,12 +109,12 @@ def read_index(g, p: Path, nodes: int, rounds: int, map_attrs: dict) -> MapRows:
     return MapRows(pair, first, nodes, directed)
 
 
-def check_memory(p: Path, nodes: int, sizes: int, trials: int, cond: bool) -> None:
-    """RunFileError when the dense matrices of this map (times, counts, windows, conditions) would
-    outgrow what the analysis may hold: MAX_READ_BYTES, or a sixth of this machine's free memory
-    when more."""
+def check_memory(p: Path, nodes: int, sizes: int, trials: int, cond: bool, directed: bool) -> None:
+    """RunFileError when the dense matrices of this map (the trials' summaries, or each direction's
+    trials; counts, windows, conditions) would outgrow what the analysis may hold: MAX_READ_BYTES,
+    or a sixth of this machine's free memory when more."""
     n2 = sizes * nodes * nodes
-    need = n2 * 8 * (trials + 3 + (2 * len(COND_DATASETS) if cond else 0))
+    need = n2 * 8 * ((trials if directed else len(FILLS)) + 3 + (2 * len(COND_DATASETS) if cond else 0))
     cap = max(MAX_READ_BYTES, available_bytes() // ANALYSIS_FACTOR)
     if need > cap:
         raise RunFileError(
@@ -175,24 +176,69 @@ def read_rows(ds, p: Path, where: str, want: tuple[int, ...], keep: bool = True)
     return out if keep else None
 
 
-def dense_datasets(g, p: Path, rows: MapRows, sizes: int, trials: int) -> dict[str, np.ndarray]:
-    """The dense matrices of a rows map: round [N, N], trial_s [S, N, N, T], iterations, bytes_moved
-    and (when stored) pair_window_s [S, N, N]."""
-    P = len(rows.pair)
+def dense_datasets(g, p: Path, rows: MapRows, size_bytes: np.ndarray, trials: int) -> dict:
+    """The dense matrices of a rows map: round [N, N], iterations, bytes_moved and (when stored)
+    pair_window_s [S, N, N]; and its trials: each pair's summaries (`trial_stats`, map/trials.py)
+    read block by block when each pair was measured one way, else trial_s [S, N, N, T]."""
+    P, sizes = len(rows.pair), len(size_bytes)
     out = {"round": rows.round_matrix()}
-    for name, tail, kinds, fill, required in (
-        ("trial_s", (trials,), "f", np.nan, True),
-        ("iterations", (), "iu", 0, True),
-        ("bytes_moved", (), "iu", 0, True),
-        ("pair_window_s", (), "f", np.nan, False),
+    its = None
+    for name, kinds, fill, required in (
+        ("iterations", "iu", 0, True),
+        ("bytes_moved", "iu", 0, True),
+        ("pair_window_s", "f", np.nan, False),
     ):
         ds = stored(g, name, p, required)
         if ds is None:
             continue
         if ds.dtype.kind not in kinds:
             raise RunFileError(f"{p}: /map/{name} has type {ds.dtype}, expected numbers")
-        values = read_rows(ds, p, f"/map/{name}", (sizes, P, *tail))
-        out[name] = rows.expand(values.astype(np.float64 if kinds == "f" else np.int64), fill)
+        values = read_rows(ds, p, f"/map/{name}", (sizes, P)).astype(np.float64 if kinds == "f" else np.int64)
+        its = values if name == "iterations" else its
+        out[name] = rows.expand(values, fill)
+    ds = stored(g, "trial_s", p, True)
+    if ds.dtype.kind != "f":
+        raise RunFileError(f"{p}: /map/trial_s has type {ds.dtype}, expected numbers")
+    if rows.directed:
+        values = read_rows(ds, p, "/map/trial_s", (sizes, P, trials))
+        out["trial_s"] = rows.expand(values.astype(np.float64), np.nan)
+    else:
+        got = read_trial_rows(ds, p, rows, size_bytes, trials, its)
+        out["trial_stats"] = {k: rows.expand(v, FILLS[k]) for k, v in got.items()}
+    return out
+
+
+def read_trial_rows(ds, p: Path, rows: MapRows, size_bytes, trials: int, its: np.ndarray) -> dict:
+    """A rows map's /map/trial_s [S, P, T] read in blocks of at most BLOCK_BYTES, each block's
+    times checked (as check_values checks a dense map's) and summed up (map/trials.summarise):
+    the summaries [S, P]."""
+    from npmpi_analysis.map.checks import MAX_TRIAL_S
+
+    sizes, P = len(size_bytes), len(rows.pair)
+    if tuple(ds.shape) != (sizes, P, trials):
+        raise RunFileError(
+            f"{p}: /map/trial_s has shape {tuple(ds.shape)}, expected {(sizes, P, trials)}: the map's "
+            "datasets disagree"
+        )
+    check_own_data(ds, p, "/map/trial_s")
+    out = {k: np.empty((sizes, P), dtype=np.int64 if k.startswith("trials_") else np.float64) for k in FILLS}
+    step = max(1, BLOCK_BYTES // max(1, trials * 8))
+    for s in range(sizes):
+        for a in range(0, P, step):
+            t = np.asarray(read_checked(ds, (s, slice(a, a + step)), p, "/map/trial_s"), dtype=np.float64)
+            bad = np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))
+            if np.any(bad):
+                r, k = (int(x) for x in np.argwhere(bad)[0])
+                i, j = (int(x) for x in rows.pair[a + r])
+                raise RunFileError(
+                    f"{p}: /map/trial_s holds a non-positive, infinite or impossible time ({t[r, k]!r} s) "
+                    f"for hosts {min(i, j)}, {max(i, j)} at {int(size_bytes[s])} B"
+                )
+            part = summarise(t, its[s, a : a + step])
+            if np.any((part["trials_run"] > 0) & (its[s, a : a + step] < 1)):
+                raise RunFileError(f"{p}: /map/iterations holds values below 1 for a measured pair")
+            for k, v in part.items():
+                out[k][s, a : a + step] = v
     return out
 
 
