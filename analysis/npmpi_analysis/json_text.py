@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -24,6 +24,36 @@ def dumps(x: Any) -> str:
     out: list[str] = []
     _write(x, 0, out)
     return "".join(out)
+
+
+def dump(x: Any, f: BinaryIO) -> None:
+    """dumps(x) encoded as UTF-8 into the binary file `f`, FLUSH_CHARS or so at a time (a large
+    map's JSON is gigabytes: never held whole)."""
+    out = _Flushing(f)
+    _write(x, 0, out)
+    out.flush()
+
+
+FLUSH_CHARS = 1 << 24
+
+
+class _Flushing(list):
+    """The parts of the text, written to a file whenever they add up to FLUSH_CHARS."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        super().__init__()
+        self.f, self.chars = f, 0
+
+    def append(self, part: str) -> None:
+        super().append(part)
+        self.chars += len(part)
+        if self.chars >= FLUSH_CHARS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.f.write("".join(self).encode())
+        self.clear()
+        self.chars = 0
 
 
 def _write(x: Any, level: int, out: list[str]) -> None:

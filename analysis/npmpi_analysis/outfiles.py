@@ -6,7 +6,9 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from npmpi.core.errors import NpmpiError, UsageError
 
@@ -65,6 +67,17 @@ def write_atomic(path: Path, data: bytes, force: bool) -> None:
 
     Without `force` the rename refuses to replace a file that appeared meanwhile.
     """
+    write_with(path, lambda f: f.write(data), force)
+
+
+def write_with(
+    path: Path,
+    fill: Callable[[BinaryIO], object],
+    force: bool,
+    on_temp: Callable[[Path], object] | None = None,
+) -> None:
+    """As write_atomic, the file's bytes written by `fill(f)` a part at a time (an output of
+    gigabytes never held whole); `on_temp` is told the temporary file's name before it is filled."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     try:
@@ -73,9 +86,11 @@ def write_atomic(path: Path, data: bytes, force: bool) -> None:
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
     tmp = Path(tmp_name)
+    if on_temp is not None:
+        on_temp(tmp)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644 & ~_umask())

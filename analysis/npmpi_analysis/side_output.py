@@ -3,7 +3,7 @@ CSV beside its JSON (a 1,024-node map's CSV is 350 MB of 18 million numbers writ
 of one core, and so is its JSON).
 
 The second process is a fork of this one once the analysis is done, so it shares the analysis'
-arrays without copying them; it writes its file as every output is written (outfiles.write_atomic:
+arrays without copying them; it writes its file as every output is written (outfiles.write_with:
 a temporary name, then a rename) and hands back only what went wrong. `join` raises that error here
 (a UsageError or OutputError, as if the output had been written in this process) or, when the
 process ended without a word (killed), an OutputError naming the file. Where fork is missing or
@@ -16,31 +16,39 @@ import multiprocessing
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from npmpi.core.errors import NpmpiError
-from npmpi_analysis.outfiles import OutputError, write_atomic
+from npmpi_analysis.outfiles import OutputError, write_with
 
 
 class SideOutput:
-    """`make()`'s bytes written to `path` by a forked process; `join()` waits and raises its error."""
+    """`path` written by `fill(f)` (f: the file, open for writing bytes) in a forked process;
+    `join()` waits and raises its error."""
 
-    def __init__(self, path: Path, make: Callable[[], bytes], force: bool):
+    def __init__(self, path: Path, fill: Callable[[BinaryIO], object], force: bool):
         ctx = multiprocessing.get_context("fork")
         self.path = Path(path)
         self._said, told = ctx.Pipe(duplex=False)
-        self._process = ctx.Process(target=_write, args=(told, self.path, make, force), daemon=True)
+        self._process = ctx.Process(target=_write, args=(told, self.path, fill, force), daemon=True)
         self._process.start()
         told.close()
 
     def join(self, say_error: bool = True) -> None:
         """Wait for the output to be written; raise what went wrong (when `say_error`)."""
+        temp, said = None, None
         try:
             said = self._said.recv()
+            if isinstance(said, Path):  # the temporary file's name, then what happened
+                temp, said = said, None
+                said = self._said.recv()
         except EOFError:
             said = None
         finally:
             self._said.close()
         self._process.join()
+        if said is None and temp is not None:  # killed while writing: its temporary file goes
+            temp.unlink(missing_ok=True)
         if not say_error:
             return
         if said is None:
@@ -52,11 +60,11 @@ class SideOutput:
             raise said
 
 
-def side_output(path: Path, make: Callable[[], bytes], force: bool) -> SideOutput | None:
+def side_output(path: Path, fill: Callable[[BinaryIO], object], force: bool) -> SideOutput | None:
     """A SideOutput writing `path`, or None where a second process cannot run beside this one."""
     if "fork" not in multiprocessing.get_all_start_methods() or _cpus() < 2:
         return None
-    return SideOutput(path, make, force)
+    return SideOutput(path, fill, force)
 
 
 def _cpus() -> int:
@@ -66,10 +74,10 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _write(told, path: Path, make: Callable[[], bytes], force: bool) -> None:
+def _write(told, path: Path, fill: Callable[[BinaryIO], object], force: bool) -> None:
     """In the forked process: write the output, then say "done" or the error."""
     try:
-        write_atomic(path, make(), force)
+        write_with(path, fill, force, on_temp=told.send)
         said: object = "done"
     except NpmpiError as exc:
         said = exc

@@ -82,7 +82,7 @@ def _write(args, analyses, changes, problems, say) -> None:
     from npmpi_analysis.map import report as map_report
     from npmpi_analysis.map.figures import change_plots, map_plots
     from npmpi_analysis.map.html_report import html_report
-    from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic
+    from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic, write_with
     from npmpi_analysis.report import summarise_alike
     from npmpi_analysis.side_output import side_output
 
@@ -99,16 +99,18 @@ def _write(args, analyses, changes, problems, say) -> None:
     written = []
     beside = None
     if args.csv:
-        make = partial(map_report.csv_bytes, analyses)
+        fill = partial(map_report.write_csv, analyses=analyses)
         others = args.json is not None or plots
         if others and pair_sizes(analyses) >= SIDE_PAIR_SIZES:
-            beside = side_output(args.csv, make, args.force)
+            beside = side_output(args.csv, fill, args.force)
         if beside is None:
-            write_atomic(args.csv, make(), args.force)
+            write_with(args.csv, fill, args.force)
         written.append(str(args.csv))
     try:
         if args.json:
-            write_atomic(args.json, map_report.json_bytes(analyses, changes), args.force)
+            write_with(
+                args.json, partial(map_report.write_json, analyses=analyses, changes=changes), args.force
+            )
             written.append(str(args.json))
         count, figures, skipped = write_figures(
             plots,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,11 @@ CHUNK_ROWS = 1 << 16  # rows made at once: the cells of a million rows would tak
 
 def csv_bytes(analyses: list) -> bytes:
     """Every map's pair rows as CSV: the columns in first-seen order, a column a map lacks empty."""
+    return b"".join(csv_parts(analyses))
+
+
+def csv_parts(analyses: list) -> Iterator[bytes]:
+    """csv_bytes' bytes, CHUNK_ROWS rows at a time."""
     indices = [_indices(a) for a in analyses]
     fields = list(
         dict.fromkeys(
@@ -34,15 +40,14 @@ def csv_bytes(analyses: list) -> bytes:
             for k in _table(a, ks[:1], ii[:1], jj[:1])
         )
     )
-    out = [",".join(_text(f) for f in fields).encode() + b"\n"]
+    yield ",".join(_text(f) for f in fields).encode() + b"\n"
     for a, (ks, ii, jj) in zip(analyses, indices, strict=True):
         for start in range(0, len(ks), CHUNK_ROWS):
             part = slice(start, start + CHUNK_ROWS)
             t = _table(a, ks[part], ii[part], jj[part])
             blank = [""] * len(ks[part])
             lines = map(",".join, zip(*(t.get(f, blank) for f in fields), strict=True))
-            out.append(("\n".join(lines) + "\n").encode())
-    return b"".join(out)
+            yield ("\n".join(lines) + "\n").encode()
 
 
 def _indices(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

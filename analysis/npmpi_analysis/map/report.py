@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -321,6 +321,14 @@ def csv_bytes(analyses: list) -> bytes:
     return columns_csv(analyses)
 
 
+def write_csv(f: BinaryIO, analyses: list) -> None:
+    """csv_bytes(analyses) written into `f` a block of rows at a time."""
+    from npmpi_analysis.map.csv_rows import csv_parts
+
+    for part in csv_parts(analyses):
+        f.write(part)
+
+
 def _finding(f) -> dict[str, Any]:
     return {
         "kind": f.kind,
@@ -377,8 +385,9 @@ def map_doc(a) -> dict[str, Any]:
     return doc
 
 
-def json_bytes(analyses: list, changes: list) -> bytes:
-    doc = {
+def json_doc(analyses: list, changes: list) -> dict[str, Any]:
+    """The JSON's document: the thresholds, each map's (map_doc) and each comparison."""
+    return {
         "format": "npmpi-map-analysis",
         "format_version": "1.0",
         "thresholds": {
@@ -404,6 +413,17 @@ def json_bytes(analyses: list, changes: list) -> bytes:
             for c in changes
         ],
     }
+
+
+def json_bytes(analyses: list, changes: list) -> bytes:
     from npmpi_analysis.json_text import dumps
 
-    return (dumps(doc) + "\n").encode()
+    return (dumps(json_doc(analyses, changes)) + "\n").encode()
+
+
+def write_json(f: BinaryIO, analyses: list, changes: list) -> None:
+    """json_bytes(analyses, changes) written into `f` a part at a time."""
+    from npmpi_analysis.json_text import dump
+
+    dump(json_doc(analyses, changes), f)
+    f.write(b"\n")

@@ -160,7 +160,8 @@ def bounded(
             out[name] = np.where(bad, np.nan, x)
             count += int(bad.sum())
             words = "GHz" if unit > 1 else "bytes" if name.startswith("nic_") else "events"
-            for index in list(zip(*np.nonzero(bad), strict=True))[: MAX_REFUSED_NAMED - len(named)]:
+            first = np.flatnonzero(bad)[: MAX_REFUSED_NAMED - len(named)]  # never every index as tuples
+            for index in zip(*np.unravel_index(first, bad.shape), strict=True):
                 named.append(f"{name} {float(x[index]) / unit:.3g} {words} at {place(index)}")
     if not count:
         return out, []
