@@ -5,7 +5,8 @@ No MPI. For each --nodes count, the map file is written by the real writer
 (npmpi.runfile.mapwriter.MapWriter, opened as rank 0 opens it in npmpi/map/recording.py) with
 synthetic rounds of the circle schedule: every pair's loop times with noise, iterations, untimed
 iterations, its window, run-queue waits (mostly 0, a few small ones) and both sides' conditions
-(CPU frequency about 2.4 GHz per node, no throttling, NIC counters growing). Each round goes through
+(CPU frequency about 2.4 GHz per node, no throttling, each NIC's bytes over the pair's trials: its
+payload and 66 header bytes a message). Each round goes through
 `store_round(size_index, round_index, window, results)` and is timed; then `finish`. The file is
 then analysed by `python -m npmpi_analysis` in a child process with every output (--json, --csv,
 --plots, --report), its wall time, peak memory (the child's ru_maxrss) and exit code reported.
@@ -51,6 +52,7 @@ TARGET_S = 0.05  # --target-time's default: a ping-pong trial's loop lasts 2 x t
 WAIT_PROBABILITY = 0.02  # a trial's side with a run-queue wait, of up to WAIT_MAX_S
 WAIT_MAX_S = 2e-4
 FREQ_HZ = 2.4e9
+FRAME_HEADER_BYTES = 66  # Ethernet, IP and TCP headers of a message's frame
 T0 = 1.7e9
 
 
@@ -99,20 +101,21 @@ def open_writer(path: Path, mopts, n: int, rounds: list, plan) -> MapWriter:
 
 
 class Synth:
-    """The synthetic measurements: each node's CPU frequency and NIC counters, a seeded generator."""
+    """The synthetic measurements (a seeded generator): each node's CPU frequency, its NIC's bytes
+    over a pair's trials."""
 
     def __init__(self, n: int, trials: int, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
         self.trials = trials
         self.freq = FREQ_HZ * (1.0 + self.rng.normal(0.0, 0.003, n))
-        self.nic = self.rng.uniform(1e9, 1e12, n)  # bytes each node's NIC has moved so far
         self.clock = T0
 
-    def side(self, node: int, freq_noise: float) -> list[float]:
-        """One side's COND_DATASETS: mean, lowest and highest frequency, throttle events, NIC bytes."""
+    def side(self, node: int, freq_noise: float, sent: float, received: float) -> list[float]:
+        """One side's COND_DATASETS: mean, lowest and highest frequency, throttle events, and the
+        bytes its NIC sent and received over the pair's trials (as the map records them: the
+        counters' rise, not their value)."""
         f = self.freq[node] * (1.0 + freq_noise)
-        tx = rx = float(self.nic[node])
-        return [f, 0.995 * f, 1.005 * f, 0.0, 0.0, tx, rx]
+        return [f, 0.995 * f, 1.005 * f, 0.0, 0.0, sent, received]
 
     def round_results(self, pairs: list, size: int) -> tuple[tuple[float, float], list[PairResult]]:
         """One round's window and its pairs' results at `size` bytes."""
@@ -125,12 +128,13 @@ class Synth:
         elapsed = loops.sum(axis=1) * 1.12 + 2e-3
         waits = np.where(rng.random((k, t, 2)) < WAIT_PROBABILITY, rng.uniform(0, WAIT_MAX_S, (k, t, 2)), 0.0)
         noise = rng.normal(0.0, 0.002, (k, 2))
-        moved = 2 * size * (iterations * t + untimed)
+        # each side's NIC over the trials: its direction's payload and each message's headers
+        messages = iterations * t
+        wire = (size + FRAME_HEADER_BYTES) * messages * (1.0 + np.abs(rng.normal(0.0, 0.01, k)))
         out = []
         for x, (i, j) in enumerate(pairs):
-            self.nic[i] += moved[x]
-            self.nic[j] += moved[x]
-            cond = np.array([self.side(i, noise[x, 0]), self.side(j, noise[x, 1])])
+            sides = (self.side(i, noise[x, 0], wire[x], wire[x]), self.side(j, noise[x, 1], wire[x], wire[x]))
+            cond = np.array(sides)
             info = [{"rank": int(i), "cpu": 0, "nic_counters": ["eth0"]}, {"rank": int(j), "cpu": 0}]
             out.append(
                 PairResult(

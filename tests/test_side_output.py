@@ -77,3 +77,63 @@ def test_an_error_making_the_output_is_said_by_its_name(tmp_path):
     with pytest.raises(OutputError, match=r"cannot write .*x\.csv: ValueError: a column of the wrong length"):
         job.join()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_stopping_the_second_process_leaves_no_file(tmp_path):
+    """The analysis stopped (an error, Ctrl-C, SIGTERM) while the second process writes: it is
+    stopped too, and neither the output nor its temporary file stays."""
+    import time
+
+    def slow(f) -> None:
+        for _ in range(600):
+            f.write(b"x" * 1000)
+            f.flush()
+            time.sleep(0.1)
+
+    job = SideOutput(tmp_path / "x.csv", slow, force=False)
+    while not list(tmp_path.iterdir()):  # its temporary file is being written
+        time.sleep(0.01)
+    started = time.monotonic()
+    job.stop()
+    assert time.monotonic() - started < 10 and list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_ends_the_analysis_in_one_line(map_file, tmp_path):
+    """npmpi-analyze sent SIGTERM while it writes a map's outputs: one line, exit status 143, no
+    output nor temporary file left (the CSV's second process stopped with it)."""
+    import subprocess
+    import sys
+    import time
+
+    cmd = [sys.executable, "-c", SLOW_ANALYSIS, str(map_file), str(tmp_path)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "writing").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.terminate()
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines() == ["npmpi-analyze: error: interrupted by SIGTERM"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["writing"]
+
+
+# the analysis with the CSV beside the JSON, both of whose writing waits once begun (the signal then
+# comes while both outputs are being written)
+SLOW_ANALYSIS = """
+import sys, time
+from pathlib import Path
+from npmpi_analysis.map import cli, report
+cli.SIDE_PAIR_SIZES = 0
+write_json = report.write_json
+def slow_json(f, analyses, changes):
+    f.write(b"{")
+    Path(sys.argv[2], "writing").touch()
+    time.sleep(60)
+def slow_csv(f, analyses):
+    f.write(b"map")
+    time.sleep(60)
+report.write_json, report.write_csv = slow_json, slow_csv
+from npmpi_analysis.cli import main
+out = Path(sys.argv[2])
+sys.exit(main([sys.argv[1], "--quiet", "--json", str(out / "m.json"), "--csv", str(out / "m.csv")]))
+"""

@@ -10,14 +10,16 @@ that exists without --force.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shutil
+import signal
 import sys
 import warnings
 from pathlib import Path
 
-from npmpi.core.errors import NpmpiError, RunFileError, UsageError
+from npmpi.core.errors import Interrupted, NpmpiError, RunFileError, UsageError
 from npmpi_analysis.loading import ANALYSED_SAMPLE_FIELDS, load
 
 PROG = "npmpi-analyze"
@@ -157,7 +159,24 @@ def main(argv: list[str] | None = None) -> int:
     return run_guarded(lambda: _main_reporting(argv), PROG)
 
 
+def _terminated(signum, _frame) -> None:
+    raise Interrupted(signum, signal.Signals(signum).name)
+
+
 def _main_reporting(argv: list[str] | None) -> int:
+    # SIGTERM (a job's end, kill) ends the analysis as Ctrl-C does: the output being written is
+    # removed, never left half-written beside its name
+    previous = None
+    with contextlib.suppress(ValueError):  # not the main thread: left as it is
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _main_signalled(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main_signalled(argv: list[str] | None) -> int:
     import numpy as np
 
     try:

@@ -4,21 +4,23 @@ of one core, and so is its JSON).
 
 The second process is a fork of this one once the analysis is done, so it shares the analysis'
 arrays without copying them; it writes its file as every output is written (outfiles.write_with:
-a temporary name, then a rename) and hands back only what went wrong. `join` raises that error here
-(a UsageError or OutputError, as if the output had been written in this process) or, when the
+a temporary name, then a rename) and hands back only what went wrong, as text. `join` raises that error
+here (a UsageError or OutputError, as if the output had been written in this process) or, when the
 process ended without a word (killed), an OutputError naming the file. Where fork is missing or
 only one CPU may be used, `side_output` gives None and the caller writes the output itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from npmpi.core.errors import NpmpiError
+from npmpi.core.errors import NpmpiError, UsageError
 from npmpi_analysis.outfiles import OutputError, write_with
 
 
@@ -33,6 +35,14 @@ class SideOutput:
         self._process = ctx.Process(target=_write, args=(told, self.path, fill, force), daemon=True)
         self._process.start()
         told.close()
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM: an npmpi-analyze process ends its output cleanly) and wait
+        for it; its file is not written, its temporary file removed."""
+        if self._process.is_alive() and self._process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid, signal.SIGTERM)
+        self.join(say_error=False)
 
     def join(self, say_error: bool = True) -> None:
         """Wait for the output to be written; raise what went wrong (when `say_error`)."""
@@ -56,8 +66,9 @@ class SideOutput:
                 f"cannot write {self.path}: the process writing it ended with exit status "
                 f"{self._process.exitcode} before it was written"
             )
-        if isinstance(said, BaseException):
-            raise said
+        if isinstance(said, tuple):  # (usage, message): the error as this process would raise it
+            usage, message = said
+            raise UsageError(message) if usage else OutputError(message)
 
 
 def side_output(path: Path, fill: Callable[[BinaryIO], object], force: bool) -> SideOutput | None:
@@ -80,13 +91,10 @@ def _write(told, path: Path, fill: Callable[[BinaryIO], object], force: bool) ->
         write_with(path, fill, force, on_temp=told.send)
         said: object = "done"
     except NpmpiError as exc:
-        said = exc
+        said = (isinstance(exc, UsageError), str(exc))
     except MemoryError:
-        said = OutputError(f"cannot write {path}: out of memory while making it")
+        said = (False, f"cannot write {path}: out of memory while making it")
     except BaseException as exc:
-        said = OutputError(f"cannot write {path}: {type(exc).__name__}: {exc}")
-    try:
-        told.send(said)
-    except Exception:
-        told.send(OutputError(f"cannot write {path}: {said}"))
+        said = (False, f"cannot write {path}: {type(exc).__name__}: {exc}")
+    told.send(said)
     told.close()

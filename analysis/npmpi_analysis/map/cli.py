@@ -121,8 +121,8 @@ def _write(args, analyses, changes, problems, say) -> None:
             write_atomic,
         )
     except BaseException:
-        if beside is not None:  # the CSV ends as it would have, written before this error
-            beside.join(say_error=False)
+        if beside is not None:  # the CSV stops too: no output is left half-written
+            beside.stop()
         raise
     if beside is not None:
         beside.join()

@@ -31,7 +31,7 @@ from npmpi.runfile.opening import MAX_READ_BYTES, check_own_data, read_checked
 from npmpi_analysis.map.trials import FILLS, summarise
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
-ANALYSIS_FACTOR = 6  # the map's analysis holds about this many times its dense matrices
+ANALYSIS_FACTOR = 3  # the map's analysis holds about this many times its dense matrices (measured: 1.8-2.4)
 UNREAD = ("runq_wait_s",)  # per-pair datasets of a rows map the analysis does not read
 COND_NAMES = tuple(COND_PREFIX + n for n in COND_DATASETS)
 # per-pair datasets read in blocks and bounded by `check_memory`, not counted by the file's guard (opening.py)
