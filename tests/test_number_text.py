@@ -41,10 +41,12 @@ def _cases():
         "symmetric with -0.0 facing 0.0": unlike,
         "one number apart": other,
         "symmetric sizes": np.stack([sym, 2 * sym]),
+        "symmetric with sides": np.stack([np.stack([sym, 3 * sym], -1), np.stack([unlike, other], -1)]),
         "repeats": repeats,
         "repeats as matrices": repeats.reshape(2, 100, 100),
         "distinct": rng.normal(0, 1e6, 9000),
         "small": np.array([[1.5, np.nan], [np.inf, -0.0]]),
+        "narrow rows": rng.normal(0, 1, (3, 7, 3)),
         "empty": np.zeros((0, 3)),
         "all undefined": np.full((65, 65), np.nan),
     }
@@ -89,3 +91,24 @@ def test_the_json_of_numbers_is_the_encoders():
     assert got == _encoder_json(doc)
     back = json.loads(got)
     assert back["symmetric"][3][5] is None and back["symmetric"][1][1] == 0.0
+    flags = np.array(["", "frequency moved", 'a "quoted" \u00e9 text', "throttled"] * 50, dtype=object)
+    texts = {
+        "flags": flags.reshape(2, 10, 10),
+        "one": flags[:3],
+        "mixed": np.array([["a", 1.5]], dtype=object),
+    }
+    got = json.loads(json_text.dumps(texts))
+    assert got == {
+        "flags": flags.reshape(2, 10, 10).tolist(),
+        "one": flags[:3].tolist(),
+        "mixed": [["a", 1.5]],
+    }
+    assert (
+        json_text.dumps({"f": flags.reshape(20, 10)})
+        == "{\n " + '"f": ' + _rows_of(flags.reshape(20, 10)) + "\n}"
+    )
+
+
+def _rows_of(a: np.ndarray) -> str:
+    encode = json.JSONEncoder(allow_nan=False).encode
+    return "[" + ",".join("\n  " + encode(r) for r in a.tolist()) + "\n ]"

@@ -17,6 +17,7 @@ import numpy as np
 from npmpi_analysis.number_text import float_texts
 
 _ENCODE = json.JSONEncoder(allow_nan=False).encode  # the C encoder (no indent)
+NARROW = 4  # rows of at most this many numbers are laid out a column at a time
 
 
 def dumps(x: Any) -> str:
@@ -103,8 +104,23 @@ def _array(a: np.ndarray, level: int, out: list[str]) -> None:
         text = _ENCODE(_leaf(a))[1:-1]
         pad = "\n" + " " * (level + 1)
         out.append("[" + pad + text.replace("], [", "]," + pad + "[") + "\n" + " " * level + "]")
+    elif a.dtype.kind == "O" and a.size and _all_text(a):
+        _cells(_texts(a), level, out)
     else:
         _items(list(a), level, out)
+
+
+def _all_text(a: np.ndarray) -> bool:
+    return all(type(v) is str for v in a.ravel().tolist())
+
+
+def _texts(a: np.ndarray) -> np.ndarray:
+    """An object array of str as the encoder writes each, every distinct text encoded once (a
+    map's flags: millions of cells, a few texts)."""
+    done: dict[str, str] = {}
+    out = np.empty(a.shape, dtype=object)
+    out.ravel()[:] = [done[v] if v in done else done.setdefault(v, _ENCODE(v)) for v in a.ravel().tolist()]
+    return out
 
 
 def _cells(cells: np.ndarray, level: int, out: list[str]) -> None:
@@ -116,7 +132,13 @@ def _cells(cells: np.ndarray, level: int, out: list[str]) -> None:
         out.append("[]")
     elif cells.ndim == 2:
         pad = "\n" + " " * (level + 1)
-        rows = ["[" + ", ".join(r) + "]" for r in cells.tolist()]
+        if 0 < cells.shape[1] <= NARROW:  # many short rows (each side's of N x N pairs): column-wise
+            text = "[" + cells[:, 0]
+            for k in range(1, cells.shape[1]):
+                text = text + ", " + cells[:, k]
+            rows = (text + "]").tolist()
+        else:
+            rows = ["[" + ", ".join(r) + "]" for r in cells.tolist()]
         out.append("[" + pad + ("," + pad).join(rows) + "\n" + " " * level + "]")
     else:
         pad = "\n" + " " * (level + 1)

@@ -6,9 +6,9 @@ A map's CSV and JSON write tens of millions of numbers (a 1,024-node map: 24 mil
 (repr, the json module's C encoder, numpy's astype(str)). Most of those numbers repeat: every
 matrix of an unordered map is symmetric (each pair's value in (i, j) and in (j, i)), and the
 conditions (a node's clock, its throttle count) take few values. Here a symmetric matrix's upper
-triangle is formatted and mirrored, and a column whose numbers repeat is formatted by its distinct
-values. Repeats are found on the numbers' bits, so 0.0 and -0.0 stay two texts; the text of every
-number is exactly repr's.
+triangle is formatted and mirrored (a matrix of [N, N, sides] each side's [N, N] in turn), and a
+column whose numbers repeat is formatted by its distinct values. Repeats are found on the numbers'
+bits, so 0.0 and -0.0 stay two texts; the text of every number is exactly repr's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ REPEATS = 0.5  # ... they do when at most this fraction of the sample is distinc
 def float_texts(x, undefined: str) -> np.ndarray:
     """repr of each float of `x` (any shape) as an object array of str, `undefined` where the
     number is NaN or infinite."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim >= 3 and x.shape[-3] == x.shape[-2] != x.shape[-1]:  # [..., N, N, sides]: each side's
+        return np.moveaxis(float_texts(np.moveaxis(x, -1, 0), undefined), 0, -1)  # [N, N] in turn
+    x = np.ascontiguousarray(x)
     finite = np.isfinite(x)
     symmetric = _symmetric(x, finite)
     chosen = finite & np.triu(np.ones(x.shape[-2:], dtype=bool)) if symmetric else finite

@@ -80,37 +80,27 @@ def _write(args, analyses, changes, problems, say) -> None:
 
     from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.map import report as map_report
-    from npmpi_analysis.map.figures import change_plots, map_plots
     from npmpi_analysis.map.html_report import html_report
-    from npmpi_analysis.outfiles import check_free, make_plots_dir, write_atomic, write_with
+    from npmpi_analysis.outfiles import write_atomic, write_with
     from npmpi_analysis.report import summarise_alike
     from npmpi_analysis.side_output import side_output
 
-    plots = []
-    if args.plots is not None or args.report is not None:
-        plots = map_plots(analyses) + [p for c in changes for p in change_plots(c)]
-    files = {}
-    if args.plots is not None:
-        files = {p.name: args.plots / f"{p.name}.{args.format}" for p in plots}
-        if args.plots.is_dir():
-            for f in files.values():
-                check_free(f, args.force)
-        make_plots_dir(args.plots)
-    written = []
-    beside = None
+    written, beside, made = [], None, None
+    side = args.json is not None or args.plots is not None or args.report is not None
+    side = bool(args.csv) and side and pair_sizes(analyses) >= SIDE_PAIR_SIZES
+    if not side:  # the figures' names checked before anything is written
+        made = _plots_checked(args, analyses, changes)
     if args.csv:
         fill = partial(map_report.write_csv, analyses=analyses)
-        others = args.json is not None or plots
-        if others and pair_sizes(analyses) >= SIDE_PAIR_SIZES:
-            beside = side_output(args.csv, fill, args.force)
+        beside = side_output(args.csv, fill, args.force) if side else None
         if beside is None:
             write_with(args.csv, fill, args.force)
         written.append(str(args.csv))
     try:
+        plots, files = made or _plots_checked(args, analyses, changes)
         if args.json:
-            write_with(
-                args.json, partial(map_report.write_json, analyses=analyses, changes=changes), args.force
-            )
+            fill_json = partial(map_report.write_json, analyses=analyses, changes=changes)
+            write_with(args.json, fill_json, args.force)
             written.append(str(args.json))
         count, figures, skipped = write_figures(
             plots,
@@ -136,6 +126,24 @@ def _write(args, analyses, changes, problems, say) -> None:
         say(f"npmpi-analyze: note: {note}", sys.stderr)
     if written and not args.quiet:
         say("wrote " + ", ".join(written))
+
+
+def _plots_checked(args, analyses, changes) -> tuple[list, dict]:
+    """The figures to draw and, with --plots, their files (checked free, their directory made)."""
+    from npmpi_analysis.map.figures import change_plots, map_plots
+    from npmpi_analysis.outfiles import check_free, make_plots_dir
+
+    plots = []
+    if args.plots is not None or args.report is not None:
+        plots = map_plots(analyses) + [p for c in changes for p in change_plots(c)]
+    files = {}
+    if args.plots is not None:
+        files = {p.name: args.plots / f"{p.name}.{args.format}" for p in plots}
+        if args.plots.is_dir():
+            for f in files.values():
+                check_free(f, args.force)
+        make_plots_dir(args.plots)
+    return plots, files
 
 
 def pair_sizes(analyses) -> int:

@@ -23,6 +23,7 @@ from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.conditions import WIRE_LOW, WIRE_WORDS, wire_high
 
 CHUNK_ROWS = 1 << 16  # rows made at once: the cells of a million rows would take gigabytes
+LINK_TEXTS_NODES = 2048  # up to this many members a link's figures are written as text once
 
 
 def csv_bytes(analyses: list) -> bytes:
@@ -42,9 +43,10 @@ def csv_parts(analyses: list) -> Iterator[bytes]:
     )
     yield ",".join(_text(f) for f in fields).encode() + b"\n"
     for a, (ks, ii, jj) in zip(analyses, indices, strict=True):
+        links = _link_texts(a)
         for start in range(0, len(ks), CHUNK_ROWS):
             part = slice(start, start + CHUNK_ROWS)
-            t = _table(a, ks[part], ii[part], jj[part])
+            t = _table(a, ks[part], ii[part], jj[part], links)
             blank = [""] * len(ks[part])
             lines = map(",".join, zip(*(t.get(f, blank) for f in fields), strict=True))
             yield ("\n".join(lines) + "\n").encode()
@@ -59,8 +61,30 @@ def _indices(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.repeat(np.arange(s), len(ii)), np.tile(ii, s), np.tile(jj, s)
 
 
-def _table(a, ks: np.ndarray, ii_: np.ndarray, jj_: np.ndarray) -> dict[str, list[str]]:
-    """The columns of cells of a map's rows (ks, ii_, jj_)."""
+def _link_matrices(a) -> dict[str, np.ndarray]:
+    """The [N, N] matrices of the columns that are each link's, whatever the size."""
+    out = {"latency_s": a.latency_s}
+    if a.model is not None:
+        out.update({col: getattr(a.model, attr) for col, attr in map_model.NAMES})
+    return {col: x for col, x in out.items() if x is not None}
+
+
+def _link_texts(a) -> dict[str, np.ndarray]:
+    """The cells of the columns that are each link's, as [N, N] texts made once for every size's
+    rows (a map of several sizes writes each link's figures once a size); {} for one size or a map
+    of more than LINK_TEXTS_NODES members (their texts would outweigh their repeats)."""
+    if len(a.size_bytes) < 2 or a.nodes > LINK_TEXTS_NODES:
+        return {}
+    return {col: float_texts(x, "") for col, x in _link_matrices(a).items()}
+
+
+def _table(a, ks: np.ndarray, ii_: np.ndarray, jj_: np.ndarray, links=None) -> dict[str, list[str]]:
+    """The columns of cells of a map's rows (ks, ii_, jj_); `links`: _link_texts' cells."""
+    links = links or {}
+
+    def per_link(col: str, x) -> list[str]:
+        return links[col][ii_, jj_].tolist() if col in links else _floats(x[ii_, jj_])
+
     sizes, rows = np.asarray(a.size_bytes), len(ks)
     t: dict[str, list[str]] = {
         "map": [_text(a.label)] * rows,
@@ -71,7 +95,7 @@ def _table(a, ks: np.ndarray, ii_: np.ndarray, jj_: np.ndarray) -> dict[str, lis
         "trials": _ints(a.trials_run[ks, ii_, jj_]),
         "trials_stalled": _ints(a.trials_stalled[ks, ii_, jj_]),
         "best_one_way_s": _floats(a.best_s[ks, ii_, jj_]),
-        "latency_s": _floats(a.latency_s[ii_, jj_]),
+        "latency_s": per_link("latency_s", a.latency_s),
         "bandwidth_bit_s": _floats(a.bandwidth_bit_s[ks, ii_, jj_]),
         "bandwidth_mean_bit_s": _floats(a.mean_bit_s[ks, ii_, jj_]),
         "bandwidth_sigma_bit_s": _floats(a.sigma_bit_s[ks, ii_, jj_]),
@@ -87,7 +111,7 @@ def _table(a, ks: np.ndarray, ii_: np.ndarray, jj_: np.ndarray) -> dict[str, lis
     if lm is not None:
         for col, attr in map_model.NAMES:
             if getattr(lm, attr) is not None:
-                t[col] = _floats(getattr(lm, attr)[ii_, jj_])
+                t[col] = per_link(col, getattr(lm, attr))
     return t
 
 
