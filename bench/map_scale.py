@@ -431,4 +431,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import keep_results  # bench/keep_results.py: the output kept in bench/results/
+
+    sys.exit(keep_results.run(main, "map_scale"))
