@@ -79,7 +79,8 @@ def _write(x: Any, level: int, out: list[str]) -> None:
         out.append(_ENCODE(_scalar(x)))
 
 
-def _items(items, level: int, out: list[str]) -> None:
+def _items(items, level: int, out: list[str], each=None) -> None:
+    """A list of items, each on its own line, written by `each` (_write)."""
     if not len(items):
         out.append("[]")
         return
@@ -87,7 +88,7 @@ def _items(items, level: int, out: list[str]) -> None:
     out.append("[")
     for k, value in enumerate(items):
         out.append(("," if k else "") + pad)
-        _write(value, level + 1, out)
+        (each or _write)(value, level + 1, out)
     out.append("\n" + " " * level + "]")
 
 
@@ -141,12 +142,7 @@ def _cells(cells: np.ndarray, level: int, out: list[str]) -> None:
             rows = ["[" + ", ".join(r) + "]" for r in cells.tolist()]
         out.append("[" + pad + ("," + pad).join(rows) + "\n" + " " * level + "]")
     else:
-        pad = "\n" + " " * (level + 1)
-        out.append("[")
-        for k, sub in enumerate(cells):
-            out.append(("," if k else "") + pad)
-            _cells(sub, level + 1, out)
-        out.append("\n" + " " * level + "]")
+        _items(cells, level, out, _cells)
 
 
 def _leaf(a: np.ndarray) -> list:

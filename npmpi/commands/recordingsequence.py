@@ -125,7 +125,7 @@ class RecordingSequence(FileRecording):
     def mark_file(self, message: str) -> None:
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
         with contextlib.suppress(Exception), self._watched().lock:  # never fail the stop
-            self.writer.set_attrs(status="interrupted", status_message=message)
+            self.writer.mark_soon({"status": "interrupted", "status_message": message})
 
     def _watched(self):
         measurer = self._measurer()

@@ -328,8 +328,9 @@ class MapRecording(RecordingSequence):
         """Mark the file interrupted at once (a stop signal; mpirun may kill the job any moment)."""
         lock = self.coordinator.progress.lock if self.coordinator is not None else contextlib.nullcontext()
         with lock, contextlib.suppress(Exception):  # not while the stall watchdog closes the file
-            self.writer.set_group_attrs("map", status="interrupted")
-            self.writer.set_attrs(status="interrupted", status_message=message)
+            self.writer.mark_soon(
+                {"status": "interrupted", "status_message": message}, {"map": {"status": "interrupted"}}
+            )
 
     def on_round(self, s: int, r: int, window, results: list[PairResult]) -> None:
         """One round measured: into the file; power samples collected every few seconds."""

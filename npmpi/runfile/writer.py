@@ -98,6 +98,9 @@ class RunWriter:
         self._fault_rows: dict[tuple[int | str, int], dict[int, int]] = {}
         self._conditions: dict[str, Any] = {}  # the root attribute COND_ATTR, grown row by row
         self._error: RunFileWriteError | None = None  # the first write error: every later write raises it
+        self._writing = 0  # how deep in _checked: a write in progress (mark_soon waits for its end)
+        self._marks: dict[str | None, dict[str, Any]] | None = None  # mark_soon's, deferred
+        self._final = False  # finish began: the status it writes is the file's last
         self._handles: dict[str, Any] = {}  # open groups and datasets, closed with the file
         self._unflushed: dict[str, tuple] = {}  # datasets grown since the last flush: their shape then
         self._pending_bytes = 0  # what the next flush may write (data and new chunks), for the space check
@@ -182,6 +185,7 @@ class RunWriter:
     def _checked(self, what: str):
         if self._error is not None:
             raise self._error
+        self._writing += 1
         try:
             yield
         except RunFileWriteError as exc:  # the space check
@@ -192,6 +196,33 @@ class RunWriter:
 
             self._error = write_error(self.path, what, exc)
             raise self._error from None
+        finally:
+            self._writing -= 1
+            if not self._writing and self._marks is not None:
+                self._write_marks()
+
+    def mark_soon(self, attrs: dict[str, Any], groups: dict[str, dict[str, Any]] | None = None) -> None:
+        """Set root attributes `attrs` (and each group's of `groups`) now, or, when called while a
+        write is in progress (a stop signal's handler runs in the main thread, between any two of a
+        write's HDF5 calls: entering the file there broke the write, the run then `failed`), as soon
+        as that write ends. Nothing once finish has begun; never raises."""
+        if self._final:
+            return
+        marks = self._marks if self._marks is not None else {}
+        for group, values in {None: attrs, **(groups or {})}.items():
+            marks.setdefault(group, {}).update(values)
+        self._marks = marks
+        if not self._writing:
+            self._write_marks()
+
+    def _write_marks(self) -> None:
+        marks, self._marks = self._marks or {}, None
+        with contextlib.suppress(Exception):  # never fail a stop
+            for group, values in sorted(marks.items(), key=lambda kv: kv[0] is None):
+                if group is None:
+                    self.set_attrs(**values)
+                else:
+                    self.set_group_attrs(group, **values)
 
     def _h(self, name: str):
         """The open group or dataset `name`, kept open until the file closes."""
@@ -433,6 +464,7 @@ class RunWriter:
             raise ValueError(f"unknown status {status!r}")
         if self._res.fd < 0:
             return
+        self._final, self._marks = True, None
         if self._error is None:
             with contextlib.suppress(RunFileWriteError):
                 self.set_attrs(status=status, status_message=message, **attrs)
