@@ -286,3 +286,15 @@ def test_a_map_too_large_for_its_matrices_in_the_text_names_its_lowest_nodes(tmp
     assert line.endswith(
         "(each node's links, to the median link): h3 0.90x, h0 1.00x, h1 1.00x, h2 1.00x, h4 1.00x"
     )
+
+
+def test_a_rows_map_of_no_trials_is_refused_in_one_line(tmp_path):
+    from npmpi_analysis.map.load import load_map
+
+    to_rows(DATA / "map_1_11_pp.h5", tmp_path / "m.h5")
+    with h5py.File(tmp_path / "m.h5", "r+") as f:
+        shape = f["map/trial_s"].shape
+        del f["map/trial_s"]
+        f["map/trial_s"] = np.zeros((*shape[:2], 0))
+    with pytest.raises(RunFileError, match=r"/map/trial_s has 0 trials per pair: expected 1 to"):
+        load_map(tmp_path / "m.h5", SAMPLE_FIELDS)

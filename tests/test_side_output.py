@@ -137,3 +137,26 @@ from npmpi_analysis.cli import main
 out = Path(sys.argv[2])
 sys.exit(main([sys.argv[1], "--quiet", "--json", str(out / "m.json"), "--csv", str(out / "m.csv")]))
 """
+
+
+def test_stopped_at_once_the_second_process_writes_nothing(tmp_path):
+    """stop() right after the start: the signal reaches a process still starting (it waits, blocked
+    across the fork) and the output is not written."""
+    import time
+
+    def slowish(f) -> None:
+        for _ in range(20):
+            f.write(b"x" * 1000)
+            time.sleep(0.05)
+
+    from npmpi_analysis.cli import _terminated
+
+    previous = signal.signal(signal.SIGTERM, _terminated)  # npmpi-analyze's: a Python handler
+    try:
+        for k in range(3):
+            job = SideOutput(tmp_path / f"x{k}.csv", slowish, force=False)
+            job.stop()
+            job.stop()  # once is enough; again does nothing
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert list(tmp_path.iterdir()) == []

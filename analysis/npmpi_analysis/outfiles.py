@@ -86,10 +86,10 @@ def write_with(
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
     tmp = Path(tmp_name)
-    if on_temp is not None:
-        on_temp(tmp)
     try:
         with os.fdopen(fd, "wb") as f:
+            if on_temp is not None:
+                on_temp(tmp)
             fill(f)
             f.flush()
             os.fsync(f.fileno())

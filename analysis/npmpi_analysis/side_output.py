@@ -31,10 +31,20 @@ class SideOutput:
     def __init__(self, path: Path, fill: Callable[[BinaryIO], object], force: bool):
         ctx = multiprocessing.get_context("fork")
         self.path = Path(path)
+        self._joined = False
         self._said, told = ctx.Pipe(duplex=False)
         self._process = ctx.Process(target=_write, args=(told, self.path, fill, force), daemon=True)
-        self._process.start()
-        told.close()
+        # SIGTERM blocked across the fork: one sent to the new process before it can act on it
+        # (Python clears a new process' pending signals) waits, and `_write` lets it in
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            self._process.start()
+        except OSError:  # no fork (memory): the caller writes the output itself
+            self._said.close()
+            raise
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            told.close()
 
     def stop(self) -> None:
         """Stop the process (SIGTERM: an npmpi-analyze process ends its output cleanly) and wait
@@ -45,7 +55,10 @@ class SideOutput:
         self.join(say_error=False)
 
     def join(self, say_error: bool = True) -> None:
-        """Wait for the output to be written; raise what went wrong (when `say_error`)."""
+        """Wait for the output to be written; raise what went wrong (when `say_error`). Once."""
+        if self._joined:
+            return
+        self._joined = True
         temp, said = None, None
         try:
             said = self._said.recv()
@@ -75,7 +88,10 @@ def side_output(path: Path, fill: Callable[[BinaryIO], object], force: bool) -> 
     """A SideOutput writing `path`, or None where a second process cannot run beside this one."""
     if "fork" not in multiprocessing.get_all_start_methods() or _cpus() < 2:
         return None
-    return SideOutput(path, fill, force)
+    try:
+        return SideOutput(path, fill, force)
+    except OSError:
+        return None
 
 
 def _cpus() -> int:
@@ -86,15 +102,21 @@ def _cpus() -> int:
 
 
 def _write(told, path: Path, fill: Callable[[BinaryIO], object], force: bool) -> None:
-    """In the forked process: write the output, then say "done" or the error."""
-    try:
-        write_with(path, fill, force, on_temp=told.send)
-        said: object = "done"
-    except NpmpiError as exc:
-        said = (isinstance(exc, UsageError), str(exc))
-    except MemoryError:
-        said = (False, f"cannot write {path}: out of memory while making it")
-    except BaseException as exc:
-        said = (False, f"cannot write {path}: {type(exc).__name__}: {exc}")
-    told.send(said)
-    told.close()
+    """In the forked process: write the output, then say "done" or the error (a second stop
+    signal, as the parent's after the job's, is ignored: this process says one thing and ends)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    said: object = (False, f"cannot write {path}: interrupted")
+    with contextlib.suppress(BaseException):  # a signal inside the handlers below: `said` as it is
+        try:
+            write_with(path, fill, force, on_temp=told.send)
+            said = "done"
+        except NpmpiError as exc:
+            said = (isinstance(exc, UsageError), str(exc))
+        except MemoryError:
+            said = (False, f"cannot write {path}: out of memory while making it")
+        except BaseException as exc:
+            said = (False, f"cannot write {path}: {type(exc).__name__}: {exc}")
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with contextlib.suppress(Exception):
+        told.send(said)
+        told.close()

@@ -217,7 +217,7 @@ class RunWriter:
 
     def _write_marks(self) -> None:
         marks, self._marks = self._marks or {}, None
-        with contextlib.suppress(Exception):  # never fail a stop
+        with contextlib.suppress(RunFileWriteError, OSError, RuntimeError):  # never fail a stop
             for group, values in sorted(marks.items(), key=lambda kv: kv[0] is None):
                 if group is None:
                     self.set_attrs(**values)

@@ -110,12 +110,12 @@ def _write(args, analyses, changes, problems, say) -> None:
             args.report is not None,
             write_atomic,
         )
+        if beside is not None:
+            beside.join()
     except BaseException:
         if beside is not None:  # the CSV stops too: no output is left half-written
             beside.stop()
         raise
-    if beside is not None:
-        beside.join()
     if count:
         written.append(f"{count} figure(s) in {args.plots}/")
     if args.report is not None:

@@ -20,6 +20,7 @@ from npmpi.core.errors import RunFileError
 from npmpi.runfile.maprows import is_rows_layout
 from npmpi.runfile.opening import attr_value
 from npmpi_analysis.map.checks import (
+    MAX_MAP_TRIALS,
     MAX_MAP_VALUES,
     MAX_TRIAL_S,
     check_shapes,
@@ -246,6 +247,8 @@ def _read_rows(g, p: Path, map_attrs: dict):
     n, s = small["hosts"].shape[0], small["size_bytes"].shape[0]
     trial = g.get("trial_s")
     t = trial.shape[-1] if trial is not None and getattr(trial, "ndim", 0) == 3 else 0
+    if trial is not None and getattr(trial, "ndim", 0) == 3 and t < 1:
+        raise RunFileError(f"{p}: /map/trial_s has {t} trials per pair: expected 1 to {MAX_MAP_TRIALS}")
     r = small["window_start_unix_s"].shape[1]
     check_shapes({k: v.shape for k, v in small.items()} | {"trial_s": (s, n, n, max(t, 1))}, p)
     directed = str(map_attrs.get("directions", "")) == "both"
