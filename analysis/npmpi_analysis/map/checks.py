@@ -79,16 +79,24 @@ def check_values(m, p: Path) -> None:
         m.notices.append(f"/map: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
 
 
+def impossible_times(t: np.ndarray) -> np.ndarray:
+    """Where trial times are non-positive, infinite or beyond MAX_TRIAL_S (NaN: not run)."""
+    return np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))
+
+
+def impossible_time_error(p: Path, value: float, i: int, j: int, size: int) -> RunFileError:
+    return RunFileError(
+        f"{p}: /map/trial_s holds a non-positive, infinite or impossible time ({value!r} s) "
+        f"for hosts {i}, {j} at {size} B"
+    )
+
+
 def _check_trials(m, p: Path) -> None:
     t = m.trial_s
-    bad = np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))
+    bad = impossible_times(t)
     if np.any(bad):
         k, i, j, _ = (int(x) for x in np.argwhere(bad)[0])
-        value = t[k, i, j][bad[k, i, j]][0]
-        raise RunFileError(
-            f"{p}: /map/trial_s holds a non-positive, infinite or impossible time ({value!r} s) "
-            f"for hosts {i}, {j} at {int(m.size_bytes[k])} B"
-        )
+        raise impossible_time_error(p, t[k, i, j][bad[k, i, j]][0], i, j, int(m.size_bytes[k]))
     measured = np.isfinite(t).any(axis=3)
     if np.any(measured & (m.iterations < 1)):
         raise RunFileError(f"{p}: /map/iterations holds values below 1 for a measured pair")

@@ -31,7 +31,7 @@ from npmpi.runfile.opening import MAX_READ_BYTES, check_own_data, read_checked
 from npmpi_analysis.map.trials import FILLS, summarise
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
-ANALYSIS_FACTOR = 3  # the map's analysis holds about this many times its dense matrices (measured: 1.8-2.4)
+ANALYSIS_FACTOR = 3  # the map's analysis holds about this many times its dense matrices (measured: 1.8-2.9)
 UNREAD = ("runq_wait_s",)  # per-pair datasets of a rows map the analysis does not read
 COND_NAMES = tuple(COND_PREFIX + n for n in COND_DATASETS)
 # per-pair datasets read in blocks and bounded by `check_memory`, not counted by the file's guard (opening.py)
@@ -112,7 +112,7 @@ def read_index(g, p: Path, nodes: int, rounds: int, map_attrs: dict) -> MapRows:
 def check_memory(p: Path, nodes: int, sizes: int, trials: int, cond: bool, directed: bool) -> None:
     """RunFileError when the dense matrices of this map (the trials' summaries, or each direction's
     trials; counts, windows, conditions) would outgrow what the analysis may hold: MAX_READ_BYTES,
-    or a sixth of this machine's free memory when more."""
+    or a third (1 / ANALYSIS_FACTOR) of this machine's free memory when more."""
     n2 = sizes * nodes * nodes
     need = n2 * 8 * ((trials if directed else len(FILLS)) + 3 + (2 * len(COND_DATASETS) if cond else 0))
     cap = max(MAX_READ_BYTES, available_bytes() // ANALYSIS_FACTOR)
@@ -182,7 +182,6 @@ def dense_datasets(g, p: Path, rows: MapRows, size_bytes: np.ndarray, trials: in
     read block by block when each pair was measured one way, else trial_s [S, N, N, T]."""
     P, sizes = len(rows.pair), len(size_bytes)
     out = {"round": rows.round_matrix()}
-    its = None
     for name, kinds, fill, required in (
         ("iterations", "iu", 0, True),
         ("bytes_moved", "iu", 0, True),
@@ -194,7 +193,8 @@ def dense_datasets(g, p: Path, rows: MapRows, size_bytes: np.ndarray, trials: in
         if ds.dtype.kind not in kinds:
             raise RunFileError(f"{p}: /map/{name} has type {ds.dtype}, expected numbers")
         values = read_rows(ds, p, f"/map/{name}", (sizes, P)).astype(np.float64 if kinds == "f" else np.int64)
-        its = values if name == "iterations" else its
+        if name == "iterations":
+            its = values  # each row's: the stall rule's
         out[name] = rows.expand(values, fill)
     ds = stored(g, "trial_s", p, True)
     if ds.dtype.kind != "f":
@@ -212,7 +212,7 @@ def read_trial_rows(ds, p: Path, rows: MapRows, size_bytes, trials: int, its: np
     """A rows map's /map/trial_s [S, P, T] read in blocks of at most BLOCK_BYTES, each block's
     times checked (as check_values checks a dense map's) and summed up (map/trials.summarise):
     the summaries [S, P]."""
-    from npmpi_analysis.map.checks import MAX_TRIAL_S
+    from npmpi_analysis.map.checks import impossible_time_error, impossible_times
 
     sizes, P = len(size_bytes), len(rows.pair)
     if tuple(ds.shape) != (sizes, P, trials):
@@ -226,14 +226,11 @@ def read_trial_rows(ds, p: Path, rows: MapRows, size_bytes, trials: int, its: np
     for s in range(sizes):
         for a in range(0, P, step):
             t = np.asarray(read_checked(ds, (s, slice(a, a + step)), p, "/map/trial_s"), dtype=np.float64)
-            bad = np.isinf(t) | (np.isfinite(t) & ((t <= 0) | (t > MAX_TRIAL_S)))
+            bad = impossible_times(t)
             if np.any(bad):
                 r, k = (int(x) for x in np.argwhere(bad)[0])
-                i, j = (int(x) for x in rows.pair[a + r])
-                raise RunFileError(
-                    f"{p}: /map/trial_s holds a non-positive, infinite or impossible time ({t[r, k]!r} s) "
-                    f"for hosts {min(i, j)}, {max(i, j)} at {int(size_bytes[s])} B"
-                )
+                i, j = sorted(int(x) for x in rows.pair[a + r])
+                raise impossible_time_error(p, t[r, k], i, j, int(size_bytes[s]))
             part = summarise(t, its[s, a : a + step])
             if np.any((part["trials_run"] > 0) & (its[s, a : a + step] < 1)):
                 raise RunFileError(f"{p}: /map/iterations holds values below 1 for a measured pair")
