@@ -80,12 +80,15 @@ def _write(args, analyses, changes, problems, say) -> None:
 
     from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.map import report as map_report
+    from npmpi_analysis.map.csv_rows import BULK_NOTE, is_bulk
     from npmpi_analysis.map.html_report import html_report
     from npmpi_analysis.outfiles import write_atomic, write_with
     from npmpi_analysis.report import summarise_alike
     from npmpi_analysis.side_output import side_output
 
     written, beside, made = [], None, None
+    if (args.csv or args.json) and is_bulk(analyses):
+        say(f"npmpi-analyze: note: {pair_sizes(analyses):,} pair-sizes: {BULK_NOTE}", sys.stderr)
     side = args.json is not None or args.plots is not None or args.report is not None
     side = bool(args.csv) and side and pair_sizes(analyses) >= SIDE_PAIR_SIZES
     if not side:  # the figures' names checked before anything is written

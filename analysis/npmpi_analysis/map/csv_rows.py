@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.safetext import csv_cell
+from npmpi_analysis.bulk_text import code_fields, int_fields, joined_rows, sci_fields, text_codes
 from npmpi_analysis.map import model as map_model
 from npmpi_analysis.number_text import float_texts
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
@@ -24,6 +25,11 @@ from npmpi_analysis.numbers.conditions import WIRE_LOW, WIRE_WORDS, wire_high
 
 CHUNK_ROWS = 1 << 16  # rows made at once: the cells of a million rows would take gigabytes
 LINK_TEXTS_NODES = 2048  # up to this many members a link's figures are written as text once
+BULK_ROWS = 1 << 23  # maps of this many rows or more: numbers as "%.8e" (bulk_text), not repr
+BULK_NOTE = (
+    "the CSV's numbers are written to 9 significant digits (\"%.8e\") and the JSON gives each node's "
+    "figures instead of the per-pair matrices (every pair is in the CSV and the run file)"
+)
 
 
 def csv_bytes(analyses: list) -> bytes:
@@ -32,24 +38,42 @@ def csv_bytes(analyses: list) -> bytes:
 
 
 def csv_parts(analyses: list) -> Iterator[bytes]:
-    """csv_bytes' bytes, CHUNK_ROWS rows at a time."""
+    """csv_bytes' bytes, CHUNK_ROWS rows at a time; numbers as "%.8e" (bulk_text) when the maps hold
+    BULK_ROWS rows or more."""
     indices = [_indices(a) for a in analyses]
     fields = list(
         dict.fromkeys(
             k
             for a, (ks, ii, jj) in zip(analyses, indices, strict=True)
-            for k in _table(a, ks[:1], ii[:1], jj[:1])
+            for k in _columns(a, ks[:1], ii[:1], jj[:1])
         )
     )
     yield ",".join(_text(f) for f in fields).encode() + b"\n"
+    bulk = sum(len(ks) for ks, _, _ in indices) >= BULK_ROWS
     for a, (ks, ii, jj) in zip(analyses, indices, strict=True):
-        links = _link_texts(a)
+        links = {} if bulk else _link_texts(a)
         for start in range(0, len(ks), CHUNK_ROWS):
             part = slice(start, start + CHUNK_ROWS)
-            t = _table(a, ks[part], ii[part], jj[part], links)
-            blank = [""] * len(ks[part])
-            lines = map(",".join, zip(*(t.get(f, blank) for f in fields), strict=True))
+            columns = _columns(a, ks[part], ii[part], jj[part])
+            if bulk:
+                blank = ("c", "")
+                yield joined_rows([_fields(columns.get(f, blank), len(ks[part])) for f in fields])
+                continue
+            blank_cells = [""] * len(ks[part])
+            t = {f: _cells(f, c, links, ii[part], jj[part]) for f, c in columns.items()}
+            lines = map(",".join, zip(*(t.get(f, blank_cells) for f in fields), strict=True))
             yield ("\n".join(lines) + "\n").encode()
+
+
+def is_bulk(analyses: list) -> bool:
+    """Whether the maps' CSV writes its numbers as "%.8e" (BULK_ROWS rows or more)."""
+    return sum(len(a.size_bytes) * _links(a) for a in analyses) >= BULK_ROWS
+
+
+def _links(a) -> int:
+    """A map's rows of a size: its pairs, or its directions when measured both ways."""
+    directed = str(a.map_attrs.get("directions", "one")) == "both"
+    return a.nodes * (a.nodes - 1) // (1 if directed else 2)
 
 
 def _indices(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -78,87 +102,112 @@ def _link_texts(a) -> dict[str, np.ndarray]:
     return {col: float_texts(x, "") for col, x in _link_matrices(a).items()}
 
 
-def _table(a, ks: np.ndarray, ii_: np.ndarray, jj_: np.ndarray, links=None) -> dict[str, list[str]]:
-    """The columns of cells of a map's rows (ks, ii_, jj_); `links`: _link_texts' cells."""
-    links = links or {}
-
-    def per_link(col: str, x) -> list[str]:
-        return links[col][ii_, jj_].tolist() if col in links else _floats(x[ii_, jj_])
-
-    sizes, rows = np.asarray(a.size_bytes), len(ks)
-    t: dict[str, list[str]] = {
-        "map": [_text(a.label)] * rows,
-        "host_a": _texts(np.asarray(a.names, dtype=object)[ii_]),
-        "host_b": _texts(np.asarray(a.names, dtype=object)[jj_]),
-        "size_bytes": _ints(sizes[ks]),
-        "round": _ints(a.round[ii_, jj_]),
-        "trials": _ints(a.trials_run[ks, ii_, jj_]),
-        "trials_stalled": _ints(a.trials_stalled[ks, ii_, jj_]),
-        "best_one_way_s": _floats(a.best_s[ks, ii_, jj_]),
-        "latency_s": per_link("latency_s", a.latency_s),
-        "bandwidth_bit_s": _floats(a.bandwidth_bit_s[ks, ii_, jj_]),
-        "bandwidth_mean_bit_s": _floats(a.mean_bit_s[ks, ii_, jj_]),
-        "bandwidth_sigma_bit_s": _floats(a.sigma_bit_s[ks, ii_, jj_]),
-        "bytes_moved": _ints(a.bytes_moved[ks, ii_, jj_]),
+def _columns(a, ks: np.ndarray, ii_: np.ndarray, jj_: np.ndarray) -> dict[str, tuple]:
+    """The columns of a map's rows (ks, ii_, jj_), each as what its cells are made of: ("f", floats),
+    ("i", integers), ("t", texts), ("k", codes, texts: texts[code]) or ("c", one text for all)."""
+    sizes = np.asarray(a.size_bytes)
+    t: dict[str, tuple] = {
+        "map": ("c", a.label),
+        "host_a": ("k", ii_, a.names),
+        "host_b": ("k", jj_, a.names),
+        "size_bytes": ("i", sizes[ks]),
+        "round": ("i", a.round[ii_, jj_]),
+        "trials": ("i", a.trials_run[ks, ii_, jj_]),
+        "trials_stalled": ("i", a.trials_stalled[ks, ii_, jj_]),
+        "best_one_way_s": ("f", a.best_s[ks, ii_, jj_]),
+        "latency_s": ("f", a.latency_s[ii_, jj_]),
+        "bandwidth_bit_s": ("f", a.bandwidth_bit_s[ks, ii_, jj_]),
+        "bandwidth_mean_bit_s": ("f", a.mean_bit_s[ks, ii_, jj_]),
+        "bandwidth_sigma_bit_s": ("f", a.sigma_bit_s[ks, ii_, jj_]),
+        "bytes_moved": ("i", a.bytes_moved[ks, ii_, jj_]),
     }
     energy = None
     if a.energy is not None:
         energy = a.energy.energy_pj_bit[ks, ii_, jj_]
-        t.update(_energy(a, ks, ii_, jj_, rows))
+        t.update(_energy(a, ks, ii_, jj_, len(ks)))
     if a.conditions is not None:
         t.update(_conditions(a.conditions, ks, ii_, jj_, sizes, energy))
     lm = a.model
     if lm is not None:
         for col, attr in map_model.NAMES:
             if getattr(lm, attr) is not None:
-                t[col] = per_link(col, getattr(lm, attr))
+                t[col] = ("f", getattr(lm, attr)[ii_, jj_])
     return t
 
 
-def _energy(a, ks, ii_, jj_, rows: int) -> dict[str, list[str]]:
+def _cells(col: str, spec: tuple, links: dict, ii_: np.ndarray, jj_: np.ndarray) -> list[str]:
+    """A column's cells as Python writes them; a link's figures from `links` (_link_texts)."""
+    kind, value = spec[0], spec[1]
+    if kind == "f":
+        return links[col][ii_, jj_].tolist() if col in links else _floats(value)
+    if kind == "i":
+        return _ints(value)
+    if kind == "t":
+        return _texts(value)
+    if kind == "k":
+        return _texts(np.asarray(spec[2], dtype=object)[value])
+    return [_text(value)] * len(ii_)
+
+
+def _fields(spec: tuple, rows: int) -> np.ndarray:
+    """A column's cells as [rows, width] bytes (bulk_text): numbers as "%.8e", texts as _cells'."""
+    kind, value = spec[0], spec[1]
+    if kind == "f":
+        return sci_fields(value)
+    if kind == "i":
+        return int_fields(value)
+    if kind == "t":
+        codes, texts = text_codes(value)
+        return code_fields(codes, [_text(v) for v in texts])
+    if kind == "k":
+        return code_fields(value, [_text(v) for v in spec[2]])
+    return code_fields(np.zeros(rows, dtype=np.intp), [_text(value)])
+
+
+def _energy(a, ks, ii_, jj_, rows: int) -> dict[str, tuple]:
     e = a.energy
     names = [FLAG_NAMES[f] or FLAG_NAMES[FLAG_OK] for f in range(len(FLAG_NAMES))]
     nan = np.full(rows, np.nan)
     reason = e.flag_reason[ks, ii_, jj_] if e.flag_reason is not None else np.full(rows, "", dtype=object)
     return {
-        "window_s": _floats(e.window_s[ks, ii_, jj_]),
-        "power_w": _floats(e.power_w[ks, ii_, jj_]),
-        "power_sigma_w": _floats(e.power_sigma_w[ks, ii_, jj_]),
-        "power_flag": _texts(
-            np.asarray(names, dtype=object)[np.asarray(e.flag[ks, ii_, jj_], dtype=np.int64)]
+        "window_s": ("f", e.window_s[ks, ii_, jj_]),
+        "power_w": ("f", e.power_w[ks, ii_, jj_]),
+        "power_sigma_w": ("f", e.power_sigma_w[ks, ii_, jj_]),
+        "power_flag": ("k", np.asarray(e.flag[ks, ii_, jj_], dtype=np.int64), names),
+        "power_flag_reason": ("t", np.asarray(reason, dtype=object)),
+        "power_label": ("c", a.caveat or "measured"),
+        "energy_pj_bit": ("f", e.energy_pj_bit[ks, ii_, jj_]),
+        "energy_sigma_pj_bit": ("f", e.energy_sigma_pj_bit[ks, ii_, jj_]),
+        "dynamic_energy_pj_bit": (
+            "f",
+            e.dynamic_pj_bit[ks, ii_, jj_] if e.dynamic_pj_bit is not None else nan,
         ),
-        "power_flag_reason": _texts(np.asarray(reason, dtype=object)),
-        "power_label": [_text(a.caveat or "measured")] * rows,
-        "energy_pj_bit": _floats(e.energy_pj_bit[ks, ii_, jj_]),
-        "energy_sigma_pj_bit": _floats(e.energy_sigma_pj_bit[ks, ii_, jj_]),
-        "dynamic_energy_pj_bit": _floats(
-            e.dynamic_pj_bit[ks, ii_, jj_] if e.dynamic_pj_bit is not None else nan
-        ),
-        "dynamic_energy_sigma_pj_bit": _floats(
-            e.dynamic_sigma_pj_bit[ks, ii_, jj_] if e.dynamic_sigma_pj_bit is not None else nan
+        "dynamic_energy_sigma_pj_bit": (
+            "f",
+            e.dynamic_sigma_pj_bit[ks, ii_, jj_] if e.dynamic_sigma_pj_bit is not None else nan,
         ),
     }
 
 
-def _conditions(c, ks, ii_, jj_, sizes: np.ndarray, energy) -> dict[str, list[str]]:
+def _conditions(c, ks, ii_, jj_, sizes: np.ndarray, energy) -> dict[str, tuple]:
     ratio = np.asarray(c.wire_ratio[ks, ii_, jj_], dtype=np.float64)
     size = sizes[ks]
     with np.errstate(invalid="ignore"):  # conditions.wire_warning, for every row at once
         low, high = ratio < WIRE_LOW, ratio > wire_high(size)
-    warning = np.where(low, WIRE_WORDS[0], np.where(high, WIRE_WORDS[1], "")).astype(object)
+    warning = np.where(low, 1, np.where(high, 2, 0))
     out = {
-        "transmitter_cpu_freq_ghz": _floats(c.freq_hz[ks, ii_, jj_, 0] / 1e9),
-        "reflector_cpu_freq_ghz": _floats(c.freq_hz[ks, ii_, jj_, 1] / 1e9),
-        "transmitter_throttle_count": _floats(c.throttle[ks, ii_, jj_, 0]),
-        "reflector_throttle_count": _floats(c.throttle[ks, ii_, jj_, 1]),
-        "conditions_flag": _texts(np.asarray(c.flags[ks, ii_, jj_], dtype=object)),
-        "nic_tx_bytes": _floats(c.wire_tx_bytes[ks, ii_, jj_]),
-        "wire_bytes_per_payload_byte": _floats(ratio),
-        "wire_warning": _texts(warning),
+        "transmitter_cpu_freq_ghz": ("f", c.freq_hz[ks, ii_, jj_, 0] / 1e9),
+        "reflector_cpu_freq_ghz": ("f", c.freq_hz[ks, ii_, jj_, 1] / 1e9),
+        "transmitter_throttle_count": ("f", c.throttle[ks, ii_, jj_, 0]),
+        "reflector_throttle_count": ("f", c.throttle[ks, ii_, jj_, 1]),
+        "conditions_flag": ("t", np.asarray(c.flags[ks, ii_, jj_], dtype=object)),
+        "nic_tx_bytes": ("f", c.wire_tx_bytes[ks, ii_, jj_]),
+        "wire_bytes_per_payload_byte": ("f", ratio),
+        "wire_warning": ("k", warning, ["", *WIRE_WORDS[:2]]),
     }
     if energy is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
-            out["energy_pj_wire_bit"] = _floats(np.where(ratio > 0, energy / ratio, np.nan))
+            out["energy_pj_wire_bit"] = ("f", np.where(ratio > 0, energy / ratio, np.nan))
     return out
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from npmpi.core.modes import MODE_TABLE
 from npmpi.core.units import format_size_iec as format_size
+from npmpi.runfile.maprows import warnings_off
 from npmpi_analysis.map import model as map_model
 from npmpi_analysis.map.conditions import map_lines, map_matrices, map_summary, pair_columns
 from npmpi_analysis.map.outliers import (
@@ -351,12 +352,23 @@ def _finding(f) -> dict[str, Any]:
     }
 
 
-def map_doc(a) -> dict[str, Any]:
-    """One map in the JSON: summary, matrices (null where undefined), outliers, notices."""
+def map_doc(a, pairs: bool = True) -> dict[str, Any]:
+    """One map in the JSON: summary, matrices (null where undefined), outliers, notices; without
+    `pairs` (the largest maps: csv_rows.is_bulk), each node's figures instead of the matrices."""
+    head = {"summary": summary(a), "notices": a.notices, "problems": a.problems}
+    if not pairs:
+        return {
+            **head,
+            "outliers": [_finding(f) for f in a.outliers],
+            "matrices_left_out": (
+                f"{len(a.size_bytes) * a.nodes * (a.nodes - 1) // 2:,} pair-sizes: the per-pair matrices "
+                "are left out of the JSON (gigabytes of text no JSON reader loads); every pair is in "
+                "--csv, in the heat maps of --plots and in the run file"
+            ),
+            "nodes": node_figures(a),
+        }
     doc = {
-        "summary": summary(a),
-        "notices": a.notices,
-        "problems": a.problems,
+        **head,
         "round": a.round,
         "latency_s": a.latency_s,
         "bandwidth_bit_s": a.bandwidth_bit_s,
@@ -385,8 +397,34 @@ def map_doc(a) -> dict[str, Any]:
     return doc
 
 
+def node_figures(a) -> dict[str, Any]:
+    """Each node's links summed up (the JSON of a map too large for its matrices): the median of its
+    links' latency and, at each size, of their bandwidth, its slowest link's bandwidth and partner
+    (null for a node with no measured link)."""
+    names = np.asarray(a.names, dtype=object)
+    with np.errstate(invalid="ignore"), warnings_off():  # a node with no measured link: NaN
+        latency = np.nanmedian(a.latency_s, axis=1)
+        bw = [np.asarray(a.bandwidth_bit_s[k], dtype=float) for k in range(len(a.size_bytes))]
+        median = [np.nanmedian(x, axis=1) for x in bw]
+    slowest = [np.argmin(np.where(np.isfinite(x), x, np.inf), axis=1) for x in bw]
+    low = [x[np.arange(a.nodes), j] for x, j in zip(bw, slowest, strict=True)]
+    return {
+        "host": list(a.names),
+        "median_latency_s": latency,
+        "median_bandwidth_bit_s": np.array(median),
+        "slowest_link_bandwidth_bit_s": np.array(low),
+        "slowest_link_partner": [
+            [str(names[j[i]]) if np.isfinite(x[i]) else None for i in range(a.nodes)]
+            for x, j in zip(low, slowest, strict=True)
+        ],
+    }
+
+
 def json_doc(analyses: list, changes: list) -> dict[str, Any]:
     """The JSON's document: the thresholds, each map's (map_doc) and each comparison."""
+    from npmpi_analysis.map.csv_rows import is_bulk
+
+    pairs = not is_bulk(analyses)
     return {
         "format": "npmpi-map-analysis",
         "format_version": "1.0",
@@ -397,7 +435,7 @@ def json_doc(analyses: list, changes: list) -> dict[str, Any]:
             "rule": THRESHOLD_TEXT,
             "change_rule": CHANGE_TEXT,
         },
-        "maps": [map_doc(a) for a in analyses],
+        "maps": [map_doc(a, pairs) for a in analyses],
         "comparison": [
             {
                 "before": c.before,
