@@ -16,6 +16,7 @@ in a round is split equally among its ranks measured in that round, and the summ
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,7 +206,7 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
         a.power = power
         a.notices += power.notices
         a.problems += power.problems
-        a.energy = pair_energy(m, a, power, _own_window_power(m, a, meter_delay_s))
+        a.energy = pair_energy(m, a, power, meter_delay_s)
         a.notices += _gap_notice(a.energy)
         if a.energy.shared_nodes:
             a.notices.append(
@@ -219,15 +220,6 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
     a.conditions = analyse_map_conditions(m, a, entry_hosts(m), is_directed(m.map_attrs))
     confirm_conditions(a, m)
     return a
-
-
-def _own_window_power(m: MapFile, a: MapAnalysis, meter_delay_s: float | None) -> PowerResult | None:
-    """Each node's power over every pair's own window (format 1.6), in a.pairs() order; None for an
-    older map. Its notices repeat the rounds' and are dropped."""
-    windows = pair_windows(m, a.pairs())
-    if windows is None:
-        return None
-    return analyse_power(m, windows[0].ravel(), windows[1].ravel(), meter_delay_s)
 
 
 def shared_host_notice(hosts: list[str]) -> list[str]:
@@ -272,83 +264,164 @@ def _power_node_of(m: MapFile, power: PowerResult, notices: list[str]) -> np.nda
 def _measuring_counts(m: MapFile, a: MapAnalysis, node_of: np.ndarray, nodes: int) -> np.ndarray:
     """[S, R, power nodes]: how many mapped entries of each node were measured in each window."""
     s_count, rounds = m.window_start_unix_s.shape
-    counts = np.zeros((s_count, rounds, max(nodes, 1)), dtype=np.int64)
-    measured = np.isfinite(a.best_s)  # [S, N, N]
-    for i in range(a.nodes):
-        if node_of[i] < 0:
-            continue
-        for j in range(a.nodes):
-            r = int(m.round[i, j])
-            if i == j or r < 0:
-                continue
-            counts[:, r, node_of[i]] += measured[:, i, j]
-    return counts
+    width = rounds * max(nodes, 1)
+    counts = np.zeros((s_count, width), dtype=np.int64)
+    step = max(1, (1 << 22) // max(a.nodes, 1))  # rows of the [N, N] matrices at once
+    for i0 in range(0, a.nodes, step):
+        r = m.round[i0 : i0 + step].astype(np.int64)
+        k = np.broadcast_to(node_of[i0 : i0 + step, None], r.shape)
+        ok = (r >= 0) & (k >= 0)
+        ok[np.arange(r.shape[0]), np.arange(i0, i0 + r.shape[0])] = False  # a member with itself
+        cell = (r * max(nodes, 1) + k)[ok]
+        for s in range(s_count):
+            measured = np.isfinite(a.best_s[s, i0 : i0 + step])[ok]
+            counts[s] += np.bincount(cell, weights=measured, minlength=width).astype(np.int64)
+    return counts.reshape(s_count, rounds, max(nodes, 1))
 
 
-def pair_windows(m: MapFile, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray] | None:
-    """([S, P] start, end) of each pair's own window: its round's start to the end of its pair's
-    work (/map/pair_window_s, format 1.6); None for an older map (the round's window is used)."""
-    if m.pair_window_s is None or not pairs:
+def pair_windows(m: MapFile, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """([S, P] start, end) of each pair (i, j)'s own window: its round's start to the end of its
+    pair's work (/map/pair_window_s, format 1.6); None for an older map (the round's window is used)."""
+    if m.pair_window_s is None:
         return None
-    i, j = np.array(pairs).T
     r = m.round[i, j]
     start = np.where(r >= 0, m.window_start_unix_s[:, np.maximum(r, 0)], np.nan)
-    own = symmetric(m.pair_window_s)[:, i, j]
+    own = m.pair_window_s[:, i, j]
+    own = np.where(np.isfinite(own), own, m.pair_window_s[:, j, i])  # trials.symmetric, of these pairs
     end = np.where(np.isfinite(own) & (own > 0), start + own, m.window_end_unix_s[:, np.maximum(r, 0)])
     return start, end
 
 
-def _node_windows(power: PowerResult, s_count: int) -> tuple[np.ndarray, ...]:
-    """Each power node's mean, σ and flag per window, shaped [nodes, S, windows per size]."""
-    shape = (len(power.nodes), s_count, -1)
-    return tuple(
-        np.array([getattr(nd.sizes, name) for nd in power.nodes]).reshape(shape)
-        for name in ("mean", "sigma", "flag")
-    )
+@dataclass
+class _NodeWindows:
+    """Each power node's mean, σ, flag and gap reasons over windows, [S, slots]: the rounds' (node
+    k's round r in slot k x R + r) or each pair's own (a node's slots its own pairs')."""
+
+    mean: np.ndarray
+    sigma: np.ndarray
+    flag: np.ndarray
+    reason: np.ndarray  # object: '' or why the window is flagged 'recorded gap'
 
 
-def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult, own: PowerResult | None = None) -> PairEnergy:
-    """Each pair's power (its two nodes', or their shares) over its own window (`own`: the power
-    over pair_windows, in a.pairs() order) or, for an older map, its round's window; and energy
-    per bit, total and dynamic, with σ propagated as the sweep's (compute.energy_per_bit_pj)."""
+def _round_windows(m: MapFile, power: PowerResult) -> _NodeWindows:
+    """The nodes' figures over the rounds' windows."""
     s_count = m.window_start_unix_s.shape[0]
+    parts = [np.array([getattr(nd.sizes, f) for nd in power.nodes]) for f in ("mean", "sigma", "flag")]
+    nw, ns, nf = (x.reshape(len(power.nodes), s_count, -1) for x in parts)
+    reason = np.empty(nf.shape, dtype=object)
+    for k, nd in enumerate(power.nodes):
+        reason[k] = _gaps(nd, nf[k], m.window_start_unix_s, m.window_end_unix_s)
+    return _NodeWindows(*(np.concatenate(list(x), axis=1) for x in (nw, ns, nf, reason)))
+
+
+def _own_windows(m, power, meter_delay_s, starts, ends, node, q) -> _NodeWindows:
+    """The nodes' figures over their own pairs' windows ([S, P] starts and ends; slot e is pair q[e]
+    on power node node[e], the slots grouped by node): each node measured over its N − 1 pairs'
+    windows only, not over the map's N(N − 1)/2."""
+    from npmpi_analysis.numbers.node_power import node_windows_power
+
+    s_count = starts.shape[0]
+    bounds = np.searchsorted(node, np.arange(len(power.nodes) + 1))
+    spans = list(itertools.pairwise(bounds))
+    own = node_windows_power(
+        m, [(starts[:, q[a:b]].ravel(), ends[:, q[a:b]].ravel()) for a, b in spans], meter_delay_s
+    )
+    out = _NodeWindows(*(np.empty((s_count, len(q)), dtype=d) for d in (float, float, np.int8, object)))
+    for k, ((b0, b1), nd) in enumerate(zip(spans, own, strict=True)):
+        w = b1 - b0
+        out.mean[:, b0:b1] = nd.sizes.mean.reshape(s_count, w)
+        out.sigma[:, b0:b1] = nd.sizes.sigma.reshape(s_count, w)
+        flag = nd.sizes.flag.reshape(s_count, w).copy()
+        out.reason[:, b0:b1] = _gaps(power.nodes[k], flag, starts[:, q[b0:b1]], ends[:, q[b0:b1]])
+        out.flag[:, b0:b1] = flag
+    return out
+
+
+def _gaps(nd, flag: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Flag (in `flag`, shaped as starts) a node's windows that overlap one of its recorded gaps (a
+    stopped power rank), as the sweep flags its sizes; the reasons ('' if none), shaped alike."""
+    from npmpi_analysis.numbers.faults import flag_recorded_gaps
+
+    faults = [(f"node {nd.index} ({nd.host}) {c.kind}", f) for c in nd.channels for f in c.fault_records]
+    flat = flag.ravel().copy()
+    reasons = flag_recorded_gaps(faults, np.asarray(starts).ravel(), np.asarray(ends).ravel(), flat)
+    flag[...] = flat.reshape(flag.shape)
+    return np.array(reasons, dtype=object).reshape(flag.shape)
+
+
+def _slots(ki: np.ndarray, kj: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each pair's slot of its node i and of its node j (the same when one node holds both), and
+    each slot's node and pair, the slots grouped by node."""
+    two = np.flatnonzero(kj != ki)
+    node = np.concatenate([ki, kj[two]])
+    order = np.argsort(node, kind="stable")
+    slot = np.empty(len(node), dtype=np.int64)
+    slot[order] = np.arange(len(node))
+    slot_i, slot_j = slot[: len(ki)], slot[: len(ki)].copy()
+    slot_j[two] = slot[len(ki) :]
+    return slot_i, slot_j, node[order], np.concatenate([np.arange(len(ki)), two])[order]
+
+
+def pair_energy(
+    m: MapFile, a: MapAnalysis, power: PowerResult, meter_delay_s: float | None = None
+) -> PairEnergy:
+    """Each pair's power (its two nodes', or their shares) over its own window (format 1.6: each
+    node's power over its own pairs' windows) or, for an older map, its round's window; and energy
+    per bit, total and dynamic, with σ propagated as the sweep's (compute.energy_per_bit_pj). Every
+    pair at once (a 4,096-node map has 8.4 million)."""
+    s_count, rounds = m.window_start_unix_s.shape
     n = a.nodes
     node_of = _power_node_of(m, power, a.notices)
-    own_windows = pair_windows(m, a.pairs()) if own is not None else None
-    nw, ns, nf = _node_windows(own if own is not None else power, s_count)
-    starts, ends = own_windows if own_windows is not None else (m.window_start_unix_s, m.window_end_unix_s)
-    gap_reason = _node_gaps(power, nf, starts, ends)
+    pi, pj = np.triu_indices(n, 1)  # a.pairs() order
+    r = m.round[pi, pj].astype(np.int64)
+    keep = np.flatnonzero((r >= 0) & (node_of[pi] >= 0) & (node_of[pj] >= 0))
+    pi, pj, r = pi[keep], pj[keep], r[keep]
+    ki, kj = node_of[pi], node_of[pj]
+    windows = pair_windows(m, pi, pj) if n >= 2 else None
+    if windows is None:  # the rounds' windows
+        nodes_w, slot_i, slot_j = _round_windows(m, power), ki * rounds + r, kj * rounds + r
+        starts, ends = m.window_start_unix_s[:, r], m.window_end_unix_s[:, r]
+    else:
+        starts, ends = windows
+        slot_i, slot_j, slot_node, slot_pair = _slots(ki, kj)
+        nodes_w = _own_windows(m, power, meter_delay_s, starts, ends, slot_node, slot_pair)
     idle = np.array([nd.idle.mean[0] for nd in power.nodes])
     idle_sigma = np.array([nd.idle.sigma[0] for nd in power.nodes])
     counts = _measuring_counts(m, a, node_of, len(power.nodes))
     machine = machine_of([nd.attrs for nd in m.power], [[c.label for c in nd.channels] for nd in power.nodes])
+    machine_id = np.unique(np.asarray(machine, dtype=object).astype(str), return_inverse=True)[1]
+    ci, cj = np.maximum(counts[:, r, ki], 1), np.maximum(counts[:, r, kj], 1)  # [S, pairs]
+    same = ki == kj
+    one = same | (machine_id[ki] == machine_id[kj])  # one node, or two nodes of one machine: once
+    xi = np.where(same, 1.0 / ci + 1.0 / cj, 1.0 / ci)
+    xj = 1.0 / cj
+
+    def shared(v_i, v_j, squares: bool = False) -> np.ndarray:
+        """Each pair's share of node i's value (xi) and of node j's (xj; none when `one`), summed,
+        or with `squares` the root of the sum of their squares (a σ)."""
+        a_i, a_j = xi * v_i, xj * v_j
+        if squares:
+            return np.sqrt(np.where(one, a_i**2, a_i**2 + a_j**2))
+        return np.where(one, a_i, a_i + a_j)
+
     shape = (s_count, n, n)
-    p, sp, ip, sip = (np.full(shape, np.nan) for _ in range(4))
+    p, sp, ip, sip, window = (np.full(shape, np.nan) for _ in range(5))
+    p[:, pi, pj] = shared(nodes_w.mean[:, slot_i], nodes_w.mean[:, slot_j])
+    sp[:, pi, pj] = shared(nodes_w.sigma[:, slot_i], nodes_w.sigma[:, slot_j], squares=True)
+    ip[:, pi, pj] = shared(idle[ki], idle[kj])
+    sip[:, pi, pj] = shared(idle_sigma[ki], idle_sigma[kj], squares=True)
+    window[:, pi, pj] = ends - starts
     flag = np.full(shape, FLAG_NONE, dtype=np.int8)
-    window = np.full(shape, np.nan)
+    flag[:, pi, pj] = flag[:, pj, pi] = np.maximum(nodes_w.flag[:, slot_i], nodes_w.flag[:, slot_j])
     reason = np.full(shape, "", dtype=object)
-    for q, (i, j) in enumerate(a.pairs()):
-        r, ki, kj = int(m.round[i, j]), int(node_of[i]), int(node_of[j])
-        if r < 0 or ki < 0 or kj < 0:
-            continue
-        w = q if own is not None else r
-        ci, cj = np.maximum(counts[:, r, ki], 1), np.maximum(counts[:, r, kj], 1)
-        shares = [(ki, 1.0 / ci), (kj, 1.0 / cj)] if ki != kj else [(ki, 1.0 / ci + 1.0 / cj)]
-        if ki != kj and machine[ki] == machine[kj]:  # two nodes of one machine: its power once
-            shares = [(ki, 1.0 / ci)]
-        p[:, i, j] = sum(x * nw[k, :, w] for k, x in shares)
-        sp[:, i, j] = np.sqrt(sum((x * ns[k, :, w]) ** 2 for k, x in shares))
-        ip[:, i, j] = sum(x * idle[k] for k, x in shares)
-        sip[:, i, j] = np.sqrt(sum((x * idle_sigma[k]) ** 2 for k, x in shares))
-        flag[:, i, j] = flag[:, j, i] = np.maximum(nf[ki, :, w], nf[kj, :, w])
-        for k in range(s_count):
-            why = "; ".join(dict.fromkeys(x for x in (gap_reason[ki, k, w], gap_reason[kj, k, w]) if x))
-            reason[k, i, j] = reason[k, j, i] = why
-        window[:, i, j] = ends[:, w] - starts[:, w]
+    why_i, why_j = nodes_w.reason[:, slot_i], nodes_w.reason[:, slot_j]
+    for k, c in zip(*np.nonzero((why_i != "") | (why_j != "")), strict=True):
+        why = "; ".join(dict.fromkeys(x for x in (why_i[k, c], why_j[k, c]) if x))
+        reason[k, pi[c], pj[c]] = reason[k, pj[c], pi[c]] = why
     for x in (p, sp, ip, sip, window):
         x[:] = symmetric(x)
     energy = _energy_figures(a, p, sp, ip, sip, flag, window, idle, counts)
-    energy.own_windows = own_windows is not None
+    energy.own_windows = windows is not None
     energy.flag_reason = reason
     return energy
 
@@ -390,24 +463,6 @@ def _gap_notice(e: PairEnergy) -> list[str]:
         "overlaps a recorded sampling gap of one of their nodes, so their power and energy per bit "
         f"come from the samples around it: {'; '.join(reasons[:3])}"
     ]
-
-
-def _node_gaps(power: PowerResult, nf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Flag (in nf [nodes, S, W]) each node's windows ([S, W] starts and ends: the rounds', or each
-    pair's own) that overlap one of its recorded gaps (a stopped power rank), as the sweep flags its
-    sizes; [nodes, S, W] the reasons ('' if none)."""
-    from npmpi_analysis.numbers.faults import flag_recorded_gaps
-
-    starts, ends = np.asarray(starts).ravel(), np.asarray(ends).ravel()
-    reasons = np.full(nf.shape, "", dtype=object)
-    for k, nd in enumerate(power.nodes):
-        faults = [(f"node {nd.index} ({nd.host}) {c.kind}", f) for c in nd.channels for f in c.fault_records]
-        flag = nf[k].ravel().copy()
-        reasons[k] = np.array(flag_recorded_gaps(faults, starts, ends, flag), dtype=object).reshape(
-            nf.shape[1:]
-        )
-        nf[k] = flag.reshape(nf.shape[1:])
-    return reasons
 
 
 def is_directed(map_attrs: dict) -> bool:

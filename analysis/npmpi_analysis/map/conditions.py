@@ -55,21 +55,25 @@ from npmpi_analysis.numbers.conditions import (
 MAX_TEXT_CHARS = 4_000_000
 MAX_NAMED = 5  # flagged pair-sizes the text names one by one (all of them in --csv and --json)
 MAX_COUNT = 1e18  # a throttle or byte count beyond this is damage
+FOLDED = ("cpu_freq_hz", "throttle", "freq_moved", "nic_tx_bytes")  # m.cond's, as _folded keeps them
 SLOWER_CLOCK = 0.10  # a suspect's side whose cores ran this much below the references' is named
 
 
 def read_map_conditions(g, p: Path, m) -> None:
-    """/map/cond_* into m.cond (name -> [S, N, N, 2]) and /map/conditions_json into m.cond_info
-    (str(rank) -> text); /map/confirm_cond_* into m.confirm_cond (name -> [K, 2]: confirm_conditions).
-    Nothing for a file without them; a notice for ones that cannot be used, a problem for a
-    checksum that fails (the map is analysed without them)."""
+    """/map/cond_* bounded and folded into m.cond (FOLDED names -> [S, N, N, 2]) and
+    /map/conditions_json into m.cond_info (str(rank) -> text); /map/confirm_cond_* into
+    m.confirm_cond (name -> [K, 2]: confirm_conditions). Nothing for a file without them; a notice
+    for ones that cannot be used, a problem for a checksum that fails (the map is analysed without
+    them). A rows map's are bounded and folded as its rows, before they are made matrices."""
     names = [COND_PREFIX + n for n in COND_DATASETS]
     present = [n in g for n in names]
     if all(present):
-        m.cond = _read_sets(g, p, m, "", (len(m.size_bytes), m.nodes, m.nodes, 2))
-        m.cond_info = _read_text(g, m.notices) if m.cond is not None else {}
-        if m.cond is not None:
-            m.cond = _bounded_pairs(m, m.cond)
+        rows = getattr(m, "rows", None)
+        cond = _read_sets(g, p, m, "", (len(m.size_bytes), m.nodes, m.nodes, 2))
+        m.cond_info = _read_text(g, m.notices) if cond is not None else {}
+        m.cond = None
+        if cond is not None:
+            m.cond = _folded(_bounded_pairs(m, cond, rows), rows)
     elif any(present):
         m.notices.append("/map: some of the conditions datasets (cond_*) are missing: conditions left out")
     if all(f"confirm_{n}" in g for n in names) and "confirm_pair" in g:
@@ -78,26 +82,51 @@ def read_map_conditions(g, p: Path, m) -> None:
             m.confirm_cond = _bounded_again(g, m, m.confirm_cond)
 
 
-def _side_sources(m) -> tuple[np.ndarray, np.ndarray]:
-    """[N, N, 2]: whether each side's frequency is a cycles counter's, and its NIC counters."""
+def _folded(cond: dict[str, np.ndarray], rows) -> dict[str, np.ndarray]:
+    """What the map's analysis keeps of its conditions (FOLDED): each side's frequency, throttle
+    events, whether its frequency moved and its NIC bytes sent; a rows map's expanded to [S, N, N, 2]
+    (the others' arrays are dropped as they are folded: a 4,096-node map's 7 would be 3.8 GB)."""
+    moved = freq_moved(cond)
+    throttle = throttle_events(cond)
+    kept = {"cpu_freq_hz": cond.pop("cpu_freq_hz"), "throttle": throttle, "freq_moved": moved}
+    kept["nic_tx_bytes"] = cond.pop("nic_tx_bytes")
+    cond.clear()
+    if rows is None:
+        return kept
+    return {k: rows.expand(kept.pop(k), False if k == "freq_moved" else np.nan) for k in list(kept)}
+
+
+def _side_sources(m, rows) -> tuple[np.ndarray, np.ndarray]:
+    """Each side's whether its frequency is a cycles counter's, and its NIC counters: [N, N, 2] of
+    every pair (i, j), or [P, 2] of a rows map's rows."""
     cycles, interfaces = rank_sources(getattr(m, "cond_info", {}) or {}, [int(r) for r in m.ranks])
+    if rows is not None:
+        return cycles[rows.pair], interfaces[rows.pair]
     n = len(cycles)
     both = [np.stack([np.broadcast_to(x[:, None], (n, n)), np.broadcast_to(x[None, :], (n, n))], -1)
             for x in (cycles, interfaces)]  # fmt: skip
     return both[0], both[1]
 
 
-def _bounded_pairs(m, cond: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """/map/cond_* with the values no machine reads made unknown (a notice says which): the pair's
-    trials last the sum of its trials' one-way times x iterations x 2 (a round trip's)."""
-    cycles, interfaces = _side_sources(m)
-    elapsed = m.trial_stats["sum_s"] * m.iterations * 2.0
+def _bounded_pairs(m, cond: dict[str, np.ndarray], rows) -> dict[str, np.ndarray]:
+    """/map/cond_* with the values no machine reads made unknown (a notice says which, each value
+    of the file once: a dense map's cell, a rows map's row): the pair's trials last the sum of its
+    trials' one-way times x iterations x 2 (a round trip's)."""
+    cycles, interfaces = _side_sources(m, rows)
+    sum_s, iterations = m.trial_stats["sum_s"], m.iterations
+    if rows is not None:
+        sum_s, iterations = (
+            sum_s[:, rows.pair[:, 0], rows.pair[:, 1]],
+            iterations[:, rows.pair[:, 0], rows.pair[:, 1]],
+        )
+    elapsed = sum_s * iterations * 2.0
     hosts = [shown(h) for h in m.hosts]
     sides = ("transmitter", "reflector")
 
     def place(i) -> str:
-        k, a, b, side = (int(x) for x in i)
-        ends = "–".join(hosts[e] if e < len(hosts) else str(e) for e in (a, b))
+        k, side = int(i[0]), int(i[-1])
+        ab = rows.pair[int(i[1])] if rows is not None else i[1:3]
+        ends = "–".join(hosts[e] if e < len(hosts) else str(e) for e in (int(x) for x in ab))
         return f"{ends} at {int(m.size_bytes[k])} B ({sides[side]})"
 
     out, said = bounded(cond, elapsed[..., None], cycles, interfaces, place)
@@ -132,7 +161,7 @@ def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, n
     try:
         for short in COND_DATASETS:
             name = f"{prefix}{COND_PREFIX}{short}"
-            if prefix == "" and getattr(m, "rows", None) is not None:  # a rows map (format 2.0)
+            if prefix == "" and getattr(m, "rows", None) is not None:  # a rows map's [S, P, 2] rows
                 x = got[short] = cond_rows(g, p, m.rows, len(m.size_bytes), name)
             else:
                 ds = g[name]
@@ -189,8 +218,8 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     cond = getattr(m, "cond", None)
     if cond is None:
         return None
-    throttle = throttle_events(cond)
-    flags = row_flags(freq_moved(cond).reshape(-1, 2), throttle.reshape(-1, 2))
+    throttle = cond["throttle"]
+    flags = row_flags(cond["freq_moved"].reshape(-1, 2), throttle.reshape(-1, 2))
     flags = np.array(flags, dtype=object).reshape(throttle.shape[:3])
     host_id = host_ids(hosts)
     crossing = host_id[:, None] != host_id[None, :]
@@ -203,9 +232,11 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(crossing & ~shared & (payload > 0), wire / payload, np.nan)
     ks, ii, jj = _cells(a, directed)
-    figures = CondFigures.of(
-        cond,
-        throttle,
+    figures = CondFigures(
+        freq_hz=cond["cpu_freq_hz"],
+        freq_min_hz=None,  # a map keeps whether the frequency moved, not its bounds (_folded)
+        freq_max_hz=None,
+        throttle=throttle,
         ranks=[int(r) for r in m.ranks],
         hosts=hosts,
         wire_tx_bytes=wire,

@@ -240,9 +240,8 @@ def read_trial_rows(ds, p: Path, rows: MapRows, size_bytes, trials: int, its: np
 
 
 def cond_rows(g, p: Path, rows: MapRows, sizes: int, name: str) -> np.ndarray:
-    """One /map/cond_<name> [S, P, 2] expanded to [S, N, N, 2] (NaN where no row is)."""
+    """One /map/cond_<name> [S, P, 2] as float64 rows (never-written rows as its fill value), checked."""
     ds, want = stored(g, name, p), (sizes, len(rows.pair), 2)
     if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
         raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
-    values = read_rows(ds, p, f"/map/{name}", want)
-    return rows.expand(values.astype(np.float64), np.nan)
+    return read_rows(ds, p, f"/map/{name}", want).astype(np.float64, copy=False)

@@ -69,8 +69,8 @@ class CondFigures:
     ranks: list[int]
     hosts: list[str]  # each rank's host
     freq_hz: np.ndarray
-    freq_min_hz: np.ndarray
-    freq_max_hz: np.ndarray
+    freq_min_hz: np.ndarray | None  # None for a map's (npmpi_analysis.map.conditions keeps less)
+    freq_max_hz: np.ndarray | None
     throttle: np.ndarray  # core + package events during the size
     wire_tx_bytes: np.ndarray  # [size] over distinct nodes
     payload_bytes: np.ndarray  # [size] the payload that should cross the nodes' NICs

@@ -249,6 +249,20 @@ def _summed_series(full_series: list, left_out: set, said: Said):
     return energy_windows.decimate(st, sw, PLOT_POINTS)
 
 
+def node_windows_power(run, windows: list[tuple[np.ndarray, np.ndarray]], delay_override: float | None):
+    """Each power group's NodePower over its own windows (`windows[i]`: (starts, ends) of group i's;
+    a map's nodes over their own pairs' windows), each window as analyse_power figures it; their
+    notices and problems are dropped (analyse_power over the same samples says them)."""
+    said = Said()
+    baseline, after = baselines.baseline_windows(run.power_attrs)
+    every = [np.concatenate([w[k] for w in windows]) if windows else np.zeros(0) for k in (0, 1)]
+    sweep = _sweep_window(*every)
+    return [
+        node_group_power(i, node, run, s, e, (baseline, after, sweep), delay_override, said)[0]
+        for i, (node, (s, e)) in enumerate(zip(run.power, windows, strict=True))
+    ]
+
+
 def analyse_power(
     run, starts: np.ndarray, ends: np.ndarray, delay_override: float | None = None
 ) -> PowerResult | None:
