@@ -54,6 +54,9 @@ WAIT_MAX_S = 2e-4
 FREQ_HZ = 2.4e9
 FRAME_HEADER_BYTES = 66  # Ethernet, IP and TCP headers of a message's frame
 T0 = 1.7e9
+BASELINE_S = 30.0  # the idle baseline before the map, with --power-interval-s
+IDLE_W, MEASURING_W = 180.0, 40.0  # a node's simulated power: idle, and more while the map runs
+POWER_BATCH_ROUNDS = 256
 
 
 def map_options(sizes: str, trials: int, pairs: str = "all"):
@@ -61,8 +64,9 @@ def map_options(sizes: str, trials: int, pairs: str = "all"):
     return parse_map_options(["--sizes", sizes, "--trials", str(trials), "--pairs", pairs])
 
 
-def open_writer(path: Path, mopts, n: int, rounds: list, plan) -> MapWriter:
-    """The map file, opened as rank 0 opens it (npmpi/map/recording.py `MapRecording._open`)."""
+def open_writer(path: Path, mopts, n: int, rounds: list, plan, power: float = 0.0) -> MapWriter:
+    """The map file, opened as rank 0 opens it (npmpi/map/recording.py `MapRecording._open`), with
+    a simulated meter on every node sampled every `power` seconds (0: none)."""
     hosts = [f"node{k:05d}" for k in range(n)]
     attrs = {
         "kind": KIND_MAP,
@@ -97,7 +101,55 @@ def open_writer(path: Path, mopts, n: int, rounds: list, plan) -> MapWriter:
         "n_rounds": len(rounds),
     }
     layout = {"host": hosts, "node_index": list(range(n)), "role": ["map"] * n}
-    return MapWriter(path, attrs, layout, mopts.run.trials, map_spec=spec, overwrite=True)
+    if power:  # a power rank per node after the measuring ranks, as `npmpi map` lays them out
+        layout = {k: v + v if k != "role" else ["map"] * n + ["power"] * n for k, v in layout.items()}
+    w = MapWriter(path, attrs, layout, mopts.run.trials, map_spec=spec, overwrite=True)
+    if power:
+        ids = ({"boot_id": f"boot{k}", "machine_id": f"machine{k}"} for k in range(n))
+        nodes = [
+            {"host": h, "node_index": k, "power_rank": n + k, "meter_specs": ["simulated"], **i}
+            for k, (h, i) in enumerate(zip(hosts, ids, strict=True))
+        ]
+        channel = {
+            "kind": "replay",
+            "spec": "replay",
+            "label": "simulated",
+            "description": "simulated meter (bench/map_scale.py)",
+            "natural_interval_s": power,
+            "sample_interval_s": power,
+            "quantities": ["power_w"],
+        }
+        w.create_power({"baseline_requested_s": BASELINE_S}, nodes, [[dict(channel)] for _ in hosts])
+        w.set_group_attrs("power", baseline_start_unix_s=T0 - BASELINE_S, baseline_end_unix_s=T0)
+    return w
+
+
+class Meters:
+    """Each node's simulated meter (labelled simulated in the file): IDLE_W with noise, MEASURING_W
+    more while the map runs, a sample every `interval` seconds, appended as the power ranks' batches
+    are (every POWER_BATCH_ROUNDS rounds)."""
+
+    def __init__(self, n: int, interval: float, seed: int) -> None:
+        self.n, self.interval, self.rng = n, interval, np.random.default_rng(seed + 1)
+        self.next_t = T0 - BASELINE_S
+        self.seconds = 0.0
+
+    def append(self, w: MapWriter, until: float) -> None:
+        """Every node's samples from the last batch's to `until`, timed."""
+        t = np.arange(self.next_t, until, self.interval)
+        if not len(t):
+            return
+        self.next_t = float(t[-1] + self.interval)
+        began = time.perf_counter()
+        busy = np.where(t >= T0, MEASURING_W, 0.0)
+        nan = np.full(len(t), np.nan)
+        for k in range(self.n):
+            watts = IDLE_W + busy + self.rng.normal(0.0, 2.0, len(t))
+            w.append_samples(
+                k, 0, {"time_unix_s": t, "power_w": watts, "energy_j": nan, "volts": nan, "amps": nan}
+            )
+        w.flush()
+        self.seconds += time.perf_counter() - began
 
 
 class Synth:
@@ -154,17 +206,21 @@ class Synth:
         return (start, self.clock), out
 
 
-def record(path: Path, n: int, sizes: str, trials: int, limit: int, budget_s: float, seed: int) -> dict:
+def record(
+    path: Path, n: int, sizes: str, trials: int, limit: int, budget_s: float, seed: int, power: float = 0.0
+) -> dict:
     """Write the map file: every round of every size, or the first `limit` (0: all, or as many of the
-    first size as fit in budget_s / sizes when budget_s > 0, then as many of each other size)."""
+    first size as fit in budget_s / sizes when budget_s > 0, then as many of each other size); with
+    `power`, every node's simulated meter sampled every `power` seconds."""
     mopts = map_options(sizes, trials)
     rounds = map_rounds(mopts, n)
     plan = make_plan(mopts, n, rounds=rounds)
     began = time.perf_counter()
-    w = open_writer(path, mopts, n, rounds, plan)
+    w = open_writer(path, mopts, n, rounds, plan, power)
     open_s = time.perf_counter() - began
     opened_bytes = path.stat().st_size
     synth = Synth(n, trials, seed)
+    meters = Meters(n, power, seed) if power else None
     s_count, n_rounds = len(mopts.sizes_bytes), len(rounds)
     per_size = min(limit, n_rounds) if limit else n_rounds
     store = []
@@ -175,10 +231,14 @@ def record(path: Path, n: int, sizes: str, trials: int, limit: int, budget_s: fl
             t = time.perf_counter()
             w.store_round(s, r, window, results)
             store.append(time.perf_counter() - t)
+            if meters is not None and (r + 1) % POWER_BATCH_ROUNDS == 0:
+                meters.append(w, synth.clock)
             if s == 0 and not limit and budget_s and time.perf_counter() - started > budget_s / s_count:
                 per_size = r + 1
                 break
     partial = per_size < n_rounds
+    if meters is not None:
+        meters.append(w, synth.clock + 1.0)
     t = time.perf_counter()
     span = {"elapsed_s": synth.clock - T0}  # the synthetic map's duration, as its rounds' windows
     if partial:
@@ -198,6 +258,8 @@ def record(path: Path, n: int, sizes: str, trials: int, limit: int, budget_s: fl
         "recorded_per_size": per_size,
         "partial": partial,
         "pairs_per_round": int(round_lengths(rounds).max()),
+        "power_interval_s": power,
+        "power_append_s": meters.seconds if meters is not None else 0.0,
         "open_s": open_s,
         "finish_s": finish_s,
         "store_ms_median": float(np.median(ms)),
@@ -319,8 +381,8 @@ def table(maps: list[dict], plans: list[dict]) -> str:
     """The figures as markdown."""
     rows = [
         "| nodes | rounds recorded / per size | store ms/round median / p95 / max | store total s "
-        "(full map) | file | analyze s | peak MiB | exit |",
-        "|---|---|---|---|---|---|---|---|",
+        "(full map) | power: s, samples appended | file | analyze s | peak MiB | exit |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for m in maps:
         a = m.get("analysis") or {}
@@ -333,11 +395,14 @@ def table(maps: list[dict], plans: list[dict]) -> str:
         else:
             file = f"{gib(m['file_bytes'])} (actual)"
             total = f"{m['store_total_s']:.1f}"
+        power = "none"
+        if m.get("power_interval_s"):
+            power = f"{m['power_append_s']:.1f}, a node's every {m['power_interval_s']:g} s"
         analysed = f"{a['wall_s']:.1f}" + (" (partial map)" if m["partial"] else "") if a else "-"
         rows.append(
             f"| {m['nodes']:,} | {m['recorded_per_size']} / {m['rounds_per_size']} | "
             f"{m['store_ms_median']:.1f} / {m['store_ms_p95']:.1f} / {m['store_ms_max']:.1f} | {total} | "
-            f"{file} | {analysed} | {a.get('peak_mib', 0):.0f} | {a.get('exit', '-')} |"
+            f"{power} | {file} | {analysed} | {a.get('peak_mib', 0):.0f} | {a.get('exit', '-')} |"
         )
     if plans:
         head = (
@@ -368,6 +433,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--budget-s", type=float, default=240.0, help="without --rounds-limit: the recording's time per map"
     )
+    ap.add_argument(
+        "--power-interval-s",
+        type=float,
+        default=1.0,
+        help="a simulated meter on every node, sampled this often (0: a map without power)",
+    )
     ap.add_argument("--no-analyze", action="store_true", help="skip npmpi-analyze")
     ap.add_argument("--analyze-timeout-s", type=float, default=900.0)
     ap.add_argument(
@@ -389,7 +460,7 @@ def run_map(ns, n: int, where: Path) -> dict:
     limit = ns.rounds_limit or 0
     budget = 0.0 if ns.rounds_limit is not None else ns.budget_s
     print(f"recording {n} nodes into {path} ...", file=sys.stderr, flush=True)
-    m = record(path, n, ns.sizes, ns.trials, limit, budget, ns.seed)
+    m = record(path, n, ns.sizes, ns.trials, limit, budget, ns.seed, ns.power_interval_s)
     if not ns.no_analyze:
         out = where / f"analysis-{n}"
         out.mkdir(exist_ok=True)

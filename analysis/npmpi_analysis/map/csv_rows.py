@@ -25,7 +25,7 @@ from npmpi_analysis.numbers.conditions import WIRE_LOW, WIRE_WORDS, wire_high
 
 CHUNK_ROWS = 1 << 16  # rows made at once: the cells of a million rows would take gigabytes
 LINK_TEXTS_NODES = 2048  # up to this many members a link's figures are written as text once
-BULK_ROWS = 1 << 23  # maps of this many rows or more: numbers as "%.8e" (bulk_text), not repr
+BULK_ROWS = 1 << 19  # maps of this many rows or more (725 nodes at 2 sizes): numbers as "%.8e", not repr
 BULK_NOTE = (
     "the CSV's numbers are written to 9 significant digits (\"%.8e\") and the JSON gives each node's "
     "figures instead of the per-pair matrices (every pair is in the CSV and the run file)"

@@ -1,0 +1,134 @@
+"""A map's pair energy computed for every pair at once (map/analyse.pair_energy, issue 44) gives, to
+the bit, what the pair-by-pair computation gave: each pair's power the shares of its nodes' (ranks
+sharing a node split it, two nodes of one machine count it once), over its own window (each node's
+power over its own pairs' windows) or its round's, the window's flag and the recorded gaps' reasons.
+The pair-by-pair computation is written out here as the reference."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+from npmpi_analysis.map import analyse as map_analyse
+from npmpi_analysis.map.analyse import analyse_map
+from npmpi_analysis.map.load import load_map
+from npmpi_analysis.map.synthetic import MapTruth, write_map
+from npmpi_analysis.map.trials import symmetric
+from npmpi_analysis.numbers.compute import FLAG_NONE
+from npmpi_analysis.numbers.faults import flag_recorded_gaps
+from npmpi_analysis.numbers.machines import machine_of
+from npmpi_analysis.numbers.node_power import analyse_power
+from npmpi_analysis.synthetic import SynthChannel, SynthNode
+
+from npmpi.runfile.faults import KIND_GAP, FaultRecord
+from npmpi.runfile.format import SAMPLE_FIELDS
+
+T0 = 1.7e9
+
+
+def _map(path, n: int, per_rank: bool, own: bool, one_machine: bool, seed: int):
+    rng = np.random.default_rng(seed)
+    hosts = [f"h{i // 2 if per_rank else i}" for i in range(n)]
+    truth = MapTruth(hosts, size_bytes=[1, 65536, 4 << 20], trials=5, jitter=0.05, seed=seed)
+    rounds = n - 1 if n % 2 == 0 else n
+    t = np.arange(T0 - 8, T0 + 3 * rounds * 1.5 + 20, 0.25)
+    nodes = []
+    for k, h in enumerate(sorted(set(hosts), key=hosts.index)):
+        gaps = {1: [(3.2, 5.0, "power rank stopped")], 2: [(10.1, 10.3, "a second gap")]}.get(k, [])
+        faults = [FaultRecord(T0 + a, T0 + b, 3, why, kind=KIND_GAP, fault_id=0) for a, b, why in gaps]
+        attrs = {"boot_id": "one" if k in (0, 3) else f"b{k}"} if one_machine else {}
+        label = "measured" if one_machine else "simulated"  # simulated nodes are never one machine
+        power = 100 + 10 * k + rng.normal(0, 1, len(t))
+        nodes.append(
+            SynthNode(
+                [SynthChannel(t, power, label=label, sample_interval_s=0.25, faults=faults)],
+                host=h,
+                attrs=attrs,
+            )
+        )
+    write_map(path, truth, per_rank=per_rank, nodes=nodes, baseline=(T0 - 8, T0 - 1), window_s=1.0, gap_s=0.5)
+    if own:  # each pair's own window (format 1.6), one of them known on one side only
+        with h5py.File(path, "a") as f:
+            pw = np.triu(rng.uniform(0.3, 0.9, (3, n, n)), 1)
+            pw = pw + np.swapaxes(pw, 1, 2)
+            pw[:, np.arange(n), np.arange(n)] = np.nan
+            pw[0, 0, 1] = np.nan
+            f["map"].create_dataset("pair_window_s", data=pw)
+    return path
+
+
+def _reference(m, a, power):
+    """The pair-by-pair computation: (power [S, N, N], its σ, flag, reasons, window)."""
+    s_count, n = m.window_start_unix_s.shape[0], a.nodes
+    pairs = a.pairs()
+    node_of = map_analyse._power_node_of(m, power, [])
+    if m.pair_window_s is not None:
+        i, j = np.array(pairs).T
+        r = m.round[i, j]
+        starts = np.where(r >= 0, m.window_start_unix_s[:, np.maximum(r, 0)], np.nan)
+        own = symmetric(m.pair_window_s)[:, i, j]
+        ends = np.where(np.isfinite(own) & (own > 0), starts + own, m.window_end_unix_s[:, np.maximum(r, 0)])
+        src = analyse_power(m, starts.ravel(), ends.ravel())
+    else:
+        src, starts, ends = power, m.window_start_unix_s, m.window_end_unix_s
+    shape = (len(src.nodes), s_count, -1)
+    nw, ns, nf = (
+        np.array([getattr(nd.sizes, f) for nd in src.nodes]).reshape(shape) for f in ("mean", "sigma", "flag")
+    )
+    gap = np.full(nf.shape, "", dtype=object)
+    for k, nd in enumerate(power.nodes):
+        faults = [(f"node {nd.index} ({nd.host}) {c.kind}", f) for c in nd.channels for f in c.fault_records]
+        flag = nf[k].ravel().copy()
+        gap[k] = np.array(
+            flag_recorded_gaps(faults, starts.ravel(), ends.ravel(), flag), dtype=object
+        ).reshape(nf.shape[1:])
+        nf[k] = flag.reshape(nf.shape[1:])
+    counts = np.zeros((s_count, m.window_start_unix_s.shape[1], len(power.nodes)), dtype=np.int64)
+    for i in range(n):
+        for j in range(n):
+            if i != j and m.round[i, j] >= 0 and node_of[i] >= 0:
+                counts[:, m.round[i, j], node_of[i]] += np.isfinite(a.best_s[:, i, j])
+    machine = machine_of([nd.attrs for nd in m.power], [[c.label for c in nd.channels] for nd in power.nodes])
+    p, sp, window = (np.full((s_count, n, n), np.nan) for _ in range(3))
+    flag = np.full((s_count, n, n), FLAG_NONE, dtype=np.int8)
+    reason = np.full((s_count, n, n), "", dtype=object)
+    for q, (i, j) in enumerate(pairs):
+        r, ki, kj = int(m.round[i, j]), int(node_of[i]), int(node_of[j])
+        if r < 0 or ki < 0 or kj < 0:
+            continue
+        w = q if m.pair_window_s is not None else r
+        ci, cj = np.maximum(counts[:, r, ki], 1), np.maximum(counts[:, r, kj], 1)
+        shares = [(ki, 1.0 / ci), (kj, 1.0 / cj)] if ki != kj else [(ki, 1.0 / ci + 1.0 / cj)]
+        if ki != kj and machine[ki] == machine[kj]:
+            shares = [(ki, 1.0 / ci)]
+        p[:, i, j] = sum(x * nw[k, :, w] for k, x in shares)
+        sp[:, i, j] = np.sqrt(sum((x * ns[k, :, w]) ** 2 for k, x in shares))
+        flag[:, i, j] = flag[:, j, i] = np.maximum(nf[ki, :, w], nf[kj, :, w])
+        for k in range(s_count):
+            why = "; ".join(dict.fromkeys(x for x in (gap[ki, k, w], gap[kj, k, w]) if x))
+            reason[k, i, j] = reason[k, j, i] = why
+        window[:, i, j] = ends[:, w] - starts[:, w]
+    return symmetric(p), symmetric(sp), flag, reason, symmetric(window), bool(np.any(counts > 1))
+
+
+@pytest.mark.parametrize(
+    ("n", "per_rank", "own", "one_machine"),
+    [(6, False, False, False), (9, False, True, True), (12, True, True, False), (8, True, False, True)],
+)
+def test_every_pair_at_once_is_the_pair_by_pair_computation(tmp_path, n, per_rank, own, one_machine):
+    path = _map(tmp_path / "m.h5", n, per_rank, own, one_machine, seed=n)
+    m = load_map(path, SAMPLE_FIELDS)
+    a = analyse_map(m, "m")
+    e = a.energy
+    assert e is not None and e.own_windows == own
+    p, sp, flag, reason, window, shared = _reference(m, a, a.power)
+    measured = np.isfinite(e.power_w)
+    assert measured.sum() > n  # pairs measured with power
+    assert (
+        np.array_equal(e.power_w[measured], p[measured])
+        and np.isnan(p[~measured] * 0 + e.power_w[~measured]).all()
+    )
+    assert np.array_equal(e.power_sigma_w[measured], sp[measured])
+    assert np.array_equal(e.flag, flag) and np.array_equal(e.flag_reason, reason)
+    assert np.array_equal(e.window_s, window, equal_nan=True) and e.shared_nodes == shared == per_rank
+    assert (reason != "").any()  # the recorded gaps reached some pairs
