@@ -1,5 +1,6 @@
-"""bench/map_scale.py at 16 nodes: every round recorded by the map writer, the file analysed with
-every output, the schedule and plan timed, the table and the JSON of those figures."""
+"""bench/map_scale.py at 16 nodes: every round recorded by the map writer with a simulated meter on
+every node, the file analysed with every output, the schedule and plan timed, the table and the JSON
+of those figures."""
 
 from __future__ import annotations
 
@@ -22,15 +23,16 @@ def test_the_map_scale_bench_records_analyses_and_plans_a_small_map(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("|")]
-    assert len(rows) == 6 and all(ln.count("|") == 9 for ln in rows[:3])
+    assert len(rows) == 6 and all(ln.count("|") == 10 for ln in rows[:3])
     assert rows[2].startswith("| 16 | 15 / 15 |") and "(actual)" in rows[2] and rows[2].endswith("| 0 |")
     assert rows[5].startswith("| 32 | ")
     got = json.loads(out.read_text())
     (m,) = got["maps"]
     assert (m["recorded_per_size"], m["rounds_per_size"], m["partial"]) == (15, 15, False)
     assert 0 < m["store_ms_median"] <= m["store_ms_p95"] <= m["store_ms_max"]
+    assert m["power_interval_s"] == 1.0 and m["power_append_s"] > 0  # a simulated meter on every node
     a = m["analysis"]
-    assert a["exit"] == 0 and a["plots"] > 0
+    assert a["exit"] == 0 and a["plots"] > 5  # the heat maps, and the energy's
     assert a["outputs"] == ["map.csv", "map.html", "map.json", "plots"]
     assert "(cluster map)" in a["first_lines"][0] and "status: complete" in a["first_lines"][1]
     (p,) = got["plans"]
