@@ -221,7 +221,7 @@ def read_trial_rows(ds, p: Path, rows: MapRows, size_bytes, trials: int, its: np
             "datasets disagree"
         )
     check_own_data(ds, p, "/map/trial_s")
-    out = {k: np.empty((sizes, P), dtype=np.int64 if k.startswith("trials_") else np.float64) for k in FILLS}
+    out = {k: np.empty((sizes, P), dtype=np.int32 if k.startswith("trials_") else np.float64) for k in FILLS}
     step = max(1, BLOCK_BYTES // max(1, trials * 8))
     for s in range(sizes):
         for a in range(0, P, step):

@@ -86,5 +86,5 @@ def dense_summaries(trial_s: np.ndarray, iterations: np.ndarray) -> dict[str, np
 
 def leave_out(summaries: dict[str, np.ndarray], where: np.ndarray) -> None:
     """Make the pairs and sizes `where` [S, N, N] unmeasured (a round the map did not count)."""
-    for name, fill in FILLS.items():
-        summaries[name][where] = fill
+    for name, x in summaries.items():
+        x[where] = FILLS[name]
