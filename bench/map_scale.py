@@ -105,7 +105,12 @@ def open_writer(path: Path, mopts, n: int, rounds: list, plan, power: float = 0.
         layout = {k: v + v if k != "role" else ["map"] * n + ["power"] * n for k, v in layout.items()}
     w = MapWriter(path, attrs, layout, mopts.run.trials, map_spec=spec, overwrite=True)
     if power:
-        ids = ({"boot_id": f"boot{k}", "machine_id": f"machine{k}"} for k in range(n))
+        clock = {  # each power rank's clock measured against rank 0's at the start (here: one clock)
+            "clock_offset_start_s": 0.0,
+            "clock_offset_start_uncertainty_s": 1e-6,
+            "clock_offset_start_measured_unix_s": T0 - BASELINE_S,
+        }
+        ids = ({"boot_id": f"boot{k}", "machine_id": f"machine{k}", **clock} for k in range(n))
         nodes = [
             {"host": h, "node_index": k, "power_rank": n + k, "meter_specs": ["simulated"], **i}
             for k, (h, i) in enumerate(zip(hosts, ids, strict=True))

@@ -184,6 +184,50 @@ def test_a_map_too_large_for_this_machine_is_refused_in_one_line(tmp_path):
     assert "analyse the file on a machine with more memory" in said and "\n" not in said
 
 
+def test_what_a_map_reads_of_its_file_is_bounded_by_this_machines_memory(tmp_path, monkeypatch):
+    """A map's power samples are read whole (a 4,096-node map's at 1 Hz: 0.6 GiB): the guard on what
+    is read of the file grows to a third of the free memory, as the matrices' rule, and refuses a
+    file over it in one line."""
+    from npmpi_analysis.map import rows as map_rows
+    from npmpi_analysis.map.load import load_map
+
+    shutil.copy(DATA / "map_1_11_pp.h5", tmp_path / "m.h5")  # power samples: 4 nodes' simulated meter
+    monkeypatch.setattr(map_rows, "MAX_READ_BYTES", 1000)
+    monkeypatch.setattr(map_rows, "available_bytes", lambda: 3 << 30)
+    assert load_map(tmp_path / "m.h5", SAMPLE_FIELDS).power
+    monkeypatch.setattr(map_rows, "available_bytes", lambda: 0)
+    with pytest.raises(RunFileError) as info:
+        load_map(tmp_path / "m.h5", SAMPLE_FIELDS)
+    assert "over the 9.31e-07 GiB npmpi-analyze reads of a file" in str(info.value) and "\n" not in str(
+        info.value
+    )
+
+
+def test_one_notice_per_node_is_said_a_few_times_and_counted(tmp_path):
+    """A notice each of thousands of nodes says (no clock offset recorded) is printed for the first
+    three and counted, as a run's; the JSON keeps every one."""
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.load import load_map
+    from npmpi_analysis.map.report import json_bytes, summary_text
+    from npmpi_analysis.map.synthetic import MapTruth, write_map
+    from npmpi_analysis.synthetic import SynthChannel, SynthNode
+
+    hosts = [f"h{k}" for k in range(8)]
+    t = np.arange(1.7e9 - 5, 1.7e9 + 40, 0.5)
+    nodes = [SynthNode([SynthChannel(t, np.full(len(t), 100.0))], host=h, offset_start_s=None) for h in hosts]
+    write_map(
+        tmp_path / "m.h5", MapTruth(hosts, size_bytes=[1, 4096]), nodes=nodes, baseline=(1.7e9 - 5, 1.7e9)
+    )
+    a = analyse_map(load_map(tmp_path / "m.h5", SAMPLE_FIELDS), "m")
+    said = [n for n in a.notices if "no clock offset recorded" in n]
+    text = summary_text(a)
+    assert len(said) == 8 and sum("no clock offset recorded" in ln for ln in text.splitlines()) == 3
+    assert "  notice: … and 5 more like the last one" in text.splitlines()
+    assert (
+        len([n for n in json.loads(json_bytes([a], []))["maps"][0]["notices"] if "no clock offset" in n]) == 8
+    )
+
+
 def test_a_newer_maps_format_is_refused_with_what_to_do(tmp_path):
     from npmpi_analysis.map.load import load_map
 

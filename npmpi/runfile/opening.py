@@ -31,16 +31,17 @@ def read_npmpi_file(
     path: str | os.PathLike,
     read: Callable[[Any, Path], T],
     unread: tuple[str, ...] | Callable[[Any], tuple[str, ...]] = (),
+    cap: int = MAX_READ_BYTES,
 ) -> T:
     """`read(open h5py file, path)` on an npmpi file (a run or a map), whatever h5py or numpy raise
     on a damaged file turned into one RunFileError line; refused before `read` when the datasets it
-    will read (all but those whose names are in `unread`, or `unread(open file)`) declare over
-    MAX_READ_BYTES."""
+    will read (all but those whose names are in `unread`, or `unread(open file)`) declare over `cap`
+    (MAX_READ_BYTES, or what the reader bounds otherwise)."""
     p = Path(path)
     f = open_npmpi_file(p)
     with f:
         try:
-            check_read_size(f, p, unread=unread(f) if callable(unread) else unread)
+            check_read_size(f, p, cap, unread=unread(f) if callable(unread) else unread)
             return read(f, p)
         except RunFileError:
             raise

@@ -114,10 +114,11 @@ def load_map(path: Path, sample_fields: tuple[str, ...]) -> MapFile:
     """Read and check a map file; RunFileError (one line) when its /map part cannot be analysed."""
     from npmpi.runfile.format import EXTRA_SAMPLE_FIELDS, SAMPLE_FIELDS
     from npmpi.runfile.opening import read_npmpi_file
-    from npmpi_analysis.map.rows import unread_of
+    from npmpi_analysis.map.rows import read_cap, unread_of
 
     unread = tuple(n for n in (*SAMPLE_FIELDS, *EXTRA_SAMPLE_FIELDS) if n not in (*sample_fields, "energy_j"))
-    return read_npmpi_file(path, lambda f, p: _read(f, p, sample_fields), lambda f: (*unread, *unread_of(f)))
+    reader = lambda f, p: _read(f, p, sample_fields)  # noqa: E731
+    return read_npmpi_file(path, reader, lambda f: (*unread, *unread_of(f)), read_cap())
 
 
 def _check_root(attrs: dict, p: Path) -> None:

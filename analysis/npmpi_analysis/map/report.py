@@ -169,7 +169,9 @@ def summary_text(a, show_matrices: bool = True) -> str:
         out.append(f"  ({a.nodes} hosts: the matrices are in --csv, --json, --plots and --report)")
         out += lowest_nodes(a)
     out += outlier_lines(a) + map_lines(a.conditions)
-    for note in a.notices:
+    from npmpi_analysis.report import summarise_alike
+
+    for note in summarise_alike(a.notices):  # one per node of 4,096: the first few and a count
         out.append(f"  notice: {note}")
     return "\n".join(out)
 

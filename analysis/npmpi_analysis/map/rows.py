@@ -115,7 +115,7 @@ def check_memory(p: Path, nodes: int, sizes: int, trials: int, cond: bool, direc
     or a third (1 / ANALYSIS_FACTOR) of this machine's free memory when more."""
     n2 = sizes * nodes * nodes
     need = n2 * 8 * ((trials if directed else len(FILLS)) + 3 + (2 * len(COND_DATASETS) if cond else 0))
-    cap = max(MAX_READ_BYTES, available_bytes() // ANALYSIS_FACTOR)
+    cap = read_cap()
     if need > cap:
         raise RunFileError(
             f"{p}: a map of {nodes} members and {sizes} size(s) makes {need / (1 << 30):.3g} GiB of "
@@ -123,6 +123,13 @@ def check_memory(p: Path, nodes: int, sizes: int, trials: int, cond: bool, direc
             f"has {ANALYSIS_FACTOR * cap / (1 << 30):.3g} GiB free for it: analyse the file on a machine "
             "with more memory (docs/clusters.md, 'Large machines')"
         )
+
+
+def read_cap() -> int:
+    """What a map's analysis reads of its file at once, besides its per-pair rows (its power
+    samples: a 4,096-node map's at 1 Hz are 0.6 GiB): MAX_READ_BYTES, or a third (1 /
+    ANALYSIS_FACTOR) of this machine's free memory when more, as the matrices' (`check_memory`)."""
+    return max(MAX_READ_BYTES, available_bytes() // ANALYSIS_FACTOR)
 
 
 def available_bytes() -> int:
