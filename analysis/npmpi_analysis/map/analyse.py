@@ -26,7 +26,7 @@ import numpy as np
 from npmpi_analysis.map.conditions import MapConditions, analyse_map_conditions, confirm_conditions
 from npmpi_analysis.map.load import MapFile
 from npmpi_analysis.map.model import link_models
-from npmpi_analysis.map.trials import STALL_MIN_S, STALL_RATIO, symmetric
+from npmpi_analysis.map.trials import STALL_MIN_S, STALL_RATIO
 from npmpi_analysis.numbers import compute
 from npmpi_analysis.numbers.compute import FLAG_NONE
 from npmpi_analysis.numbers.machines import machine_of
@@ -406,11 +406,14 @@ def pair_energy(
 
     shape = (s_count, n, n)
     p, sp, ip, sip, window = (np.full(shape, np.nan) for _ in range(5))
-    p[:, pi, pj] = shared(nodes_w.mean[:, slot_i], nodes_w.mean[:, slot_j])
-    sp[:, pi, pj] = shared(nodes_w.sigma[:, slot_i], nodes_w.sigma[:, slot_j], squares=True)
-    ip[:, pi, pj] = shared(idle[ki], idle[kj])
-    sip[:, pi, pj] = shared(idle_sigma[ki], idle_sigma[kj], squares=True)
-    window[:, pi, pj] = ends - starts
+    for x, value in (
+        (p, shared(nodes_w.mean[:, slot_i], nodes_w.mean[:, slot_j])),
+        (sp, shared(nodes_w.sigma[:, slot_i], nodes_w.sigma[:, slot_j], squares=True)),
+        (ip, shared(idle[ki], idle[kj])),
+        (sip, shared(idle_sigma[ki], idle_sigma[kj], squares=True)),
+        (window, ends - starts),
+    ):
+        x[:, pi, pj] = x[:, pj, pi] = value  # each pair's in both its cells (trials.symmetric)
     flag = np.full(shape, FLAG_NONE, dtype=np.int8)
     flag[:, pi, pj] = flag[:, pj, pi] = np.maximum(nodes_w.flag[:, slot_i], nodes_w.flag[:, slot_j])
     reason = np.full(shape, "", dtype=object)
@@ -418,8 +421,6 @@ def pair_energy(
     for k, c in zip(*np.nonzero((why_i != "") | (why_j != "")), strict=True):
         why = "; ".join(dict.fromkeys(x for x in (why_i[k, c], why_j[k, c]) if x))
         reason[k, pi[c], pj[c]] = reason[k, pj[c], pi[c]] = why
-    for x in (p, sp, ip, sip, window):
-        x[:] = symmetric(x)
     energy = _energy_figures(a, p, sp, ip, sip, flag, window, idle, counts)
     energy.own_windows = windows is not None
     energy.flag_reason = reason

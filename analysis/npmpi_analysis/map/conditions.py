@@ -276,8 +276,12 @@ def _node_shared_in_round(rounds: np.ndarray, hosts: list[str]) -> np.ndarray:
     width = int(host_id.max()) + 1 if n else 1
     # each pair touches its round's node(s): one key per (round, node), a pair within a node once
     keys = np.concatenate([r * width + hi, (r * width + hj)[hi != hj]])
-    uniq, count = np.unique(keys, return_counts=True)
-    busy = lambda k: count[np.searchsorted(uniq, k)] > 1  # noqa: E731
+    if len(keys) and (int(r.max()) + 1) * width <= 4 * len(keys):  # the rounds schedule: count each key
+        count = np.bincount(keys, minlength=(int(r.max()) + 1) * width)
+        busy = lambda k: count[k] > 1  # noqa: E731
+    else:  # a pair a round (serial): the distinct keys
+        uniq, count = np.unique(keys, return_counts=True)
+        busy = lambda k: count[np.searchsorted(uniq, k)] > 1  # noqa: E731
     pair = busy(r * width + hi) | busy(r * width + hj)
     out = np.zeros((n, n), dtype=bool)
     out[i, j] = out[j, i] = pair

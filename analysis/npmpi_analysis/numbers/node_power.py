@@ -255,8 +255,8 @@ def node_windows_power(run, windows: list[tuple[np.ndarray, np.ndarray]], delay_
     notices and problems are dropped (analyse_power over the same samples says them)."""
     said = Said()
     baseline, after = baselines.baseline_windows(run.power_attrs)
-    every = [np.concatenate([w[k] for w in windows]) if windows else np.zeros(0) for k in (0, 1)]
-    sweep = _sweep_window(*every)
+    ends = [(np.nanmin(s, initial=np.inf), np.nanmax(e, initial=-np.inf)) for s, e in windows]
+    sweep = _sweep_window(np.array([a for a, _ in ends]), np.array([b for _, b in ends]))
     return [
         node_group_power(i, node, run, s, e, (baseline, after, sweep), delay_override, said)[0]
         for i, (node, (s, e)) in enumerate(zip(run.power, windows, strict=True))
