@@ -254,7 +254,7 @@ def _read_rows(g, p: Path, map_attrs: dict):
     r = small["window_start_unix_s"].shape[1]
     check_shapes({k: v.shape for k, v in small.items()} | {"trial_s": (s, n, n, max(t, 1))}, p)
     directed = str(map_attrs.get("directions", "")) == "both"
-    check_memory(p, n, s, t, all(c in g for c in COND_NAMES), directed)
+    check_memory(p, n, s, t, all(c in g for c in COND_NAMES), directed, "power" in g.file)
     rows = read_index(g, p, n, r, map_attrs)
     data = {k: read_declared(v, p, f"/map/{k}") for k, v in small.items()}
     data.update(dense_datasets(g, p, rows, np.asarray(data["size_bytes"], dtype=np.int64), t))

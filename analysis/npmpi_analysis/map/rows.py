@@ -31,7 +31,11 @@ from npmpi.runfile.opening import MAX_READ_BYTES, check_own_data, read_checked
 from npmpi_analysis.map.trials import FILLS, summarise
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
-ANALYSIS_FACTOR = 3  # the map's analysis holds about this many times its dense matrices (measured: 1.8-2.9)
+# the map's analysis holds about this many times its dense matrices (measured at 4,096 nodes: 2.1
+# without power, 1.9 with it)
+ANALYSIS_FACTOR = 2.2
+COND_MATRICES = 7  # [S, N, N] of 8 bytes the folded conditions hold (conditions._folded: 3 a side, a flag)
+POWER_MATRICES = 13  # ... the pairs' power, windows, energy and their σ, flags (map/analyse.pair_energy)
 UNREAD = ("runq_wait_s",)  # per-pair datasets of a rows map the analysis does not read
 COND_NAMES = tuple(COND_PREFIX + n for n in COND_DATASETS)
 # per-pair datasets read in blocks and bounded by `check_memory`, not counted by the file's guard (opening.py)
@@ -109,12 +113,16 @@ def read_index(g, p: Path, nodes: int, rounds: int, map_attrs: dict) -> MapRows:
     return MapRows(pair, first, nodes, directed)
 
 
-def check_memory(p: Path, nodes: int, sizes: int, trials: int, cond: bool, directed: bool) -> None:
+def check_memory(
+    p: Path, nodes: int, sizes: int, trials: int, cond: bool, directed: bool, power: bool = False
+) -> None:
     """RunFileError when the dense matrices of this map (the trials' summaries, or each direction's
-    trials; counts, windows, conditions) would outgrow what the analysis may hold: MAX_READ_BYTES,
-    or a third (1 / ANALYSIS_FACTOR) of this machine's free memory when more."""
+    trials; counts, windows, the folded conditions, the pairs' power and energy) would outgrow what
+    the analysis may hold: MAX_READ_BYTES, or 1 / ANALYSIS_FACTOR of this machine's free memory when
+    more."""
     n2 = sizes * nodes * nodes
-    need = n2 * 8 * ((trials if directed else len(FILLS)) + 3 + (2 * len(COND_DATASETS) if cond else 0))
+    per_pair = (trials if directed else len(FILLS)) + 3 + (COND_MATRICES if cond else 0)
+    need = n2 * 8 * (per_pair + (POWER_MATRICES if power else 0))
     cap = read_cap()
     if need > cap:
         raise RunFileError(
@@ -127,9 +135,9 @@ def check_memory(p: Path, nodes: int, sizes: int, trials: int, cond: bool, direc
 
 def read_cap() -> int:
     """What a map's analysis reads of its file at once, besides its per-pair rows (its power
-    samples: a 4,096-node map's at 1 Hz are 0.6 GiB): MAX_READ_BYTES, or a third (1 /
-    ANALYSIS_FACTOR) of this machine's free memory when more, as the matrices' (`check_memory`)."""
-    return max(MAX_READ_BYTES, available_bytes() // ANALYSIS_FACTOR)
+    samples: a 4,096-node map's at 1 Hz are 0.6 GiB): MAX_READ_BYTES, or 1 / ANALYSIS_FACTOR of
+    this machine's free memory when more, as the matrices' (`check_memory`)."""
+    return max(MAX_READ_BYTES, int(available_bytes() / ANALYSIS_FACTOR))
 
 
 def available_bytes() -> int:
