@@ -9,13 +9,13 @@ import csv
 import io
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from npmpi_analysis import bulk_text
+from support.mapcells import analyze_in
 
 DATA = Path(__file__).parent / "data" / "maps"
 EDGES = [0.0, -0.0, 1.0, -1.0, 10.0, 0.1, 1e22, 1e23, 1e-22, 1e-23, 9.9999999995e5, 9.99999999949e5,
@@ -76,16 +76,7 @@ def test_texts_are_coded_once_and_rows_joined_with_commas():
 
 
 def _analyse(tmp_path: Path, name: str, capsys) -> tuple[list[list[str]], dict, str]:
-    from npmpi_analysis.cli import main
-
-    here = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        capsys.readouterr()
-        code = main([name, "--json", "out.json", "--csv", "out.csv", "--force"])
-    finally:
-        os.chdir(here)
-    err = capsys.readouterr().err
+    code, _, err = analyze_in(tmp_path, capsys, [name, "--json", "out.json", "--csv", "out.csv", "--force"])
     assert code == 0 and "Traceback" not in err, err
     rows = list(csv.reader(io.StringIO((tmp_path / "out.csv").read_text())))
     return rows, json.loads((tmp_path / "out.json").read_text()), err

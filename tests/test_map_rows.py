@@ -12,7 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from support.mapcells import dense_map, map_spec, to_rows
+from support.mapcells import analyze_in, dense_map, map_spec, to_rows
 
 from npmpi.core.errors import RunFileError
 from npmpi.map.schedule import circle_rounds
@@ -25,20 +25,9 @@ SAVED = ["pp", "st"]  # 4 members with a simulated meter and re-measured suspect
 
 def _analyse(capsys, tmp_path: Path, name: str) -> tuple[str, str, dict]:
     """npmpi-analyze NAME --json --csv in tmp_path: (text less the 'wrote' line, CSV, JSON)."""
-    import os
-
-    from npmpi_analysis.cli import main
-
-    here = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        capsys.readouterr()
-        code = main([name, "--json", "out.json", "--csv", "out.csv", "--force"])
-    finally:
-        os.chdir(here)
-    got = capsys.readouterr()
-    assert code == 0 and "Traceback" not in got.out + got.err, got.err
-    text = "".join(ln + "\n" for ln in got.out.splitlines() if not ln.startswith("wrote "))
+    code, out, err = analyze_in(tmp_path, capsys, [name, "--json", "out.json", "--csv", "out.csv", "--force"])
+    assert code == 0 and "Traceback" not in out + err, err
+    text = "".join(ln + "\n" for ln in out.splitlines() if not ln.startswith("wrote "))
     return text, (tmp_path / "out.csv").read_text(), json.loads((tmp_path / "out.json").read_text())
 
 

@@ -1,5 +1,6 @@
 """A map file's per-pair cells in tests, whichever its layout: read as dense matrices
-(npmpi.runfile.maprows.dense_map), and the row of a pair to change one in place."""
+(npmpi.runfile.maprows.dense_map), and the row of a pair to change one in place; npmpi-analyze run
+in process from a folder."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 
 from npmpi.runfile.maprows import LAYOUT_ATTR, PAIR, ROWS_LAYOUT, dense_map
 
-__all__ = ["dense_map", "map_spec", "row", "to_rows"]
+__all__ = ["analyze_in", "dense_map", "map_spec", "row", "to_rows"]
 
 
 def row(g, i: int, j: int) -> int:
@@ -71,3 +72,21 @@ def map_spec(hosts: list[str], sizes: list[int], rounds, schedule: str = "rounds
     else:
         spec["rounds"] = rounds
     return spec
+
+
+def analyze_in(where, capsys, argv: list[str]) -> tuple[int, str, str]:
+    """npmpi-analyze ARGV run in process from the folder `where` (its outputs' relative names land
+    there): (exit status, standard output, standard error)."""
+    import os
+
+    from npmpi_analysis.cli import main
+
+    here = os.getcwd()
+    os.chdir(where)
+    try:
+        capsys.readouterr()
+        code = main(argv)
+    finally:
+        os.chdir(here)
+    got = capsys.readouterr()
+    return code, got.out, got.err
