@@ -507,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if "--plan-child" in sys.argv:  # a child of the bench: its figures go to the bench's table
+        sys.exit(main())
     import keep_results  # bench/keep_results.py: the output kept in bench/results/
 
     sys.exit(keep_results.run(main, "map_scale"))

@@ -14,6 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 # the environment running the tests (scripts/test.sh runs them with NPMPI_VENV's, default .venv)
 VENV = Path(sys.prefix)
+# a bench a test runs keeps no results in bench/results/ (bench/keep_results.py)
+os.environ.setdefault("NPMPI_BENCH_RESULTS", "")
 
 
 def built_env(name: str) -> Path:
