@@ -86,10 +86,8 @@ def _folded(cond: dict[str, np.ndarray], rows) -> dict[str, np.ndarray]:
     """What the map's analysis keeps of its conditions (FOLDED): each side's frequency, throttle
     events, whether its frequency moved and its NIC bytes sent; a rows map's expanded to [S, N, N, 2]
     (the others' arrays are dropped as they are folded: a 4,096-node map's 7 would be 3.8 GB)."""
-    moved = freq_moved(cond)
-    throttle = throttle_events(cond)
-    kept = {"cpu_freq_hz": cond.pop("cpu_freq_hz"), "throttle": throttle, "freq_moved": moved}
-    kept["nic_tx_bytes"] = cond.pop("nic_tx_bytes")
+    values = (cond["cpu_freq_hz"], throttle_events(cond), freq_moved(cond), cond["nic_tx_bytes"])
+    kept = dict(zip(FOLDED, values, strict=True))
     cond.clear()
     if rows is None:
         return kept
