@@ -9,7 +9,8 @@ arithmetic on whole columns: about 75 ns a float and 40-60 ns an integer here (r
     sci_fields(x)      a float as C's "%.8e" writes it (9 significant digits: '1.23456789e-05'),
                        an empty cell for NaN and infinities
     int_fields(x)      an integer in decimal ('-1', '4194304')
-    code_fields(c, t)  the text t[c] of each code c (texts already written as the CSV writes them)
+    code_fields(c, t)  the text t[c] of each code c (texts already written as the CSV writes them;
+                       t a list or its text_table)
     text_codes(x)      an object array of texts as (codes, texts): each distinct text once
     joined_rows(cols)  the rows' bytes: cells separated by commas, each row ended by a newline
 
@@ -114,13 +115,19 @@ def int_fields(x) -> np.ndarray:
     return out
 
 
-def code_fields(codes, texts: list[str]) -> np.ndarray:
-    """[n, width] bytes: texts[c] of each code c (texts of printable characters, no byte 0)."""
+def text_table(texts: list[str]) -> np.ndarray:
+    """[texts, width] bytes: each text (of printable characters, no byte 0), zeros after it."""
     raw = [t.encode() for t in texts]
-    width = max([len(r) for r in raw] + [1])
-    table = np.zeros((max(len(raw), 1), width), dtype=np.uint8)
+    table = np.zeros((max(len(raw), 1), max([len(r) for r in raw] + [1])), dtype=np.uint8)
     for k, r in enumerate(raw):
         table[k, : len(r)] = np.frombuffer(r, dtype=np.uint8)
+    return table
+
+
+def code_fields(codes, texts: list[str] | np.ndarray) -> np.ndarray:
+    """[n, width] bytes: texts[c] of each code c (`texts` a list, or its text_table made once for
+    many blocks of rows)."""
+    table = texts if isinstance(texts, np.ndarray) else text_table(texts)
     return np.take(table, np.asarray(codes, dtype=np.intp).ravel(), axis=0)
 
 

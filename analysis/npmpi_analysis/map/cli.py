@@ -80,7 +80,7 @@ def _write(args, analyses, changes, problems, say) -> None:
 
     from npmpi_analysis.figures.render import write_figures
     from npmpi_analysis.map import report as map_report
-    from npmpi_analysis.map.csv_rows import BULK_NOTE, is_bulk
+    from npmpi_analysis.map.csv_rows import BULK_NOTE, is_bulk, pair_sizes
     from npmpi_analysis.map.html_report import html_report
     from npmpi_analysis.outfiles import write_atomic, write_with
     from npmpi_analysis.report import summarise_alike
@@ -147,11 +147,6 @@ def _plots_checked(args, analyses, changes) -> tuple[list, dict]:
                 check_free(f, args.force)
         make_plots_dir(args.plots)
     return plots, files
-
-
-def pair_sizes(analyses) -> int:
-    """How many pairs and sizes the maps hold (about the rows of their CSV)."""
-    return sum(len(a.size_bytes) * a.nodes * (a.nodes - 1) // 2 for a in analyses)
 
 
 def _analysed(m, label: str, meter_delay_s: float | None):

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from npmpi.core.safetext import csv_cell
-from npmpi_analysis.bulk_text import code_fields, int_fields, joined_rows, sci_fields, text_codes
+from npmpi_analysis.bulk_text import code_fields, int_fields, joined_rows, sci_fields, text_codes, text_table
 from npmpi_analysis.map import model as map_model
+from npmpi_analysis.map.analyse import is_directed
 from npmpi_analysis.number_text import float_texts
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 from npmpi_analysis.numbers.conditions import WIRE_LOW, WIRE_WORDS, wire_high
@@ -49,7 +50,7 @@ def csv_parts(analyses: list) -> Iterator[bytes]:
         )
     )
     yield ",".join(_text(f) for f in fields).encode() + b"\n"
-    bulk = sum(len(ks) for ks, _, _ in indices) >= BULK_ROWS
+    bulk, tables = is_bulk(analyses), {}  # tables: each coded column's texts as bytes, made once
     for a, (ks, ii, jj) in zip(analyses, indices, strict=True):
         links = {} if bulk else _link_texts(a)
         for start in range(0, len(ks), CHUNK_ROWS):
@@ -57,7 +58,7 @@ def csv_parts(analyses: list) -> Iterator[bytes]:
             columns = _columns(a, ks[part], ii[part], jj[part])
             if bulk:
                 blank = ("c", "")
-                yield joined_rows([_fields(columns.get(f, blank), len(ks[part])) for f in fields])
+                yield joined_rows([_fields(columns.get(f, blank), len(ks[part]), tables) for f in fields])
                 continue
             blank_cells = [""] * len(ks[part])
             t = {f: _cells(f, c, links, ii[part], jj[part]) for f, c in columns.items()}
@@ -70,17 +71,21 @@ def is_bulk(analyses: list) -> bool:
     return sum(len(a.size_bytes) * _links(a) for a in analyses) >= BULK_ROWS
 
 
+def pair_sizes(analyses: list) -> int:
+    """How many pairs and sizes the maps hold (about the rows of their CSV)."""
+    return sum(len(a.size_bytes) * a.nodes * (a.nodes - 1) // 2 for a in analyses)
+
+
 def _links(a) -> int:
     """A map's rows of a size: its pairs, or its directions when measured both ways."""
-    directed = str(a.map_attrs.get("directions", "one")) == "both"
-    return a.nodes * (a.nodes - 1) // (1 if directed else 2)
+    return a.nodes * (a.nodes - 1) // (1 if is_directed(a.map_attrs) else 2)
 
 
 def _indices(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(size, i, j) of each row, in pair_rows' order: each size, then each pair (i < j) or direction
     (i != j) in row-major order."""
     n, s = a.nodes, len(a.size_bytes)
-    directed = str(a.map_attrs.get("directions", "one")) == "both"
+    directed = is_directed(a.map_attrs)
     ii, jj = np.nonzero(~np.eye(n, dtype=bool) if directed else np.triu(np.ones((n, n), dtype=bool), 1))
     return np.repeat(np.arange(s), len(ii)), np.tile(ii, s), np.tile(jj, s)
 
@@ -149,8 +154,10 @@ def _cells(col: str, spec: tuple, links: dict, ii_: np.ndarray, jj_: np.ndarray)
     return [_text(value)] * len(ii_)
 
 
-def _fields(spec: tuple, rows: int) -> np.ndarray:
-    """A column's cells as [rows, width] bytes (bulk_text): numbers as "%.8e", texts as _cells'."""
+def _fields(spec: tuple, rows: int, tables: dict) -> np.ndarray:
+    """A column's cells as [rows, width] bytes (bulk_text): numbers as "%.8e", texts as _cells';
+    `tables` keeps a coded column's texts as bytes for every block (a 4,096-node map's names were
+    quoted again for each of its 256 blocks: 4 s)."""
     kind, value = spec[0], spec[1]
     if kind == "f":
         return sci_fields(value)
@@ -159,9 +166,10 @@ def _fields(spec: tuple, rows: int) -> np.ndarray:
     if kind == "t":
         codes, texts = text_codes(value)
         return code_fields(codes, [_text(v) for v in texts])
-    if kind == "k":
-        return code_fields(value, [_text(v) for v in spec[2]])
-    return code_fields(np.zeros(rows, dtype=np.intp), [_text(value)])
+    texts = tuple(spec[2]) if kind == "k" else (value,)
+    if texts not in tables:
+        tables[texts] = text_table([_text(v) for v in texts])
+    return code_fields(value if kind == "k" else np.zeros(rows, dtype=np.intp), tables[texts])
 
 
 def _energy(a, ks, ii_, jj_, rows: int) -> dict[str, tuple]:

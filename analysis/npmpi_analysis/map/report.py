@@ -357,13 +357,15 @@ def _finding(f) -> dict[str, Any]:
 def map_doc(a, pairs: bool = True) -> dict[str, Any]:
     """One map in the JSON: summary, matrices (null where undefined), outliers, notices; without
     `pairs` (the largest maps: csv_rows.is_bulk), each node's figures instead of the matrices."""
+    from npmpi_analysis.map.csv_rows import pair_sizes
+
     head = {"summary": summary(a), "notices": a.notices, "problems": a.problems}
     if not pairs:
         return {
             **head,
             "outliers": [_finding(f) for f in a.outliers],
             "matrices_left_out": (
-                f"{len(a.size_bytes) * a.nodes * (a.nodes - 1) // 2:,} pair-sizes: the per-pair matrices "
+                f"{pair_sizes([a]):,} pair-sizes: the per-pair matrices "
                 "are left out of the JSON (gigabytes of text no JSON reader loads); every pair is in "
                 "--csv, in the heat maps of --plots and in the run file"
             ),
