@@ -456,7 +456,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", dest="json_out", default=None, help="write the figures as JSON")
     ap.add_argument("--plan-child", type=int, default=0, help=argparse.SUPPRESS)
-    return ap.parse_args(argv)
+    ns = ap.parse_args(argv)
+    if not ns.power_interval_s >= 0:  # NaN too
+        ap.error(f"--power-interval-s {ns.power_interval_s:g}: a sample interval in seconds, or 0 for none")
+    return ns
 
 
 def run_map(ns, n: int, where: Path) -> dict:
