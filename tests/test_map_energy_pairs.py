@@ -61,7 +61,7 @@ def _reference(m, a, power):
     """The pair-by-pair computation: (power [S, N, N], its σ, flag, reasons, window)."""
     s_count, n = m.window_start_unix_s.shape[0], a.nodes
     pairs = a.pairs()
-    node_of = map_analyse._power_node_of(m, power, [])
+    node_of = map_analyse._power_node_of(m, [])
     if m.pair_window_s is not None:
         i, j = np.array(pairs).T
         r = m.round[i, j]

@@ -16,7 +16,6 @@ in a round is split equally among its ranks measured in that round, and the summ
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,7 @@ from npmpi_analysis.map.trials import STALL_MIN_S, STALL_RATIO
 from npmpi_analysis.numbers import compute
 from npmpi_analysis.numbers.compute import FLAG_NONE
 from npmpi_analysis.numbers.machines import machine_of
-from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
+from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, group_host, no_power_notice
 
 STORED_TOLERANCE = 1e-6  # relative difference between the file's derived matrices and ours
 
@@ -201,12 +200,14 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
     skipped = no_power_notice(m)
     if skipped:
         a.notices.append(skipped)
-    power = analyse_power(m, m.window_start_unix_s.ravel(), m.window_end_unix_s.ravel(), meter_delay_s)
+    pairs = _pair_slots(m, a.nodes) if m.power else None
+    own = pairs.own if pairs is not None and pairs.windows is not None else None
+    power = analyse_power(m, m.window_start_unix_s.ravel(), m.window_end_unix_s.ravel(), meter_delay_s, own)
     if power is not None:
         a.power = power
         a.notices += power.notices
         a.problems += power.problems
-        a.energy = pair_energy(m, a, power, meter_delay_s)
+        a.energy = pair_energy(m, a, power, pairs)
         a.notices += _gap_notice(a.energy)
         if a.energy.shared_nodes:
             a.notices.append(
@@ -248,11 +249,11 @@ def entry_hosts(m: MapFile) -> list[str]:
     return [h.rsplit(":", 1)[0] if h.rsplit(":", 1)[-1].isdigit() else h for h in m.hosts]
 
 
-def _power_node_of(m: MapFile, power: PowerResult, notices: list[str]) -> np.ndarray:
+def _power_node_of(m: MapFile, notices: list[str]) -> np.ndarray:
     """For each mapped entry, the index of its node's power group (by host), -1 without one."""
     by_host: dict[str, int] = {}
-    for k, node in enumerate(power.nodes):
-        by_host.setdefault(node.host, k)
+    for k, node in enumerate(m.power):
+        by_host.setdefault(group_host(node, k), k)
     hosts = entry_hosts(m)
     out = np.array([by_host.get(h, -1) for h in hosts], dtype=np.int64)
     missing = sorted({h for h, k in zip(hosts, out, strict=True) if k < 0})
@@ -314,25 +315,19 @@ def _round_windows(m: MapFile, power: PowerResult) -> _NodeWindows:
     return _NodeWindows(*(np.concatenate(list(x), axis=1) for x in (nw, ns, nf, reason)))
 
 
-def _own_windows(m, power, meter_delay_s, starts, ends, node, q) -> _NodeWindows:
-    """The nodes' figures over their own pairs' windows ([S, P] starts and ends; slot e is pair q[e]
-    on power node node[e], the slots grouped by node): each node measured over its N − 1 pairs'
-    windows only, not over the map's N(N − 1)/2."""
-    from npmpi_analysis.numbers.node_power import node_windows_power
-
-    s_count = starts.shape[0]
-    bounds = np.searchsorted(node, np.arange(len(power.nodes) + 1))
-    spans = list(itertools.pairwise(bounds))
-    own = node_windows_power(
-        m, [(starts[:, q[a:b]].ravel(), ends[:, q[a:b]].ravel()) for a, b in spans], meter_delay_s
-    )
+def _own_windows(power: PowerResult, slots: _PairSlots) -> _NodeWindows:
+    """The nodes' figures over their own pairs' windows (analyse_power's NodePower.own: each node
+    over its N − 1 pairs' windows only, not over the map's N(N − 1)/2, from the readings it read)."""
+    starts, ends = slots.windows
+    s_count, q = starts.shape[0], slots.slot_pair
     out = _NodeWindows(*(np.empty((s_count, len(q)), dtype=d) for d in (float, float, np.int8, object)))
-    for k, ((b0, b1), nd) in enumerate(zip(spans, own, strict=True)):
+    for k, nd in enumerate(power.nodes):
+        b0, b1 = slots.bounds[k], slots.bounds[k + 1]
         w = b1 - b0
-        out.mean[:, b0:b1] = nd.sizes.mean.reshape(s_count, w)
-        out.sigma[:, b0:b1] = nd.sizes.sigma.reshape(s_count, w)
-        flag = nd.sizes.flag.reshape(s_count, w).copy()
-        out.reason[:, b0:b1] = _gaps(power.nodes[k], flag, starts[:, q[b0:b1]], ends[:, q[b0:b1]])
+        out.mean[:, b0:b1] = nd.own.mean.reshape(s_count, w)
+        out.sigma[:, b0:b1] = nd.own.sigma.reshape(s_count, w)
+        flag = nd.own.flag.reshape(s_count, w).copy()
+        out.reason[:, b0:b1] = _gaps(nd, flag, starts[:, q[b0:b1]], ends[:, q[b0:b1]])
         out.flag[:, b0:b1] = flag
     return out
 
@@ -362,29 +357,64 @@ def _slots(ki: np.ndarray, kj: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return slot_i, slot_j, node[order], np.concatenate([np.arange(len(ki)), two])[order]
 
 
-def pair_energy(
-    m: MapFile, a: MapAnalysis, power: PowerResult, meter_delay_s: float | None = None
-) -> PairEnergy:
+@dataclass
+class _PairSlots:
+    """The pairs with energy figures (a.pairs() order; both nodes with a power group) and, for a
+    map with each pair's own window (format 1.6), each pair's slot of its node i and of its node j
+    among the slots grouped by power node (node k's: bounds[k] to bounds[k + 1])."""
+
+    pi: np.ndarray
+    pj: np.ndarray
+    r: np.ndarray  # each pair's round
+    ki: np.ndarray  # the power node of i and of j
+    kj: np.ndarray
+    node_of: np.ndarray  # each mapped entry's power node, -1 without one
+    notices: list[str]  # hosts without a power node
+    windows: tuple[np.ndarray, np.ndarray] | None  # [S, P] starts and ends; None: the rounds'
+    slot_i: np.ndarray | None = None
+    slot_j: np.ndarray | None = None
+    slot_pair: np.ndarray | None = None
+    bounds: np.ndarray | None = None
+
+    def own(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Power node k's own windows, [S, its slots] flattened (analyse_power's `own`)."""
+        q = self.slot_pair[self.bounds[k] : self.bounds[k + 1]]
+        return self.windows[0][:, q].ravel(), self.windows[1][:, q].ravel()
+
+
+def _pair_slots(m: MapFile, n: int) -> _PairSlots:
+    """The pairs' power nodes, windows and slots, before the nodes' power is figured."""
+    notices: list[str] = []
+    node_of = _power_node_of(m, notices)
+    pi, pj = np.triu_indices(n, 1)  # a.pairs() order
+    r = m.round[pi, pj].astype(np.int64)
+    keep = np.flatnonzero((r >= 0) & (node_of[pi] >= 0) & (node_of[pj] >= 0))
+    pi, pj, r = pi[keep], pj[keep], r[keep]
+    ki, kj = node_of[pi], node_of[pj]
+    out = _PairSlots(pi, pj, r, ki, kj, node_of, notices, pair_windows(m, pi, pj) if n >= 2 else None)
+    if out.windows is not None:
+        out.slot_i, out.slot_j, slot_node, out.slot_pair = _slots(ki, kj)
+        out.bounds = np.searchsorted(slot_node, np.arange(len(m.power) + 1))
+    return out
+
+
+def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult, slots: _PairSlots) -> PairEnergy:
     """Each pair's power (its two nodes', or their shares) over its own window (format 1.6: each
     node's power over its own pairs' windows) or, for an older map, its round's window; and energy
     per bit, total and dynamic, with σ propagated as the sweep's (compute.energy_per_bit_pj). Every
     pair at once (a 4,096-node map has 8.4 million)."""
     s_count, rounds = m.window_start_unix_s.shape
     n = a.nodes
-    node_of = _power_node_of(m, power, a.notices)
-    pi, pj = np.triu_indices(n, 1)  # a.pairs() order
-    r = m.round[pi, pj].astype(np.int64)
-    keep = np.flatnonzero((r >= 0) & (node_of[pi] >= 0) & (node_of[pj] >= 0))
-    pi, pj, r = pi[keep], pj[keep], r[keep]
-    ki, kj = node_of[pi], node_of[pj]
-    windows = pair_windows(m, pi, pj) if n >= 2 else None
+    a.notices += slots.notices
+    pi, pj, r, ki, kj, windows = slots.pi, slots.pj, slots.r, slots.ki, slots.kj, slots.windows
+    node_of = slots.node_of
     if windows is None:  # the rounds' windows
         nodes_w, slot_i, slot_j = _round_windows(m, power), ki * rounds + r, kj * rounds + r
         starts, ends = m.window_start_unix_s[:, r], m.window_end_unix_s[:, r]
     else:
         starts, ends = windows
-        slot_i, slot_j, slot_node, slot_pair = _slots(ki, kj)
-        nodes_w = _own_windows(m, power, meter_delay_s, starts, ends, slot_node, slot_pair)
+        slot_i, slot_j = slots.slot_i, slots.slot_j
+        nodes_w = _own_windows(power, slots)
     idle = np.array([nd.idle.mean[0] for nd in power.nodes])
     idle_sigma = np.array([nd.idle.sigma[0] for nd in power.nodes])
     counts = _measuring_counts(m, a, node_of, len(power.nodes))

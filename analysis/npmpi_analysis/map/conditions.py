@@ -38,13 +38,14 @@ from npmpi.runfile.maprows import COND_PREFIX
 from npmpi.runfile.mapwriter import COND_TEXT
 from npmpi_analysis.numbers.compute import run_mode_factors
 from npmpi_analysis.numbers.conditions import (
+    FLAG_WORDS,
     FREQ_MOVED_FRACTION,
     MOVED,
     CondFigures,
     bounded,
+    flag_codes,
     freq_moved,
     rank_sources,
-    row_flags,
     summary,
     summary_lines,
     throttle_events,
@@ -217,8 +218,8 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     if cond is None:
         return None
     throttle = cond["throttle"]
-    flags = row_flags(cond["freq_moved"].reshape(-1, 2), throttle.reshape(-1, 2))
-    flags = np.array(flags, dtype=object).reshape(throttle.shape[:3])
+    code = flag_codes(cond["freq_moved"].reshape(-1, 2), throttle.reshape(-1, 2)).reshape(throttle.shape[:3])
+    flags = FLAG_WORDS[code]
     host_id = host_ids(hosts)
     crossing = host_id[:, None] != host_id[None, :]
     tx = cond["nic_tx_bytes"]
@@ -240,6 +241,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
         wire_tx_bytes=wire,
         payload_bytes=payload,
         flags=flags[ks, ii, jj].tolist(),
+        flagged=np.flatnonzero(code[ks, ii, jj]),
         info=getattr(m, "cond_info", {}) or {},
         crossing=bool(crossing.any()),
         unit="pair-size(s)",
@@ -356,8 +358,8 @@ def map_lines(c: MapConditions | None) -> list[str]:
     if c is None:
         return []
     lines = summary_lines(map_summary(c))
-    flagged = [k for k, f in enumerate(c.figures.flags) if f]
-    if flagged:
+    flagged = c.figures.flagged if c.figures.flagged is not None else []
+    if len(flagged):
         more = f" and {len(flagged) - MAX_NAMED} more" if len(flagged) > MAX_NAMED else ""
         named = ", ".join(f"{c.places[k]} ({c.figures.flags[k]})" for k in flagged[:MAX_NAMED])
         lines.append(shown(f"  conditions flagged: {named}{more}"))

@@ -108,7 +108,8 @@ def read_index(g, p: Path, nodes: int, rounds: int, map_attrs: dict) -> MapRows:
         raise RunFileError(f"{p}: /map/{PAIR} names a member that is not mapped, or a member with itself")
     directed = str(map_attrs.get("directions", "")) == "both"
     key = pair if directed else np.sort(pair, axis=1)
-    if len(np.unique(key[:, 0] * nodes + key[:, 1])) < len(pair):
+    key = np.sort(key[:, 0] * nodes + key[:, 1])  # a sort: np.unique's hash took 8 s on 8.4 million
+    if np.any(key[1:] == key[:-1]):
         raise RunFileError(f"{p}: /map/{PAIR} holds a pair twice")
     return MapRows(pair, first, nodes, directed)
 

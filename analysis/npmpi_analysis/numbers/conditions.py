@@ -28,6 +28,7 @@ whatever wrote the file (one written before npmpi bounded its reads, a forged on
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,7 @@ class CondFigures:
     crossing: bool  # the measurement is meant to cross nodes
     warnings: list[str] = field(default_factory=list)
     unit: str = "size(s)"  # what `flags` count (a map's: pair-size(s))
+    flagged: np.ndarray | None = None  # a map's: the indices of `flags` not "" (made with them)
 
     @classmethod
     def of(cls, v: dict[str, np.ndarray], throttle: np.ndarray, **rest) -> CondFigures:
@@ -124,12 +126,20 @@ def freq_moved(v: dict[str, np.ndarray]) -> np.ndarray:
         return (v["cpu_freq_max_hz"] - v["cpu_freq_min_hz"]) / v["cpu_freq_hz"] > FREQ_MOVED_FRACTION
 
 
+FLAG_WORDS = np.array(["", MOVED, THROTTLED, f"{MOVED}, {THROTTLED}"], dtype=object)  # by flag_codes
+
+
+def flag_codes(moved: np.ndarray, throttle: np.ndarray) -> np.ndarray:
+    """Per row of [row, rank] arrays (freq_moved's, throttle events): 0, or 1 where the frequency
+    moved plus 2 where throttled on any of its ranks (FLAG_WORDS the words)."""
+    throttled = (np.nan_to_num(throttle) > 0).any(axis=1)
+    return moved.any(axis=1).astype(np.int8) + 2 * throttled.astype(np.int8)
+
+
 def row_flags(moved: np.ndarray, throttle: np.ndarray) -> list[str]:
     """Per row of [row, rank] arrays (freq_moved's, throttle events): "" or what moved (MOVED,
     THROTTLED) on any of its ranks."""
-    throttled = (np.nan_to_num(throttle) > 0).any(axis=1)
-    words = np.array(["", MOVED, THROTTLED, f"{MOVED}, {THROTTLED}"], dtype=object)
-    return words[moved.any(axis=1).astype(int) + 2 * throttled.astype(int)].tolist()
+    return FLAG_WORDS[flag_codes(moved, throttle)].tolist()
 
 
 def throttle_events(v: dict[str, np.ndarray]) -> np.ndarray:
@@ -305,6 +315,7 @@ def _changed(before: dict, after: dict) -> list[str]:
 
 def summary(c: CondFigures) -> dict[str, Any]:
     """Per node (host): its first measuring rank's core settings, what changed, each rank's source."""
+    flags = Counter(c.flags)  # a map's hold millions of pair-sizes: each distinct text counted once
     nodes: dict[str, dict] = {}
     for r, host in zip(c.ranks, c.hosts, strict=True):
         info = c.info.get(str(r), {}) if isinstance(c.info.get(str(r)), dict) else {}
@@ -323,7 +334,7 @@ def summary(c: CondFigures) -> dict[str, Any]:
         "conditions": {
             "nodes": list(nodes.values()),
             "freq_moved_threshold_fraction": FREQ_MOVED_FRACTION,
-            "flagged_sizes": {w: sum(w in f for f in c.flags) for w in (MOVED, THROTTLED)},
+            "flagged_sizes": {w: sum(n for f, n in flags.items() if w in f) for w in (MOVED, THROTTLED)},
             "flagged_unit": c.unit,
             "wire_warnings": list(c.warnings),
         }

@@ -56,6 +56,7 @@ class NodePower:
     idle_before: WindowStats | None = None  # one element each: the baselines before and after
     idle_after: WindowStats | None = None
     readings: np.ndarray | None = None  # per size: the channels' readings stamped inside its window
+    own: WindowStats | None = None  # over windows of its own (a map's node: its pairs'), when asked
 
 
 @dataclass
@@ -119,12 +120,21 @@ def _all_windows(readings: list[ChannelReadings], delays: list[float], starts, e
     )
 
 
-def node_group_power(i: int, node, run, starts, ends, windows, delay_override, said: Said, group="") -> tuple:
+def group_host(node, i: int) -> str:
+    """A power group's host: its attribute `host`, else `node{i}`."""
+    return str(node.attrs.get("host", "")) or f"node{i}"
+
+
+def node_group_power(
+    i: int, node, run, starts, ends, windows, delay_override, said: Said, group="", own=None
+) -> tuple:
     """One node's NodePower and its summed series (t, p) for the job's plot (None when empty);
-    `group` names another power group read the same way (the fabric's)."""
+    `group` names another power group read the same way (the fabric's); `own`: (starts, ends) of
+    windows of the node's own, figured from the same readings into NodePower.own (each window's
+    figures depend on that window alone)."""
     baseline, after, sweep = windows
     where = f"{run.path.name}: /power/{group or f'node{i}'}"
-    host = str(node.attrs.get("host", "")) or f"node{i}"
+    host = group_host(node, i)
     attrs = compute.checked_timing_attrs(node.attrs, where, said.problems)
     align, offset_note = align_node(attrs, f"{where} ({host})", said)
     offset_sigma = node_offset_sigma(attrs)
@@ -161,6 +171,11 @@ def node_group_power(i: int, node, run, starts, ends, windows, delay_override, s
             "so the idle power comes from the baseline before the sweep"
         )
         after = None
+    own_stats = None
+    if own is not None:
+        own_stats = (
+            sum_channels([window_power(r, *own) for r in readings]) if readings else empty_stats(len(own[0]))
+        )
     if readings:
         sizes, active, before, later = _all_windows(readings, delays, starts, ends, sweep, baseline, after)
         plot_t, plot_w, _, _ = energy_windows.decimate(series[0], series[1], PLOT_POINTS)
@@ -186,6 +201,7 @@ def node_group_power(i: int, node, run, starts, ends, windows, delay_override, s
         idle_before=before,
         idle_after=later,
         readings=in_window,
+        own=own_stats,
     )
     return node_power, series
 
@@ -249,24 +265,12 @@ def _summed_series(full_series: list, left_out: set, said: Said):
     return energy_windows.decimate(st, sw, PLOT_POINTS)
 
 
-def node_windows_power(run, windows: list[tuple[np.ndarray, np.ndarray]], delay_override: float | None):
-    """Each power group's NodePower over its own windows (`windows[i]`: (starts, ends) of group i's;
-    a map's nodes over their own pairs' windows), each window as analyse_power figures it; their
-    notices and problems are dropped (analyse_power over the same samples says them)."""
-    said = Said()
-    baseline, after = baselines.baseline_windows(run.power_attrs)
-    ends = [(np.nanmin(s, initial=np.inf), np.nanmax(e, initial=-np.inf)) for s, e in windows]
-    sweep = _sweep_window(np.array([a for a, _ in ends]), np.array([b for _, b in ends]))
-    return [
-        node_group_power(i, node, run, s, e, (baseline, after, sweep), delay_override, said)[0]
-        for i, (node, (s, e)) in enumerate(zip(run.power, windows, strict=True))
-    ]
-
-
 def analyse_power(
-    run, starts: np.ndarray, ends: np.ndarray, delay_override: float | None = None
+    run, starts: np.ndarray, ends: np.ndarray, delay_override: float | None = None, own=None
 ) -> PowerResult | None:
-    """Per-size power of every node and of the job; None when the run has no power groups."""
+    """Per-size power of every node and of the job; None when the run has no power groups. `own`:
+    a function of a power group's index giving (starts, ends) of windows of that node's own (a
+    map's node: its pairs'), or None; their figures in NodePower.own, from the readings read once."""
     if not run.power or no_power_notice(run):
         return None
     said = Said()
@@ -279,8 +283,9 @@ def analyse_power(
     labels: list[str] = []
     for i, node in enumerate(run.power):
         node_power, series = node_group_power(
-            i, node, run, starts, ends, (baseline, after, sweep), delay_override, said
-        )
+            i, node, run, starts, ends, (baseline, after, sweep), delay_override, said,
+            own=own(i) if own is not None else None,
+        )  # fmt: skip
         nodes.append(node_power)
         labels.extend(c.label for c in node_power.channels)
         if series is not None:
