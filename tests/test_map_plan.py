@@ -240,3 +240,52 @@ def test_the_plan_is_near_a_real_maps_duration_and_file(npmpi_run, tmp_path):
     print(figures)
     assert planned_s == pytest.approx(actual_s, rel=0.5), figures
     assert planned_bytes == pytest.approx(actual_bytes, rel=0.25), figures
+
+
+def test_samples_are_collected_less_often_when_a_collection_takes_long(monkeypatch):
+    """Rank 0 writes every node's batch of samples at each collection (0.7 ms a node: 2.9 s at
+    4,096 nodes, more than the 2 s between collections). A collection taking 3 s is followed by
+    one 30 s later, not 2 s (rank 0's share of time on samples at most COLLECT_SHARE), a quick one
+    by one 2 s later, and every size's last round still collects."""
+    from types import SimpleNamespace
+
+    from npmpi.map import recording
+    from npmpi.map.recording import COLLECT_EVERY_S, COLLECT_SHARE, MapRecording, collect_interval_s
+
+    assert collect_interval_s(0.05) == COLLECT_EVERY_S
+    assert collect_interval_s(2.9) == pytest.approx(2.9 / COLLECT_SHARE)
+    assert collect_interval_s(float("nan")) == COLLECT_EVERY_S
+    clock = [0.0]
+    took = {"s": 3.0}
+    started: list[float] = []
+
+    def collect(next_gap_s):
+        assert next_gap_s == COLLECT_EVERY_S  # the power ranks' quiet: as before
+        started.append(clock[0])
+        clock[0] += took["s"]
+
+    monkeypatch.setattr(recording, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    rounds = 200
+    fake = SimpleNamespace(
+        writer=SimpleNamespace(store_round=lambda *a: None),
+        coordinator=SimpleNamespace(rounds=[None] * rounds),
+        collector=SimpleNamespace(collect=collect),
+        last_collect=0.0,
+        collect_every_s=COLLECT_EVERY_S,
+        _size_line=lambda s: None,
+        _progress=lambda done: None,
+    )
+    for r in range(rounds):  # rounds of 1 s
+        clock[0] += 1.0
+        MapRecording.on_round(fake, 0, r, (0.0, 1.0), [])
+    gaps = np.diff(started)
+    assert len(started) >= 5 and started[-1] == pytest.approx(clock[0] - took["s"])  # the size's end
+    assert gaps[:-1].min() >= 3.0 / COLLECT_SHARE, gaps  # 30 s from a collection's end to the next
+    assert took["s"] * len(started) / clock[0] <= 1.2 * COLLECT_SHARE  # the last one's extra
+    started.clear()
+    took["s"] = 0.01
+    for r in range(60):
+        clock[0] += 1.0
+        MapRecording.on_round(fake, 1, r, (0.0, 1.0), [])
+    assert started[0] - clock[0] + 60 >= 3.0 / COLLECT_SHARE - 1  # 30 s after the last long one
+    assert np.diff(started)[:-1].max() <= COLLECT_EVERY_S + 1.0  # then quick: every 2 s (a round's step)
