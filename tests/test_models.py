@@ -432,3 +432,23 @@ def test_a_map_with_power_says_what_its_meters_resolve_per_pair(tmp_path, capsys
     res = json.loads((tmp_path / "m.json").read_text())["maps"][0]["summary"]["resolution"]
     assert all(w is not None and w > 0 for w in res["dynamic_power_resolution_w_median"])
     assert res["meter_period_s"] > 0
+
+
+def test_a_maps_models_made_a_block_of_rows_at_a_time_are_the_same_numbers(tmp_path, monkeypatch):
+    """The links' models are made a block of rows of the matrices at a time (a 4,096-node map's
+    temporaries were 2.2 GB): one row, or three, at a time give every number of the whole at
+    once, the energy per bit's too."""
+    from npmpi_analysis.cli import ANALYSED_SAMPLE_FIELDS
+    from npmpi_analysis.map import model
+    from npmpi_analysis.map.analyse import analyse_map
+    from npmpi_analysis.map.load import load_map
+    from test_map_analysis import power_map
+
+    a = analyse_map(load_map(power_map(tmp_path / "m.h5"), ANALYSED_SAMPLE_FIELDS), "m")
+    whole = model.link_models(a)
+    assert whole.energy_per_bit_j is not None and np.isfinite(whole.beta_bit_s).sum() == 12
+    for rows in (1, 3):
+        monkeypatch.setattr(model, "MODEL_BLOCK", rows * len(a.size_bytes) * a.nodes)
+        blocks = model.link_models(a)
+        for name in vars(whole):
+            assert np.array_equal(getattr(blocks, name), getattr(whole, name), equal_nan=True), name

@@ -98,38 +98,51 @@ def _inverse(slope: np.ndarray, half: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(np.where(bad, np.nan, v) for v in (value, lo, hi))
 
 
+MODEL_BLOCK = 1 << 21  # pair-sizes a block of rows of the matrices holds: the lines are made a block at a
+# time (their temporaries, a dozen [S, rows, N] arrays, were 2.2 GB at 4,096 nodes), the same numbers
+
+
 def link_models(a) -> LinkModels | None:
     """The model of every link of the analysed map `a` (map/analyse.MapAnalysis); None with fewer
     than two sizes."""
     if len(a.size_bytes) < 2:
         return None
+    n = a.mean_bit_s.shape[1]
+    energy = a.energy is not None
+    out = LinkModels(*(np.empty(a.mean_bit_s.shape[1:]) for _ in range(6)), *((None,) * 3))
+    if energy:
+        out.energy_per_bit_j, out.energy_per_bit_lo_j, out.energy_per_bit_hi_j = (
+            np.empty(a.mean_bit_s.shape[1:]) for _ in range(3)
+        )
+    step = max(1, MODEL_BLOCK // max(1, len(a.size_bytes) * a.mean_bit_s.shape[2]))
+    for i0 in range(0, n, step):
+        _models_of_rows(a, slice(i0, i0 + step), out)
+    return out
+
+
+def _models_of_rows(a, rows: slice, out: LinkModels) -> None:
+    """The models of the links in `rows` of the matrices, into `out`."""
     bits = 8.0 * a.size_bytes.astype(float)
+    mean_b, sigma_b = a.mean_bit_s[:, rows], a.sigma_bit_s[:, rows]
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = bits[:, None, None] / a.mean_bit_s
-        sigma_t = t * a.sigma_bit_s / a.mean_bit_s
-    kept = a.trials_run - a.trials_stalled
+        t = bits[:, None, None] / mean_b
+        sigma_t = t * sigma_b / mean_b
+    kept = a.trials_run[:, rows] - a.trials_stalled[:, rows]
     q = t975(np.min(np.where(kept > 0, kept, 0), axis=0) - 1.0)
     line = weighted_lines(bits, t, sigma_t, q)
+    del t, sigma_t
     beta, beta_lo, beta_hi = _inverse(line.slope, line.slope_half)
-    out = LinkModels(
-        line.intercept,
-        line.intercept - line.intercept_half,
-        line.intercept + line.intercept_half,
-        beta,
-        beta_lo,
-        beta_hi,
-        None,
-        None,
-        None,
-    )
+    out.alpha_s[rows] = line.intercept
+    out.alpha_lo_s[rows] = line.intercept - line.intercept_half
+    out.alpha_hi_s[rows] = line.intercept + line.intercept_half
+    out.beta_bit_s[rows], out.beta_lo_bit_s[rows], out.beta_hi_bit_s[rows] = beta, beta_lo, beta_hi
     if a.energy is not None:
-        e = a.energy.energy_pj_bit * 1e-12 * bits[:, None, None]
-        se = a.energy.energy_sigma_pj_bit * 1e-12 * bits[:, None, None]
+        e = a.energy.energy_pj_bit[:, rows] * 1e-12 * bits[:, None, None]
+        se = a.energy.energy_sigma_pj_bit[:, rows] * 1e-12 * bits[:, None, None]
         energy = weighted_lines(bits, e, se, q)
-        out.energy_per_bit_j = energy.slope
-        out.energy_per_bit_lo_j = energy.slope - energy.slope_half
-        out.energy_per_bit_hi_j = energy.slope + energy.slope_half
-    return out
+        out.energy_per_bit_j[rows] = energy.slope
+        out.energy_per_bit_lo_j[rows] = energy.slope - energy.slope_half
+        out.energy_per_bit_hi_j[rows] = energy.slope + energy.slope_half
 
 
 NAMES = (
