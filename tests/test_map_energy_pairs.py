@@ -132,3 +132,46 @@ def test_every_pair_at_once_is_the_pair_by_pair_computation(tmp_path, n, per_ran
     assert np.array_equal(e.flag, flag) and np.array_equal(e.flag_reason, reason)
     assert np.array_equal(e.window_s, window, equal_nan=True) and e.shared_nodes == shared == per_rank
     assert (reason != "").any()  # the recorded gaps reached some pairs
+
+
+def test_energy_figures_made_a_block_of_rows_at_a_time_are_the_same_numbers(tmp_path, monkeypatch):
+    """The pairs' energy per bit (total and dynamic, with σ) and power are made a block of rows of
+    the matrices at a time (a 4,096-node map's temporaries were 3 GB): one row, or four, at a
+    time give every number of the whole at once."""
+    m = load_map(_map(tmp_path / "m.h5", 9, False, True, False, seed=9), SAMPLE_FIELDS)
+    whole = analyse_map(m, "m").energy
+    assert whole.dynamic_pj_bit is not None and np.isfinite(whole.energy_pj_bit).sum() > 9
+    for rows in (1, 4):
+        monkeypatch.setattr(map_analyse, "ENERGY_BLOCK", rows * 3 * 9)
+        blocks = analyse_map(m, "m").energy
+        for name in ("power_w", "power_sigma_w", "energy_pj_bit", "energy_sigma_pj_bit", "dynamic_pj_bit",
+                     "dynamic_sigma_pj_bit", "window_s", "flag"):  # fmt: skip
+            assert np.array_equal(getattr(blocks, name), getattr(whole, name), equal_nan=True), name
+
+
+def test_energy_figures_of_a_map_of_both_directions_count_the_bytes_both_ways(monkeypatch):
+    """Each direction's bytes in its own cell: a pair's energy per bit is over the bytes both its
+    directions moved, block by block as at once (the formula written out here)."""
+    from types import SimpleNamespace
+
+    from npmpi_analysis.numbers import compute
+
+    rng = np.random.default_rng(4)
+    s, n = 2, 7
+    mat = lambda lo, hi: rng.uniform(lo, hi, (s, n, n))  # noqa: E731
+    moved = mat(1e6, 2e6)
+    moved[0, 1, 2] = np.nan
+    a = SimpleNamespace(map_attrs={"directions": "both"}, bytes_moved=moved, best_s=mat(1e-6, 1e-3),
+                        sigma_bit_s=mat(1e6, 1e7), mean_bit_s=mat(1e9, 2e9))  # fmt: skip
+    p, sp, ip, sip, window = mat(100, 200), mat(1, 2), mat(50, 60), mat(0.5, 1), mat(0.1, 1)
+    flag = np.zeros((s, n, n), dtype=np.int8)
+    args = (a, p, sp, ip, sip, flag, window, np.array([55.0]), np.ones(1))
+    whole = map_analyse._energy_figures(*args)
+    both = np.nan_to_num(moved) + np.swapaxes(np.nan_to_num(moved), 1, 2)
+    b = compute.BITS_PER_BYTE * both / window
+    epb, _ = compute.energy_per_bit_pj(b, b * a.sigma_bit_s / a.mean_bit_s, p, sp)
+    assert np.array_equal(whole.energy_pj_bit, epb) and np.isfinite(whole.energy_pj_bit[0, 1, 2])
+    monkeypatch.setattr(map_analyse, "ENERGY_BLOCK", 2 * s * n)
+    blocks = map_analyse._energy_figures(*args)
+    for name in ("energy_pj_bit", "energy_sigma_pj_bit", "dynamic_pj_bit", "dynamic_sigma_pj_bit", "power_w"):
+        assert np.array_equal(getattr(blocks, name), getattr(whole, name), equal_nan=True), name

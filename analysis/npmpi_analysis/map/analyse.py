@@ -457,30 +457,46 @@ def pair_energy(m: MapFile, a: MapAnalysis, power: PowerResult, slots: _PairSlot
     return energy
 
 
+ENERGY_BLOCK = 1 << 21  # pair-sizes of a block of rows: the energy figures are made a block at a time
+# (a dozen [S, N, N] temporaries were 3 GB at 4,096 nodes), the same numbers
+
+
 def _energy_figures(a: MapAnalysis, p, sp, ip, sip, flag, window, idle, counts) -> PairEnergy:
     """Energy per bit from each pair's power and window: the bits both its directions moved."""
-    moved = a.bytes_moved
-    if is_directed(a.map_attrs):  # each direction's bytes in its own cell: the pair moved both
-        moved = np.nan_to_num(moved) + np.swapaxes(np.nan_to_num(moved), 1, 2)
-    measured = np.isfinite(a.best_s) & (moved > 0) & (window > 0)
-    with np.errstate(all="ignore"):
-        b = np.where(measured, compute.BITS_PER_BYTE * moved / window, np.nan)
-        rel = a.sigma_bit_s / a.mean_bit_s  # the pair's trials' relative spread, as the sweep's σ_b/b
-        epb, epb_sigma = compute.energy_per_bit_pj(b, b * rel, p, sp)
-        dyn = dyn_sigma = None
-        if np.isfinite(idle).any():
-            dyn, dyn_sigma = compute.energy_per_bit_pj(b, b * rel, p - ip, np.sqrt(sp**2 + sip**2))
-    return PairEnergy(
-        power_w=np.where(measured, p, np.nan),
-        power_sigma_w=np.where(measured, sp, np.nan),
+    shape = p.shape
+    dynamic = bool(np.isfinite(idle).any())
+    e = PairEnergy(
+        power_w=np.empty(shape),
+        power_sigma_w=np.empty(shape),
         flag=flag,
         window_s=window,
-        energy_pj_bit=epb,
-        energy_sigma_pj_bit=epb_sigma,
-        dynamic_pj_bit=dyn,
-        dynamic_sigma_pj_bit=dyn_sigma,
+        energy_pj_bit=np.empty(shape),
+        energy_sigma_pj_bit=np.empty(shape),
+        dynamic_pj_bit=np.empty(shape) if dynamic else None,
+        dynamic_sigma_pj_bit=np.empty(shape) if dynamic else None,
         shared_nodes=bool(np.any(counts > 1)),
     )
+    directed = is_directed(a.map_attrs)
+    step = max(1, ENERGY_BLOCK // max(1, shape[0] * shape[2]))
+    for i0 in range(0, shape[1], step):
+        r = slice(i0, i0 + step)
+        moved = a.bytes_moved[:, r]
+        if directed:  # each direction's bytes in its own cell: the pair moved both
+            moved = np.nan_to_num(moved) + np.nan_to_num(np.swapaxes(a.bytes_moved, 1, 2)[:, r])
+        measured = np.isfinite(a.best_s[:, r]) & (moved > 0) & (window[:, r] > 0)
+        with np.errstate(all="ignore"):
+            b = np.where(measured, compute.BITS_PER_BYTE * moved / window[:, r], np.nan)
+            rel = a.sigma_bit_s[:, r] / a.mean_bit_s[:, r]  # the pair's trials' spread, as the sweep's σ_b/b
+            e.energy_pj_bit[:, r], e.energy_sigma_pj_bit[:, r] = compute.energy_per_bit_pj(
+                b, b * rel, p[:, r], sp[:, r]
+            )
+            if dynamic:
+                e.dynamic_pj_bit[:, r], e.dynamic_sigma_pj_bit[:, r] = compute.energy_per_bit_pj(
+                    b, b * rel, p[:, r] - ip[:, r], np.sqrt(sp[:, r] ** 2 + sip[:, r] ** 2)
+                )
+        e.power_w[:, r] = np.where(measured, p[:, r], np.nan)
+        e.power_sigma_w[:, r] = np.where(measured, sp[:, r], np.nan)
+    return e
 
 
 def _gap_notice(e: PairEnergy) -> list[str]:
