@@ -129,9 +129,11 @@ def node_group_power(
     i: int, node, run, starts, ends, windows, delay_override, said: Said, group="", own=None
 ) -> tuple:
     """One node's NodePower and its summed series (t, p) for the job's plot (None when empty);
-    `group` names another power group read the same way (the fabric's); `own`: (starts, ends) of
-    windows of the node's own, figured from the same readings into NodePower.own (each window's
-    figures depend on that window alone)."""
+    `group` names another power group read the same way (the fabric's); `own`: (starts, ends, the
+    sweep's window) of windows of the node's own, figured from the same readings into NodePower.own
+    with that sweep and the baselines beside them, as the node's sizes are (a window's σ is made
+    from prefix sums over the span all the windows of one pass reach: the same windows in one pass
+    give the same bits)."""
     baseline, after, sweep = windows
     where = f"{run.path.name}: /power/{group or f'node{i}'}"
     host = group_host(node, i)
@@ -173,8 +175,11 @@ def node_group_power(
         after = None
     own_stats = None
     if own is not None:
+        own_s, own_e, own_sweep = own
         own_stats = (
-            sum_channels([window_power(r, *own) for r in readings]) if readings else empty_stats(len(own[0]))
+            _all_windows(readings, delays, own_s, own_e, own_sweep, baseline, after)[0]
+            if readings
+            else empty_stats(len(own_s))
         )
     if readings:
         sizes, active, before, later = _all_windows(readings, delays, starts, ends, sweep, baseline, after)
@@ -246,7 +251,7 @@ def _job_figures(nodes: list[NodePower], nsizes: int, left_out: set[int] = froze
     )
 
 
-def _sweep_window(starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
+def sweep_window(starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
     """The whole sweep's window: the first trial's start to the last one's end (NaN without any)."""
     finite_starts = starts[np.isfinite(starts)]
     finite_ends = ends[np.isfinite(ends)]
@@ -269,15 +274,16 @@ def analyse_power(
     run, starts: np.ndarray, ends: np.ndarray, delay_override: float | None = None, own=None
 ) -> PowerResult | None:
     """Per-size power of every node and of the job; None when the run has no power groups. `own`:
-    a function of a power group's index giving (starts, ends) of windows of that node's own (a
-    map's node: its pairs'), or None; their figures in NodePower.own, from the readings read once."""
+    a function of a power group's index giving (starts, ends, the sweep's window) of windows of that
+    node's own (a map's node: its pairs'), or None; their figures in NodePower.own, from the
+    readings read once."""
     if not run.power or no_power_notice(run):
         return None
     said = Said()
     notices = said.notices
     nsizes = len(starts)
     baseline, after = baselines.baseline_windows(run.power_attrs)
-    sweep = _sweep_window(starts, ends)
+    sweep = sweep_window(starts, ends)
     nodes: list[NodePower] = []
     full_series: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
     labels: list[str] = []
