@@ -45,7 +45,7 @@ from npmpi.runfile.mapwriter import MapWriter, PairResult
 
 COLLECT_EVERY_S = 2.0  # power samples reach the file this often (between rounds), and after each size ...
 COLLECT_SHARE = 0.1  # ... or, when a collection itself took longer than this share of that, its time
-# over this share: rank 0 writes each node's batch (about 0.7 ms a node, 2.9 s at 4,096 nodes, longer
+# over this share: rank 0 writes each node's batch (0.4 to 0.7 ms a node, up to 2.9 s at 4,096 nodes, longer
 # than the 2 s), so a map of thousands of meters would otherwise spend most of its time on samples
 PROGRESS_EVERY_S = 5.0  # a long map prints rounds done / total and the time left at most this often
 
