@@ -1,4 +1,4 @@
-"""A map's pair energy computed for every pair at once (map/analyse.pair_energy, issue 44) gives, to
+"""A map's pair energy computed for every pair at once (map/energy.pair_energy, issue 44) gives, to
 the bit, what the pair-by-pair computation gave: each pair's power the shares of its nodes' (ranks
 sharing a node split it, two nodes of one machine count it once), over its own window (each node's
 power over its own pairs' windows) or its round's, the window's flag and the recorded gaps' reasons.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from npmpi_analysis.map import analyse as map_analyse
+from npmpi_analysis.map import energy as map_energy
 from npmpi_analysis.map.analyse import analyse_map
 from npmpi_analysis.map.load import load_map
 from npmpi_analysis.map.synthetic import MapTruth, write_map
@@ -62,7 +62,7 @@ def _reference(m, a, power):
     """The pair-by-pair computation: (power [S, N, N], its σ, flag, reasons, window)."""
     s_count, n = m.window_start_unix_s.shape[0], a.nodes
     pairs = a.pairs()
-    node_of = map_analyse._power_node_of(m, [])
+    node_of = map_energy._power_node_of(m, [])
     if m.pair_window_s is not None:
         i, j = np.array(pairs).T
         r = m.round[i, j]
@@ -143,7 +143,7 @@ def test_energy_figures_made_a_block_of_rows_at_a_time_are_the_same_numbers(tmp_
     whole = analyse_map(m, "m").energy
     assert whole.dynamic_pj_bit is not None and np.isfinite(whole.energy_pj_bit).sum() > 9
     for rows in (1, 4):
-        monkeypatch.setattr(map_analyse, "ENERGY_BLOCK", rows * 3 * 9)
+        monkeypatch.setattr(map_energy, "ENERGY_BLOCK", rows * 3 * 9)
         blocks = analyse_map(m, "m").energy
         for name in ("power_w", "power_sigma_w", "energy_pj_bit", "energy_sigma_pj_bit", "dynamic_pj_bit",
                      "dynamic_sigma_pj_bit", "window_s", "flag"):  # fmt: skip
@@ -167,13 +167,13 @@ def test_energy_figures_of_a_map_of_both_directions_count_the_bytes_both_ways(mo
     p, sp, ip, sip, window = mat(100, 200), mat(1, 2), mat(50, 60), mat(0.5, 1), mat(0.1, 1)
     flag = np.zeros((s, n, n), dtype=np.int8)
     args = (a, p, sp, ip, sip, flag, window, np.array([55.0]), np.ones(1))
-    whole = map_analyse._energy_figures(*args)
+    whole = map_energy._energy_figures(*args)
     both = np.nan_to_num(moved) + np.swapaxes(np.nan_to_num(moved), 1, 2)
     b = compute.BITS_PER_BYTE * both / window
     epb, _ = compute.energy_per_bit_pj(b, b * a.sigma_bit_s / a.mean_bit_s, p, sp)
     assert np.array_equal(whole.energy_pj_bit, epb) and np.isfinite(whole.energy_pj_bit[0, 1, 2])
-    monkeypatch.setattr(map_analyse, "ENERGY_BLOCK", 2 * s * n)
-    blocks = map_analyse._energy_figures(*args)
+    monkeypatch.setattr(map_energy, "ENERGY_BLOCK", 2 * s * n)
+    blocks = map_energy._energy_figures(*args)
     for name in ("energy_pj_bit", "energy_sigma_pj_bit", "dynamic_pj_bit", "dynamic_sigma_pj_bit", "power_w"):
         assert np.array_equal(getattr(blocks, name), getattr(whole, name), equal_nan=True), name
 
@@ -191,7 +191,7 @@ def test_each_nodes_own_windows_are_figured_as_in_a_pass_of_their_own(tmp_path):
     m = load_map(path, SAMPLE_FIELDS)
     a = analyse_map(m, "m")
     i, j = np.array(a.pairs()).T
-    starts, ends = map_analyse.pair_windows(m, i, j)
+    starts, ends = map_energy.pair_windows(m, i, j)
     baseline, after = baselines.baseline_windows(m.power_attrs)
     windows = (baseline, after, sweep_window(starts, ends))
     mean, sigma = (np.full((*starts.shape, 2), np.nan) for _ in range(2))

@@ -334,3 +334,18 @@ def _read_confirm_waits(g, p: Path, m: MapFile, shape: tuple[int, int]) -> dict[
         m.problems.append(f"{exc}; the run-queue waits are not used")
         return {}
     return out
+
+
+def is_directed(map_attrs: dict) -> bool:
+    """Whether each direction of a pair was measured apart (/map attribute directions = both)."""
+    return str(map_attrs.get("directions", "one")) == "both"
+
+
+def entry_hosts(m: MapFile) -> list[str]:
+    """The node (host name) of each mapped entry: from /layout's host of its rank, else its name in
+    /map/hosts without a `:rank` suffix (--per-rank names entries host:rank)."""
+    layout = list(m.layout.get("host", []))
+    layout = [h.decode("utf-8", "replace") if isinstance(h, bytes) else str(h) for h in layout]
+    if layout and all(0 <= int(r) < len(layout) for r in m.ranks):
+        return [layout[int(r)] for r in m.ranks]
+    return [h.rsplit(":", 1)[0] if h.rsplit(":", 1)[-1].isdigit() else h for h in m.hosts]

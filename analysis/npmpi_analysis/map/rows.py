@@ -35,7 +35,7 @@ BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
 # without power, 1.9 with it)
 ANALYSIS_FACTOR = 2.2
 COND_MATRICES = 7  # [S, N, N] of 8 bytes the folded conditions hold (conditions._folded: 3 a side, a flag)
-POWER_MATRICES = 13  # ... the pairs' power, windows, energy and their σ, flags (map/analyse.pair_energy)
+POWER_MATRICES = 13  # ... the pairs' power, windows, energy and their σ, flags (map/energy.pair_energy)
 UNREAD = ("runq_wait_s",)  # per-pair datasets of a rows map the analysis does not read
 COND_NAMES = tuple(COND_PREFIX + n for n in COND_DATASETS)
 # per-pair datasets read in blocks and bounded by `check_memory`, not counted by the file's guard (opening.py)

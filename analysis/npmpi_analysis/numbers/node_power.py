@@ -173,14 +173,7 @@ def node_group_power(
             "so the idle power comes from the baseline before the sweep"
         )
         after = None
-    own_stats = None
-    if own is not None:
-        own_s, own_e, own_sweep = own
-        own_stats = (
-            _all_windows(readings, delays, own_s, own_e, own_sweep, baseline, after)[0]
-            if readings
-            else empty_stats(len(own_s))
-        )
+    own_stats = _own_windows(readings, delays, own, baseline, after)
     if readings:
         sizes, active, before, later = _all_windows(readings, delays, starts, ends, sweep, baseline, after)
         plot_t, plot_w, _, _ = energy_windows.decimate(series[0], series[1], PLOT_POINTS)
@@ -209,6 +202,19 @@ def node_group_power(
         own=own_stats,
     )
     return node_power, series
+
+
+def _own_windows(readings, delays, own, baseline, after) -> WindowStats | None:
+    """A node's figures over its own windows (`own`: starts, ends, the sweep's window), in one pass
+    with the sweep and the baselines as its sizes' (None without)."""
+    if own is None:
+        return None
+    starts, ends, sweep = own
+    return (
+        _all_windows(readings, delays, starts, ends, sweep, baseline, after)[0]
+        if readings
+        else empty_stats(len(starts))
+    )
 
 
 def _readings_inside(readings: list[ChannelReadings], starts, ends) -> np.ndarray:
