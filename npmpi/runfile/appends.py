@@ -12,10 +12,10 @@ def write_rows(ds, n: int, values) -> None:
     h5py's slice assignment)."""
     from h5py import h5s
 
-    x = np.ascontiguousarray(values, dtype=ds.dtype)
-    if x.ndim != 1 or len(ds.shape) != 1 or n + len(x) != ds.shape[0]:
+    if np.ndim(values) != 1 or len(ds.shape) != 1 or n + len(values) != ds.shape[0]:
         ds[n:] = values
         return
+    x = np.ascontiguousarray(values, dtype=ds.dtype)
     space = ds.id.get_space()
     space.select_hyperslab((n,), (len(x),))
     ds.id.write(h5s.create_simple((len(x),)), space, x)

@@ -24,6 +24,16 @@ ROUND_FIRST_ROW = "round_first_row"
 COND_PREFIX = "cond_"
 CHUNK_BYTES = 512 << 10  # a chunk of a per-pair dataset at most (HDF5 caches 1 MiB per dataset)
 MIN_CHUNK_ROWS = 64  # a serial map's round is one row: chunks of 64 rounds
+ROW_BLOCK_CELLS = 1 << 21  # cells a block of rows of the dense matrices holds (row_blocks): the analysis'
+# elementwise work on [S, N, N] a block at a time, its temporaries a few MB instead of GBs at 4,096 nodes
+
+
+def row_blocks(rows: int, row_cells: int, cells: int = ROW_BLOCK_CELLS):
+    """Slices of `rows` rows, each holding at most `cells` cells of `row_cells` each (one row at
+    least): an elementwise computation made a block at a time gives the same numbers as at once."""
+    step = max(1, cells // max(1, row_cells))
+    for i0 in range(0, rows, step):
+        yield slice(i0, i0 + step)
 
 
 def row_datasets(trials: int) -> list[tuple[str, tuple[int, ...], type, float, bool]]:

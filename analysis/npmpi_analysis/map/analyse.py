@@ -22,11 +22,7 @@ from npmpi_analysis.map.load import MapFile, entry_hosts, is_directed
 from npmpi_analysis.map.model import link_models
 from npmpi_analysis.map.trials import STALL_MIN_S, STALL_RATIO
 from npmpi_analysis.numbers import compute
-from npmpi_analysis.numbers.node_power import (
-    PowerResult,
-    analyse_power,
-    no_power_notice,
-)
+from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
 
 STORED_TOLERANCE = 1e-6  # relative difference between the file's derived matrices and ours
 

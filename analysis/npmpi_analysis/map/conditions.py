@@ -34,7 +34,7 @@ import numpy as np
 
 from npmpi.core.safetext import shown
 from npmpi.runfile.format import COND_DATASETS, TEXT_CHECKSUM, text_crc32
-from npmpi.runfile.maprows import COND_PREFIX
+from npmpi.runfile.maprows import COND_PREFIX, ROW_BLOCK_CELLS, row_blocks
 from npmpi.runfile.mapwriter import COND_TEXT
 from npmpi_analysis.numbers.compute import run_mode_factors
 from npmpi_analysis.numbers.conditions import (
@@ -254,7 +254,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
     return MapConditions(cond["cpu_freq_hz"], throttle, flags, wire, ratio, figures, places)
 
 
-WIRE_BLOCK = 1 << 21  # pair-sizes of a block of rows: the wire figures made a block at a time (their
+WIRE_BLOCK = ROW_BLOCK_CELLS  # pair-sizes of a block of rows: the wire figures made a block at a time (their
 # temporaries were 2 GB at 4,096 nodes), the same numbers
 
 
@@ -266,9 +266,7 @@ def _wire(m, a, tx, crossing, shared, directed: bool) -> tuple[np.ndarray, np.nd
     wire, payload, ratio = (np.empty(shape) for _ in range(3))
     factor = run_mode_factors(a.attrs)[0]
     size = a.size_bytes.astype(float)[:, None, None]
-    step = max(1, WIRE_BLOCK // max(1, shape[0] * shape[2]))
-    for i0 in range(0, shape[1], step):
-        r = slice(i0, i0 + step)
+    for r in row_blocks(shape[1], shape[0] * shape[2], WIRE_BLOCK):
         wire[:, r] = np.where(crossing[r], tx[:, r, :, 0] + tx[:, r, :, 1], tx[:, r, :, 0])
         it = m.iterations[:, r]
         if not directed:
@@ -317,8 +315,8 @@ def _cells(a, directed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ii, jj = ii.astype(np.int32), jj.astype(np.int32)
     keep = [np.isfinite(a.best_s[k][ii, jj]) for k in range(s)]
     ks = np.concatenate([np.full(int(x.sum()), k, dtype=np.int32) for k, x in enumerate(keep)] or [[]])
-    ii, jj = (np.concatenate([v[x] for x in keep] or [[]]).astype(np.int32) for v in (ii, jj))
-    return ks.astype(np.int32), ii, jj
+    ii, jj = (np.concatenate([v[x] for x in keep] or [[]]).astype(np.int32, copy=False) for v in (ii, jj))
+    return ks.astype(np.int32, copy=False), ii, jj
 
 
 class _Places:

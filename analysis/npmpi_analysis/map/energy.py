@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npmpi.runfile.maprows import ROW_BLOCK_CELLS, row_blocks
 from npmpi_analysis.map.load import MapFile, entry_hosts, is_directed
 from npmpi_analysis.numbers import compute
 from npmpi_analysis.numbers.compute import FLAG_NONE
@@ -60,15 +61,14 @@ def _measuring_counts(m: MapFile, a, node_of: np.ndarray, nodes: int) -> np.ndar
     s_count, rounds = m.window_start_unix_s.shape
     width = rounds * max(nodes, 1)
     counts = np.zeros((s_count, width), dtype=np.int64)
-    step = max(1, (1 << 22) // max(a.nodes, 1))  # rows of the [N, N] matrices at once
-    for i0 in range(0, a.nodes, step):
-        r = m.round[i0 : i0 + step].astype(np.int64)
-        k = np.broadcast_to(node_of[i0 : i0 + step, None], r.shape)
+    for rows in row_blocks(a.nodes, a.nodes, 1 << 22):  # rows of the [N, N] matrices at once
+        r = m.round[rows].astype(np.int64)
+        k = np.broadcast_to(node_of[rows, None], r.shape)
         ok = (r >= 0) & (k >= 0)
-        ok[np.arange(r.shape[0]), np.arange(i0, i0 + r.shape[0])] = False  # a member with itself
+        ok[np.arange(r.shape[0]), np.arange(rows.start, rows.start + r.shape[0])] = False  # itself
         cell = (r * max(nodes, 1) + k)[ok]
         for s in range(s_count):
-            measured = np.isfinite(a.best_s[s, i0 : i0 + step])[ok]
+            measured = np.isfinite(a.best_s[s, rows])[ok]
             counts[s] += np.bincount(cell, weights=measured, minlength=width).astype(np.int64)
     return counts.reshape(s_count, rounds, max(nodes, 1))
 
@@ -254,7 +254,7 @@ def pair_energy(m: MapFile, a, power: PowerResult, slots: PairSlots) -> PairEner
     return energy
 
 
-ENERGY_BLOCK = 1 << 21  # pair-sizes of a block of rows: the energy figures are made a block at a time
+ENERGY_BLOCK = ROW_BLOCK_CELLS  # pair-sizes of a block of rows: the energy figures are made a block at a time
 # (a dozen [S, N, N] temporaries were 3 GB at 4,096 nodes), the same numbers
 
 
@@ -274,9 +274,7 @@ def _energy_figures(a, p, sp, ip, sip, flag, window, idle, counts) -> PairEnergy
         shared_nodes=bool(np.any(counts > 1)),
     )
     directed = is_directed(a.map_attrs)
-    step = max(1, ENERGY_BLOCK // max(1, shape[0] * shape[2]))
-    for i0 in range(0, shape[1], step):
-        r = slice(i0, i0 + step)
+    for r in row_blocks(shape[1], shape[0] * shape[2], ENERGY_BLOCK):
         moved = a.bytes_moved[:, r]
         if directed:  # each direction's bytes in its own cell: the pair moved both
             moved = np.nan_to_num(moved) + np.nan_to_num(np.swapaxes(a.bytes_moved, 1, 2)[:, r])

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from npmpi.runfile.maprows import ROW_BLOCK_CELLS, row_blocks
+
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
         10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}  # fmt: skip
 REL_FLOOR = 1e-3
@@ -98,8 +100,8 @@ def _inverse(slope: np.ndarray, half: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(np.where(bad, np.nan, v) for v in (value, lo, hi))
 
 
-MODEL_BLOCK = 1 << 21  # pair-sizes a block of rows of the matrices holds: the lines are made a block at a
-# time (their temporaries, a dozen [S, rows, N] arrays, were 2.2 GB at 4,096 nodes), the same numbers
+MODEL_BLOCK = ROW_BLOCK_CELLS  # the lines are made a block of rows at a time (their temporaries, a dozen
+# [S, rows, N] arrays, were 2.2 GB at 4,096 nodes), the same numbers
 
 
 def link_models(a) -> LinkModels | None:
@@ -107,16 +109,15 @@ def link_models(a) -> LinkModels | None:
     than two sizes."""
     if len(a.size_bytes) < 2:
         return None
-    n = a.mean_bit_s.shape[1]
     energy = a.energy is not None
     out = LinkModels(*(np.empty(a.mean_bit_s.shape[1:]) for _ in range(6)), *((None,) * 3))
     if energy:
         out.energy_per_bit_j, out.energy_per_bit_lo_j, out.energy_per_bit_hi_j = (
             np.empty(a.mean_bit_s.shape[1:]) for _ in range(3)
         )
-    step = max(1, MODEL_BLOCK // max(1, len(a.size_bytes) * a.mean_bit_s.shape[2]))
-    for i0 in range(0, n, step):
-        _models_of_rows(a, slice(i0, i0 + step), out)
+    s, n, _ = a.mean_bit_s.shape
+    for rows in row_blocks(n, s * n, MODEL_BLOCK):
+        _models_of_rows(a, rows, out)
     return out
 
 

@@ -173,7 +173,7 @@ def node_group_power(
             "so the idle power comes from the baseline before the sweep"
         )
         after = None
-    own_stats = _own_windows(readings, delays, own, baseline, after)
+    own_stats = _own_stats(readings, delays, own, baseline, after)
     if readings:
         sizes, active, before, later = _all_windows(readings, delays, starts, ends, sweep, baseline, after)
         plot_t, plot_w, _, _ = energy_windows.decimate(series[0], series[1], PLOT_POINTS)
@@ -204,7 +204,7 @@ def node_group_power(
     return node_power, series
 
 
-def _own_windows(readings, delays, own, baseline, after) -> WindowStats | None:
+def _own_stats(readings, delays, own, baseline, after) -> WindowStats | None:
     """A node's figures over its own windows (`own`: starts, ends, the sweep's window), in one pass
     with the sweep and the baselines as its sizes' (None without)."""
     if own is None:
