@@ -137,12 +137,17 @@ def _stored_notice(m: MapFile, latency: np.ndarray, bandwidth: np.ndarray) -> li
     return out
 
 
-def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> MapAnalysis:
-    """Analyse a loaded map (timing, power per pair, outliers); problems are listed, not raised."""
+def analyse_map(
+    m: MapFile, label: str, meter_delay_s: float | None = None, release: bool = False
+) -> MapAnalysis:
+    """Analyse a loaded map (timing, power per pair, outliers); problems are listed, not raised.
+    With `release` (the caller drops `m` after), `m`'s matrices are dropped as soon as they are used
+    (`_release`: a 4,096-node map's are gigabytes); `m` is then not analysed again."""
     from npmpi_analysis.map.confirmed import confirm_findings
     from npmpi_analysis.map.outliers import find_outliers
 
     timing = pair_timing(m)
+    _release(m, release, "mean_s", "sigma_s")
     latency = timing["best_s"][0].copy()
     a = MapAnalysis(
         label=label,
@@ -168,6 +173,7 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
         notices=list(m.notices),
         problems=list(m.problems),
     )
+    _release(m, release, "bytes_moved")
     a.notices += _stored_notice(m, latency, timing["bandwidth_bit_s"])
     a.notices += stalled_notice(a)
     a.notices += shared_host_notice(entry_hosts(m))
@@ -177,6 +183,11 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
     if skipped:
         a.notices.append(skipped)
     pairs = pair_slots(m, a.nodes) if m.power and not skipped else None
+    _release(m, release, "pair_window_s")
+    # the conditions before the models and outliers: what only they read (the NIC bytes, the
+    # counts) is dropped before those are made (nothing of theirs is needed by the conditions)
+    a.conditions = analyse_map_conditions(m, a, entry_hosts(m), is_directed(m.map_attrs))
+    _release(m, release, "iterations", "cond")
     own = pairs.own if pairs is not None and pairs.windows is not None else None
     power = analyse_power(m, m.window_start_unix_s.ravel(), m.window_end_unix_s.ravel(), meter_delay_s, own)
     if power is not None:
@@ -194,9 +205,22 @@ def analyse_map(m: MapFile, label: str, meter_delay_s: float | None = None) -> M
     a.model = link_models(a)
     a.outliers = find_outliers(a)
     confirm_findings(a, m.confirm)
-    a.conditions = analyse_map_conditions(m, a, entry_hosts(m), is_directed(m.map_attrs))
     confirm_conditions(a, m)
     return a
+
+
+def _release(m: MapFile, release: bool, *names: str) -> None:
+    """Drop m's matrices `names` (a MapFile field, or a trial summary's name) when `release`: the
+    analysis has used them, and holds what it keeps of them itself."""
+    if not release:
+        return
+    for name in names:
+        if m.trial_stats is not None and name in m.trial_stats:
+            del m.trial_stats[name]
+        elif name == "cond":
+            m.cond = None
+        else:
+            setattr(m, name, None)
 
 
 def shared_host_notice(hosts: list[str]) -> list[str]:

@@ -138,7 +138,8 @@ def keep_counted_rounds(m) -> None:
     if m.runq_wait_s is not None:
         m.runq_wait_s = np.where(pair_late[..., None, None], np.nan, m.runq_wait_s)
     if m.cond is not None:
-        m.cond = {k: np.where(pair_late[..., None], v.dtype.type(0) if v.dtype == bool else np.nan, v)
+        m.cond = {k: v.blank(pair_late) if hasattr(v, "blank") else
+                  np.where(pair_late[..., None], v.dtype.type(0) if v.dtype == bool else np.nan, v)
                   for k, v in m.cond.items()}  # fmt: skip
     m.notices.append(
         f"/map: data of rounds after the {done} counted in rounds_completed (written as the map "

@@ -165,7 +165,7 @@ def _analysed(m, label: str, meter_delay_s: float | None):
     from npmpi_analysis.map.analyse import analyse_map
 
     m.attrs, m.map_attrs = shown_attrs(m.attrs, JSON_ATTRS), shown_attrs(m.map_attrs)
-    return analyse_map(m, label, meter_delay_s)
+    return analyse_map(m, label, meter_delay_s, release=True)  # the callers keep no more of m than its power
 
 
 def api_fields(p, label: str, meter_delay_s: float | None) -> dict:

@@ -36,6 +36,7 @@ from npmpi.core.safetext import shown
 from npmpi.runfile.format import COND_DATASETS, TEXT_CHECKSUM, text_crc32
 from npmpi.runfile.maprows import COND_PREFIX, ROW_BLOCK_CELLS, row_blocks
 from npmpi.runfile.mapwriter import COND_TEXT
+from npmpi_analysis.map.pairmatrix import PairMatrix, as_dense, rows_of
 from npmpi_analysis.numbers.compute import run_mode_factors
 from npmpi_analysis.numbers.conditions import (
     FLAG_WORDS,
@@ -68,13 +69,14 @@ def read_map_conditions(g, p: Path, m) -> None:
     them). A rows map's are bounded and folded as its rows, before they are made matrices."""
     names = [COND_PREFIX + n for n in COND_DATASETS]
     present = [n in g for n in names]
-    if all(present):
-        rows = getattr(m, "rows", None)
+    if all(present) and getattr(m, "rows", None) is not None:
+        _read_rows_conditions(g, p, m)
+    elif all(present):
         cond = _read_sets(g, p, m, "", (len(m.size_bytes), m.nodes, m.nodes, 2))
         m.cond_info = _read_text(g, m.notices) if cond is not None else {}
         m.cond = None
         if cond is not None:
-            m.cond = _folded(_bounded_pairs(m, cond, rows), rows)
+            m.cond = _folded(_bounded_pairs(m, cond))
     elif any(present):
         m.notices.append("/map: some of the conditions datasets (cond_*) are missing: conditions left out")
     if all(f"confirm_{n}" in g for n in names) and "confirm_pair" in g:
@@ -83,49 +85,58 @@ def read_map_conditions(g, p: Path, m) -> None:
             m.confirm_cond = _bounded_again(g, m, m.confirm_cond)
 
 
-def _folded(cond: dict[str, np.ndarray], rows) -> dict[str, np.ndarray]:
-    """What the map's analysis keeps of its conditions (FOLDED): each side's frequency, throttle
-    events, whether its frequency moved and its NIC bytes sent; a rows map's expanded to [S, N, N, 2]
-    (the others' arrays are dropped as they are folded: a 4,096-node map's 7 would be 3.8 GB)."""
+def _read_rows_conditions(g, p: Path, m) -> None:
+    """A rows map's /map/cond_* read, bounded and folded a block of rows at a time (map/condrows.py),
+    with the notices and problems of the datasets read whole (`_read_sets`, `_bounded_pairs`)."""
+    from npmpi_analysis.map.condrows import READ_ERRORS, read_folded_rows
+
+    said: list[str] = []
+    m.cond_info, m.cond = _read_text(g, said), None  # its frequency sources bound the frequencies
+    try:
+        m.cond = read_folded_rows(g, p, m, said)
+    except READ_ERRORS as exc:
+        m.cond_info = {}
+        _left_out(m, exc, "")
+        return
+    m.notices.extend(said)
+
+
+def _left_out(m, exc: Exception, prefix: str) -> None:
+    """The conditions (`prefix`cond_*) left out: a damaged dataset is a problem, another a notice."""
+    from npmpi.core.errors import RunFileError
+
+    if isinstance(exc, RunFileError):
+        m.problems.append(f"{exc}; the map's conditions ({prefix}cond_*) are left out")
+    else:
+        m.notices.append(f"{exc}: the map's conditions ({prefix}cond_*) are left out")
+
+
+def _folded(cond: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What the map's analysis keeps of a dense map's conditions (FOLDED): each side's frequency,
+    throttle events, whether its frequency moved and its NIC bytes sent (the others' arrays are
+    dropped as they are folded; a rows map's are folded a block of rows at a time, map/condrows.py)."""
     values = (cond["cpu_freq_hz"], throttle_events(cond), freq_moved(cond), cond["nic_tx_bytes"])
-    kept = dict(zip(FOLDED, values, strict=True))
     cond.clear()
-    if rows is None:
-        return kept
-    return {k: rows.expand(kept.pop(k), False if k == "freq_moved" else np.nan) for k in list(kept)}
+    return dict(zip(FOLDED, values, strict=True))
 
 
-def _side_sources(m, rows) -> tuple[np.ndarray, np.ndarray]:
-    """Each side's whether its frequency is a cycles counter's, and its NIC counters: [N, N, 2] of
-    every pair (i, j), or [P, 2] of a rows map's rows."""
+def _bounded_pairs(m, cond: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A dense map's /map/cond_* with the values no machine reads made unknown (a notice says which,
+    each cell once): the pair's trials last the sum of its trials' one-way times x iterations x 2
+    (a round trip's)."""
     cycles, interfaces = rank_sources(getattr(m, "cond_info", {}) or {}, [int(r) for r in m.ranks])
-    if rows is not None:
-        return cycles[rows.pair], interfaces[rows.pair]
     n = len(cycles)
-    both = [np.stack([np.broadcast_to(x[:, None], (n, n)), np.broadcast_to(x[None, :], (n, n))], -1)
-            for x in (cycles, interfaces)]  # fmt: skip
-    return both[0], both[1]
-
-
-def _bounded_pairs(m, cond: dict[str, np.ndarray], rows) -> dict[str, np.ndarray]:
-    """/map/cond_* with the values no machine reads made unknown (a notice says which, each value
-    of the file once: a dense map's cell, a rows map's row): the pair's trials last the sum of its
-    trials' one-way times x iterations x 2 (a round trip's)."""
-    cycles, interfaces = _side_sources(m, rows)
-    sum_s, iterations = m.trial_stats["sum_s"], m.iterations
-    if rows is not None:
-        sum_s, iterations = (
-            sum_s[:, rows.pair[:, 0], rows.pair[:, 1]],
-            iterations[:, rows.pair[:, 0], rows.pair[:, 1]],
-        )
-    elapsed = sum_s * iterations * 2.0
+    cycles, interfaces = (
+        np.stack([np.broadcast_to(x[:, None], (n, n)), np.broadcast_to(x[None, :], (n, n))], -1)
+        for x in (cycles, interfaces)
+    )
+    elapsed = m.trial_stats["sum_s"] * m.iterations * 2.0
     hosts = [shown(h) for h in m.hosts]
     sides = ("transmitter", "reflector")
 
     def place(i) -> str:
         k, side = int(i[0]), int(i[-1])
-        ab = rows.pair[int(i[1])] if rows is not None else i[1:3]
-        ends = "–".join(hosts[e] if e < len(hosts) else str(e) for e in (int(x) for x in ab))
+        ends = "–".join(hosts[e] if e < len(hosts) else str(e) for e in (int(x) for x in i[1:3]))
         return f"{ends} at {int(m.size_bytes[k])} B ({sides[side]})"
 
     out, said = bounded(cond, elapsed[..., None], cycles, interfaces, place)
@@ -154,26 +165,19 @@ def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, n
     one cannot be used."""
     from npmpi.core.errors import RunFileError
     from npmpi.runfile.opening import read_declared
-    from npmpi_analysis.map.rows import cond_rows
 
     got = {}
     try:
         for short in COND_DATASETS:
             name = f"{prefix}{COND_PREFIX}{short}"
-            if prefix == "" and getattr(m, "rows", None) is not None:  # a rows map's [S, P, 2] rows
-                x = got[short] = cond_rows(g, p, m.rows, len(m.size_bytes), name)
-            else:
-                ds = g[name]
-                if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
-                    raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
-                x = got[short] = np.asarray(read_declared(ds, p, f"/map/{name}"), dtype=np.float64)
+            ds = g[name]
+            if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
+                raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
+            x = got[short] = np.asarray(read_declared(ds, p, f"/map/{name}"), dtype=np.float64)
             if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))):
                 raise ValueError(f"/map/{name} holds negative, infinite or impossible values")
-    except RunFileError as exc:
-        m.problems.append(f"{exc}; the map's conditions ({prefix}cond_*) are left out")
-        return None
-    except (ValueError, OSError, KeyError, TypeError) as exc:
-        m.notices.append(f"{exc}: the map's conditions ({prefix}cond_*) are left out")
+    except (RunFileError, ValueError, OSError, KeyError, TypeError) as exc:
+        _left_out(m, exc, prefix)
         return None
     return got
 
@@ -213,17 +217,23 @@ class MapConditions:
 
 def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditions | None:
     """The map's conditions beside its figures (`hosts`: each entry's node; `directed`: each
-    direction measured apart); None for a file without them."""
+    direction measured apart); None for a file without them. A rows map's are figured on its rows
+    and kept as them (PairMatrix); a dense map's as its matrices."""
     cond = getattr(m, "cond", None)
     if cond is None:
         return None
-    throttle = cond["throttle"]
-    code = flag_codes(cond["freq_moved"].reshape(-1, 2), throttle.reshape(-1, 2)).reshape(throttle.shape[:3])
-    flags = FLAG_WORDS[code]
+    throttle, moved = cond["throttle"], rows_of(cond["freq_moved"])
+    code = flag_codes(moved.reshape(-1, 2), rows_of(throttle).reshape(-1, 2)).reshape(moved.shape[:-1])
     host_id = host_ids(hosts)
     crossing = host_id[:, None] != host_id[None, :]
     shared = _node_shared_in_round(m.round, hosts)
-    wire, payload, ratio = _wire(m, a, cond["nic_tx_bytes"], crossing, shared, directed)
+    if isinstance(throttle, PairMatrix):
+        wire, ratio = _wire_rows(m, a, cond["nic_tx_bytes"].rows, crossing, shared, directed)
+        wire, ratio = throttle.like(wire, np.nan), throttle.like(ratio, np.nan)
+        code, flags, payload = throttle.like(code, 0), throttle.like(code, 0, FLAG_WORDS), None
+    else:
+        flags = FLAG_WORDS[code]
+        wire, payload, ratio = _wire(m, a, cond["nic_tx_bytes"], crossing, shared, directed)
     ks, ii, jj = _cells(a, directed)
     figures = CondFigures(
         freq_hz=cond["cpu_freq_hz"],
@@ -233,7 +243,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
         ranks=[int(r) for r in m.ranks],
         hosts=hosts,
         wire_tx_bytes=wire,
-        payload_bytes=payload,
+        payload_bytes=payload,  # a rows map's: not kept (its ratio is)
         flags=flags[ks, ii, jj].tolist(),
         flagged=np.flatnonzero(code[ks, ii, jj]),
         info=getattr(m, "cond_info", {}) or {},
@@ -277,6 +287,26 @@ def _wire(m, a, tx, crossing, shared, directed: bool) -> tuple[np.ndarray, np.nd
                 crossing[r] & ~shared[r] & (payload[:, r] > 0), wire[:, r] / payload[:, r], np.nan
             )
     return wire, payload, ratio
+
+
+def _wire_rows(m, a, tx, crossing, shared, directed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`_wire`'s NIC bytes and ratio of a rows map's rows [S, P] (tx [S, P, 2]): the numbers its
+    dense matrices hold at each row's cells, made a block of rows at a time."""
+    s, p = tx.shape[:2]
+    wire, ratio = np.empty((s, p)), np.empty((s, p))
+    factor = run_mode_factors(a.attrs)[0]
+    size = a.size_bytes.astype(float)[:, None]
+    for r in row_blocks(p, s, WIRE_BLOCK):
+        i, j = m.rows.pair[r, 0], m.rows.pair[r, 1]
+        cross = crossing[i, j]
+        wire[:, r] = np.where(cross, tx[:, r, 0] + tx[:, r, 1], tx[:, r, 0])
+        it = m.iterations[:, i, j]
+        if not directed:
+            it = np.maximum(it, m.iterations[:, j, i])
+        payload = size * it * a.trials_run[:, i, j] * factor
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio[:, r] = np.where(cross & ~shared[i, j] & (payload > 0), wire[:, r] / payload, np.nan)
+    return wire, ratio
 
 
 def host_ids(hosts: list[str]) -> np.ndarray:
@@ -362,10 +392,10 @@ def map_matrices(c: MapConditions | None) -> dict[str, Any]:
     if c is None:
         return {}
     return {
-        "cpu_freq_ghz": c.freq_hz / 1e9,
-        "throttle_count": c.throttle,
-        "conditions_flag": c.flags,
-        "wire_bytes_per_payload_byte": c.wire_ratio,
+        "cpu_freq_ghz": as_dense(c.freq_hz) / 1e9,
+        "throttle_count": as_dense(c.throttle),
+        "conditions_flag": as_dense(c.flags),
+        "wire_bytes_per_payload_byte": as_dense(c.wire_ratio),
     }
 
 

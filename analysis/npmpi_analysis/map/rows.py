@@ -28,6 +28,7 @@ from npmpi.runfile.maprows import (
     round_matrix_of,
 )
 from npmpi.runfile.opening import MAX_READ_BYTES, check_own_data, read_checked
+from npmpi_analysis.map.pairmatrix import cell_index
 from npmpi_analysis.map.trials import FILLS, summarise
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
@@ -59,6 +60,7 @@ class MapRows:
     first: np.ndarray  # [R + 1] int64
     nodes: int
     directed: bool
+    _cells: np.ndarray | None = None
 
     def expand(self, rows: np.ndarray, fill) -> np.ndarray:
         """[S, P, ...] rows as the dense [S, N, N, ...] (`fill` where no row is)."""
@@ -66,6 +68,12 @@ class MapRows:
 
     def round_matrix(self) -> np.ndarray:
         return round_matrix_of(self.pair, self.first, self.nodes)
+
+    def cells(self) -> np.ndarray:
+        """[N, N] int32 the row of each cell (-1: none), made once (map/pairmatrix.py)."""
+        if self._cells is None:
+            self._cells = cell_index(self.pair, self.nodes, self.directed)
+        return self._cells
 
 
 def stored(g, name: str, p: Path, required: bool = False):
@@ -253,11 +261,3 @@ def read_trial_rows(ds, p: Path, rows: MapRows, size_bytes, trials: int, its: np
             for k, v in part.items():
                 out[k][s, a : a + step] = v
     return out
-
-
-def cond_rows(g, p: Path, rows: MapRows, sizes: int, name: str) -> np.ndarray:
-    """One /map/cond_<name> [S, P, 2] as float64 rows (never-written rows as its fill value), checked."""
-    ds, want = stored(g, name, p), (sizes, len(rows.pair), 2)
-    if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
-        raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
-    return read_rows(ds, p, f"/map/{name}", want).astype(np.float64, copy=False)

@@ -154,8 +154,16 @@ def bounded(
     so ([] when none). Broadcast against each array: `elapsed_s` the trials' seconds, `cycles` where
     the frequency is a cycles counter's (no lower bound), `interfaces` the NIC counters summed in a
     value; `place(index)` names an element."""
+    out, found = bounded_parts(v, elapsed_s, cycles, interfaces, place)
+    return out, bounded_notice(found)
+
+
+def bounded_parts(v: dict[str, np.ndarray], elapsed_s, cycles, interfaces, place) -> tuple[dict, dict]:
+    """`bounded`'s arrays, and per name what was made unknown: (count, the first MAX_REFUSED_NAMED
+    values named). Parts of arrays bounded apart (a map's blocks of rows, in order) add up to the
+    whole's notice: `bounded_notice`, `add_found`."""
     el = np.maximum(np.nan_to_num(np.asarray(elapsed_s, dtype=float), nan=0.0, posinf=0.0), 0.0)
-    out, named, count = dict(v), [], 0
+    out, found = dict(v), {}
     for name, x in v.items():
         if name in FREQ_NAMES:
             bad, unit = (x > FREQ_MAX_HZ) | ((x < FREQ_MIN_HZ) & ~np.asarray(cycles, dtype=bool)), 1e9
@@ -168,15 +176,35 @@ def bounded(
         bad = np.broadcast_to(np.isfinite(x) & bad, x.shape)
         if bad.any():
             out[name] = np.where(bad, np.nan, x)
-            count += int(bad.sum())
             words = "GHz" if unit > 1 else "bytes" if name.startswith("nic_") else "events"
-            first = np.flatnonzero(bad)[: MAX_REFUSED_NAMED - len(named)]  # never every index as tuples
-            for index in zip(*np.unravel_index(first, bad.shape), strict=True):
-                named.append(f"{name} {float(x[index]) / unit:.3g} {words} at {place(index)}")
+            first = np.flatnonzero(bad)[:MAX_REFUSED_NAMED]  # never every index as tuples
+            found[name] = (
+                int(bad.sum()),
+                [
+                    f"{name} {float(x[index]) / unit:.3g} {words} at {place(index)}"
+                    for index in zip(*np.unravel_index(first, bad.shape), strict=True)
+                ],
+            )
+    return out, found
+
+
+def add_found(total: dict, part: dict) -> None:
+    """`bounded_parts`' findings of a later part added to the earlier parts' `total`."""
+    for name, (count, named) in part.items():
+        was, said = total.get(name, (0, []))
+        total[name] = (was + count, (said + named)[:MAX_REFUSED_NAMED])
+
+
+def bounded_notice(found: dict) -> list[str]:
+    """The notice of `bounded_parts`' findings, names in the order found ([] when none)."""
+    count = sum(c for c, _ in found.values())
     if not count:
-        return out, []
+        return []
+    named: list[str] = []
+    for _, said in found.values():
+        named += said[: MAX_REFUSED_NAMED - len(named)]
     more = f" and {count - len(named)} more" if count > len(named) else ""
-    return out, [
+    return [
         f"conditions: {count} value(s) no machine reads left unknown ({'; '.join(named)}{more}): a core "
         f"runs at {FREQ_MIN_HZ / 1e6:g} MHz to {FREQ_MAX_HZ / 1e9:g} GHz, a throttle counter rises at "
         f"most {THROTTLE_MAX_RATE:g} events/s, a NIC counts at most 4 x 400 Gbit/s over the trials "
