@@ -20,6 +20,7 @@ from npmpi_analysis.map.conditions import MapConditions, analyse_map_conditions,
 from npmpi_analysis.map.energy import PairEnergy, gap_notice, pair_energy, pair_slots
 from npmpi_analysis.map.load import MapFile, entry_hosts, is_directed
 from npmpi_analysis.map.model import link_models
+from npmpi_analysis.map.pairmatrix import PairMatrix, rows_of
 from npmpi_analysis.map.trials import STALL_MIN_S, STALL_RATIO
 from npmpi_analysis.numbers import compute
 from npmpi_analysis.numbers.node_power import PowerResult, analyse_power, no_power_notice
@@ -84,17 +85,34 @@ def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
     """Best, mean ± σ one-way time and the bandwidths of every pair and size (NaN unmeasured), and
     the stalled trials of each (left out of the mean), from the trials' summaries (map/trials.py)."""
     st = m.trial_stats
+    mean_s, sigma_s = rows_of(st["mean_s"]), rows_of(st["sigma_s"])
     with np.errstate(all="ignore"):
         bits = (compute.BITS_PER_BYTE * m.size_bytes.astype(float))[:, None, None]
-        mean_b = bits / st["mean_s"]
+        mean_b = bits[..., 0] / mean_s if isinstance(st["mean_s"], PairMatrix) else bits / mean_s
+        sigma_b = mean_b * sigma_s / mean_s
+        if isinstance(st["mean_s"], PairMatrix):  # a rows map's: kept as its rows
+            mean_b, sigma_b = st["mean_s"].like(mean_b, np.nan), st["mean_s"].like(sigma_b, np.nan)
         return {
             "trials_run": st["trials_run"],
             "trials_stalled": st["trials_stalled"],
             "best_s": st["best_s"],
             "bandwidth_bit_s": bits / st["best_s"],
             "mean_bit_s": mean_b,
-            "sigma_bit_s": mean_b * st["sigma_s"] / st["mean_s"],
+            "sigma_bit_s": sigma_b,
         }
+
+
+def pair_bytes(m: MapFile):
+    """[S, N, N] the bytes each pair moved: each direction's own (a map measuring them apart), else
+    the larger of (i, j) and (j, i) (a writer of format 1.x stored both); a rows map's kept as its
+    rows (PairMatrix)."""
+    if is_directed(m.map_attrs):
+        return m.bytes_moved
+    if m.rows is None:
+        return np.maximum(m.bytes_moved, np.swapaxes(m.bytes_moved, 1, 2))
+    i, j = m.rows.pair[:, 0], m.rows.pair[:, 1]
+    rows = np.maximum(m.bytes_moved[:, i, j], m.bytes_moved[:, j, i])
+    return PairMatrix(rows, m.rows.cells(), m.bytes_moved.dtype.type(0))
 
 
 def stalled_notice(a: MapAnalysis) -> list[str]:
@@ -165,11 +183,7 @@ def analyse_map(
         bandwidth_bit_s=timing["bandwidth_bit_s"],
         mean_bit_s=timing["mean_bit_s"],
         sigma_bit_s=timing["sigma_bit_s"],
-        bytes_moved=(
-            m.bytes_moved
-            if is_directed(m.map_attrs)
-            else np.maximum(m.bytes_moved, np.swapaxes(m.bytes_moved, 1, 2))
-        ),
+        bytes_moved=pair_bytes(m),
         notices=list(m.notices),
         problems=list(m.problems),
     )

@@ -42,6 +42,7 @@ from npmpi_analysis.numbers.conditions import (
     FLAG_WORDS,
     FREQ_MOVED_FRACTION,
     MOVED,
+    CodedWords,
     CondFigures,
     bounded,
     flag_codes,
@@ -235,6 +236,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
         flags = FLAG_WORDS[code]
         wire, payload, ratio = _wire(m, a, cond["nic_tx_bytes"], crossing, shared, directed)
     ks, ii, jj = _cells(a, directed)
+    cell_codes = code[ks, ii, jj]
     figures = CondFigures(
         freq_hz=cond["cpu_freq_hz"],
         freq_min_hz=None,  # a map keeps whether the frequency moved, not its bounds (_folded)
@@ -244,8 +246,8 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
         hosts=hosts,
         wire_tx_bytes=wire,
         payload_bytes=payload,  # a rows map's: not kept (its ratio is)
-        flags=flags[ks, ii, jj].tolist(),
-        flagged=np.flatnonzero(code[ks, ii, jj]),
+        flags=CodedWords(cell_codes),
+        flagged=np.flatnonzero(cell_codes),
         info=getattr(m, "cond_info", {}) or {},
         crossing=bool(crossing.any()),
         unit="pair-size(s)",

@@ -4,7 +4,8 @@ A map whose pairs are rows (format 2.0) measured one way per pair has one row fo
 and (j, i) of a dense matrix: held as rows, a figure takes half the memory, and none for the
 diagonal. `PairMatrix` keeps the rows [S, P, ...] and an index [N, N] of each cell's row (-1 where
 no row is), and gives what the dense matrix would for the ways the analysis reads it: a cell, or
-many at once (`x[ks, ii, jj]`, `x[:, ii, jj]`, with a trailing side), and the whole matrix
+many at once (`x[ks, ii, jj]`, `x[:, ii, jj]`, with a trailing side), a block of rows of the
+matrices (`x[:, r]`, r a slice: the analysis' elementwise work, maprows.row_blocks) and the whole
 (`np.asarray(x)`, for the small maps whose JSON holds every matrix). Computing on the rows and
 reading the cells gives the same numbers, bit for bit, as computing on the dense matrix.
 """
@@ -41,8 +42,8 @@ class PairMatrix:
     def __getitem__(self, key):
         if not isinstance(key, tuple):  # sizes: x[order]
             return self.like(self.rows[key], self.fill, self.table)
-        if len(key) < 3:
-            raise IndexError("a PairMatrix is read by (size, i, j[, ...])")
+        if len(key) == 2:  # x[:, r]: a block of rows of the matrices
+            key = (*key, slice(None))
         k, i, j, *rest = key
         row = self.index[i, j]
         got = self.rows[(k, np.maximum(row, 0), *rest)]

@@ -28,7 +28,7 @@ from npmpi.runfile.maprows import (
     round_matrix_of,
 )
 from npmpi.runfile.opening import MAX_READ_BYTES, check_own_data, read_checked
-from npmpi_analysis.map.pairmatrix import cell_index
+from npmpi_analysis.map.pairmatrix import PairMatrix, cell_index
 from npmpi_analysis.map.trials import FILLS, summarise
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
@@ -37,6 +37,8 @@ BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
 ANALYSIS_FACTOR = 2.2
 COND_MATRICES = 7  # [S, N, N] of 8 bytes the folded conditions hold (conditions._folded: 3 a side, a flag)
 POWER_MATRICES = 13  # ... the pairs' power, windows, energy and their σ, flags (map/energy.pair_energy)
+AS_ROWS = ("mean_s", "sigma_s", "sum_s")  # trial summaries kept as rows (PairMatrix): only pair_timing and
+# the conditions' bounds read them, a pair at a time (the best, the counts: dense, read everywhere)
 UNREAD = ("runq_wait_s",)  # per-pair datasets of a rows map the analysis does not read
 COND_NAMES = tuple(COND_PREFIX + n for n in COND_DATASETS)
 # per-pair datasets read in blocks and bounded by `check_memory`, not counted by the file's guard (opening.py)
@@ -228,7 +230,10 @@ def dense_datasets(g, p: Path, rows: MapRows, size_bytes: np.ndarray, trials: in
         out["trial_s"] = rows.expand(values.astype(np.float64), np.nan)
     else:
         got = read_trial_rows(ds, p, rows, size_bytes, trials, its)
-        out["trial_stats"] = {k: rows.expand(v, FILLS[k]) for k, v in got.items()}
+        out["trial_stats"] = {
+            k: PairMatrix(v, rows.cells(), FILLS[k]) if k in AS_ROWS else rows.expand(v, FILLS[k])
+            for k, v in got.items()
+        }
     return out
 
 

@@ -87,4 +87,7 @@ def dense_summaries(trial_s: np.ndarray, iterations: np.ndarray) -> dict[str, np
 def leave_out(summaries: dict[str, np.ndarray], where: np.ndarray) -> None:
     """Make the pairs and sizes `where` [S, N, N] unmeasured (a round the map did not count)."""
     for name, x in summaries.items():
-        x[where] = FILLS[name]
+        if hasattr(x, "blank"):  # kept as rows (map/pairmatrix.PairMatrix)
+            summaries[name] = x.blank(where)
+        else:
+            x[where] = FILLS[name]

@@ -75,7 +75,7 @@ class CondFigures:
     throttle: np.ndarray  # core + package events during the size
     wire_tx_bytes: np.ndarray  # [size] over distinct nodes
     payload_bytes: np.ndarray  # [size] the payload that should cross the nodes' NICs
-    flags: list[str]  # [size] "" or what moved
+    flags: list[str] | CodedWords  # [size] "" or what moved (a map's: CodedWords)
     info: dict[str, dict]
     crossing: bool  # the measurement is meant to cross nodes
     warnings: list[str] = field(default_factory=list)
@@ -127,6 +127,28 @@ def freq_moved(v: dict[str, np.ndarray]) -> np.ndarray:
 
 
 FLAG_WORDS = np.array(["", MOVED, THROTTLED, f"{MOVED}, {THROTTLED}"], dtype=object)  # by flag_codes
+
+
+class CodedWords:
+    """Texts held as int8 codes into `table` (a map's flags: 16.7 million pair-sizes at 4,096 nodes,
+    a list of them 134 MB): read as the list of texts, counted without making it."""
+
+    def __init__(self, codes: np.ndarray, table: np.ndarray = FLAG_WORDS):
+        self.codes, self.table = np.asarray(codes), table
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, k: int) -> str:
+        return str(self.table[self.codes[k]])
+
+    def __iter__(self):
+        return iter(self.table[self.codes].tolist())
+
+    def counts(self) -> Counter:
+        """Counter(self) made from the codes."""
+        n = np.bincount(self.codes.astype(np.intp), minlength=len(self.table))
+        return Counter({str(self.table[c]): int(x) for c, x in enumerate(n) if x})
 
 
 def flag_codes(moved: np.ndarray, throttle: np.ndarray) -> np.ndarray:
@@ -343,7 +365,7 @@ def _changed(before: dict, after: dict) -> list[str]:
 
 def summary(c: CondFigures) -> dict[str, Any]:
     """Per node (host): its first measuring rank's core settings, what changed, each rank's source."""
-    flags = Counter(c.flags)  # a map's hold millions of pair-sizes: each distinct text counted once
+    flags = c.flags.counts() if isinstance(c.flags, CodedWords) else Counter(c.flags)  # a map's: millions
     nodes: dict[str, dict] = {}
     for r, host in zip(c.ranks, c.hosts, strict=True):
         info = c.info.get(str(r), {}) if isinstance(c.info.get(str(r)), dict) else {}
