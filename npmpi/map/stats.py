@@ -105,8 +105,11 @@ def _without_each(x: np.ndarray, ok: np.ndarray):
     values = x[ok]
     order = np.argsort(values, kind="stable")
     s = values[order]
-    where = np.full(x.shape, -1, dtype=np.int64)
-    where[ok] = np.argsort(order, kind="stable")  # each link's place in s
+    del values
+    # each link's place in s, in int32 when it fits (a 4,096-node matrix's: 67 MB less at the peak)
+    where = np.full(x.shape, -1, dtype=np.int32 if len(s) < 2**31 else np.int64)
+    where[ok] = np.argsort(order, kind="stable")
+    del order
 
     def stats_without(k: int) -> tuple[float, float]:
         mine = np.concatenate((where[:k, k], where[k, k + 1 :]))

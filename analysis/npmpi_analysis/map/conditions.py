@@ -252,7 +252,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
         crossing=bool(crossing.any()),
         unit="pair-size(s)",
     )
-    places = _Places(a.names, a.size_bytes, ks, ii, jj)
+    places = _Places(a, directed, ks, ii, jj)
     figures.warnings = wire_warnings(
         ratio[ks, ii, jj], a.size_bytes[ks], places, "pair-size(s)", "a pair meant to cross nodes"
     )
@@ -263,6 +263,7 @@ def analyse_map_conditions(m, a, hosts: list[str], directed: bool) -> MapConditi
             "node carried another pair of the same round (several entries per node, --per-rank): its "
             "NIC counters hold both pairs' bytes"
         )
+    places.forget()
     return MapConditions(cond["cpu_freq_hz"], throttle, flags, wire, ratio, figures, places)
 
 
@@ -352,17 +353,24 @@ def _cells(a, directed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class _Places:
-    """The cells' names ('h1–h2 at 1024 B'), each made when asked for (a large map has millions)."""
+    """The cells' names ('h1–h2 at 1024 B'), each made when asked for (a large map has millions).
+    `forget()` drops the cells, made again from the map (`_cells`) if a name is asked for after:
+    a 4,096-node map's are 200 MB, held through the outputs for the few flagged ones named."""
 
-    def __init__(self, names, size_bytes, ks, ii, jj) -> None:
-        self.names, self.size_bytes, self.ks, self.ii, self.jj = names, size_bytes, ks, ii, jj
+    def __init__(self, a, directed: bool, ks, ii, jj) -> None:
+        self.a, self.directed, self.cells, self.count = a, directed, (ks, ii, jj), len(ks)
+
+    def forget(self) -> None:
+        self.cells = None
 
     def __len__(self) -> int:
-        return len(self.ks)
+        return self.count
 
     def __getitem__(self, c: int) -> str:
-        k, i, j = int(self.ks[c]), int(self.ii[c]), int(self.jj[c])
-        return f"{self.names[i]}–{self.names[j]} at {int(self.size_bytes[k])} B"
+        if self.cells is None:
+            self.cells = _cells(self.a, self.directed)
+        k, i, j = (int(x[c]) for x in self.cells)
+        return f"{self.a.names[i]}–{self.a.names[j]} at {int(self.a.size_bytes[k])} B"
 
 
 def pair_columns(

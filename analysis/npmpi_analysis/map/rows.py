@@ -32,11 +32,15 @@ from npmpi_analysis.map.pairmatrix import PairMatrix, cell_index
 from npmpi_analysis.map.trials import FILLS, summarise
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
-# the map's analysis holds about this many times its dense matrices (measured at 4,096 nodes: 2.1
-# without power, 1.9 with it)
-ANALYSIS_FACTOR = 2.2
-COND_MATRICES = 7  # [S, N, N] of 8 bytes the folded conditions hold (conditions._folded: 3 a side, a flag)
-POWER_MATRICES = 13  # ... the pairs' power, windows, energy and their σ, flags (map/energy.pair_energy)
+# the map's analysis peaks at about this many times the matrices counted below (measured at 4,096
+# nodes and 2 sizes with every output, 2026-11-29: 3.92 GiB without power, 1.2 times the 13 [S, N, N]
+# of 8 bytes counted; 11.6 GiB with a 1 Hz meter a node, 1.26 times the 37)
+ANALYSIS_FACTOR = 1.3
+# [S, N, N] of 8 bytes the conditions hold: each side's frequency, throttle events and NIC bytes and
+# the wire figures, as rows (map/condrows.py: one row a pair, two for a map measuring both ways)
+COND_MATRICES = 4
+POWER_MATRICES = 24  # ... the pairs' power, windows, energy and their σ, flags (map/energy.pair_energy),
+# the nodes' series (the job's plot) and their resampled readings
 AS_ROWS = ("mean_s", "sigma_s", "sum_s")  # trial summaries kept as rows (PairMatrix): only pair_timing and
 # the conditions' bounds read them, a pair at a time (the best, the counts: dense, read everywhere)
 UNREAD = ("runq_wait_s",)  # per-pair datasets of a rows map the analysis does not read
@@ -132,7 +136,9 @@ def check_memory(
     the analysis may hold: MAX_READ_BYTES, or 1 / ANALYSIS_FACTOR of this machine's free memory when
     more."""
     n2 = sizes * nodes * nodes
-    per_pair = (trials if directed else len(FILLS)) + 3 + (COND_MATRICES if cond else 0)
+    per_pair = (
+        (trials if directed else len(FILLS)) + 3 + (COND_MATRICES * (2 if directed else 1) if cond else 0)
+    )
     need = n2 * 8 * (per_pair + (POWER_MATRICES if power else 0))
     cap = read_cap()
     if need > cap:
