@@ -383,6 +383,7 @@ def test_a_rows_maps_conditions_kept_as_rows_give_the_dense_matrices_numbers(tmp
     from npmpi_analysis.map.pairmatrix import PairMatrix
 
     path = cond_map(tmp_path / "c.h5", directed)
+    full = analyse_map(load_map(path, FIELDS), "c")  # before it is made a stopped map
     if late:
         with h5py.File(path, "a") as f:
             f.attrs["status"] = f["map"].attrs["status"] = "interrupted"
@@ -404,6 +405,18 @@ def test_a_rows_maps_conditions_kept_as_rows_give_the_dense_matrices_numbers(tmp
     assert list(rows.conditions.figures.flags) == list(dense.conditions.figures.flags)
     assert rows.conditions.figures.flags.counts() == Counter(dense.conditions.figures.flags)
     assert rows.conditions.figures.warnings == dense.conditions.figures.warnings
+    gone = full.round == 2 if late else np.zeros_like(full.round, dtype=bool)  # the round left out
+    for got, was in (
+        (rows.conditions.freq_hz, full.conditions.freq_hz),
+        (rows.conditions.throttle, full.conditions.throttle),
+        (rows.mean_bit_s, full.mean_bit_s),
+        (rows.sigma_bit_s, full.sigma_bit_s),
+    ):
+        got, was = np.asarray(got), np.asarray(was)
+        assert np.isnan(got[:, gone]).all() and (np.isfinite(was[:, gone]).any() or not late)
+        assert np.array_equal(got[:, ~gone], was[:, ~gone], equal_nan=True)
+    assert (np.asarray(rows.bytes_moved)[:, gone] == 0).all()
+    assert np.array_equal(np.asarray(rows.bytes_moved)[:, ~gone], np.asarray(full.bytes_moved)[:, ~gone])
 
 
 def _forged(path):
@@ -453,3 +466,89 @@ def test_a_rows_maps_conditions_read_a_block_of_rows_at_a_time_are_those_read_wh
             in said
         )
         assert "; nic_tx_bytes 1e+17 bytes at h0–h1 at 1000 B (reflector))" in said
+
+
+def _pp_rows(tmp_path):
+    """The saved 4-member map (2 sizes, 1 B and 64 KiB, with conditions) as rows."""
+    from pathlib import Path
+
+    from support.mapcells import to_rows
+
+    to_rows(Path(__file__).parent / "data" / "maps" / "map_1_11_pp.h5", tmp_path / "m.h5")
+    return tmp_path / "m.h5"
+
+
+@pytest.mark.parametrize("rows_a_block", [False, True])
+def test_values_no_machine_reads_at_a_later_size_are_named_at_it(tmp_path, monkeypatch, rows_a_block):
+    """A value no machine reads in the second size's rows is named at that size, read whole or a
+    row a block."""
+    from npmpi_analysis.map import condrows
+
+    from npmpi.runfile.attrseal import seal_all
+
+    path = _pp_rows(tmp_path)
+    with h5py.File(path, "a") as f:
+        g = f["map"]
+        g[COND_PREFIX + "nic_tx_bytes"][1, 2, 0] = 1e17
+        pair = [f"vm:{int(e)}" for e in g["pair"][2]]
+        seal_all(f)
+    if rows_a_block:
+        monkeypatch.setattr(condrows, "BLOCK_BYTES", 16)
+    m = load_map(path, FIELDS)
+    (said,) = [n for n in m.notices if "no machine reads" in n]
+    assert f"(nic_tx_bytes 1e+17 bytes at {pair[0]}–{pair[1]} at 65536 B (transmitter))" in said, said
+    assert math.isnan(m.cond["nic_tx_bytes"].rows[1, 2, 0]) and m.cond["nic_tx_bytes"].rows[0, 2, 0] >= 0
+
+
+@pytest.mark.parametrize("what", ["soft link", "group"])
+def test_a_condition_that_is_not_a_dataset_of_the_file_is_a_problem(tmp_path, what):
+    """/map/cond_nic_tx_bytes replaced by a link to the received bytes, or by a group: the map's
+    conditions are left out with the problem said (never the received bytes read as sent)."""
+    from npmpi.runfile.attrseal import seal_all
+
+    path = _pp_rows(tmp_path)
+    with h5py.File(path, "a") as f:
+        g = f["map"]
+        del g[COND_PREFIX + "nic_tx_bytes"]
+        if what == "group":
+            g.create_group(COND_PREFIX + "nic_tx_bytes")
+        else:
+            g[COND_PREFIX + "nic_tx_bytes"] = h5py.SoftLink("/map/" + COND_PREFIX + "nic_rx_bytes")
+        seal_all(f)
+    m = load_map(path, FIELDS)
+    assert m.cond is None and not m.cond_info
+    (said,) = [p for p in m.problems if "conditions (cond_*) are left out" in p]
+    assert "/map/cond_nic_tx_bytes is not a dataset stored in this file" in said
+
+
+@pytest.mark.parametrize("rows_a_block", [False, True])
+def test_a_torn_chunk_after_an_impossible_value_is_the_problem_said(tmp_path, monkeypatch, rows_a_block):
+    """One dataset with an impossible value in its first row and a chunk failing its checksum in
+    the second size: the damage is what is said (a problem), as when the dataset was read whole
+    and then checked."""
+    from npmpi_analysis.map import condrows
+
+    from npmpi.runfile.attrseal import seal_all
+
+    path = _pp_rows(tmp_path)
+    name = COND_PREFIX + "nic_rx_bytes"
+    with h5py.File(path, "a") as f:
+        g = f["map"]
+        data = g[name][()]
+        del g[name]
+        data[0, 0, 0] = -1.0
+        ds = g.create_dataset(name, data=data, chunks=(1, 1, 2), fletcher32=True)
+        offset = ds.id.get_chunk_info_by_coord((1, 5, 0)).byte_offset
+        seal_all(f)
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        byte = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    if rows_a_block:
+        monkeypatch.setattr(condrows, "BLOCK_BYTES", 16)
+    m = load_map(path, FIELDS)
+    assert m.cond is None
+    (said,) = [p for p in m.problems if "conditions (cond_*) are left out" in p]
+    assert "/map/cond_nic_rx_bytes fails its checksum (Fletcher-32)" in said
+    assert not [n for n in m.notices if "impossible values" in n]

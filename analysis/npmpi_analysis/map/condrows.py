@@ -21,6 +21,7 @@ from npmpi.runfile.format import COND_DATASETS
 from npmpi.runfile.maprows import COND_PREFIX, row_blocks
 from npmpi.runfile.opening import check_own_data, read_checked
 from npmpi_analysis.map.pairmatrix import PairMatrix
+from npmpi_analysis.map.rows import stored
 from npmpi_analysis.numbers.conditions import (
     add_found,
     bounded_notice,
@@ -44,10 +45,10 @@ def read_folded_rows(g, p: Path, m, notices: list[str]) -> dict[str, PairMatrix]
     rows, sizes = m.rows, len(m.size_bytes)
     want = (sizes, len(rows.pair), 2)
     names = [COND_PREFIX + n for n in COND_DATASETS]
-    sets, errors = {}, {}
+    sets, errors, values = {}, {}, {}  # values: a dataset's impossible value, said unless a read fails
     for k, name in enumerate(names):
         try:
-            ds = g[name]
+            ds = stored(g, name, p, required=True)  # a dataset of this file: not a link, not a group
             if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
                 raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
             check_own_data(ds, p, f"/map/{name}")
@@ -64,9 +65,9 @@ def read_folded_rows(g, p: Path, m, notices: list[str]) -> dict[str, PairMatrix]
     found: dict = {}
     for s in range(sizes):
         for r in row_blocks(len(rows.pair), 2 * 8, BLOCK_BYTES):
-            block = _block(sets, errors, names, s, r, p)
-            if errors:
-                continue  # the rest is read only to find an earlier dataset's error
+            block = _block(sets, errors, values, names, s, r, p)
+            if errors or values:
+                continue  # the rest is read only to find a read's error, or an earlier dataset's
             pair = rows.pair[r]
             elapsed = m.trial_stats["sum_s"][s, pair[:, 0], pair[:, 1]]
             elapsed = elapsed * m.iterations[s, pair[:, 0], pair[:, 1]] * 2.0
@@ -79,16 +80,16 @@ def read_folded_rows(g, p: Path, m, notices: list[str]) -> dict[str, PairMatrix]
             out["throttle"][s, r] = throttle_events(v)
             out["freq_moved"][s, r] = freq_moved(v)
             out["nic_tx_bytes"][s, r] = v["nic_tx_bytes"]
-    if errors:
-        raise errors[min(errors)]
+    if errors or values:  # each dataset's read error before its values' (read whole: read, then checked)
+        raise {**values, **errors}[min({*errors, *values})]
     notices.extend(bounded_notice({n: found[n] for n in COND_DATASETS if n in found}))
     cells = rows.cells()
     return {k: PairMatrix(v, cells, False if k == "freq_moved" else np.nan) for k, v in out.items()}
 
 
-def _block(sets: dict, errors: dict, names: list[str], s: int, r: slice, p: Path) -> dict:
-    """Size s's rows r of each dataset not yet failed, as float64 and checked (an error is kept in
-    `errors` by the dataset's place)."""
+def _block(sets: dict, errors: dict, values: dict, names: list[str], s: int, r: slice, p: Path) -> dict:
+    """Size s's rows r of each dataset whose read has not failed, as float64 and checked: a read's
+    error is kept in `errors`, the first impossible value's in `values`, by the dataset's place."""
     block = {}
     for k, ds in sets.items():
         if k in errors:
@@ -96,11 +97,11 @@ def _block(sets: dict, errors: dict, names: list[str], s: int, r: slice, p: Path
         name = names[k]
         try:
             x = np.asarray(read_checked(ds, (s, r), p, f"/map/{name}"), dtype=np.float64)
-            if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))):
-                raise ValueError(f"/map/{name} holds negative, infinite or impossible values")
         except READ_ERRORS as exc:  # said in the datasets' order, as read whole
             errors[k] = exc
             continue
+        if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))):
+            values.setdefault(k, ValueError(f"/map/{name} holds negative, infinite or impossible values"))
         block[name[len(COND_PREFIX) :]] = x
     return block
 

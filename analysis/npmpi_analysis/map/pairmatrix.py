@@ -44,6 +44,8 @@ class PairMatrix:
             return self.like(self.rows[key], self.fill, self.table)
         if len(key) == 2:  # x[:, r]: a block of rows of the matrices
             key = (*key, slice(None))
+        if self.rows.ndim < 2 or self.rows.shape[1] == 0:  # no row at all (a forged map): all fill
+            return np.asarray(self)[key]
         k, i, j, *rest = key
         row = self.index[i, j]
         got = self.rows[(k, np.maximum(row, 0), *rest)]

@@ -36,6 +36,7 @@ BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
 # nodes and 2 sizes with every output, 2026-11-29: 3.92 GiB without power, 1.2 times the 13 [S, N, N]
 # of 8 bytes counted; 11.6 GiB with a 1 Hz meter a node, 1.26 times the 37)
 ANALYSIS_FACTOR = 1.3
+READ_FACTOR = 2.2  # what a map reads whole of its file (its power samples) at most 1 / this of free memory
 # [S, N, N] of 8 bytes the conditions hold: each side's frequency, throttle events and NIC bytes and
 # the wire figures, as rows (map/condrows.py: one row a pair, two for a map measuring both ways)
 COND_MATRICES = 4
@@ -136,11 +137,11 @@ def check_memory(
     the analysis may hold: MAX_READ_BYTES, or 1 / ANALYSIS_FACTOR of this machine's free memory when
     more."""
     n2 = sizes * nodes * nodes
-    per_pair = (
-        (trials if directed else len(FILLS)) + 3 + (COND_MATRICES * (2 if directed else 1) if cond else 0)
-    )
+    # a map measuring both ways apart holds its trials and their symmetric copy (trials.dense_summaries)
+    trial_part = 2 * trials if directed else len(FILLS)
+    per_pair = trial_part + 3 + (COND_MATRICES * (2 if directed else 1) if cond else 0)
     need = n2 * 8 * (per_pair + (POWER_MATRICES if power else 0))
-    cap = read_cap()
+    cap = max(MAX_READ_BYTES, int(available_bytes() / ANALYSIS_FACTOR))
     if need > cap:
         raise RunFileError(
             f"{p}: a map of {nodes} members and {sizes} size(s) makes {need / (1 << 30):.3g} GiB of "
@@ -152,9 +153,9 @@ def check_memory(
 
 def read_cap() -> int:
     """What a map's analysis reads of its file at once, besides its per-pair rows (its power
-    samples: a 4,096-node map's at 1 Hz are 0.6 GiB): MAX_READ_BYTES, or 1 / ANALYSIS_FACTOR of
-    this machine's free memory when more, as the matrices' (`check_memory`)."""
-    return max(MAX_READ_BYTES, int(available_bytes() / ANALYSIS_FACTOR))
+    samples: a 4,096-node map's at 1 Hz are 0.6 GiB): MAX_READ_BYTES, or 1 / READ_FACTOR of this
+    machine's free memory when more (what is read whole, the analysis needs a multiple of)."""
+    return max(MAX_READ_BYTES, int(available_bytes() / READ_FACTOR))
 
 
 def available_bytes() -> int:
