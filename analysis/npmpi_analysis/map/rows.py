@@ -33,7 +33,7 @@ from npmpi_analysis.map.trials import FILLS, summarise
 
 BLOCK_BYTES = 64 << 20  # a read of a per-pair dataset at most
 # the map's analysis peaks at about this many times the matrices counted below (measured at 4,096
-# nodes and 2 sizes with every output, 2026-11-29: 3.92 GiB without power, 1.2 times the 13 [S, N, N]
+# nodes and 2 sizes with every output, 2026-11-29: 3.73 GiB without power, 1.15 times the 13 [S, N, N]
 # of 8 bytes counted; 11.6 GiB with a 1 Hz meter a node, 1.26 times the 37)
 ANALYSIS_FACTOR = 1.3
 READ_FACTOR = 2.2  # what a map reads whole of its file (its power samples) at most 1 / this of free memory
