@@ -385,6 +385,23 @@ def test_two_maps_compared_name_the_repaired_link(tmp_path, capsys):
     assert comp["bandwidth_ratio"][2][0][1] == pytest.approx(1.0, rel=0.08)
 
 
+@pytest.mark.parametrize("common", [0, 1])
+def test_two_maps_with_fewer_than_two_hosts_in_common_say_so(tmp_path, capsys, common):
+    """Maps of other hosts (or one host in common) are each analysed, and their comparison says
+    that nothing is compared, with no matrix and no heat map of it (an internal error before)."""
+    before, after = tmp_path / "before.h5", tmp_path / "after.h5"
+    write_map(before, MapTruth(hosts(4), seed=1))
+    write_map(after, MapTruth([f"x{k}" for k in range(4 - common)] + hosts(4)[:common], seed=2))
+    argv = [str(before), str(after), "--json", str(tmp_path / "c.json"), "--plots", str(tmp_path / "p")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "comparison after / before (after / before, per link):" in out
+    assert "notice: fewer than two hosts in common: nothing to compare" in out
+    assert "bandwidth after / before at" not in out
+    assert not list((tmp_path / "p").glob("map_change_*")) and list((tmp_path / "p").glob("map_latency_*"))
+    assert json.loads((tmp_path / "c.json").read_text())["comparison"][0]["changes"] == []
+
+
 def test_two_maps_compared_name_a_repaired_node(tmp_path):
     from npmpi_analysis.map.outliers import compare_maps
 

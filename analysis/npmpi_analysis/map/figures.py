@@ -306,7 +306,10 @@ def _direction_words(a) -> str:
 
 
 def change_plots(change) -> list[Plot]:
-    """Heatmaps of after / before (latency, bandwidth per size) of two maps, changed links boxed."""
+    """Heatmaps of after / before (latency, bandwidth per size) of two maps, changed links boxed;
+    none when they have fewer than two hosts in common (nothing compared: the text says so)."""
+    if len(change.names) < 2:
+        return []
     index = {name: k for k, name in enumerate(change.names)}
 
     def boxes(metric: str, size: int) -> list[tuple[int, int]]:

@@ -252,7 +252,7 @@ def change_text(change) -> str:
     out = [f"comparison {change.after} / {change.before} (after / before, per link):"]
     for metric, size, med in change.medians:
         out.append(f"  median {metric} ratio {_g(med, 4)} at {format_size(size)}")
-    if len(change.names) <= MATRIX_MAX:
+    if 2 <= len(change.names) <= MATRIX_MAX:  # fewer hosts in common: nothing compared (a notice)
         for k, s in enumerate(change.size_bytes):
             out.append(f"  bandwidth after / before at {format_size(int(s))}:")
             out.append(_render(*matrix_cells(change.names, change.bandwidth_ratio[k], 3)))
