@@ -57,6 +57,8 @@ def _keys(rng, n: int, s: int, tail: tuple) -> list:
         keys += [(ks, ii, jj), (slice(None), ii, jj), (ks[:0], ii[:0], jj[:0]), (0, ii, jj)]
         keys += [(ks, ii, jj, 1), (slice(None), ii, jj, 0)] if tail else []
     keys += [(slice(None), slice(a, b)) for a in range(n + 1) for b in range(a, n + 1)]
+    keys += [k for k in range(-s, s)] + [np.int64(k) for k in range(s)]  # a size's [N, N] matrix
+    keys += [(k, i) for k in range(s) for i in range(n)]  # a member's row at a size
     return keys
 
 
@@ -82,3 +84,26 @@ def test_a_pair_matrix_reads_as_the_dense_matrix_of_its_rows(directed, kind):
         blanked = dense.copy()
         blanked[late] = x.table[x.fill] if x.table is not None else x.fill
         assert _same(np.asarray(x.blank(late)), blanked), where
+
+
+def test_a_pair_matrix_does_what_an_array_does_on_its_dense_matrix():
+    """What a reader of the analysis may do with a matrix (the API gives the analysis itself):
+    arithmetic, comparisons, numpy's functions, its length and sizes one by one, `.T`, `.copy()`."""
+    rng = np.random.default_rng(3)
+    x, dense = _case(rng, 4, 2, False, 0.7, (), "f")
+    for got, want in (
+        (x / 1e9, dense / 1e9),
+        (2.0 * x, 2.0 * dense),
+        (x * x, dense * dense),
+        (x > 0, dense > 0),
+        (np.exp(x), np.exp(dense)),
+        (np.sum(x, axis=2), np.sum(dense, axis=2)),
+        (np.where(x > 0, x, 0.0), np.where(dense > 0, dense, 0.0)),
+        (x.T, dense.T),
+        (x.copy(), dense),
+        (np.stack(list(x)), dense),
+    ):
+        assert _same(got, want)
+    assert len(x) == 2 and x.ndim == 3 and _same(x.sum(), dense.sum())
+    with pytest.raises(TypeError):
+        np.add(x, 1.0, out=x)  # its dense matrix is made for the call: a write into it would be lost

@@ -13,11 +13,15 @@ reading the cells gives the same numbers, bit for bit, as computing on the dense
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
 
-class PairMatrix:
+class PairMatrix(NDArrayOperatorsMixin):
     """[S, N, N, ...] as rows [S, P, ...] with `index` [N, N] (int32, -1: no row, read as `fill`);
-    `table`, when given, maps each stored value (a small int code) to what is read."""
+    `table`, when given, maps each stored value (a small int code) to what is read. Anything else
+    an array does (arithmetic, ufuncs, numpy's functions, `.T`, `.copy()`, a size `x[k]`, iterating
+    over the sizes) it does on the dense matrix, made for it: a reader of the analysis (the API's
+    users) can take it for an array."""
 
     def __init__(self, rows: np.ndarray, index: np.ndarray, fill, table: np.ndarray | None = None):
         self.rows, self.index, self.fill, self.table = rows, index, fill, table
@@ -39,9 +43,28 @@ class PairMatrix:
         """Other rows of the same pairs."""
         return PairMatrix(rows, self.index, fill, table)
 
+    def __len__(self) -> int:
+        return self.rows.shape[0]
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(isinstance(x, PairMatrix) for x in kwargs.get("out", ())):
+            return NotImplemented  # its dense matrix is made for the call: written into, it is lost
+        inputs = tuple(np.asarray(x) if isinstance(x, PairMatrix) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name in ("rows", "index", "fill", "table"):
+            raise AttributeError(name)
+        return getattr(np.asarray(self), name)  # .T, .copy(), .ravel(), .sum(), ... of the dense matrix
+
     def __getitem__(self, key):
-        if not isinstance(key, tuple):  # sizes: x[order]
-            return self.like(self.rows[key], self.fill, self.table)
+        if not isinstance(key, tuple):
+            if np.ndim(key) == 0 and not isinstance(key, slice):  # one size: its [N, N, ...] matrix
+                return np.asarray(self.like(self.rows[[key]], self.fill, self.table))[0]
+            return self.like(self.rows[key], self.fill, self.table)  # sizes: x[order], x[a:b]
         if len(key) == 2:  # x[:, r]: a block of rows of the matrices
             key = (*key, slice(None))
         if self.rows.ndim < 2 or self.rows.shape[1] == 0:  # no row at all (a forged map): all fill
