@@ -85,12 +85,13 @@ def pair_timing(m: MapFile) -> dict[str, np.ndarray]:
     """Best, mean ± σ one-way time and the bandwidths of every pair and size (NaN unmeasured), and
     the stalled trials of each (left out of the mean), from the trials' summaries (map/trials.py)."""
     st = m.trial_stats
+    as_rows = isinstance(st["mean_s"], PairMatrix)  # a rows map's: figured and kept as its rows
     mean_s, sigma_s = rows_of(st["mean_s"]), rows_of(st["sigma_s"])
     with np.errstate(all="ignore"):
         bits = (compute.BITS_PER_BYTE * m.size_bytes.astype(float))[:, None, None]
-        mean_b = bits[..., 0] / mean_s if isinstance(st["mean_s"], PairMatrix) else bits / mean_s
+        mean_b = (bits[..., 0] if as_rows else bits) / mean_s
         sigma_b = mean_b * sigma_s / mean_s
-        if isinstance(st["mean_s"], PairMatrix):  # a rows map's: kept as its rows
+        if as_rows:
             mean_b, sigma_b = st["mean_s"].like(mean_b, np.nan), st["mean_s"].like(sigma_b, np.nan)
         return {
             "trials_run": st["trials_run"],

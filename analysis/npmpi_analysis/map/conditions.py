@@ -36,7 +36,8 @@ from npmpi.core.safetext import shown
 from npmpi.runfile.format import COND_DATASETS, TEXT_CHECKSUM, text_crc32
 from npmpi.runfile.maprows import COND_PREFIX, ROW_BLOCK_CELLS, row_blocks
 from npmpi.runfile.mapwriter import COND_TEXT
-from npmpi_analysis.map.pairmatrix import PairMatrix, as_dense, rows_of
+from npmpi_analysis.map.condrows import READ_ERRORS, impossible, place_text
+from npmpi_analysis.map.pairmatrix import PairMatrix, rows_of
 from npmpi_analysis.numbers.compute import run_mode_factors
 from npmpi_analysis.numbers.conditions import (
     FLAG_WORDS,
@@ -57,7 +58,6 @@ from npmpi_analysis.numbers.conditions import (
 
 MAX_TEXT_CHARS = 4_000_000
 MAX_NAMED = 5  # flagged pair-sizes the text names one by one (all of them in --csv and --json)
-MAX_COUNT = 1e18  # a throttle or byte count beyond this is damage
 FOLDED = ("cpu_freq_hz", "throttle", "freq_moved", "nic_tx_bytes")  # m.cond's, as _folded keeps them
 SLOWER_CLOCK = 0.10  # a suspect's side whose cores ran this much below the references' is named
 
@@ -89,7 +89,7 @@ def read_map_conditions(g, p: Path, m) -> None:
 def _read_rows_conditions(g, p: Path, m) -> None:
     """A rows map's /map/cond_* read, bounded and folded a block of rows at a time (map/condrows.py),
     with the notices and problems of the datasets read whole (`_read_sets`, `_bounded_pairs`)."""
-    from npmpi_analysis.map.condrows import READ_ERRORS, read_folded_rows
+    from npmpi_analysis.map.condrows import read_folded_rows
 
     said: list[str] = []
     m.cond_info, m.cond = _read_text(g, said), None  # its frequency sources bound the frequencies
@@ -132,13 +132,9 @@ def _bounded_pairs(m, cond: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         for x in (cycles, interfaces)
     )
     elapsed = m.trial_stats["sum_s"] * m.iterations * 2.0
-    hosts = [shown(h) for h in m.hosts]
-    sides = ("transmitter", "reflector")
 
     def place(i) -> str:
-        k, side = int(i[0]), int(i[-1])
-        ends = "–".join(hosts[e] if e < len(hosts) else str(e) for e in (int(x) for x in i[1:3]))
-        return f"{ends} at {int(m.size_bytes[k])} B ({sides[side]})"
+        return place_text(m.hosts, i[1:3], m.size_bytes[int(i[0])], int(i[-1]))
 
     out, said = bounded(cond, elapsed[..., None], cycles, interfaces, place)
     m.notices.extend(said)
@@ -164,7 +160,6 @@ def _bounded_again(g, m, cond: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, np.ndarray] | None:
     """Each COND_DATASETS name's /map/<prefix>cond_<name> of shape `want`, checked; None (said) when
     one cannot be used."""
-    from npmpi.core.errors import RunFileError
     from npmpi.runfile.opening import read_declared
 
     got = {}
@@ -175,9 +170,9 @@ def _read_sets(g, p: Path, m, prefix: str, want: tuple[int, ...]) -> dict[str, n
             if getattr(ds, "shape", None) != want or ds.dtype.kind != "f":
                 raise ValueError(f"/map/{name} has shape {getattr(ds, 'shape', '?')}, expected {want}")
             x = got[short] = np.asarray(read_declared(ds, p, f"/map/{name}"), dtype=np.float64)
-            if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))):
+            if impossible(x):
                 raise ValueError(f"/map/{name} holds negative, infinite or impossible values")
-    except (RunFileError, ValueError, OSError, KeyError, TypeError) as exc:
+    except READ_ERRORS as exc:
         _left_out(m, exc, prefix)
         return None
     return got
@@ -402,10 +397,10 @@ def map_matrices(c: MapConditions | None) -> dict[str, Any]:
     if c is None:
         return {}
     return {
-        "cpu_freq_ghz": as_dense(c.freq_hz) / 1e9,
-        "throttle_count": as_dense(c.throttle),
-        "conditions_flag": as_dense(c.flags),
-        "wire_bytes_per_payload_byte": as_dense(c.wire_ratio),
+        "cpu_freq_ghz": np.asarray(c.freq_hz) / 1e9,  # a PairMatrix's dense matrix
+        "throttle_count": np.asarray(c.throttle),
+        "conditions_flag": np.asarray(c.flags),
+        "wire_bytes_per_payload_byte": np.asarray(c.wire_ratio),
     }
 
 

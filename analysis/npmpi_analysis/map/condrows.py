@@ -31,10 +31,22 @@ from npmpi_analysis.numbers.conditions import (
     throttle_events,
 )
 
-MAX_COUNT = 1e18  # a throttle or byte count beyond this is damage (map/conditions.py's)
+MAX_COUNT = 1e18  # a throttle or byte count beyond this is damage
 BLOCK_BYTES = 8 << 20  # of each dataset a block reads (rows of [2] float64): 512 Ki rows
 SIDES = ("transmitter", "reflector")
 READ_ERRORS = (RunFileError, ValueError, OSError, KeyError, TypeError)  # map/conditions._left_out's
+
+
+def impossible(x: np.ndarray) -> bool:
+    """Whether conditions' values hold one no reading gives: negative, infinite or beyond MAX_COUNT
+    (damage, not a value to bound)."""
+    return bool(np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))))
+
+
+def place_text(hosts: list[str], ends, size_bytes: int, side: int) -> str:
+    """A conditions' value named in a notice: 'h0–h1 at 1000 B (transmitter)'."""
+    names = "–".join(shown(hosts[e]) if e < len(hosts) else str(e) for e in (int(x) for x in ends))
+    return f"{names} at {int(size_bytes)} B ({SIDES[side]})"
 
 
 def read_folded_rows(g, p: Path, m, notices: list[str]) -> dict[str, PairMatrix]:
@@ -71,9 +83,12 @@ def read_folded_rows(g, p: Path, m, notices: list[str]) -> dict[str, PairMatrix]
             pair = rows.pair[r]
             elapsed = m.trial_stats["sum_s"][s, pair[:, 0], pair[:, 1]]
             elapsed = elapsed * m.iterations[s, pair[:, 0], pair[:, 1]] * 2.0
-            place = _placer(m, s, r.start)
             v, part = bounded_parts(
-                block, elapsed[:, None], cycles[pair], interfaces[pair], lambda i, pl=place: pl(i)
+                block,
+                elapsed[:, None],
+                cycles[pair],
+                interfaces[pair],
+                lambda i, pair=pair, s=s: place_text(m.hosts, pair[int(i[0])], m.size_bytes[s], int(i[-1])),
             )
             add_found(found, part)
             out["cpu_freq_hz"][s, r] = v["cpu_freq_hz"]
@@ -100,21 +115,7 @@ def _block(sets: dict, errors: dict, values: dict, names: list[str], s: int, r: 
         except READ_ERRORS as exc:  # said in the datasets' order, as read whole
             errors[k] = exc
             continue
-        if np.any(np.isinf(x) | (np.isfinite(x) & ((x < 0) | (x > MAX_COUNT)))):
+        if impossible(x):
             values.setdefault(k, ValueError(f"/map/{name} holds negative, infinite or impossible values"))
         block[name[len(COND_PREFIX) :]] = x
     return block
-
-
-def _placer(m, s: int, first_row: int):
-    """A block's element (row, side) named as the whole's: 'h0–h1 at 1000 B (transmitter)'."""
-    hosts = m.hosts
-
-    def place(i) -> str:
-        row, side = first_row + int(i[0]), int(i[-1])
-        ends = "–".join(
-            shown(hosts[e]) if e < len(hosts) else str(e) for e in (int(x) for x in m.rows.pair[row])
-        )
-        return f"{ends} at {int(m.size_bytes[s])} B ({SIDES[side]})"
-
-    return place

@@ -111,12 +111,13 @@ def _against(missing, got, k, rest) -> np.ndarray:
 
 
 def _first_cells(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(i, j) of one cell of each row, in the rows' order."""
+    """(i, j) of a cell of each row, in the rows' order (either of a row's two cells: `blank`'s
+    `where` is alike for both)."""
     cells = np.flatnonzero(index >= 0)
     rows = index.ravel()[cells]
-    first = np.full(int(rows.max()) + 1 if len(rows) else 0, -1, dtype=np.int64)
-    first[rows[::-1]] = cells[::-1]  # the first cell of each row wins
-    return np.unravel_index(first, index.shape)
+    one = np.full(int(rows.max()) + 1 if len(rows) else 0, -1, dtype=np.int64)
+    one[rows] = cells
+    return np.unravel_index(one, index.shape)
 
 
 def cell_index(pair: np.ndarray, nodes: int, directed: bool) -> np.ndarray:
@@ -132,8 +133,3 @@ def cell_index(pair: np.ndarray, nodes: int, directed: bool) -> np.ndarray:
 def rows_of(x):
     """What is computed on: a PairMatrix's rows, or the dense matrix itself."""
     return x.rows if isinstance(x, PairMatrix) else x
-
-
-def as_dense(x) -> np.ndarray:
-    """The dense matrix of a PairMatrix, or the array itself."""
-    return np.asarray(x) if isinstance(x, PairMatrix) else x

@@ -20,7 +20,6 @@ from npmpi_analysis.map.outliers import (
     THRESHOLD_TEXT,
     lowest_nodes,
 )
-from npmpi_analysis.map.pairmatrix import as_dense
 from npmpi_analysis.map.plan import plan_summary, plan_text
 from npmpi_analysis.numbers.compute import FLAG_NAMES, FLAG_OK
 
@@ -377,9 +376,9 @@ def map_doc(a, pairs: bool = True) -> dict[str, Any]:
         "round": a.round,
         "latency_s": a.latency_s,
         "bandwidth_bit_s": a.bandwidth_bit_s,
-        "bandwidth_mean_bit_s": as_dense(a.mean_bit_s),
-        "bandwidth_sigma_bit_s": as_dense(a.sigma_bit_s),
-        "bytes_moved": as_dense(a.bytes_moved),
+        "bandwidth_mean_bit_s": np.asarray(a.mean_bit_s),  # a rows map's: PairMatrix, its dense matrix
+        "bandwidth_sigma_bit_s": np.asarray(a.sigma_bit_s),
+        "bytes_moved": np.asarray(a.bytes_moved),
         "trials_stalled": a.trials_stalled,
         "outliers": [_finding(f) for f in a.outliers],
         **map_matrices(a.conditions),
